@@ -1,0 +1,508 @@
+"""Scenario files: the documented claim a drill checks, and how it checks it.
+
+A scenario is one YAML file in ``scenarios/`` (see ``SCHEMA`` for the shape).
+Loading validates it against a JSON Schema (Draft 2020-12) plus a few rules a
+schema cannot state (unique names), and turns any problem into a one-line
+``ScenarioError`` naming the file, the field and what was expected.
+
+Loading only ever reads the file.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+OPS: tuple[str, ...] = ("<=", "<", ">=", ">", "==")
+MAX_PROBE_INTERVAL_SECONDS = 0.5
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# "x-expected" is our own annotation: the human text used when a value is
+# rejected. Draft 2020-12 ignores unknown keywords, so the schema stays valid.
+_NAME = {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$",
+         "x-expected": "lowercase letters, digits and '-', starting with a letter or digit"}
+_TEXT = {"type": "string", "minLength": 1, "x-expected": "a non-empty string"}
+_MAPPING = {"type": "object"}  # free-form: whatever the fault or workload needs
+
+SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "kdrill scenario",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "title", "drill", "claim", "source", "cluster", "fault", "expectations"],
+    "properties": {
+        "name": _NAME,
+        "title": _TEXT,
+        "drill": {"type": "string", "pattern": r"^[^/].*\.py$",
+                  "x-expected": "a pytest file path relative to the repo root, ending in .py"},
+        "claim": _TEXT,
+        "source": {
+            "type": "array", "minItems": 1,
+            "items": {
+                "type": "object", "additionalProperties": False,
+                "required": ["title", "url"],
+                "properties": {
+                    "title": _TEXT,
+                    "url": {"type": "string", "pattern": "^https?://\\S+$",
+                            "x-expected": "an http(s) URL"},
+                    "section": _TEXT,
+                },
+            },
+        },
+        "cluster": {
+            "type": "object", "additionalProperties": False,
+            "required": ["config"],
+            "properties": {
+                "config": {"type": "string", "pattern": "^[a-z0-9-]+$",
+                           "x-expected": "a clusters/<config>.yaml name: lowercase letters, digits and '-'"},
+                "needs_node_access": {"type": "boolean"},
+            },
+        },
+        "fault": {
+            "type": "object", "additionalProperties": False,
+            "required": ["kind", "method"],
+            "properties": {
+                "kind": {"type": "string", "pattern": "^[a-z0-9-]+$",
+                         "x-expected": "a fault kind: lowercase letters, digits and '-'"},
+                "method": _TEXT,
+                "params": _MAPPING,
+            },
+        },
+        "workload": _MAPPING,
+        "probes": {
+            "type": "object", "additionalProperties": False,
+            "properties": {
+                "interval_seconds": {
+                    "type": "number", "exclusiveMinimum": 0, "maximum": MAX_PROBE_INTERVAL_SECONDS,
+                    "x-expected": "a number of seconds > 0 and <= 0.5 (probes sample every 0.5 seconds or better)",
+                },
+            },
+        },
+        "expectations": {
+            "type": "array", "minItems": 1,
+            "items": {
+                "type": "object", "additionalProperties": False,
+                "required": ["name", "description", "bound", "unit"],
+                "properties": {
+                    "name": {"type": "string", "pattern": "^[a-z0-9_]+$",
+                             "x-expected": "lowercase letters, digits and '_'"},
+                    "description": _TEXT,
+                    "bound": {
+                        "type": "object", "additionalProperties": False,
+                        "required": ["op", "value"],
+                        "properties": {
+                            "op": {"enum": list(OPS)},
+                            "value": {"type": ["number", "boolean"]},
+                        },
+                    },
+                    "unit": _TEXT,
+                    "phase": _TEXT,
+                },
+            },
+        },
+        "cases": {
+            "type": "array",
+            "items": {
+                "type": "object", "additionalProperties": False,
+                "required": ["name"],
+                "properties": {"name": _NAME, "params": _MAPPING},
+            },
+        },
+    },
+}
+
+_VALIDATOR = Draft202012Validator(SCHEMA)
+
+
+class ScenarioError(ValueError):
+    """A scenario file is unreadable or invalid.
+
+    Attributes: ``path`` (Path of the file, or directory for look-ups),
+    ``field`` (dotted path such as ``expectations[2].bound.op``, or ``<file>``
+    for problems with the file as a whole), ``expected`` (human text),
+    ``got`` (repr of what was there, or None when there is nothing to show),
+    ``line`` (1-based line number when known, else None).
+    """
+
+    def __init__(self, path: Path | str, field: str, expected: str,
+                 got: str | None = None, line: int | None = None) -> None:
+        self.path = Path(path)
+        self.field = field
+        self.expected = expected
+        self.got = got
+        self.line = line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        text = f"{_display(self.path)}: field '{self.field}': expected {self.expected}"
+        return text if self.got is None else f"{text}, got {self.got}"
+
+    def __reduce__(self):  # keep picklable (pytest-xdist ships exceptions between processes)
+        return (type(self), (self.path, self.field, self.expected, self.got, self.line))
+
+
+@dataclass(frozen=True)
+class Source:
+    """A primary document stating the behaviour under test."""
+
+    title: str
+    url: str
+    section: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"title": self.title, "url": self.url, "section": self.section}
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A pass condition ``measured <op> value``; ``op`` is one of ``OPS``.
+
+    Raises ValueError for an unknown op.
+    """
+
+    op: str
+    value: float | int | bool
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(f"bound op must be one of {', '.join(OPS)}, got {self.op!r}")
+
+    def holds(self, measured: Any) -> bool:
+        """True when ``measured`` satisfies the bound. None, NaN, non-numbers,
+        and a bool compared with a number (or vice versa) never hold."""
+        if isinstance(self.value, bool) or isinstance(measured, bool):
+            # True == 1 in Python; a flag and a count must not satisfy each other.
+            return self.op == "==" and type(measured) is type(self.value) and measured == self.value
+        if not isinstance(measured, (int, float)):
+            return False
+        m, v = measured, self.value
+        return {"<=": m <= v, "<": m < v, ">=": m >= v, ">": m > v, "==": m == v}[self.op]
+
+    def describe(self) -> str:
+        """E.g. ``">= 0.99"`` or ``"== true"``."""
+        value = str(self.value).lower() if isinstance(self.value, bool) else str(self.value)
+        return f"{self.op} {value}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"op": self.op, "value": self.value}
+
+
+@dataclass(frozen=True)
+class ExpectationSpec:
+    """One documented, checkable consequence of the claim."""
+
+    name: str
+    description: str
+    bound: Bound
+    unit: str
+    phase: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "bound": self.bound.to_dict(),
+                "unit": self.unit, "phase": self.phase}
+
+
+@dataclass(frozen=True)
+class Case:
+    """A named variant; ``params`` are merged over the fault params."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "params": copy.deepcopy(self.params)}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario file. ``probe_interval_seconds`` is in seconds."""
+
+    name: str
+    title: str
+    drill: str
+    claim: str
+    sources: tuple[Source, ...]
+    cluster_config: str
+    needs_node_access: bool
+    fault_kind: str
+    fault_method: str
+    fault_params: dict[str, Any] = field(hash=False)
+    workload: dict[str, Any] = field(hash=False)
+    probe_interval_seconds: float
+    expectations: tuple[ExpectationSpec, ...]
+    cases: tuple[Case, ...]
+    path: Path
+
+    def expectation(self, name: str) -> ExpectationSpec:
+        """The spec called ``name``. Raises KeyError listing the known names."""
+        for spec in self.expectations:
+            if spec.name == name:
+                return spec
+        known = ", ".join(s.name for s in self.expectations)
+        raise KeyError(f"scenario {self.name!r} has no expectation {name!r} (known: {known})")
+
+    def case(self, name: str) -> Case:
+        """The case called ``name``. Raises KeyError listing the known cases."""
+        for case in self.cases:
+            if case.name == name:
+                return case
+        known = ", ".join(c.name for c in self.cases) or "none"
+        raise KeyError(f"scenario {self.name!r} has no case {name!r} (known: {known})")
+
+    def params_for(self, case_name: str | None = None) -> dict[str, Any]:
+        """A fresh copy of the fault params with the case's params merged over
+        them (top-level keys; case wins). Raises KeyError for an unknown case."""
+        params = copy.deepcopy(self.fault_params)
+        if case_name is not None:
+            params.update(copy.deepcopy(self.case(case_name).params))
+        return params
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable, shaped like the YAML file, plus ``path``."""
+        return {
+            "name": self.name, "title": self.title, "drill": self.drill, "claim": self.claim,
+            "source": [s.to_dict() for s in self.sources],
+            "cluster": {"config": self.cluster_config, "needs_node_access": self.needs_node_access},
+            "fault": {"kind": self.fault_kind, "method": self.fault_method,
+                      "params": copy.deepcopy(self.fault_params)},
+            "workload": copy.deepcopy(self.workload),
+            "probes": {"interval_seconds": self.probe_interval_seconds},
+            "expectations": [e.to_dict() for e in self.expectations],
+            "cases": [c.to_dict() for c in self.cases],
+            "path": str(self.path),
+        }
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    """Read and validate one scenario file.
+
+    Raises ScenarioError for invalid YAML or content (first problem only, in
+    file-field order), OSError if the file cannot be read.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(path, "<file>", "UTF-8 text", f"undecodable byte at offset {exc.start}") from None
+    data = _parse_yaml(path, text)
+    if not isinstance(data, dict):
+        got = "an empty file" if data is None else f"{type(data).__name__} {_show(data)}"
+        raise ScenarioError(path, "<file>", "a mapping of scenario fields", got)
+    errors = sorted(_schema_errors(path, data), key=lambda e: (_sort_key(e.field_path), e.expected))
+    if errors:
+        raise errors[0].as_error()
+    _check_rules(path, data)
+    return _build(path, data)
+
+
+def load_scenarios(directory: Path | str) -> list[Scenario]:
+    """Load every ``*.yaml``/``*.yml`` file directly in ``directory``, sorted by name.
+
+    Raises ScenarioError for an invalid file or for two files sharing a name
+    (naming both), FileNotFoundError if ``directory`` is not a directory.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise FileNotFoundError(f"scenario directory not found: {directory}")
+    files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    by_name: dict[str, Scenario] = {}
+    for file in files:
+        scenario = load_scenario(file)
+        if scenario.name in by_name:
+            first = by_name[scenario.name].path
+            raise ScenarioError(file, "name", f"a name unique across scenarios (already used by {_display(first)})",
+                                repr(scenario.name))
+        by_name[scenario.name] = scenario
+    return [by_name[name] for name in sorted(by_name)]
+
+
+def find_scenario(name_or_path: str | Path, directory: Path | str | None = None) -> Scenario:
+    """Find a scenario by name (``"control-plane-stop"``) in ``directory``
+    (default: ``<repo>/scenarios``) or load it from a path.
+
+    Raises ScenarioError for an unknown name (listing the known names) or an
+    invalid file, FileNotFoundError for a missing path or directory.
+    """
+    text = str(name_or_path)
+    if isinstance(name_or_path, Path) or "/" in text or os.sep in text or text.endswith((".yaml", ".yml")):
+        return load_scenario(Path(name_or_path))
+    directory = Path(directory) if directory is not None else REPO_ROOT / "scenarios"
+    scenarios = load_scenarios(directory)
+    for scenario in scenarios:
+        if scenario.name == text:
+            return scenario
+    known = ", ".join(repr(s.name) for s in scenarios) or "none"
+    raise ScenarioError(directory, "name", f"a known scenario name (one of {known})", repr(text))
+
+
+# --- internals -------------------------------------------------------------
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+        except TypeError:  # unhashable key: construct_mapping reports it properly
+            continue
+        if duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _parse_yaml(path: Path, text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if mark is None:
+            raise ScenarioError(path, "<file>", "valid YAML", problem) from None
+        line = mark.line + 1
+        raise ScenarioError(path, "<file>", "valid YAML",
+                            f"{problem} at line {line}, column {mark.column + 1}", line=line) from None
+
+
+@dataclass
+class _Problem:
+    path: Path
+    field_path: tuple[str | int, ...]
+    expected: str
+    got: str | None
+
+    def as_error(self) -> ScenarioError:
+        return ScenarioError(self.path, _format_field(self.field_path), self.expected, self.got)
+
+
+def _schema_errors(path: Path, data: dict) -> Iterable[_Problem]:
+    for err in _VALIDATOR.iter_errors(data):
+        where = tuple(err.absolute_path)
+        if err.validator == "required":
+            props = err.schema.get("properties", {})
+            for prop in err.validator_value:
+                if prop not in err.instance:
+                    yield _Problem(path, where + (prop,), f"{_describe(props.get(prop, {}))} (required)", "nothing")
+        elif err.validator == "additionalProperties":
+            allowed = ", ".join(err.schema.get("properties", {}))
+            for extra in sorted(k for k in err.instance if k not in err.schema.get("properties", {})):
+                yield _Problem(path, where + (extra,), f"no such field (allowed: {allowed})", None)
+        else:
+            yield _Problem(path, where, _expected_text(err), _show(err.instance))
+
+
+def _expected_text(err: ValidationError) -> str:
+    if err.validator != "type" and "x-expected" in err.schema:
+        return err.schema["x-expected"]
+    v = err.validator_value
+    return {
+        "type": lambda: _describe(err.schema),
+        "enum": lambda: _describe(err.schema),
+        "minItems": lambda: f"a list with at least {v} item{'s' if v != 1 else ''}",
+        "minLength": lambda: "a non-empty string",
+        "minimum": lambda: f"a number >= {v}",
+        "exclusiveMinimum": lambda: f"a number > {v}",
+        "maximum": lambda: f"a number <= {v}",
+        "pattern": lambda: f"a string matching {v}",
+    }.get(str(err.validator), lambda: err.message)()
+
+
+_TYPE_TEXT = {"string": "a string", "number": "a number", "integer": "an integer",
+              "boolean": "a boolean (true or false)", "object": "a mapping", "array": "a list", "null": "nothing"}
+
+
+def _describe(schema: dict) -> str:
+    if "enum" in schema:
+        return "one of " + ", ".join(repr(x) for x in schema["enum"])
+    types = schema.get("type", [])
+    types = [types] if isinstance(types, str) else types
+    return " or ".join(_TYPE_TEXT.get(t, t) for t in types) or "a value"
+
+
+def _sort_key(field_path: tuple[str | int, ...]) -> tuple:
+    """Order problems as the fields appear in SCHEMA (i.e. as a reader meets
+    them in a well-formed file); unknown keys sort after known ones."""
+    key: list[tuple[int, str]] = []
+    schema: dict = SCHEMA
+    for part in field_path:
+        if isinstance(part, int):
+            key.append((part, ""))
+            schema = schema.get("items", {})
+        else:
+            props = list(schema.get("properties", {}))
+            key.append((props.index(part) if part in props else len(props), part))
+            schema = schema.get("properties", {}).get(part, {})
+    return tuple(key)
+
+
+def _format_field(field_path: Iterable[str | int]) -> str:
+    text = ""
+    for part in field_path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "<file>"
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _display(path: Path) -> str:
+    """Path relative to the working directory when it is under it (shorter messages)."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve())) if path.is_absolute() else str(path)
+    except ValueError:
+        return str(path)
+
+
+def _check_rules(path: Path, data: dict) -> None:
+    """Rules JSON Schema cannot express: unique names, bool bounds only with ==."""
+    for list_name in ("expectations", "cases"):
+        first_index: dict[str, int] = {}
+        for i, item in enumerate(data.get(list_name, [])):
+            if item["name"] in first_index:
+                raise ScenarioError(
+                    path, f"{list_name}[{i}].name",
+                    f"a name unique within the file ({list_name}[{first_index[item['name']]}] already uses it)",
+                    repr(item["name"]))
+            first_index[item["name"]] = i
+    for i, item in enumerate(data["expectations"]):
+        bound = item["bound"]
+        if isinstance(bound["value"], bool) and bound["op"] != "==":
+            raise ScenarioError(path, f"expectations[{i}].bound.value",
+                                "a number (true/false is only allowed with op '==')", repr(bound["value"]))
+
+
+def _build(path: Path, data: dict) -> Scenario:
+    fault = data["fault"]
+    return Scenario(
+        name=data["name"], title=data["title"], drill=data["drill"], claim=data["claim"].strip(),
+        sources=tuple(Source(s["title"], s["url"], s.get("section")) for s in data["source"]),
+        cluster_config=data["cluster"]["config"],
+        needs_node_access=data["cluster"].get("needs_node_access", False),
+        fault_kind=fault["kind"], fault_method=fault["method"],
+        fault_params=copy.deepcopy(fault.get("params") or {}),
+        workload=copy.deepcopy(data.get("workload") or {}),
+        probe_interval_seconds=float(data.get("probes", {}).get("interval_seconds", MAX_PROBE_INTERVAL_SECONDS)),
+        expectations=tuple(
+            ExpectationSpec(e["name"], e["description"], Bound(e["bound"]["op"], e["bound"]["value"]),
+                            e["unit"], e.get("phase"))
+            for e in data["expectations"]),
+        cases=tuple(Case(c["name"], copy.deepcopy(c.get("params") or {})) for c in data.get("cases", [])),
+        path=path,
+    )

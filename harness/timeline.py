@@ -1,0 +1,167 @@
+"""Probe samples over time, and the numbers drills assert on.
+
+All times are epoch seconds (``time.time()``); all durations are seconds.
+Windows (``start``/``end``) are inclusive at both ends. The summary functions
+are pure: they sort samples by time themselves and never mutate their input.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One probe attempt: when it ran (``t``), whether it succeeded, how long
+    it took (seconds, None if unknown), free text, and labels such as
+    ``{"target": "pod-x"}``. Labels are excluded from the hash so samples stay hashable."""
+
+    t: float
+    ok: bool
+    latency_seconds: float | None = None
+    detail: str = ""
+    labels: dict[str, str] = field(default_factory=dict, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"t": self.t, "ok": self.ok, "latency_seconds": self.latency_seconds,
+                "detail": self.detail, "labels": dict(self.labels)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Sample:
+        """Raises KeyError if ``t`` or ``ok`` is missing."""
+        return cls(t=float(data["t"]), ok=bool(data["ok"]), latency_seconds=data.get("latency_seconds"),
+                   detail=data.get("detail", ""), labels=dict(data.get("labels") or {}))
+
+
+class Timeline:
+    """Append-only, thread-safe list of samples for one probe (``name``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._samples: list[Sample] = []
+        self._lock = threading.Lock()
+
+    def add(self, sample: Sample) -> None:
+        with self._lock:
+            self._samples.append(sample)
+
+    def samples(self, start: float | None = None, end: float | None = None) -> list[Sample]:
+        """A copy of the samples within [start, end], ordered by time."""
+        with self._lock:
+            snapshot = list(self._samples)
+        return _window(snapshot, start, end)
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """Samples as dicts, ordered by time (for the evidence timeline file)."""
+        return [s.to_dict() for s in self.samples()]
+
+    def summary(self, start: float | None = None, end: float | None = None) -> dict[str, Any]:
+        return summarize(self.name, self.samples(start, end))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._samples)
+
+
+def _window(samples: Iterable[Sample], start: float | None, end: float | None) -> list[Sample]:
+    return sorted((s for s in samples if (start is None or s.t >= start) and (end is None or s.t <= end)),
+                  key=lambda s: s.t)
+
+
+def success_ratio(samples: Iterable[Sample], start: float | None = None, end: float | None = None) -> float | None:
+    """Successes / samples within the window, or None when the window has no samples."""
+    window = _window(samples, start, end)
+    if not window:
+        return None
+    return sum(1 for s in window if s.ok) / len(window)
+
+
+def longest_gap_seconds(samples: Iterable[Sample], start: float | None = None,
+                        end: float | None = None) -> float:
+    """The longest time, in seconds, without a successful sample, where a gap
+    needs at least one failed sample in it.
+
+    A gap runs from the last success before a run of failures (or from
+    ``start``, or the first sample when no ``start`` is given) to the next
+    success (or to ``end``, or the last sample when no ``end`` is given).
+    Returns 0.0 when every sample succeeds and when the window has no samples
+    at all; use ``success_ratio`` (None) to tell "no data" apart.
+    """
+    window = _window(samples, start, end)
+    if not window:
+        return 0.0
+    since = start if start is not None else window[0].t  # last success, or the window's start
+    failing = False
+    longest = 0.0
+    for sample in window:
+        if sample.ok:
+            if failing:
+                longest = max(longest, sample.t - since)
+            since, failing = sample.t, False
+        else:
+            failing = True
+    if failing:
+        stop = end if end is not None else window[-1].t
+        longest = max(longest, stop - since)
+    return longest
+
+
+def first_time(samples: Iterable[Sample], predicate: Callable[[Sample], bool],
+               after: float | None = None, before: float | None = None) -> float | None:
+    """Time of the earliest sample in [after, before] for which ``predicate`` is true, else None."""
+    for sample in _window(samples, after, before):
+        if predicate(sample):
+            return sample.t
+    return None
+
+
+def last_time(samples: Iterable[Sample], predicate: Callable[[Sample], bool],
+              after: float | None = None, before: float | None = None) -> float | None:
+    """Time of the latest sample in [after, before] for which ``predicate`` is true, else None."""
+    for sample in reversed(_window(samples, after, before)):
+        if predicate(sample):
+            return sample.t
+    return None
+
+
+def latency_percentile(samples: Iterable[Sample], q: float, ok_only: bool = True) -> float | None:
+    """The q-th percentile (0 <= q <= 100) of ``latency_seconds`` by the
+    nearest-rank method: the smallest latency with at least q% of values at
+    or below it (q=0 gives the minimum). Samples without a latency, and
+    failed samples when ``ok_only``, are ignored. None when nothing is left.
+
+    Raises ValueError if q is outside [0, 100].
+    """
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile must be within [0, 100], got {q}")
+    values = sorted(s.latency_seconds for s in samples
+                    if s.latency_seconds is not None and (s.ok or not ok_only))
+    if not values:
+        return None
+    rank = max(1, math.ceil(q / 100 * len(values)))
+    return values[rank - 1]
+
+
+def summarize(name: str, samples: Sequence[Sample] | Iterable[Sample],
+              start: float | None = None, end: float | None = None) -> dict[str, Any]:
+    """JSON-ready summary of one probe over [start, end]:
+    ``name, samples, successes, failures, success_ratio, longest_gap_seconds,
+    first_sample_at, last_sample_at, latency_p50_seconds, latency_p99_seconds``
+    (times in epoch seconds, durations in seconds, None where there is no data)."""
+    window = _window(samples, start, end)
+    successes = sum(1 for s in window if s.ok)
+    return {
+        "name": name,
+        "samples": len(window),
+        "successes": successes,
+        "failures": len(window) - successes,
+        "success_ratio": success_ratio(window),
+        "longest_gap_seconds": longest_gap_seconds(window, start, end),
+        "first_sample_at": window[0].t if window else None,
+        "last_sample_at": window[-1].t if window else None,
+        "latency_p50_seconds": latency_percentile(window, 50),
+        "latency_p99_seconds": latency_percentile(window, 99),
+    }
