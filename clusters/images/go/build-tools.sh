@@ -19,6 +19,7 @@ GOBIN=$out go install "${flags[@]}" github.com/coredns/coredns@"$COREDNS_VERSION
 # etcd's modules only build together through a wrapper (see etcd/go.mod).
 (cd "$here/etcd" && GOFLAGS=-mod=readonly go build "${flags[@]}" -o "$out/" \
   go.etcd.io/etcd/server/v3 go.etcd.io/etcd/etcdctl/v3)
-mv "$out/v3" "$out/etcd" 2>/dev/null || true
+# go names the etcd server binary after its module directory, "server".
+mv "$out/server" "$out/etcd"
 
 (cd "$here/../src" && go build "${flags[@]}" -o "$out/" ./pause ./netd)

@@ -1,0 +1,270 @@
+"""The ``kdrill`` command.
+
+  kdrill run [SCENARIO...]     run drills (all by default) on a kind cluster, write reports/<run-id>/
+  kdrill list [--claims]       the scenarios, or the documented claims and which drill checks each
+  kdrill recover               revert every fault the ledger still holds (after a crash)
+  kdrill doctor                check Docker, kind, images, memory, inotify limits; say how to fix
+  kdrill images build|status   build the offline kind images (cached by content)
+  kdrill report RUN            (re)write reports/RUN/report.html and its manifest
+  kdrill verify RUN            check reports/RUN against its manifest (exit 1 when anything changed)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS_DIR = REPO_ROOT / "scenarios"
+
+
+def _run_dir(reports: str, run: str) -> Path:
+    path = Path(run)
+    if path.is_dir():
+        return path
+    path = Path(reports) / run
+    if not path.is_dir():
+        raise SystemExit(f"kdrill: no run directory {path}")
+    return path
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.evidence import new_run_id
+    from harness.scenario import find_scenario, load_scenarios
+
+    scenarios = [find_scenario(name, SCENARIOS_DIR) for name in args.scenarios] if args.scenarios \
+        else load_scenarios(SCENARIOS_DIR)
+    run_id = args.run_id or new_run_id()
+    run_dir = Path(args.reports) / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    configs = sorted({s.cluster_config for s in scenarios})
+    if len(configs) > 1 and not args.kubeconfig:
+        raise SystemExit(f"kdrill: the chosen scenarios need different cluster configs ({', '.join(configs)}); "
+                         "run them separately")
+    print(f"kdrill run {run_id}: {len(scenarios)} drill(s) on "
+          f"{'context ' + (args.context or 'current') if args.kubeconfig else 'kind config ' + configs[0]}")
+    files = sorted({str(REPO_ROOT / s.drill) for s in scenarios})
+    cmd = [sys.executable, "-m", "pytest", *files, "-p", "no:cacheprovider", "-o", "addopts=",
+           "--rootdir", str(REPO_ROOT), "-q", "-s", "--no-header", "-r", "fEs",
+           f"--junitxml={run_dir / 'junit.xml'}", f"--alluredir={run_dir / 'allure-results'}",
+           f"--kdrill-reports={args.reports}", f"--kdrill-run-id={run_id}"]
+    for s in scenarios:
+        cmd.append(f"--kdrill-scenario={s.name}")
+    if args.kubeconfig:
+        cmd += [f"--kdrill-kubeconfig={args.kubeconfig}"]
+        if args.context:
+            cmd.append(f"--kdrill-context={args.context}")
+        for ctx in args.allow_context:
+            cmd.append(f"--kdrill-allow-context={ctx}")
+    else:
+        cmd.append(f"--kdrill-cluster-config={configs[0]}")
+        if args.cluster_name:
+            cmd.append(f"--kdrill-cluster-name={args.cluster_name}")
+        if args.keep_cluster:
+            cmd.append("--kdrill-keep-cluster")
+    cmd += args.pytest_args
+    status = subprocess.call(cmd, cwd=REPO_ROOT)
+    print(summary(run_dir))
+    report_and_manifest(run_dir)
+    print(f"evidence: {run_dir}  (report: {run_dir / 'report.html'}; check with `kdrill verify {run_id}`)")
+    return 0 if status == 0 else 1
+
+
+def summary(run_dir: Path) -> str:
+    """One line per drill record: verdict, drill, failed expectations."""
+    lines = [f"\n{'verdict':8} {'drill':40} {'duration':>9}  failed expectations"]
+    for path in sorted(run_dir.glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(record, dict) or "drill" not in record or "verdict" not in record:
+            continue
+        name = record["drill"] + (f"[{record['case']}]" if record.get("case") else "")
+        failed = [f"{e['name']}={e['measured']}" for e in record.get("expectations", []) if e["verdict"] != "passed"]
+        duration = f"{record.get('duration_seconds') or 0:.0f} s"
+        lines.append(f"{record['verdict']:8} {name:40} {duration:>9}  {', '.join(failed) or '-'}")
+    return "\n".join(lines)
+
+
+def report_and_manifest(run_dir: Path) -> None:
+    from harness.manifest import write_manifest
+    from harness.report import build_report
+
+    try:
+        build_report(run_dir)
+    except Exception as exc:  # the manifest must still be written for what is there
+        print(f"kdrill: report not written: {exc}", file=sys.stderr)
+    write_manifest(run_dir)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    if args.claims:
+        from harness.claims import format_claims, list_claims
+
+        print(format_claims(list_claims(SCENARIOS_DIR)))
+        return 0
+    from harness.scenario import load_scenarios
+
+    for s in load_scenarios(SCENARIOS_DIR):
+        node = " (needs node access)" if s.needs_node_access else ""
+        print(f"{s.name:28} {s.title}{node}\n{'':28} fault {s.fault_kind}; cluster {s.cluster_config}; {s.drill}")
+    return 0
+
+
+def cluster_for_entry(entry_cluster: dict):
+    from harness.providers.existing import existing_cluster
+    from harness.providers.kind import KindProvider
+
+    if entry_cluster.get("provider") == "kind":
+        provider = KindProvider(name=entry_cluster["name"])
+        return provider.cluster()
+    return existing_cluster(entry_cluster.get("kubeconfig"), entry_cluster.get("context"))
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    from harness.faults import recover
+    from harness.ledger import Ledger
+
+    ledger = Ledger(Path(args.ledger_dir) if args.ledger_dir else None)
+    entries = ledger.entries()
+    if not entries:
+        print(f"kdrill recover: the ledger ({ledger.directory}) holds no fault; nothing to revert")
+        return 0
+    print(f"kdrill recover: {len(entries)} fault(s) in {ledger.directory}")
+    results = recover(ledger, cluster_for_entry)
+    for r in results:
+        print(f"  {'reverted' if r['reverted'] else 'NOT REVERTED'}  {r['kind']}  {r['id']}"
+              + (f"  ({r['error']})" if r["error"] else ""))
+    return 0 if all(r["reverted"] for r in results) else 1
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from harness.doctor import checks
+
+    problems = 0
+    for check in checks():
+        mark = "ok  " if check.ok else "FAIL"
+        print(f"{mark} {check.name}: {check.detail}")
+        if not check.ok:
+            problems += 1
+            print(textwrap.indent(f"fix: {check.fix}", "       "))
+    return 1 if problems else 0
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    from harness.images import Build, BuildError, image_sizes
+
+    build = Build()
+    if args.action == "status":
+        for s in build.status():
+            print(f"{'built' if s['built'] else 'to do':6} {s['step']:16} {s['key']}  {s['image'] or ''}")
+        return 0
+    try:
+        spent = build.build_all()
+    except BuildError as exc:
+        print(f"kdrill images build: {exc}", file=sys.stderr)
+        return 1
+    total = sum(spent.values())
+    print(f"kdrill images build: done in {total:.0f} s of build steps "
+          f"({sum(1 for v in spent.values() if v == 0)} of {len(spent)} steps cached)")
+    for tag, size in image_sizes([build.node_image, build.haproxy_image, build.tags["toolbox"]]).items():
+        print(f"  {tag}: {size / 1e6:.0f} MB")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    run_dir = _run_dir(args.reports, args.run)
+    report_and_manifest(run_dir)
+    print(f"{run_dir / 'report.html'}\n{run_dir / 'manifest.json'}")
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from harness.manifest import ManifestError, verify_manifest
+
+    run_dir = _run_dir(args.reports, args.run)
+    try:
+        result = verify_manifest(run_dir)
+    except ManifestError as exc:
+        print(f"kdrill verify: {exc}", file=sys.stderr)
+        return 2
+    print(f"kdrill verify {run_dir}: {'intact' if result.ok else 'CHANGED'}")
+    if not result.ok:
+        print(result.summary())
+    return 0 if result.ok else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kdrill", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--reports", default=os.environ.get("KDRILL_REPORTS", str(REPO_ROOT / "reports")))
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run drills and write the evidence")
+    run.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="scenario names or files (default: all)")
+    run.add_argument("--run-id")
+    run.add_argument("--cluster-name", help="kind cluster name (default: the config's; reused if it exists)")
+    run.add_argument("--keep-cluster", action="store_true", help="keep the kind cluster this run creates")
+    run.add_argument("--kubeconfig", help="run against an existing cluster (no node access)")
+    run.add_argument("--context", help="context in --kubeconfig (default: current)")
+    run.add_argument("--allow-context", action="append", default=[],
+                     help="let destructive drills run on this non-kind context")
+    run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
+    run.set_defaults(func=cmd_run)
+
+    ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")
+    ls.add_argument("--claims", action="store_true")
+    ls.set_defaults(func=cmd_list)
+
+    rec = sub.add_parser("recover", help="revert every fault still in the ledger")
+    rec.add_argument("--ledger-dir")
+    rec.set_defaults(func=cmd_recover)
+
+    doc = sub.add_parser("doctor", help="check prerequisites and say how to fix them")
+    doc.set_defaults(func=cmd_doctor)
+
+    img = sub.add_parser("images", help="build the offline kind images")
+    img.add_argument("action", choices=["build", "status"])
+    img.set_defaults(func=cmd_images)
+
+    rep = sub.add_parser("report", help="write the HTML report and manifest of a run")
+    rep.add_argument("run", help="run id or directory")
+    rep.set_defaults(func=cmd_report)
+
+    ver = sub.add_parser("verify", help="check a run's evidence against its manifest")
+    ver.add_argument("run", help="run id or directory")
+    ver.set_defaults(func=cmd_verify)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
+    if getattr(args, "pytest_args", None) and args.pytest_args[:1] == ["--"]:
+        args.pytest_args = args.pytest_args[1:]
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("kdrill: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        from harness.providers import ProviderError
+        from harness.scenario import ScenarioError
+
+        if isinstance(exc, (ScenarioError, ProviderError)):
+            print(f"kdrill: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

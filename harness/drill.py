@@ -1,0 +1,121 @@
+"""One drill run: the scenario, the cluster, the fault, the probes, the expectations, and the
+evidence they leave, written even when the drill fails.
+
+A drill test receives a :class:`Drill` from the ``drill`` fixture and reads like the scenario:
+
+    with drill.phase("baseline"): ...
+    with drill.inject(SomeFault(drill.cluster, **drill.params)):
+        with drill.phase("fault"): ...
+    drill.measure("api_recovery_seconds", seconds, became_true_at=t)
+    drill.expectations.assert_all()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import allure
+
+from harness.evidence import DrillRecord, EvidenceWriter
+from harness.expectations import ExpectationFailed, Expectations
+from harness.faults import Fault, injected
+from harness.ledger import Ledger
+from harness.providers import Cluster
+from harness.scenario import Scenario
+from harness.timeline import Timeline, summarize
+from harness.topology import Topology
+
+log = logging.getLogger("kdrill.drill")
+
+
+class Drill:
+    """State of one drill case. ``params`` are the scenario's fault params merged with the case's."""
+
+    def __init__(self, scenario: Scenario, case: str | None, cluster: Cluster, topology: Topology,
+                 ledger: Ledger, writer: EvidenceWriter, run_id: str,
+                 progress: Callable[[str], None] = lambda line: None) -> None:
+        self.scenario, self.case, self.cluster, self.topology = scenario, case, cluster, topology
+        self.ledger, self.writer, self.progress = ledger, writer, progress
+        self.params: dict[str, Any] = scenario.params_for(case)
+        self.workload: dict[str, Any] = dict(scenario.workload or {})
+        self.expectations = Expectations(scenario.expectations)
+        self.record = DrillRecord.for_scenario(run_id, scenario, case)
+        self.record.cluster = {"name": cluster.name, "provider": cluster.provider, "context": cluster.context,
+                               "kubernetes_version": topology.kubernetes_version, "nodes": topology.nodes()}
+        self.timelines: dict[str, Timeline] = {}
+        self.interval_seconds = scenario.probe_interval_seconds
+        suffix = f"-{case}" if case else ""
+        self.namespace = f"kdrill-{scenario.name}{suffix}"[:63].rstrip("-")
+
+    @property
+    def name(self) -> str:
+        return self.scenario.name + (f"[{self.case}]" if self.case else "")
+
+    def say(self, message: str) -> None:
+        """A progress line for the person watching (and the log)."""
+        line = f"[{self.name}] {message}"
+        log.info(line)
+        self.progress(line)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[dict]:
+        """Record a named phase with its start and end (epoch seconds), as an Allure step too."""
+        entry = {"name": name, "started_at": time.time(), "ended_at": None}
+        self.record.phases.append(entry)
+        self.say(f"phase {name}")
+        with allure.step(f"phase: {name}"):
+            try:
+                yield entry
+            finally:
+                entry["ended_at"] = time.time()
+
+    @contextmanager
+    def inject(self, fault: Fault) -> Iterator[Fault]:
+        """Inject ``fault`` through the ledger (see :func:`harness.faults.injected`), and record
+        what, where and when in the evidence, including the revert."""
+        self.record.fault.update({"kind": fault.kind, "where": fault.where()})
+        self.say(f"injecting {fault.kind} on {fault.where()}")
+        try:
+            with allure.step(f"fault: {fault.kind} on {fault.where()}"):
+                with injected(fault, self.ledger, drill=self.name) as active:
+                    self.record.fault["injected_at"] = active.injected_at
+                    yield active
+                    self.say(f"reverting {fault.kind}")
+        finally:
+            self.record.fault.update({"injected_at": fault.injected_at, "reverted_at": fault.reverted_at,
+                                      "revert_verified": fault.revert_verified, "where": fault.where()})
+            self.say(f"{fault.kind} reverted (verified: {fault.revert_verified})")
+
+    def add_timelines(self, timelines: dict[str, Timeline]) -> None:
+        self.timelines.update(timelines)
+
+    def measure(self, name: str, measured: Any, detail: str = "", became_true_at: float | None = None):
+        outcome = self.expectations.measure(name, measured, detail=detail, became_true_at=became_true_at)
+        self.say(f"{'ok  ' if outcome.verdict == 'passed' else 'FAIL'} {outcome.line()}")
+        return outcome
+
+    def observe(self, key: str, value: Any) -> None:
+        """A fact reported in the evidence without asserting it."""
+        self.record.observations[key] = value
+
+    def finish(self, error: BaseException | None = None) -> Path:
+        """Summarise probes, set the verdict, write the JSON record and timelines, attach them to
+        Allure. Called by the fixture after the test body, whatever happened."""
+        if error is not None and not isinstance(error, ExpectationFailed):
+            self.record.errors.append(f"{type(error).__name__}: {error}")
+        self.record.probes = {name: summarize(name, tl.samples()) for name, tl in self.timelines.items()}
+        self.record.apply_expectations(self.expectations)
+        self.record.finish()
+        timeline_path = self.writer.write_timelines(self.record.stem, self.timelines)
+        self.record.evidence_files["timeline"] = timeline_path.name
+        path = self.writer.write_record(self.record)
+        allure.attach.file(str(path), name=f"{self.record.stem}.json", attachment_type=allure.attachment_type.JSON)
+        allure.attach(json.dumps([o.to_dict() for o in self.expectations.outcomes()], indent=2),
+                      name="expectations", attachment_type=allure.attachment_type.JSON)
+        self.say(f"verdict {self.record.verdict}; evidence {path}")
+        return path

@@ -1,0 +1,187 @@
+"""Faults: the small interface every injected failure implements, and the guarantee around it.
+
+A fault is *recorded before it acts*: :func:`injected` writes the fault's target to the on-disk
+ledger, then injects, and reverts in ``finally`` (after an expectation fails, on an error, on
+Ctrl-C and on SIGTERM), verifies the revert, and only then removes the ledger entry. After a
+crash or ``kill -9`` the entry is still there, and ``kdrill recover`` (:func:`recover`) reverts it.
+
+One module per fault: ``harness/faults/<kind with - as _>.py`` defines one :class:`Fault`
+subclass whose ``kind`` is the scenario's ``fault.kind``.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+import logging
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Callable, ClassVar, Iterator
+
+from harness.ledger import Ledger
+from harness.providers import Cluster
+
+log = logging.getLogger("kdrill.faults")
+
+
+class FaultError(RuntimeError):
+    """A fault could not be injected or reverted."""
+
+
+class FaultNotReverted(FaultError):
+    """After revert, the cluster is still not as it was; the ledger entry is kept."""
+
+
+class Fault(abc.ABC):
+    """A reversible failure of one kind, acting on one cluster.
+
+    Subclasses set ``kind`` and ``needs_node_access``, and implement :meth:`target`,
+    :meth:`inject`, :meth:`revert` (idempotent: safe after a partial or no injection) and
+    :meth:`verify_reverted`. :meth:`from_target` rebuilds the fault from a ledger entry, so a
+    later process can revert it.
+    """
+
+    kind: ClassVar[str]
+    needs_node_access: ClassVar[bool] = False
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.injected_at: float | None = None
+        self.reverted_at: float | None = None
+        self.revert_verified = False
+        self._checkpoint: Callable[[], None] = lambda: None
+
+    @abc.abstractmethod
+    def target(self) -> dict[str, Any]:
+        """What the fault acts on and how to undo it, as JSON-serialisable data."""
+
+    @abc.abstractmethod
+    def inject(self) -> None:
+        """Make the failure. Call :meth:`checkpoint` after capturing any original state."""
+
+    @abc.abstractmethod
+    def revert(self) -> None:
+        """Undo the failure; a no-op for whatever was not injected."""
+
+    @abc.abstractmethod
+    def verify_reverted(self) -> None:
+        """Raise FaultNotReverted unless the target is back as it was."""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "Fault":
+        """Rebuild the fault from :meth:`target` data (as written to the ledger)."""
+
+    def checkpoint(self) -> None:
+        """Write the current :meth:`target` to the ledger (e.g. after saving an original spec)."""
+        self._checkpoint()
+
+    def where(self) -> list[Any]:
+        """The targets, for the evidence record."""
+        target = self.target()
+        return target.get("nodes") or target.get("where") or [target]
+
+
+def fault_class(kind: str) -> type[Fault]:
+    """The Fault subclass for ``kind``. Raises FaultError naming the module it looked in."""
+    module_name = f"harness.faults.{kind.replace('-', '_')}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise FaultError(f"no fault module {module_name} for fault kind {kind!r}") from exc
+    for value in vars(module).values():
+        if isinstance(value, type) and issubclass(value, Fault) and getattr(value, "kind", None) == kind:
+            return value
+    raise FaultError(f"{module_name} defines no Fault with kind {kind!r}")
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt like Ctrl-C, so ``finally`` blocks revert on both."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _revert_not_interruptible() -> Iterator[None]:
+    """A second Ctrl-C during a revert would leave the cluster broken: note it and carry on."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def hold(signum, frame):
+        log.warning("revert in progress; it finishes first (the fault stays in the ledger until then)")
+
+    prev_int = signal.signal(signal.SIGINT, hold)
+    prev_term = signal.signal(signal.SIGTERM, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, prev_int)
+        signal.signal(signal.SIGTERM, prev_term)
+
+
+def revert_and_verify(fault: Fault, ledger: Ledger, entry_id: str) -> None:
+    """Revert, verify, and drop the ledger entry only when verified. Raises FaultNotReverted."""
+    with _revert_not_interruptible():
+        fault.revert()
+        fault.reverted_at = time.time()
+        fault.verify_reverted()
+        fault.revert_verified = True
+        ledger.remove(entry_id)
+        log.info("%s reverted and verified", fault.kind)
+
+
+@contextmanager
+def injected(fault: Fault, ledger: Ledger, drill: str | None = None) -> Iterator[Fault]:
+    """Record, inject, yield, and always revert ``fault``.
+
+    The ledger entry is written before :meth:`Fault.inject` runs and removed only after a
+    verified revert. Raises whatever inject raised (after reverting), or FaultNotReverted.
+    """
+    if fault.needs_node_access:
+        fault.cluster.require_node_access(f"fault {fault.kind}")
+    entry = ledger.record(fault.kind, cluster=fault.cluster.describe(), target=fault.target(), drill=drill)
+    fault._checkpoint = lambda: ledger.update(entry.id, **fault.target())
+    with _terminate_as_interrupt():
+        try:
+            fault.injected_at = time.time()
+            log.info("%s injecting: %s", fault.kind, fault.target())
+            fault.inject()
+            fault.checkpoint()
+            yield fault
+        finally:
+            revert_and_verify(fault, ledger, entry.id)
+
+
+def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster]) -> list[dict]:
+    """Revert every fault still in ``ledger``; returns one result per entry.
+
+    ``cluster_for`` turns an entry's ``cluster`` dict into a Cluster. An entry whose revert
+    fails is kept, with the error in its result, so ``kdrill recover`` can be run again.
+    """
+    results = []
+    for entry in ledger.entries():
+        result = {"id": entry.id, "kind": getattr(entry, "kind", None), "reverted": False, "error": None}
+        try:
+            if getattr(entry, "corrupt", False):
+                raise FaultError(f"ledger entry {entry.id} cannot be read; inspect it by hand")
+            fault = fault_class(entry.kind).from_target(cluster_for(entry.cluster), entry.target)
+            revert_and_verify(fault, ledger, entry.id)
+            result["reverted"] = True
+        except Exception as exc:  # every entry gets its try; the error is reported, not raised
+            result["error"] = f"{type(exc).__name__}: {exc}"
+        results.append(result)
+    return results

@@ -1,0 +1,171 @@
+"""kdrill's pytest plugin: the cluster, the run's evidence directory and the ``drill`` fixture.
+
+Options (``pytest --help``, group "kdrill"):
+  --kdrill-cluster-config NAME   kind config clusters/NAME.yaml (default: ha)
+  --kdrill-cluster-name NAME     kind cluster name (default: the config's name); reused if it exists
+  --kdrill-keep-cluster          keep a cluster this session created (default: delete it at the end)
+  --kdrill-kubeconfig PATH       use an existing cluster instead of kind (no node access)
+  --kdrill-context NAME          context in that kubeconfig (default: current)
+  --kdrill-allow-context NAME    let destructive drills run on this non-kind context (repeatable)
+  --kdrill-scenario NAME         run only the drills of these scenarios (repeatable)
+  --kdrill-reports DIR           evidence root (default: reports); the run writes DIR/<run-id>/
+  --kdrill-run-id ID             run id (default: a new one)
+
+A drill test is marked ``@pytest.mark.scenario("<name>")`` and takes the ``drill`` fixture; one
+test case runs per entry in the scenario's ``cases`` (or one when it has none).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.drill import Drill
+from harness.evidence import EvidenceWriter, new_run_id, run_metadata
+from harness.ledger import Ledger
+from harness.providers import ProviderError
+from harness.providers.existing import check_destructive_allowed, existing_cluster
+from harness.scenario import find_scenario
+from harness.topology import discover
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+log = logging.getLogger("kdrill.plugin")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kdrill", "kdrill failure drills")
+    group.addoption("--kdrill-cluster-config", default=os.environ.get("KDRILL_CLUSTER_CONFIG", "ha"))
+    group.addoption("--kdrill-cluster-name", default=os.environ.get("KDRILL_CLUSTER_NAME"))
+    group.addoption("--kdrill-keep-cluster", action="store_true",
+                    default=os.environ.get("KDRILL_KEEP_CLUSTER") == "1")
+    group.addoption("--kdrill-kubeconfig", default=None)
+    group.addoption("--kdrill-context", default=None)
+    group.addoption("--kdrill-allow-context", action="append", default=[])
+    group.addoption("--kdrill-scenario", action="append", default=[])
+    group.addoption("--kdrill-reports", default=os.environ.get("KDRILL_REPORTS", str(REPO_ROOT / "reports")))
+    group.addoption("--kdrill-run-id", default=os.environ.get("KDRILL_RUN_ID"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "scenario(name): the scenario a drill test runs")
+    config._kdrill_run_id = config.getoption("--kdrill-run-id") or new_run_id()
+
+
+def _scenario_of(item_or_func) -> str | None:
+    marker = item_or_func.get_closest_marker("scenario") if hasattr(item_or_func, "get_closest_marker") else None
+    return marker.args[0] if marker else None
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "drill" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("scenario")
+    if marker is None:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid} uses the drill fixture without @pytest.mark.scenario")
+    scenario = find_scenario(marker.args[0])
+    cases = [c.name for c in scenario.cases] or [None]
+    metafunc.parametrize("drill_case", cases, ids=[c or "default" for c in cases], scope="function")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    wanted = set(config.getoption("--kdrill-scenario"))
+    if not wanted:
+        return
+    keep, drop = [], []
+    for item in items:
+        name = _scenario_of(item)
+        (keep if name in wanted else drop).append(item)
+    config.hook.pytest_deselected(items=drop)
+    items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def kdrill_run(request: pytest.FixtureRequest):
+    """The run's id, evidence directory and writer; run.json is written at start and end."""
+    run_id = request.config._kdrill_run_id
+    run_dir = Path(request.config.getoption("--kdrill-reports")) / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    writer = EvidenceWriter(run_dir)
+    meta = run_metadata(REPO_ROOT, run_id)
+    writer.write_run_metadata(meta)
+    yield {"run_id": run_id, "run_dir": run_dir, "writer": writer, "meta": meta}
+    meta["finished_at"] = time.time()
+    writer.write_run_metadata(meta)
+
+
+@pytest.fixture(scope="session")
+def kdrill_cluster(request: pytest.FixtureRequest):
+    """The cluster for this session: an existing one from a kubeconfig, or a kind cluster that is
+    reused when it exists and otherwise created (and deleted at the end unless kept)."""
+    opt = request.config.getoption
+    if opt("--kdrill-kubeconfig"):
+        yield existing_cluster(opt("--kdrill-kubeconfig"), opt("--kdrill-context"))
+        return
+    from harness.providers.kind import KindProvider
+
+    try:
+        provider = KindProvider(opt("--kdrill-cluster-config"), name=opt("--kdrill-cluster-name"))
+    except ProviderError as exc:
+        pytest.fail(str(exc), pytrace=False)
+    created = False
+    if not provider.exists():
+        seconds = provider.create()
+        created = True
+        log.info("created kind cluster %s in %.0f s", provider.name, seconds)
+        request.config._kdrill_cluster_create_seconds = seconds
+    cluster = provider.cluster()
+    cluster.kind_provider = provider
+    yield cluster
+    if request.session.testsfailed:
+        logs = Path(request.config.getoption("--kdrill-reports")) / request.config._kdrill_run_id / "logs"
+        provider.export_logs(logs)
+    if created and not opt("--kdrill-keep-cluster"):
+        provider.delete()
+
+
+@pytest.fixture(scope="session")
+def kdrill_topology(kdrill_cluster):
+    return discover(kdrill_cluster)
+
+
+@pytest.fixture
+def drill(request: pytest.FixtureRequest, drill_case, kdrill_cluster, kdrill_topology, kdrill_run):
+    """A :class:`harness.drill.Drill` for the test's scenario and case; its evidence is written
+    after the test body whatever happened."""
+    scenario = find_scenario(_scenario_of(request.node))
+    if scenario.needs_node_access and not kdrill_cluster.node_access:
+        pytest.skip(f"{scenario.name} needs node access (docker exec into kind node containers); "
+                    f"{kdrill_cluster.name} is an existing cluster reached through a kubeconfig")
+    if kdrill_cluster.provider != "kind":
+        try:
+            check_destructive_allowed(kdrill_cluster.context or "", request.config.getoption("--kdrill-allow-context"))
+        except ProviderError as exc:
+            pytest.skip(f"refused: {exc}")
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(line: str) -> None:
+        if reporter is not None:
+            reporter.write_line(line)
+
+    d = Drill(scenario, drill_case, kdrill_cluster, kdrill_topology, Ledger(), kdrill_run["writer"],
+              kdrill_run["run_id"], progress=progress)
+    yield d
+    call = getattr(request.node, "_kdrill_call_report", None)
+    error = getattr(request.node, "_kdrill_call_excinfo", None)
+    if call is not None and call.failed and error is None:
+        error = RuntimeError(call.longreprtext[-2000:])
+    d.finish(error)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if report.when == "call":
+        item._kdrill_call_report = report
+        if call.excinfo is not None:
+            item._kdrill_call_excinfo = call.excinfo.value
+    return report

@@ -1,0 +1,103 @@
+"""Kubernetes API probes, through kind's ``127.0.0.1`` API server mapping (or the kubeconfig's
+server for an existing cluster).
+
+Each sample is one request without retries. Failures are classified in ``labels["error"]``:
+``timeout`` (no answer within the timeout), ``refused``/``reset`` (connection), ``http-<code>``
+(the API server answered with an error), so a drill can tell an unreachable API server from
+one that refuses writes.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from harness.probes import Probe
+from harness.providers import Cluster
+from harness.timeline import Sample
+
+
+def classify(exc: BaseException) -> str:
+    """A short error kind for an exception raised by an API request."""
+    if isinstance(exc, ApiException):
+        return f"http-{exc.status}"
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        return classify(exc.reason)
+    if isinstance(exc, (urllib3.exceptions.TimeoutError, socket.timeout, TimeoutError)) or "timed out" in text:
+        return "timeout"
+    if "Connection refused" in text:
+        return "refused"
+    if "reset" in text.lower() or isinstance(exc, urllib3.exceptions.ProtocolError):
+        return "reset"
+    return type(exc).__name__
+
+
+def failed(started: float, exc: BaseException) -> Sample:
+    kind = classify(exc)
+    detail = getattr(exc, "reason", None) or str(exc)
+    return Sample(t=started, ok=False, latency_seconds=time.time() - started,
+                  detail=f"{kind}: {str(detail)[:300]}", labels={"error": kind})
+
+
+class ApiReadProbe(Probe):
+    """LIST ConfigMaps in ``namespace``.
+
+    ``resource_version=None`` asks for a consistent read (served from etcd by quorum);
+    ``resource_version="0"`` lets the API server answer from its watch cache.
+    """
+
+    def __init__(self, name: str, cluster: Cluster, namespace: str, resource_version: str | None = None,
+                 timeout_seconds: float = 2.0, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.core = client.CoreV1Api(cluster.new_api())
+        self.namespace, self.resource_version, self.timeout_seconds = namespace, resource_version, timeout_seconds
+
+    def sample(self) -> Sample:
+        started = time.time()
+        try:
+            kwargs = {"resource_version": self.resource_version} if self.resource_version is not None else {}
+            result = self.core.list_namespaced_config_map(self.namespace, limit=500,
+                                                          _request_timeout=self.timeout_seconds, **kwargs)
+        except Exception as exc:
+            return failed(started, exc)
+        return Sample(t=started, ok=True, latency_seconds=time.time() - started,
+                      detail=f"{len(result.items)} items", labels={"resource_version": result.metadata.resource_version or ""})
+
+
+class ApiWriteProbe(Probe):
+    """CREATE one new ConfigMap per sample in ``namespace``: ``<prefix>-<n>``.
+
+    Every acknowledged write (HTTP 201) is a sample with ``labels`` ``name`` and
+    ``resource_version``: the write ledger that a drill reads back after a fault to prove that
+    nothing acknowledged was lost.
+    """
+
+    def __init__(self, name: str, cluster: Cluster, namespace: str, prefix: str = "write",
+                 timeout_seconds: float = 2.0, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.core = client.CoreV1Api(cluster.new_api())
+        self.namespace, self.prefix, self.timeout_seconds = namespace, prefix, timeout_seconds
+        self.sequence = 0
+
+    def sample(self) -> Sample:
+        self.sequence += 1
+        object_name = f"{self.prefix}-{self.sequence:06d}"
+        started = time.time()
+        body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=object_name, labels={"kdrill.io/write-probe": self.prefix}),
+                                  data={"sequence": str(self.sequence), "written_at": repr(started)})
+        try:
+            created = self.core.create_namespaced_config_map(self.namespace, body,
+                                                             _request_timeout=self.timeout_seconds)
+        except Exception as exc:
+            return failed(started, exc)
+        return Sample(t=started, ok=True, latency_seconds=time.time() - started, detail="created",
+                      labels={"name": object_name, "resource_version": created.metadata.resource_version})
+
+    def acknowledged(self) -> dict[str, str]:
+        """name -> resourceVersion of every write the API server acknowledged."""
+        return {s.labels["name"]: s.labels["resource_version"] for s in self.timeline.samples() if s.ok}

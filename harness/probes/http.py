@@ -1,0 +1,36 @@
+"""HTTP probe from the host to a workload, through a ``127.0.0.1`` port mapping of the kind
+cluster to a NodePort (the host never addresses node or pod IPs)."""
+
+from __future__ import annotations
+
+import http.client
+import time
+import urllib.parse
+
+from harness.probes import Probe
+from harness.timeline import Sample
+
+
+class HttpProbe(Probe):
+    """GET ``url`` every interval; a sample is ok on HTTP 2xx within ``timeout_seconds``."""
+
+    def __init__(self, name: str, url: str, timeout_seconds: float = 1.0, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        parts = urllib.parse.urlsplit(url)
+        if parts.hostname not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError(f"the host probes workloads only through 127.0.0.1 port mappings, not {url}")
+        self.url, self.parts, self.timeout_seconds = url, parts, timeout_seconds
+
+    def sample(self) -> Sample:
+        started = time.time()
+        conn = http.client.HTTPConnection(self.parts.hostname, self.parts.port or 80, timeout=self.timeout_seconds)
+        try:
+            # A fresh connection per sample: kube-proxy balances per connection.
+            conn.request("GET", self.parts.path or "/", headers={"Connection": "close"})
+            response = conn.getresponse()
+            body = response.read(2048).decode(errors="replace")
+        finally:
+            conn.close()
+        ok = 200 <= response.status < 300
+        return Sample(t=started, ok=ok, latency_seconds=time.time() - started,
+                      detail=f"HTTP {response.status} {body.strip()[:200]}")

@@ -1,0 +1,97 @@
+"""In-cluster probe: a pod running ``kdrill-probe`` (toolbox image) that calls targets from
+inside the cluster at a fixed rate and logs one JSON line per result. The harness reads the log
+through the API afterwards, so the measurement is made where the failure happens and survives
+a control-plane outage (the log stays on the node until the API answers again).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from kubernetes import client
+
+from harness.expectations import wait_until_or_raise
+from harness.providers import Cluster
+from harness.timeline import Sample, Timeline
+from harness.workloads import TOOLBOX_IMAGE
+
+
+@dataclass
+class InClusterProbe:
+    """``targets``: name -> URL. Bounded by ``duration_seconds`` and ``max_requests``."""
+
+    cluster: Cluster
+    namespace: str
+    name: str
+    targets: dict[str, str]
+    interval_seconds: float = 0.5
+    duration_seconds: float = 300
+    max_requests: int = 20000
+    timeout_seconds: float = 1.0
+    node: str | None = None
+    dns_config: dict | None = None
+    started: bool = field(default=False, init=False)
+
+    def pod_manifest(self) -> client.V1Pod:
+        args = ["--interval", str(self.interval_seconds), "--duration", str(self.duration_seconds),
+                "--max-requests", str(self.max_requests), "--timeout", str(self.timeout_seconds)]
+        args += [f"{k}={v}" for k, v in self.targets.items()]
+        spec = client.V1PodSpec(
+            restart_policy="Never",
+            node_name=self.node,
+            active_deadline_seconds=int(self.duration_seconds) + 120,
+            termination_grace_period_seconds=1,
+            containers=[client.V1Container(name="probe", image=TOOLBOX_IMAGE, image_pull_policy="Never",
+                                           command=["kdrill-probe"], args=args)],
+        )
+        if self.dns_config:
+            spec.dns_config = client.V1PodDNSConfig(**self.dns_config)
+        return client.V1Pod(metadata=client.V1ObjectMeta(name=self.name, labels={"kdrill.io/role": "probe"}),
+                            spec=spec)
+
+    def start(self, timeout_seconds: float = 120) -> "InClusterProbe":
+        """Create the probe pod and wait until it runs. Raises ConditionTimeout."""
+        self.cluster.core.create_namespaced_pod(self.namespace, self.pod_manifest())
+        self.started = True
+
+        def running():
+            pod = self.cluster.core.read_namespaced_pod(self.name, self.namespace, _request_timeout=5)
+            return pod.status.phase == "Running"
+
+        wait_until_or_raise(running, timeout_seconds, description=f"probe pod {self.name} running")
+        return self
+
+    def results(self) -> list[dict]:
+        """Every JSON line the probe logged so far (including the final ``done`` line)."""
+        text = self.cluster.core.read_namespaced_pod_log(self.name, self.namespace, _request_timeout=30)
+        lines = []
+        for line in text.splitlines():
+            try:
+                lines.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return lines
+
+    def timelines(self, prefix: str = "") -> dict[str, Timeline]:
+        """One Timeline per target, named ``<prefix><target>``."""
+        out: dict[str, Timeline] = {}
+        for r in self.results():
+            if r.get("done"):
+                continue
+            tl = out.setdefault(r["target"], Timeline(prefix + r["target"]))
+            detail = r.get("error") or f"HTTP {r.get('status')}"
+            labels = {"target": r["target"]}
+            if r.get("resolve_seconds") is not None:
+                labels["resolve_seconds"] = str(r["resolve_seconds"])
+            tl.add(Sample(t=r["t"], ok=r["ok"], latency_seconds=r.get("latency_seconds"), detail=detail, labels=labels))
+        return {prefix + k: v for k, v in out.items()}
+
+    def delete(self) -> None:
+        if self.started:
+            try:
+                self.cluster.core.delete_namespaced_pod(self.name, self.namespace, grace_period_seconds=0,
+                                                        _request_timeout=10)
+            except client.exceptions.ApiException as exc:
+                if exc.status != 404:
+                    raise

@@ -1,0 +1,83 @@
+"""Pod and container snapshots: which pods run where, and their containers' IDs and restarts.
+
+:class:`PodSnapshotProbe` asks the API server (fails while the control plane is down);
+:class:`NodeContainerProbe` asks each node's container runtime directly (``crictl`` in the kind
+node container), so container restarts and replacements are seen even with no control plane.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from harness.probes import Probe
+from harness.providers import Cluster
+from harness.timeline import Sample
+
+
+def pod_snapshot(cluster: Cluster, namespace: str, selector: str, timeout_seconds: float = 5.0) -> dict[str, dict]:
+    """uid -> {"name", "node", "phase", "restarts", "container_ids", "owner"} for matching pods."""
+    pods = cluster.core.list_namespaced_pod(namespace, label_selector=selector, _request_timeout=timeout_seconds)
+    snapshot = {}
+    for pod in pods.items:
+        statuses = pod.status.container_statuses or []
+        owner = (pod.metadata.owner_references or [None])[0]
+        snapshot[pod.metadata.uid] = {
+            "name": pod.metadata.name,
+            "node": pod.spec.node_name,
+            "phase": pod.status.phase,
+            "restarts": sum(s.restart_count for s in statuses),
+            "container_ids": sorted(s.container_id or "" for s in statuses),
+            "owner": f"{owner.kind}/{owner.name}" if owner else None,
+        }
+    return snapshot
+
+
+def node_containers(cluster: Cluster, node: str, namespace: str) -> dict[str, dict]:
+    """container id -> {"pod", "pod_uid", "name", "state", "attempt"} from the node's runtime."""
+    out = cluster.node_exec(node, ["crictl", "ps", "-a", "-o", "json", "--label",
+                                   f"io.kubernetes.pod.namespace={namespace}"], timeout_seconds=10).stdout
+    containers = {}
+    for c in json.loads(out).get("containers", []):
+        labels = c.get("labels", {})
+        containers[c["id"]] = {"pod": labels.get("io.kubernetes.pod.name"),
+                               "pod_uid": labels.get("io.kubernetes.pod.uid"),
+                               "name": c.get("metadata", {}).get("name"), "state": c.get("state"),
+                               "attempt": c.get("metadata", {}).get("attempt", 0)}
+    return containers
+
+
+class PodSnapshotProbe(Probe):
+    """Snapshot matching pods through the API; ``detail`` holds the snapshot as JSON."""
+
+    def __init__(self, name: str, cluster: Cluster, namespace: str, selector: str, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.cluster, self.namespace, self.selector = cluster, namespace, selector
+
+    def sample(self) -> Sample:
+        started = time.time()
+        snapshot = pod_snapshot(self.cluster, self.namespace, self.selector, timeout_seconds=2.0)
+        return Sample(t=started, ok=True, latency_seconds=time.time() - started, detail=json.dumps(snapshot))
+
+
+class NodeContainerProbe(Probe):
+    """Snapshot the running containers of ``namespace`` on ``nodes`` through their runtime.
+
+    ``detail`` is JSON: node -> {container id -> info}. A sample is ok when every node answered.
+    """
+
+    def __init__(self, name: str, cluster: Cluster, nodes: list[str], namespace: str, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.cluster, self.nodes, self.namespace = cluster, nodes, namespace
+
+    def sample(self) -> Sample:
+        started = time.time()
+        seen = {node: node_containers(self.cluster, node, self.namespace) for node in self.nodes}
+        return Sample(t=started, ok=True, latency_seconds=time.time() - started, detail=json.dumps(seen))
+
+
+def running_container_ids(sample: Sample) -> set[str]:
+    """IDs of running containers in one NodeContainerProbe sample."""
+    seen = json.loads(sample.detail)
+    return {cid for containers in seen.values() for cid, info in containers.items()
+            if info["state"] == "CONTAINER_RUNNING"}

@@ -1,0 +1,88 @@
+"""Cluster providers: where a drill's cluster comes from and what the harness may do to it.
+
+A provider hands the harness a :class:`Cluster`: how to reach the API server (a kubeconfig and
+context), and, for kind, how to reach the nodes (``docker exec`` into the node containers).
+Faults that need node access are skipped on clusters that have none, with the reason.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from kubernetes import client, config
+
+
+class ProviderError(RuntimeError):
+    """The cluster could not be created, found or reached; the message says how to fix it."""
+
+
+class NoNodeAccess(ProviderError):
+    """The fault needs the node containers, which this cluster's provider does not give."""
+
+
+@dataclass
+class Cluster:
+    """A reachable cluster.
+
+    ``name``: kind cluster name or the kubeconfig context; ``provider``: ``"kind"`` or
+    ``"existing"``; ``kubeconfig``/``context``: how the API server is reached (always through
+    ``127.0.0.1`` for kind); ``node_access``: whether ``node_exec`` works.
+    """
+
+    name: str
+    provider: str
+    kubeconfig: Path
+    context: str | None
+    node_access: bool
+    nodes_by_role: dict[str, list[str]] = field(default_factory=dict)
+
+    @cached_property
+    def api(self) -> client.ApiClient:
+        """An API client with the cluster's kubeconfig. Callers set per-request timeouts."""
+        return config.new_client_from_config(config_file=str(self.kubeconfig), context=self.context)
+
+    def new_api(self) -> client.ApiClient:
+        """A fresh API client for a probe: its own connection pool, and no retries, so one
+        sample is one request and its latency is that request's."""
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(self.kubeconfig), context=self.context,
+                                client_configuration=configuration)
+        configuration.retries = False
+        return client.ApiClient(configuration)
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    @property
+    def apps(self) -> client.AppsV1Api:
+        return client.AppsV1Api(self.api)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "provider": self.provider, "context": self.context,
+                "kubeconfig": str(self.kubeconfig), "node_access": self.node_access}
+
+    # Node access (kind only): the node is a container on this machine's Docker engine.
+
+    def require_node_access(self, why: str) -> None:
+        if not self.node_access:
+            raise NoNodeAccess(f"{why} needs node access (docker exec into kind node containers); "
+                               f"cluster {self.name!r} is an existing cluster reached through a kubeconfig")
+
+    def node_exec(self, node: str, command: list[str], timeout_seconds: float = 60,
+                  check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
+        """Run ``command`` in the node container ``node``; returns the completed process.
+
+        Raises NoNodeAccess on a cluster without node access, ProviderError when ``check`` and the
+        command fails, subprocess.TimeoutExpired after ``timeout_seconds``.
+        """
+        self.require_node_access(f"running {command[0]!r} on node {node!r}")
+        result = subprocess.run(["docker", "exec", "-i", node, *command], input=stdin,
+                                capture_output=True, text=True, timeout=timeout_seconds)
+        if check and result.returncode != 0:
+            raise ProviderError(f"on node {node}: {' '.join(command)} exited {result.returncode}: "
+                                f"{result.stderr.strip() or result.stdout.strip()}")
+        return result

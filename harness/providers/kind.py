@@ -1,0 +1,129 @@
+"""kind provider: create, reuse, delete kind clusters and export their logs.
+
+The kind CLI is the one ``kdrill images build`` built from its pinned Go module (v0.31.0); a
+``kind`` on PATH is used only when no build exists. Clusters use the offline node image
+``kdrill/node:<version>`` so kind never pulls anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+
+from harness.providers import Cluster, ProviderError
+
+log = logging.getLogger("kdrill.kind")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CLUSTERS_DIR = REPO_ROOT / "clusters"
+
+
+def kind_binary() -> str:
+    """Path of the kind CLI. Raises ProviderError saying how to get one."""
+    from harness.images import Build
+
+    built = Build().step("go-tools").out / "kind"
+    if built.exists():
+        return str(built)
+    on_path = shutil.which("kind")
+    if on_path:
+        return on_path
+    raise ProviderError("kind CLI not found: run `kdrill images build` (it builds kind v0.31.0 offline)")
+
+
+def node_image() -> str:
+    from harness.images import Build
+
+    return Build().node_image
+
+
+def config_path(name: str) -> Path:
+    """``clusters/<name>.yaml``, or ``name`` itself when it is a path. Raises ProviderError."""
+    candidate = Path(name)
+    if candidate.suffix in (".yaml", ".yml") and candidate.exists():
+        return candidate
+    path = CLUSTERS_DIR / f"{name}.yaml"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem for p in CLUSTERS_DIR.glob("*.yaml")))
+        raise ProviderError(f"no kind cluster config {path} (known: {known})")
+    return path
+
+
+def cluster_name_of(config: Path) -> str:
+    return yaml.safe_load(config.read_text()).get("name") or "kind"
+
+
+class KindProvider:
+    """One kind cluster, by name; ``config`` is the kind config used when creating it."""
+
+    def __init__(self, config: str | Path = "ha", name: str | None = None, image: str | None = None):
+        self.config = config_path(str(config))
+        self.name = name or cluster_name_of(self.config)
+        self.image = image or node_image()
+        self.kind = kind_binary()
+
+    def _run(self, *args: str, timeout_seconds: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run([self.kind, *args], capture_output=True, text=True, timeout=timeout_seconds)
+        if check and result.returncode != 0:
+            raise ProviderError(f"kind {' '.join(args)} failed: {result.stderr.strip()[-2000:]}")
+        return result
+
+    def exists(self) -> bool:
+        return self.name in self._run("get", "clusters").stdout.split()
+
+    def nodes(self) -> list[str]:
+        return sorted(self._run("get", "nodes", "--name", self.name).stdout.split())
+
+    def create(self, wait_seconds: int = 300) -> float:
+        """Create the cluster and wait for its control plane; returns the seconds it took.
+
+        Raises ProviderError when the node image is missing (with the command that builds it)
+        or kind fails.
+        """
+        inspect = subprocess.run(["docker", "image", "inspect", self.image], capture_output=True)
+        if inspect.returncode != 0:
+            raise ProviderError(f"node image {self.image} is not in the local Docker engine: "
+                                "run `kdrill images build`")
+        started = time.monotonic()
+        log.info("creating kind cluster %s from %s", self.name, self.config)
+        self._run("create", "cluster", "--name", self.name, "--config", str(self.config),
+                  "--image", self.image, "--wait", f"{wait_seconds}s", "--retain",
+                  timeout_seconds=wait_seconds + 600)
+        return time.monotonic() - started
+
+    def delete(self) -> None:
+        self._run("delete", "cluster", "--name", self.name, timeout_seconds=300)
+
+    def export_logs(self, directory: Path) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._run("export", "logs", str(directory), "--name", self.name, timeout_seconds=600, check=False)
+        return directory
+
+    def kubeconfig_path(self) -> Path:
+        """Write this cluster's kubeconfig (API server on 127.0.0.1) and return its path."""
+        cache = Path(os.environ.get("KDRILL_CACHE", Path.home() / ".cache" / "kdrill"))
+        path = cache / "kubeconfig" / self.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = self._run("get", "kubeconfig", "--name", self.name).stdout
+        path.write_text(text)
+        path.chmod(0o600)
+        return path
+
+    def cluster(self) -> Cluster:
+        nodes = self.nodes()
+        roles: dict[str, list[str]] = {"control-plane": [], "worker": [], "load-balancer": []}
+        for node in nodes:
+            if node.endswith("-external-load-balancer"):
+                roles["load-balancer"].append(node)
+            elif "-control-plane" in node:
+                roles["control-plane"].append(node)
+            else:
+                roles["worker"].append(node)
+        return Cluster(name=self.name, provider="kind", kubeconfig=self.kubeconfig_path(),
+                       context=f"kind-{self.name}", node_access=True, nodes_by_role=roles)

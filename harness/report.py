@@ -1,0 +1,1048 @@
+"""Self-contained HTML audit report for one kdrill run.
+
+``build_report(run_dir)`` reads the evidence a run left in ``reports/<run-id>/``
+(``run.json``, one JSON record per drill case and each record's
+``<stem>.timeline.json``) and writes ``<run_dir>/report.html``: one file with
+inline CSS and inline SVG charts, no scripts and no external resources, so it
+opens offline and can be archived with the evidence.
+
+All times in the evidence are epoch seconds; the report shows absolute times as
+UTC ISO-8601 and chart/expectation times as seconds relative to the drill's
+``started_at``. Everything taken from the evidence is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import shlex
+import statistics
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from string import Template
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = [
+    "REPORT_NAME",
+    "MAX_MARKS",
+    "ReportError",
+    "build_report",
+    "load_drill_records",
+    "timeline_svg",
+]
+
+REPORT_NAME = "report.html"
+#: Most marks drawn per probe chart; longer timelines are bucketed in time.
+MAX_MARKS = 2000
+_NOT_RECORDS = frozenset({"run.json", "manifest.json"})
+_FAILING = frozenset({"failed", "error"})
+
+
+class ReportError(Exception):
+    """The report cannot be built from the given directory."""
+
+
+# --------------------------------------------------------------------------- #
+# Loading evidence
+# --------------------------------------------------------------------------- #
+
+
+@dataclass
+class _Run:
+    run_dir: Path
+    meta: dict[str, Any]
+    records: list[tuple[Path, dict[str, Any]]]
+    problems: list[str] = field(default_factory=list)
+
+
+def _read_json(path: Path) -> Any:
+    with path.open("r", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def load_drill_records(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Drill records in ``run_dir`` (top level only), in run order.
+
+    A drill record is a ``*.json`` file holding an object with both a
+    ``drill`` and a ``verdict`` key; ``run.json``, ``manifest.json`` and
+    ``*.timeline.json`` never are. Unreadable JSON files are skipped.
+    Returns ``[(path, record), ...]`` sorted by ``started_at`` (epoch seconds)
+    then file name.
+    """
+    records: list[tuple[Path, dict[str, Any]]] = []
+    for path in sorted(Path(run_dir).glob("*.json")):
+        if path.name in _NOT_RECORDS or path.name.endswith(".timeline.json"):
+            continue
+        try:
+            data = _read_json(path)
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and "drill" in data and "verdict" in data:
+            records.append((path, data))
+
+    def order(item: tuple[Path, dict[str, Any]]) -> tuple[float, str]:
+        started = _as_float(item[1].get("started_at"))
+        return (started if started is not None else math.inf, item[0].name)
+
+    return sorted(records, key=order)
+
+
+def _load_run(run_dir: Path) -> _Run:
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise ReportError(f"cannot build a report: {run_dir} is not a directory")
+    problems: list[str] = []
+    meta: dict[str, Any] = {}
+    run_json = run_dir / "run.json"
+    has_run_json = run_json.is_file()
+    if has_run_json:
+        try:
+            loaded = _read_json(run_json)
+            if isinstance(loaded, dict):
+                meta = loaded
+            else:
+                problems.append("run.json is not a JSON object; run metadata not shown")
+        except (OSError, ValueError) as exc:
+            problems.append(f"run.json could not be read ({exc}); run metadata not shown")
+    records = load_drill_records(run_dir)
+    if not has_run_json and not records:
+        raise ReportError(
+            f"cannot build a report: {run_dir} has no run.json and no drill records "
+            "(*.json files with 'drill' and 'verdict' keys)"
+        )
+    return _Run(run_dir=run_dir, meta=meta, records=records, problems=problems)
+
+
+def _load_timeline(
+    run_dir: Path, record_path: Path, record: Mapping[str, Any]
+) -> tuple[dict[str, list[dict[str, Any]]] | None, str, str | None]:
+    """Returns (timeline or None, file name, problem message or None)."""
+    files = record.get("evidence_files")
+    name = files.get("timeline") if isinstance(files, dict) else None
+    if not isinstance(name, str) or not name:
+        name = record_path.name[: -len(".json")] + ".timeline.json"
+    root = run_dir.resolve()
+    path = (run_dir / name).resolve()
+    if not path.is_relative_to(root):
+        return None, name, f"timeline path {name!r} points outside the run directory; not read"
+    if not path.is_file():
+        return None, name, f"timeline file {name} is missing; no charts can be drawn for this drill"
+    try:
+        data = _read_json(path)
+    except (OSError, ValueError) as exc:
+        return None, name, f"timeline file {name} could not be read: {exc}"
+    if not isinstance(data, dict):
+        return None, name, f"timeline file {name} is not a JSON object of probe samples"
+    timeline = {str(k): [s for s in v if isinstance(s, dict)] for k, v in data.items() if isinstance(v, list)}
+    return timeline, name, None
+
+
+# --------------------------------------------------------------------------- #
+# Formatting helpers
+# --------------------------------------------------------------------------- #
+
+
+def _e(value: Any) -> str:
+    """HTML-escape ``value`` (rendered with ``str``) for text and attributes."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _as_float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _utc(epoch: Any) -> str:
+    t = _as_float(epoch)
+    if t is None:
+        return "—"
+    try:
+        stamp = datetime.fromtimestamp(t, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return _e(epoch)
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _num(value: float) -> str:
+    """Compact human number: 3 significant digits below 100, integers above."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if value == 0:
+        return "0"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+    return f"{value:.3g}"
+
+
+def _seconds(value: Any) -> str:
+    t = _as_float(value)
+    return "—" if t is None else f"{_num(t)} s"
+
+
+def _rel(epoch: Any, t0: float | None) -> str:
+    t = _as_float(epoch)
+    if t is None or t0 is None:
+        return "—"
+    return f"+{_num(t - t0)} s" if t >= t0 else f"−{_num(t0 - t)} s"
+
+
+def _json_compact(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _value_html(value: Any, unit: str | None = None) -> str:
+    """A measured/observed value: numbers with unit, structures as JSON."""
+    if value is None:
+        return '<span class="muted">not measured</span>'
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        text = _num(value)
+    elif isinstance(value, (dict, list)):
+        return f"<code>{_e(_json_compact(value))}</code>"
+    else:
+        text = str(value)
+    if unit and not isinstance(value, bool):
+        text = f"{text} {unit}"
+    return _e(text)
+
+
+def _verdict_class(verdict: Any) -> str:
+    v = str(verdict).lower() if verdict is not None else ""
+    return {"passed": "pass", "failed": "fail", "error": "error", "skipped": "skip"}.get(v, "unknown")
+
+
+def _badge(verdict: Any) -> str:
+    label = verdict if verdict not in (None, "") else "not evaluated"
+    return f'<span class="badge badge-{_verdict_class(verdict)}">{_e(label)}</span>'
+
+
+def _safe_href(url: Any) -> str | None:
+    if isinstance(url, str) and url.strip().lower().startswith(("https://", "http://")):
+        return url.strip()
+    return None
+
+
+def _drill_label(record: Mapping[str, Any]) -> str:
+    case = record.get("case")
+    drill = str(record.get("drill"))
+    return f"{drill} [{case}]" if case not in (None, "") else drill
+
+
+def _anchor(record_path: Path) -> str:
+    stem = record_path.name[: -len(".json")]
+    return "drill-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in stem)
+
+
+def _table(headers: Sequence[str], rows: Iterable[str], cls: str) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "\n".join(rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>'
+
+
+def _kv_table(pairs: Iterable[tuple[str, str]], cls: str = "kv") -> str:
+    rows = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in pairs)
+    return f'<table class="{cls}"><tbody>{rows}</tbody></table>'
+
+
+# --------------------------------------------------------------------------- #
+# Timeline chart (inline SVG)
+# --------------------------------------------------------------------------- #
+
+_W = 1100.0
+_ML, _MR, _MT = 64.0, 18.0, 38.0
+_BAND_H, _GAP, _LAT_H, _MB = 16.0, 12.0, 104.0, 30.0
+_H = _MT + _BAND_H + _GAP + _LAT_H + _MB
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """One drawn point: a raw sample, or a time bucket of ``count`` samples."""
+
+    t: float
+    ok: bool
+    ok_latency: float | None  # slowest successful sample, seconds
+    fail_latency: float | None  # slowest failed sample, seconds
+    count: int = 1
+
+
+def _nice_step(span: float, target: int) -> float:
+    raw = span / max(target, 1)
+    if raw <= 0 or not math.isfinite(raw):
+        return 1.0
+    mag = 10 ** math.floor(math.log10(raw))
+    for m in (1, 2, 2.5, 5, 10):
+        if raw <= m * mag:
+            return m * mag
+    return 10 * mag
+
+
+def _clean_samples(raw: Iterable[Mapping[str, Any]]) -> tuple[list[_Sample], int]:
+    samples: list[_Sample] = []
+    dropped = 0
+    for s in raw:
+        t = _as_float(s.get("t"))
+        if t is None:
+            dropped += 1
+            continue
+        ok = s.get("ok") is True
+        latency = _as_float(s.get("latency_seconds"))
+        samples.append(_Sample(t=t, ok=ok, ok_latency=latency if ok else None, fail_latency=None if ok else latency))
+    samples.sort(key=lambda s: s.t)
+    return samples, dropped
+
+
+def _downsample(samples: list[_Sample], limit: int) -> list[_Sample]:
+    """Buckets samples into at most ``limit`` equal time bins.
+
+    A bucket is a failure if any sample in it failed (failures are never
+    hidden); its latencies are the maxima of its successful and of its
+    failed samples.
+    """
+    if len(samples) <= limit:
+        return samples
+    first, last = samples[0].t, samples[-1].t
+    width = (last - first) / limit or 1.0
+    buckets: dict[int, list[_Sample]] = {}
+    for s in samples:
+        buckets.setdefault(min(int((s.t - first) / width), limit - 1), []).append(s)
+    out = []
+    for _, group in sorted(buckets.items()):
+        ok_lats = [s.ok_latency for s in group if s.ok_latency is not None]
+        fail_lats = [s.fail_latency for s in group if s.fail_latency is not None]
+        out.append(
+            _Sample(
+                t=group[0].t,
+                ok=all(s.ok for s in group),
+                ok_latency=max(ok_lats) if ok_lats else None,
+                fail_latency=max(fail_lats) if fail_lats else None,
+                count=len(group),
+            )
+        )
+    return out
+
+
+def timeline_svg(
+    probe: str,
+    raw_samples: Sequence[Mapping[str, Any]],
+    *,
+    t0: float,
+    t_end: float,
+    fault_window: tuple[float, float | None] | None = None,
+    phases: Sequence[tuple[str, float]] = (),
+    max_marks: int = MAX_MARKS,
+) -> str:
+    """Inline SVG chart of one probe's samples.
+
+    ``raw_samples`` are timeline entries ``{"t": epoch s, "ok": bool,
+    "latency_seconds": float|None, ...}``; ``t0``/``t_end`` are the drill's
+    start and end (epoch seconds) and set the x axis, drawn as seconds since
+    ``t0``. ``fault_window`` is ``(injected_at, reverted_at|None)`` in epoch
+    seconds and is shaded (to the chart's end when not reverted); ``phases``
+    are ``(name, started_at)`` drawn as labelled vertical lines. At most
+    ``max_marks`` samples are drawn; longer series are bucketed in time.
+    Returns ``<svg class="timeline" data-probe="...">...</svg>``.
+    """
+    samples, dropped = _clean_samples(raw_samples)
+    drawn = _downsample(samples, max_marks)
+    rel = [s.t - t0 for s in samples]
+    x_min = min([0.0] + rel[:1])
+    x_max = max([t_end - t0, 1.0] + rel[-1:])
+    if fault_window is not None:
+        x_max = max(x_max, fault_window[0] - t0, (fault_window[1] or t0) - t0)
+    x_max = max(x_max, x_min + 1.0)
+    pw = _W - _ML - _MR
+    band_y = _MT
+    lat_top = _MT + _BAND_H + _GAP
+    lat_bottom = lat_top + _LAT_H
+
+    def xs(t_rel: float) -> float:
+        return _ML + (t_rel - x_min) / (x_max - x_min) * pw
+
+    parts: list[str] = []
+    title = f"probe {probe}: {len(samples)} samples, {sum(1 for s in samples if not s.ok)} failed"
+    parts.append(f"<title>{_e(title)}</title>")
+
+    # Fault window, drawn first so everything else sits on top of it.
+    if fault_window is not None:
+        f_start = fault_window[0] - t0
+        f_end = (fault_window[1] - t0) if fault_window[1] is not None else x_max
+        x1, x2 = xs(max(f_start, x_min)), xs(min(f_end, x_max))
+        label = "fault window" if fault_window[1] is not None else "fault (not reverted)"
+        parts.append(
+            f'<rect class="fault-window" x="{x1:.1f}" y="{band_y - 4:.1f}" width="{max(x2 - x1, 1.0):.1f}" '
+            f'height="{lat_bottom - band_y + 4:.1f}" fill="#f59e0b" fill-opacity="0.16" '
+            f'stroke="#d97706" stroke-opacity="0.5" stroke-dasharray="3 2">'
+            f"<title>{_e(label)}: +{_num(f_start)} s to +{_num(f_end)} s</title></rect>"
+        )
+        parts.append(
+            f'<text class="fault-label" x="{x2 - 4:.1f}" y="{lat_bottom - 6:.1f}" text-anchor="end" '
+            f'font-size="10" fill="#b45309">{_e(label)}</text>'
+        )
+
+    # Axes and grid.
+    step = _nice_step(x_max - x_min, 10)
+    tick = math.ceil(x_min / step) * step
+    while tick <= x_max + 1e-9:
+        x = xs(tick)
+        parts.append(f'<line class="grid" x1="{x:.1f}" y1="{lat_top:.1f}" x2="{x:.1f}" y2="{lat_bottom:.1f}" stroke="#e5e7eb"/>')
+        parts.append(
+            f'<text x="{x:.1f}" y="{lat_bottom + 14:.1f}" text-anchor="middle" font-size="10" fill="#4b5563">{_num(tick)}</text>'
+        )
+        tick += step
+    parts.append(
+        f'<text x="{_ML + pw:.1f}" y="{lat_bottom + 27:.1f}" text-anchor="end" font-size="10" fill="#6b7280">'
+        "seconds since drill start</text>"
+    )
+    lats = [v for smp in drawn for v in (smp.ok_latency, smp.fail_latency) if v is not None]
+    lat_max = max(lats) if lats else 0.0
+    lat_step = _nice_step(lat_max, 4) if lat_max > 0 else 0.25
+    lat_top_value = max(lat_step * math.ceil(lat_max / lat_step), lat_step)
+
+    def ys(lat: float) -> float:
+        return lat_bottom - min(lat / lat_top_value, 1.0) * _LAT_H
+
+    value = 0.0
+    while value <= lat_top_value + 1e-12:
+        y = ys(value)
+        parts.append(f'<line class="grid" x1="{_ML:.1f}" y1="{y:.1f}" x2="{_ML + pw:.1f}" y2="{y:.1f}" stroke="#eef0f3"/>')
+        parts.append(f'<text x="{_ML - 6:.1f}" y="{y + 3:.1f}" text-anchor="end" font-size="10" fill="#4b5563">{_num(value)}</text>')
+        value += lat_step
+    parts.append(
+        f'<text x="14" y="{(lat_top + lat_bottom) / 2:.1f}" font-size="10" fill="#1d4ed8" text-anchor="middle" '
+        f'transform="rotate(-90 14 {(lat_top + lat_bottom) / 2:.1f})">latency (s)</text>'
+    )
+    parts.append(f'<text x="{_ML - 6:.1f}" y="{band_y + 12:.1f}" text-anchor="end" font-size="10" fill="#4b5563">status</text>')
+    parts.append(
+        f'<rect class="band-bg" x="{_ML:.1f}" y="{band_y:.1f}" width="{pw:.1f}" height="{_BAND_H:.1f}" fill="#f3f4f6"/>'
+    )
+    parts.append(f'<line x1="{_ML:.1f}" y1="{lat_bottom:.1f}" x2="{_ML + pw:.1f}" y2="{lat_bottom:.1f}" stroke="#9ca3af"/>')
+
+    if not drawn:
+        parts.append(
+            f'<text class="no-samples" x="{_ML + pw / 2:.1f}" y="{(lat_top + lat_bottom) / 2:.1f}" '
+            f'text-anchor="middle" font-size="13" fill="#6b7280">no samples recorded for this probe</text>'
+        )
+    else:
+        # Each sample covers the time until the next one (capped at three
+        # typical intervals, so sampling gaps stay visible); adjacent samples
+        # with the same outcome are drawn as one mark.
+        gaps = [b.t - a.t for a, b in zip(drawn, drawn[1:]) if b.t > a.t]
+        typical = statistics.median(gaps) if gaps else 1.0
+        runs: list[list[Any]] = []  # [ok, start, end] in seconds since t0
+        for i, smp in enumerate(drawn):
+            nxt = drawn[i + 1].t if i + 1 < len(drawn) else smp.t + typical
+            start, end = smp.t - t0, smp.t - t0 + min(max(nxt - smp.t, 0.0), 3 * typical)
+            if runs and runs[-1][0] == smp.ok and start - runs[-1][2] <= 1e-9:
+                runs[-1][2] = end
+            else:
+                runs.append([smp.ok, start, end])
+        marks: dict[bool, list[str]] = {True: [], False: []}
+        for ok, start, end in runs:
+            x = xs(start)
+            w = max(xs(end) - x, 1.0) + 0.5  # overlap neighbours: no hairline seams
+            marks[ok].append(f'<rect x="{x:.2f}" y="{band_y:.1f}" width="{w:.2f}" height="{_BAND_H:.1f}"/>')
+        for ok, cls, colour in ((True, "marks-ok", "#16a34a"), (False, "marks-fail", "#dc2626")):
+            if marks[ok]:
+                parts.append(f'<g class="marks {cls}" fill="{colour}" shape-rendering="crispEdges">{"".join(marks[ok])}</g>')
+
+        # Latency of successful samples: a line, broken where no successful
+        # sample was taken or sampling paused (isolated samples are points);
+        # failed samples that recorded a latency (e.g. a timeout) are red points.
+        lines: list[list[tuple[float, float]]] = []
+        fail_points: list[str] = []
+        prev_t: float | None = None
+        for smp in drawn:
+            x = xs(smp.t - t0)
+            if smp.fail_latency is not None:
+                fail_points.append(f'<circle cx="{x:.1f}" cy="{ys(smp.fail_latency):.1f}" r="2.2"/>')
+            if smp.ok_latency is None:
+                prev_t = None
+                continue
+            if prev_t is None or smp.t - prev_t > 3 * typical:
+                lines.append([])
+            lines[-1].append((x, ys(smp.ok_latency)))
+            prev_t = smp.t
+        n_points = sum(len(line) for line in lines)
+        path = " ".join(
+            "M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in line) for line in lines if len(line) > 1
+        )
+        if path:
+            parts.append(
+                f'<path class="latency" d="{path}" fill="none" stroke="#2563eb" '
+                'stroke-width="1.3" stroke-linejoin="round"/>'
+            )
+        ok_points = [
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="1.8"/>'
+            for line in lines
+            if len(line) == 1 or n_points <= 300
+            for x, y in line
+        ]
+        if ok_points:
+            parts.append(f'<g class="latency-points" fill="#2563eb">{"".join(ok_points)}</g>')
+        if fail_points:
+            parts.append(f'<g class="latency-fail" fill="#dc2626">{"".join(fail_points)}</g>')
+
+    # Phases: labelled vertical lines, labels staggered over up to 3 rows.
+    row_end = [-math.inf, -math.inf, -math.inf]
+    for name, started in phases:
+        t_rel = started - t0
+        if not (x_min <= t_rel <= x_max):
+            continue
+        x = xs(t_rel)
+        width = 6.2 * len(name) + 10
+        row = next((r for r, end in enumerate(row_end) if end < x), len(row_end) - 1)
+        row_end[row] = x + width
+        y_label = 11 + 11 * row
+        parts.append(
+            f'<line class="phase-marker" x1="{x:.1f}" y1="{y_label + 2:.1f}" x2="{x:.1f}" y2="{lat_bottom:.1f}" '
+            'stroke="#6d28d9" stroke-width="1" stroke-dasharray="4 3"/>'
+        )
+        parts.append(
+            f'<text class="phase-label" x="{x + 3:.1f}" y="{y_label:.1f}" font-size="10" fill="#5b21b6">'
+            f"{_e(name)}<title>phase {_e(name)} starts at +{_num(t_rel)} s</title></text>"
+        )
+
+    notes = []
+    if len(drawn) < len(samples):
+        notes.append(
+            f"{len(samples)} samples drawn as {len(drawn)} time buckets; "
+            "a bucket is red if any sample in it failed, latency is the bucket maximum"
+        )
+    if dropped:
+        notes.append(f"{dropped} samples without a numeric time were not drawn")
+    note_attr = f' data-note="{_e("; ".join(notes))}"' if notes else ""
+    return (
+        f'<svg class="timeline" data-probe="{_e(probe)}" data-samples="{len(samples)}" '
+        f'data-drawn="{len(drawn)}"{note_attr} xmlns="http://www.w3.org/2000/svg" '
+        f'viewBox="0 0 {_W:.0f} {_H:.0f}" width="100%" role="img" '
+        f'font-family="system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif">'
+        + "".join(parts)
+        + "</svg>"
+    )
+
+
+# --------------------------------------------------------------------------- #
+# Sections
+# --------------------------------------------------------------------------- #
+
+
+def _header(run: _Run) -> tuple[str, str]:
+    """Returns (page header html, run metadata section html)."""
+    meta = run.meta
+    records = [r for _, r in run.records]
+    failing = [r for r in records if r.get("verdict") != "passed"]
+    if not records:
+        overall = '<span class="badge badge-unknown">no drill records</span>'
+    elif failing:
+        overall = f'<span class="badge badge-fail">{len(failing)} of {len(records)} not passed</span>'
+    else:
+        overall = f'<span class="badge badge-pass">all {len(records)} passed</span>'
+    run_id = meta.get("run_id") or (records[0].get("run_id") if records else None) or run.run_dir.name
+    started = _as_float(meta.get("started_at"))
+    finished = _as_float(meta.get("finished_at"))
+    command = meta.get("command")
+    if isinstance(command, list):
+        command = shlex.join(str(c) for c in command)
+    dirty = meta.get("git_dirty")
+    commit = _e(meta.get("git_commit") or "unknown")
+    if dirty is True:
+        commit += ' <span class="badge badge-warn">dirty: uncommitted changes</span>'
+    elif dirty is False:
+        commit += ' <span class="muted">(clean)</span>'
+    duration = _seconds(finished - started) if started is not None and finished is not None else "—"
+    pairs = [
+        ("Run ID", f"<code>{_e(run_id)}</code>"),
+        ("Run by", f"{_e(meta.get('user') or 'unknown')} on {_e(meta.get('host') or 'unknown host')}"),
+        ("Started (UTC)", _utc(started)),
+        ("Finished (UTC)", _utc(finished) if finished is not None else '<span class="muted">not recorded</span>'),
+        ("Duration", duration),
+        ("Drills git commit", commit),
+        ("kdrill version", _e(meta.get("kdrill_version") or "unknown")),
+        ("Python", _e(meta.get("python") or "unknown")),
+        ("Command", f"<code>{_e(command or 'unknown')}</code>"),
+    ]
+    problems = "".join(f'<p class="notice">{_e(p)}</p>' for p in run.problems)
+    header = (
+        '<header class="report-header">'
+        f'<div class="title-row"><h1>kdrill failure-drill report</h1>{overall}</div>'
+        f'<p class="subtitle">Run <code>{_e(run_id)}</code> · evidence directory <code>{_e(run.run_dir.name)}/</code></p>'
+        "</header>"
+    )
+    return header, f'<section class="run-meta"><h2>Run</h2>{problems}{_kv_table(pairs)}</section>'
+
+
+def _cluster(records: list[tuple[Path, dict[str, Any]]]) -> str:
+    cluster = next((r.get("cluster") for _, r in records if isinstance(r.get("cluster"), dict)), None)
+    if not cluster:
+        return '<section class="cluster"><h2>Cluster</h2><p class="muted">No cluster recorded.</p></section>'
+    pairs = [
+        ("Name", _e(cluster.get("name") or "unknown")),
+        ("Provider", _e(cluster.get("provider") or "unknown")),
+        ("Kubernetes version", _e(cluster.get("kubernetes_version") or "unknown")),
+        ("kubectl context", _e(cluster.get("context") or "—")),
+    ]
+    rows = []
+    for node in cluster.get("nodes") or []:
+        if not isinstance(node, dict):
+            continue
+        roles = node.get("roles") or []
+        roles_text = ", ".join(str(r) for r in roles) if isinstance(roles, list) else str(roles)
+        rows.append(
+            f"<tr><td><code>{_e(node.get('name'))}</code></td><td>{_e(roles_text or '—')}</td>"
+            f"<td>{_e(node.get('kubelet_version') or '—')}</td></tr>"
+        )
+    nodes = (
+        _table(["Node", "Roles", "Kubelet version"], rows, "nodes")
+        if rows
+        else '<p class="muted">No nodes recorded.</p>'
+    )
+    return (
+        '<section class="cluster"><h2>Cluster</h2>'
+        '<p class="muted small">As recorded by the first drill of the run.</p>'
+        f'<div class="two-col">{_kv_table(pairs)}{nodes}</div></section>'
+    )
+
+
+def _summary(records: list[tuple[Path, dict[str, Any]]]) -> str:
+    if not records:
+        return '<section class="summary"><h2>Verdicts</h2><p class="notice">This run has no drill records.</p></section>'
+    counts: dict[str, int] = {}
+    rows = []
+    for path, r in records:
+        verdict = r.get("verdict")
+        counts[str(verdict)] = counts.get(str(verdict), 0) + 1
+        cls = "row-fail" if verdict in _FAILING else ""
+        case = r.get("case")
+        rows.append(
+            f'<tr class="{cls}"><td><a href="#{_anchor(path)}">{_e(r.get("drill"))}</a></td>'
+            f'<td>{_e(case) if case not in (None, "") else "<span class=muted>—</span>"}</td>'
+            f"<td>{_e(r.get('title') or '')}</td><td>{_badge(verdict)}</td>"
+            f'<td class="num">{_seconds(r.get("duration_seconds"))}</td></tr>'
+        )
+    tally = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()))
+    return (
+        f'<section class="summary"><h2>Verdicts</h2><p>{len(records)} drill cases: {tally}.</p>'
+        + _table(["Drill", "Case", "Title", "Verdict", "Duration"], rows, "verdicts")
+        + "</section>"
+    )
+
+
+def _sources_html(source: Any) -> str:
+    items = source if isinstance(source, list) else [source] if source else []
+    out = []
+    for s in items:
+        if isinstance(s, str):
+            s = {"title": s, "url": s if _safe_href(s) else None}
+        if not isinstance(s, dict):
+            continue
+        title = s.get("title") or s.get("url") or "source"
+        href = _safe_href(s.get("url"))
+        link = f'<a href="{_e(href)}" rel="noreferrer">{_e(title)}</a>' if href else _e(title)
+        url_text = f' <span class="url">&lt;{_e(s.get("url"))}&gt;</span>' if s.get("url") else ""
+        section = f" — section “{_e(s.get('section'))}”" if s.get("section") else ""
+        out.append(f"<li>{link}{section}{url_text}</li>")
+    if not out:
+        return '<p class="muted small">No source recorded for this claim.</p>'
+    return f'<ul class="sources">{"".join(out)}</ul>'
+
+
+def _fault_html(fault: Any, t0: float | None) -> tuple[str, str]:
+    """Returns (fault section html, reverts section html)."""
+    if not isinstance(fault, dict):
+        msg = '<p class="muted">No fault recorded.</p>'
+        return msg, msg
+    params = fault.get("params")
+    params_html = (
+        _kv_table(((str(k), _value_html(v)) for k, v in params.items()), "kv params")
+        if isinstance(params, dict) and params
+        else '<span class="muted">none</span>'
+    )
+    where = fault.get("where")
+    where_items = where if isinstance(where, list) else [where] if where else []
+    where_html = (
+        "<ul class='where'>"
+        + "".join(
+            f"<li><code>{_e(_json_compact(w) if isinstance(w, (dict, list)) else w)}</code></li>" for w in where_items
+        )
+        + "</ul>"
+        if where_items
+        else '<span class="muted">not recorded</span>'
+    )
+    injected = _as_float(fault.get("injected_at"))
+    reverted = _as_float(fault.get("reverted_at"))
+    verified = fault.get("revert_verified")
+    if injected is not None and reverted is not None:
+        window = f"{_utc(injected)} → {_utc(reverted)} <span class='muted'>({_rel(injected, t0)} → {_rel(reverted, t0)}; window {_num(reverted - injected)} s)</span>"
+    elif injected is not None:
+        window = f"{_utc(injected)} → <strong class='fail-text'>not reverted</strong> <span class='muted'>({_rel(injected, t0)})</span>"
+    else:
+        window = '<span class="muted">not injected</span>'
+    verified_html = (
+        '<span class="ok-text">yes</span>' if verified is True else '<strong class="fail-text">no</strong>'
+    )
+    pairs = [
+        ("Kind", f"<code>{_e(fault.get('kind') or 'unknown')}</code>"),
+        ("Method", _e(fault.get("method") or "—")),
+        ("Parameters", params_html),
+        ("Where", where_html),
+        ("Injected → reverted (UTC)", window),
+        ("Revert verified", verified_html),
+    ]
+    row_cls = "" if reverted is not None and verified is True else ' class="row-fail"'
+    reverted_text = _utc(reverted) if reverted is not None else "<strong class='fail-text'>not reverted</strong>"
+    reverts = (
+        _table(
+            ["Fault", "Reverted at (UTC)", "Since drill start", "Revert verified"],
+            [
+                f"<tr{row_cls}><td><code>{_e(fault.get('kind') or 'unknown')}</code></td><td>{reverted_text}</td>"
+                f"<td class='num'>{_rel(reverted, t0)}</td><td>{verified_html}</td></tr>"
+            ],
+            "reverts",
+        )
+        if injected is not None or reverted is not None
+        else '<p class="muted">No fault was injected, so nothing was reverted.</p>'
+    )
+    return _kv_table(pairs, "kv fault"), reverts
+
+
+def _expectations_html(expectations: Any, t0: float | None) -> str:
+    if not isinstance(expectations, list) or not expectations:
+        return '<p class="muted">No expectations recorded.</p>'
+    rows = []
+    for x in expectations:
+        if not isinstance(x, dict):
+            continue
+        verdict = x.get("verdict")
+        cls = "row-fail" if verdict in _FAILING else "row-pass" if verdict == "passed" else "row-other"
+        bound = x.get("bound_text")
+        if not bound and isinstance(x.get("bound"), dict):
+            b = x["bound"]
+            bound = f"{b.get('op', '')} {b.get('value', '')} {x.get('unit') or ''}".strip()
+        phase = f'<div class="muted small">phase: {_e(x.get("phase"))}</div>' if x.get("phase") else ""
+        rows.append(
+            f'<tr class="{cls}" data-verdict="{_e(verdict)}"><td><code>{_e(x.get("name"))}</code>{phase}</td>'
+            f"<td>{_e(x.get('description') or '')}</td>"
+            f'<td class="num">{_value_html(x.get("measured"), x.get("unit"))}</td>'
+            f'<td class="nowrap">{_e(bound or "—")}</td><td>{_badge(verdict)}</td>'
+            f'<td class="num">{_rel(x.get("became_true_at"), t0)}</td>'
+            f'<td class="detail">{_e(x.get("detail") or "")}</td></tr>'
+        )
+    return _table(
+        ["Expectation", "Description", "Measured", "Bound", "Verdict", "Became true at", "Detail"],
+        rows,
+        "expectations",
+    )
+
+
+def _probes_table(probes: Any, t0: float | None) -> str:
+    if not isinstance(probes, dict) or not probes:
+        return '<p class="muted">No probe summaries recorded.</p>'
+    rows = []
+    for name, p in probes.items():
+        if not isinstance(p, dict):
+            continue
+        samples = p.get("samples")
+        failures = p.get("failures")
+        ratio = _as_float(p.get("success_ratio"))
+        cls = ' class="row-warn"' if not samples else ""
+        fail_cls = ' fail-text' if isinstance(failures, int) and failures > 0 else ""
+        rows.append(
+            f"<tr{cls}><td><code>{_e(name)}</code></td>"
+            f'<td class="num">{_e(samples if samples is not None else "—")}</td>'
+            f'<td class="num">{_e(p.get("successes", "—"))}</td>'
+            f'<td class="num{fail_cls}">{_e(failures if failures is not None else "—")}</td>'
+            f'<td class="num">{"—" if ratio is None else f"{ratio * 100:.2f} %"}</td>'
+            f'<td class="num">{_seconds(p.get("longest_gap_seconds"))}</td>'
+            f'<td class="num">{_seconds(p.get("latency_p50_seconds"))}</td>'
+            f'<td class="num">{_seconds(p.get("latency_p99_seconds"))}</td>'
+            f'<td class="num">{_rel(p.get("first_sample_at"), t0)} → {_rel(p.get("last_sample_at"), t0)}</td></tr>'
+        )
+    return _table(
+        ["Probe", "Samples", "Successes", "Failures", "Success ratio", "Longest gap", "Latency p50", "Latency p99", "Sampled (since start)"],
+        rows,
+        "probes",
+    )
+
+
+def _observations_html(observations: Any) -> str:
+    if not isinstance(observations, dict) or not observations:
+        return '<p class="muted">No observations recorded.</p>'
+    pairs = []
+    for k, v in observations.items():
+        if isinstance(v, (dict, list)):
+            pairs.append((str(k), f"<pre>{_e(json.dumps(v, indent=2, sort_keys=True, default=str))}</pre>"))
+        else:
+            pairs.append((str(k), _value_html(v)))
+    return _kv_table(pairs, "kv observations")
+
+
+def _evidence_html(run_dir: Path, record_path: Path, record: Mapping[str, Any]) -> str:
+    files = record.get("evidence_files")
+    entries = [("record", record_path.name)]
+    if isinstance(files, dict):
+        entries += [(str(k), str(v)) for k, v in files.items() if isinstance(v, str)]
+    items = []
+    for label, name in entries:
+        exists = (run_dir / name).is_file() and not name.startswith(("/", ".."))
+        status = "" if exists else ' <span class="fail-text">(missing)</span>'
+        link = f'<a href="{_e(name)}"><code>{_e(name)}</code></a>' if exists else f"<code>{_e(name)}</code>"
+        items.append(f"<li>{_e(label)}: {link}{status}</li>")
+    return f'<ul class="evidence">{"".join(items)}</ul>'
+
+
+def _drill_t0(record: Mapping[str, Any], timeline: Mapping[str, list[dict[str, Any]]] | None) -> float | None:
+    t0 = _as_float(record.get("started_at"))
+    if t0 is not None:
+        return t0
+    candidates = [_as_float(p.get("started_at")) for p in record.get("phases") or [] if isinstance(p, dict)]
+    fault = record.get("fault")
+    if isinstance(fault, dict):
+        candidates.append(_as_float(fault.get("injected_at")))
+    for samples in (timeline or {}).values():
+        candidates += [_as_float(s.get("t")) for s in samples]
+    found = [c for c in candidates if c is not None]
+    return min(found) if found else None
+
+
+def _charts_html(record: Mapping[str, Any], timeline: dict[str, list[dict[str, Any]]], t0: float) -> str:
+    probes = record.get("probes") if isinstance(record.get("probes"), dict) else {}
+    names = list(probes) + [n for n in timeline if n not in probes]
+    if not names:
+        return '<p class="muted">No probes were run for this drill.</p>'
+    fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
+    injected = _as_float(fault.get("injected_at"))
+    window = (injected, _as_float(fault.get("reverted_at"))) if injected is not None else None
+    phases = [
+        (str(p.get("name")), t)
+        for p in record.get("phases") or []
+        if isinstance(p, dict) and (t := _as_float(p.get("started_at"))) is not None
+    ]
+    t_end = max(
+        [t0 + 1.0]
+        + [t for t in (_as_float(record.get("finished_at")),) if t is not None]
+        + [t for p in record.get("phases") or [] if isinstance(p, dict) for t in (_as_float(p.get("ended_at")),) if t is not None]
+    )
+    figures = []
+    for name in names:
+        svg = timeline_svg(name, timeline.get(name, []), t0=t0, t_end=t_end, fault_window=window, phases=phases)
+        figures.append(f'<figure class="chart"><figcaption><code>{_e(name)}</code></figcaption>{svg}</figure>')
+    legend = (
+        '<p class="legend"><span class="sw sw-ok"></span>probe succeeded '
+        '<span class="sw sw-fail"></span>probe failed '
+        '<span class="sw sw-lat"></span>latency (seconds, left axis) '
+        '<span class="sw sw-fault"></span>fault window '
+        '<span class="sw sw-phase"></span>phase start</p>'
+    )
+    return legend + "".join(figures)
+
+
+def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> str:
+    timeline, timeline_name, timeline_problem = _load_timeline(run_dir, record_path, record)
+    t0 = _drill_t0(record, timeline)
+    verdict = record.get("verdict")
+    fault_html, reverts_html = _fault_html(record.get("fault"), t0)
+    if timeline_problem:
+        charts = f'<p class="notice missing-timeline">{_e(timeline_problem)}</p>'
+    elif t0 is None:
+        charts = '<p class="notice">No drill start time or samples recorded; no charts can be drawn.</p>'
+    else:
+        charts = _charts_html(record, timeline or {}, t0)
+    errors = record.get("errors")
+    errors_html = ""
+    if isinstance(errors, list) and errors:
+        errors_html = (
+            '<h3>Errors</h3><ul class="errors">'
+            + "".join(f"<li><pre>{_e(err)}</pre></li>" for err in errors)
+            + "</ul>"
+        )
+    claim = record.get("claim")
+    claim_html = (
+        f'<blockquote class="claim"><p>{_e(claim)}</p>{_sources_html(record.get("source"))}</blockquote>'
+        if claim
+        else '<p class="notice">No documented claim recorded for this drill.</p>'
+    )
+    case = record.get("case")
+    scenario = record.get("scenario")
+    scenario_html = (
+        "<details class='scenario'><summary>Scenario as run</summary>"
+        f"<pre>{_e(json.dumps(scenario, indent=2, sort_keys=True, default=str))}</pre></details>"
+        if scenario
+        else ""
+    )
+    return f"""
+<section class="drill verdict-{_verdict_class(verdict)}" id="{_anchor(record_path)}" data-drill="{_e(record.get("drill"))}" data-case="{_e(case if case is not None else "")}" data-verdict="{_e(verdict)}">
+<div class="drill-head"><h2>{_e(record.get("title") or _drill_label(record))}</h2>{_badge(verdict)}</div>
+<p class="drill-meta"><code>{_e(_drill_label(record))}</code> · started {_utc(record.get("started_at"))} · finished {_utc(record.get("finished_at"))} · duration {_seconds(record.get("duration_seconds"))} · kdrill {_e(record.get("kdrill_version") or "—")}</p>
+<h3>Documented claim</h3>
+{claim_html}
+<h3>Fault</h3>
+{fault_html}
+<h3>Timeline</h3>
+{charts}
+<h3>Expectations</h3>
+{_expectations_html(record.get("expectations"), t0)}
+<h3>Probes</h3>
+{_probes_table(record.get("probes"), t0)}
+<h3>Observations</h3>
+{_observations_html(record.get("observations"))}
+{errors_html}
+<h3>Reverts performed</h3>
+{reverts_html}
+<h3>Evidence files</h3>
+{_evidence_html(run_dir, record_path, record)}
+{scenario_html}
+</section>"""
+
+
+# --------------------------------------------------------------------------- #
+# Page
+# --------------------------------------------------------------------------- #
+
+_CSS = """
+:root { --fg:#111827; --muted:#6b7280; --line:#e5e7eb; --bg:#f8fafc; --card:#fff;
+  --pass:#15803d; --pass-bg:#dcfce7; --fail:#b91c1c; --fail-bg:#fee2e2; --warn:#b45309; --warn-bg:#fef3c7; }
+* { box-sizing: border-box; }
+body { margin:0; background:var(--bg); color:var(--fg);
+  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+main, .report-header, footer { max-width: 1240px; margin: 0 auto; padding: 0 24px; }
+.report-header { padding-top: 28px; }
+.title-row { display:flex; align-items:center; gap:16px; flex-wrap:wrap; }
+h1 { font-size: 26px; margin: 0; }
+h2 { font-size: 20px; margin: 0 0 10px; }
+h3 { font-size: 13px; margin: 22px 0 8px; text-transform: uppercase; letter-spacing: .06em; color:#374151;
+  border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+.subtitle { color: var(--muted); margin: 6px 0 18px; }
+section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 18px 22px; margin: 0 0 18px; }
+section.drill { border-left: 6px solid #9ca3af; }
+section.drill.verdict-pass { border-left-color: var(--pass); }
+section.drill.verdict-fail, section.drill.verdict-error { border-left-color: var(--fail); }
+.drill-head { display:flex; align-items:center; gap:12px; justify-content:space-between; }
+.drill-meta { color: var(--muted); font-size: 12.5px; margin: 2px 0 0; }
+code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: 12.5px; }
+pre { white-space: pre-wrap; word-break: break-word; margin: 0; }
+table { border-collapse: collapse; width: 100%; margin: 4px 0; }
+th, td { text-align: left; vertical-align: top; padding: 6px 10px; border-bottom: 1px solid var(--line); }
+thead th { background: #f3f4f6; font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color:#374151; }
+table.kv th { width: 220px; color: #374151; font-weight: 600; background: transparent; }
+table.kv table.kv th { width: auto; font-weight: 500; }
+td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+td.nowrap { white-space: nowrap; }
+td.detail { color: #374151; font-size: 12.5px; }
+tr.row-fail td { background: var(--fail-bg); }
+tr.row-fail td:first-child { box-shadow: inset 4px 0 0 var(--fail); }
+tr.row-warn td { background: var(--warn-bg); }
+tr.row-other td { background: #f9fafb; }
+.badge { display:inline-block; padding: 2px 10px; border-radius: 999px; font-size: 12px; font-weight: 700;
+  text-transform: uppercase; letter-spacing: .04em; white-space: nowrap; }
+.badge-pass { background: var(--pass-bg); color: var(--pass); }
+.badge-fail, .badge-error { background: var(--fail); color: #fff; }
+.badge-warn { background: var(--warn-bg); color: var(--warn); }
+.badge-skip, .badge-unknown { background: #e5e7eb; color: #374151; }
+.title-row .badge { font-size: 14px; padding: 4px 14px; }
+.muted { color: var(--muted); }
+.small { font-size: 12px; }
+.ok-text { color: var(--pass); font-weight: 600; }
+.fail-text { color: var(--fail); font-weight: 700; }
+.notice { background: var(--warn-bg); border: 1px solid #fcd34d; color: #78350f; padding: 8px 12px; border-radius: 6px; }
+blockquote.claim { margin: 0; padding: 10px 16px; border-left: 4px solid #6366f1; background: #eef2ff; border-radius: 0 6px 6px 0; }
+blockquote.claim p { margin: 0 0 6px; font-size: 14.5px; }
+ul.sources { margin: 0; padding-left: 18px; font-size: 12.5px; }
+.url { color: var(--muted); word-break: break-all; }
+ul.where, ul.evidence { margin: 0; padding-left: 18px; }
+ul.errors { background: var(--fail-bg); border: 1px solid #fca5a5; border-radius: 6px; padding: 8px 12px 8px 28px; color: #7f1d1d; }
+figure.chart { margin: 6px 0 14px; border: 1px solid var(--line); border-radius: 6px; padding: 6px 8px 2px; }
+figure.chart figcaption { font-size: 12.5px; font-weight: 600; margin-bottom: 2px; }
+svg.timeline { display: block; max-width: 100%; height: auto; }
+.legend { font-size: 12px; color: #374151; margin: 0 0 6px; }
+.sw { display:inline-block; width: 14px; height: 10px; margin: 0 4px 0 12px; vertical-align: middle; border-radius: 2px; }
+.sw:first-child { margin-left: 0; }
+.sw-ok { background:#16a34a; } .sw-fail { background:#dc2626; } .sw-lat { background:#2563eb; height: 3px; }
+.sw-fault { background: rgba(245,158,11,.25); border: 1px dashed #d97706; }
+.sw-phase { width: 0; height: 12px; border-left: 2px dashed #6d28d9; border-radius: 0; }
+.two-col { display: grid; grid-template-columns: minmax(300px, 1fr) 1.3fr; gap: 24px; align-items: start; }
+details.scenario { margin-top: 14px; } details.scenario summary { cursor: pointer; color: #374151; font-weight: 600; }
+details.scenario pre { background: #f3f4f6; padding: 10px; border-radius: 6px; margin-top: 6px; }
+a { color: #1d4ed8; }
+footer { color: var(--muted); font-size: 12.5px; padding-top: 4px; padding-bottom: 40px; }
+@media print { body { background: #fff; } section { break-inside: avoid-page; } details.scenario { display: none; } }
+"""
+
+_PAGE = Template(
+    """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<meta name="generator" content="kdrill $kdrill_version">
+<title>kdrill report — run $run_id</title>
+<style>$css</style>
+</head>
+<body>
+$header
+<main>
+$run_meta
+$cluster
+$summary
+$drills
+</main>
+<footer>
+<p>Generated $generated_at (UTC) by kdrill $kdrill_version from the evidence in this directory.
+The evidence files are listed with their SHA-256 digests in <code>manifest.json</code>;
+run <code>kdrill verify $run_id</code> to check that none has been changed, removed or added since the run.</p>
+</footer>
+</body>
+</html>
+"""
+)
+
+
+def build_report(run_dir: Path) -> Path:
+    """Writes ``<run_dir>/report.html`` for the run and returns its path.
+
+    ``run_dir`` is a ``reports/<run-id>/`` directory. The file is written
+    atomically (temporary file then rename) and is fully self-contained.
+    Raises ``ReportError`` if ``run_dir`` is not a directory or holds neither
+    ``run.json`` nor any drill record.
+    """
+    from harness import __version__
+
+    run_dir = Path(run_dir)
+    run = _load_run(run_dir)
+    records = run.records
+    run_id = run.meta.get("run_id") or (records[0][1].get("run_id") if records else None) or run_dir.name
+    header, run_meta = _header(run)
+    page = _PAGE.substitute(
+        css=_CSS,
+        kdrill_version=_e(__version__),
+        run_id=_e(run_id),
+        header=header,
+        run_meta=run_meta,
+        cluster=_cluster(records),
+        summary=_summary(records),
+        drills="\n".join(_drill_section(run_dir, path, record) for path, record in records),
+        generated_at=_utc(datetime.now(tz=timezone.utc).timestamp()),
+    )
+    out = run_dir / REPORT_NAME
+    fd, tmp = tempfile.mkstemp(prefix=".report.", suffix=".tmp", dir=run_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(page)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out

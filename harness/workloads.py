@@ -1,0 +1,122 @@
+"""The drills' workloads: namespaces, the test HTTP server Deployment and its Service.
+
+Every image is kdrill's toolbox image, preloaded into the node image (never pulled).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from harness.expectations import wait_until_or_raise
+from harness.providers import Cluster
+
+log = logging.getLogger("kdrill.workloads")
+
+TOOLBOX_IMAGE = "docker.io/kdrill/toolbox:v0.1.0"
+DRILL_LABEL = "kdrill.io/drill"
+
+
+def ensure_namespace(cluster: Cluster, name: str, labels: dict[str, str] | None = None) -> None:
+    body = client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels={DRILL_LABEL: "true", **(labels or {})}))
+    try:
+        cluster.core.create_namespace(body, _request_timeout=10)
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+
+def delete_namespace(cluster: Cluster, name: str, wait_seconds: float = 120) -> None:
+    """Delete ``name`` and wait until it is gone (ConditionTimeout after ``wait_seconds``)."""
+    try:
+        cluster.core.delete_namespace(name, grace_period_seconds=0, _request_timeout=10)
+    except ApiException as exc:
+        if exc.status == 404:
+            return
+        raise
+
+    def gone():
+        try:
+            cluster.core.read_namespace(name, _request_timeout=5)
+        except ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_until_or_raise(gone, wait_seconds, interval_seconds=1.0, description=f"namespace {name} deleted")
+
+
+def http_server_deployment(name: str, replicas: int, node_selector: dict[str, str] | None = None,
+                           image: str = TOOLBOX_IMAGE, pull_policy: str = "Never",
+                           spread: bool = True) -> client.V1Deployment:
+    """A Deployment of ``kdrill-http`` (port 8080) labelled ``app=<name>``."""
+    labels = {"app": name}
+    env = [client.V1EnvVar(name="POD_NAME", value_from=client.V1EnvVarSource(
+               field_ref=client.V1ObjectFieldSelector(field_path="metadata.name"))),
+           client.V1EnvVar(name="NODE_NAME", value_from=client.V1EnvVarSource(
+               field_ref=client.V1ObjectFieldSelector(field_path="spec.nodeName")))]
+    container = client.V1Container(
+        name="http", image=image, image_pull_policy=pull_policy, command=["kdrill-http"], env=env,
+        ports=[client.V1ContainerPort(container_port=8080)],
+        readiness_probe=client.V1Probe(http_get=client.V1HTTPGetAction(path="/healthz", port=8080),
+                                       period_seconds=1, failure_threshold=2),
+        resources=client.V1ResourceRequirements(requests={"cpu": "10m", "memory": "20Mi"}))
+    spec = client.V1PodSpec(containers=[container], node_selector=node_selector,
+                            termination_grace_period_seconds=2)
+    if spread:
+        spec.topology_spread_constraints = [client.V1TopologySpreadConstraint(
+            max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="ScheduleAnyway",
+            label_selector=client.V1LabelSelector(match_labels=labels))]
+    return client.V1Deployment(
+        metadata=client.V1ObjectMeta(name=name, labels=labels),
+        spec=client.V1DeploymentSpec(
+            replicas=replicas, selector=client.V1LabelSelector(match_labels=labels),
+            template=client.V1PodTemplateSpec(metadata=client.V1ObjectMeta(labels=labels), spec=spec)))
+
+
+def http_service(name: str, node_port: int | None = None) -> client.V1Service:
+    """A Service for ``app=<name>`` on port 80; NodePort ``node_port`` when given, else ClusterIP."""
+    port = client.V1ServicePort(port=80, target_port=8080, node_port=node_port)
+    return client.V1Service(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1ServiceSpec(selector={"app": name}, ports=[port],
+                                  type="NodePort" if node_port else "ClusterIP"))
+
+
+def deploy_http_server(cluster: Cluster, namespace: str, name: str, replicas: int,
+                       node_port: int | None = None, node_selector: dict[str, str] | None = None,
+                       ready_timeout_seconds: float = 180) -> None:
+    """Create the Deployment and Service and wait until every replica is available."""
+    cluster.apps.create_namespaced_deployment(namespace, http_server_deployment(name, replicas, node_selector))
+    cluster.core.create_namespaced_service(namespace, http_service(name, node_port))
+    wait_deployment_available(cluster, namespace, name, replicas, ready_timeout_seconds)
+
+
+def wait_deployment_available(cluster: Cluster, namespace: str, name: str, replicas: int,
+                              timeout_seconds: float = 180) -> float:
+    """Wait until ``replicas`` are available; returns the seconds waited. Raises ConditionTimeout."""
+    def available():
+        d = cluster.apps.read_namespaced_deployment(name, namespace, _request_timeout=5)
+        return (d.status.available_replicas or 0) >= replicas and d.status.observed_generation >= d.metadata.generation
+
+    result = wait_until_or_raise(available, timeout_seconds, description=f"deployment {namespace}/{name} available")
+    return result.elapsed_seconds or 0.0
+
+
+def wait_endpoints(cluster: Cluster, namespace: str, service: str, count: int, timeout_seconds: float = 60) -> None:
+    """Wait until the Service has ``count`` ready endpoints (EndpointSlices)."""
+    discovery = client.DiscoveryV1Api(cluster.api)
+
+    def ready():
+        slices = discovery.list_namespaced_endpoint_slice(
+            namespace, label_selector=f"kubernetes.io/service-name={service}", _request_timeout=5)
+        return sum(1 for s in slices.items for e in (s.endpoints or [])
+                   if e.conditions and e.conditions.ready) >= count
+
+    wait_until_or_raise(ready, timeout_seconds, description=f"{count} ready endpoints for {namespace}/{service}")
+
+
+def now() -> float:
+    return time.time()

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import harness
+from harness.evidence import DrillRecord, EvidenceWriter, new_run_id, run_metadata
+from harness.expectations import Expectations
+from harness.scenario import load_scenario
+from harness.timeline import Sample, Timeline, summarize
+
+EXAMPLE = Path(__file__).parent / "data" / "example-drill.yaml"
+
+RECORD_KEYS = {
+    "run_id", "drill", "case", "title", "claim", "verdict", "started_at", "finished_at", "duration_seconds",
+    "cluster", "fault", "phases", "expectations", "probes", "observations", "source", "scenario", "errors",
+    "evidence_files", "kdrill_version",
+}
+
+
+def test_new_run_id_format_and_uniqueness():
+    ids = {new_run_id() for _ in range(20)}
+    assert len(ids) == 20
+    assert all(re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{6}", i) for i in ids)
+
+
+def test_record_for_scenario_prefills_from_the_scenario():
+    scenario = load_scenario(EXAMPLE)
+    record = DrillRecord.for_scenario("run-1", scenario, case="refused", started_at=10.0)
+    assert (record.drill, record.case, record.title) == ("example-drill", "refused", scenario.title)
+    assert record.claim == scenario.claim and record.started_at == 10.0
+    assert record.fault["params"] == {"hold_seconds": 60, "mode": "refused"}
+    assert record.fault["kind"] == "control-plane-stop" and record.fault["revert_verified"] is False
+    assert record.source[1] == {"title": "Kubelet", "url": scenario.sources[1].url, "section": "Synopsis"}
+    assert record.scenario["name"] == "example-drill"
+    assert record.verdict == "error"  # nothing proven yet
+    with pytest.raises(KeyError):
+        DrillRecord.for_scenario("run-1", scenario, case="no-such-case")
+
+
+def test_apply_expectations_and_errors_set_the_verdict():
+    scenario = load_scenario(EXAMPLE)
+    record = DrillRecord.for_scenario("r", scenario)
+    exp = Expectations(scenario.expectations)
+    exp.measure("workload_http_success_ratio", 1.0)
+    exp.measure("api_recovery_seconds", 4.2)
+    exp.measure("pods_restarted", False)
+    record.apply_expectations(exp)
+    assert record.verdict == "passed"
+    assert [o["verdict"] for o in record.expectations] == ["passed"] * 3
+    record.errors.append("revert could not be verified")
+    record.apply_expectations(exp)
+    assert record.verdict == "error"
+
+
+def test_finish_sets_duration():
+    record = DrillRecord(run_id="r", drill="d", started_at=100.0)
+    record.finish(finished_at=112.5)
+    assert (record.finished_at, record.duration_seconds) == (112.5, 12.5)
+
+
+def test_stem_rejects_unsafe_names():
+    assert DrillRecord(run_id="r", drill="d").stem == "d"
+    assert DrillRecord(run_id="r", drill="d", case="c").stem == "d--c"
+    with pytest.raises(ValueError):
+        _ = DrillRecord(run_id="r", drill="../d").stem
+
+
+def test_write_record_file_name_keys_and_format(tmp_path):
+    scenario = load_scenario(EXAMPLE)
+    record = DrillRecord.for_scenario("run-1", scenario, case="paused", started_at=1.0)
+    record.cluster = {"name": "kdrill-ha", "provider": "kind", "kubernetes_version": "v1.31.0",
+                      "context": "kind-kdrill-ha",
+                      "nodes": [{"name": "cp1", "roles": ["control-plane"], "kubelet_version": "v1.31.0"}]}
+    record.add_phase("control-plane-down", 2.0, 5.0)
+    record.observations["reads_served"] = ("pods", Path("/x"))  # tuples and paths must not break writing
+    record.probes["http"] = summarize("http", [Sample(t=1.0, ok=True)])
+    record.finish(9.0)
+    run_dir = tmp_path / "reports" / "run-1"
+    path = EvidenceWriter(run_dir).write_record(record)
+    assert path == run_dir / "example-drill--paused.json"
+    text = path.read_text()
+    data = json.loads(text)
+    assert set(data) == RECORD_KEYS
+    assert list(data) == sorted(data)  # sorted keys
+    assert text.startswith("{\n  ")  # pretty
+    assert data["phases"] == [{"name": "control-plane-down", "started_at": 2.0, "ended_at": 5.0}]
+    assert data["observations"]["reads_served"] == ["pods", "/x"]
+    assert data["duration_seconds"] == 8.0 and data["kdrill_version"] == harness.__version__
+    assert data["cluster"]["nodes"][0]["roles"] == ["control-plane"]
+    assert data["probes"]["http"]["success_ratio"] == 1.0
+
+
+def test_write_record_without_case(tmp_path):
+    path = EvidenceWriter(tmp_path).write_record(DrillRecord(run_id="r", drill="dns-outage"))
+    assert path.name == "dns-outage.json"
+
+
+def test_write_timelines(tmp_path):
+    tl = Timeline("http")
+    tl.add(Sample(t=2.0, ok=False, detail="refused"))
+    tl.add(Sample(t=1.0, ok=True, latency_seconds=0.01, labels={"target": "pod-a"}))
+    path = EvidenceWriter(tmp_path).write_timelines("d--c", {"http": tl, "dns": [Sample(t=3.0, ok=True)]})
+    assert path == tmp_path / "d--c.timeline.json"
+    data = json.loads(path.read_text())
+    assert set(data) == {"http", "dns"}
+    assert [s["t"] for s in data["http"]] == [1.0, 2.0]
+    assert data["http"][0] == {"t": 1.0, "ok": True, "latency_seconds": 0.01, "detail": "",
+                               "labels": {"target": "pod-a"}}
+    assert [Sample.from_dict(s) for s in data["dns"]] == [Sample(t=3.0, ok=True)]
+
+
+def test_write_run_metadata(tmp_path):
+    meta = run_metadata(tmp_path, run_id="run-9")
+    path = EvidenceWriter(tmp_path / "run-9").write_run_metadata(meta)
+    assert path == tmp_path / "run-9" / "run.json"
+    assert json.loads(path.read_text())["run_id"] == "run-9"
+
+
+def test_run_metadata_outside_git(tmp_path):
+    meta = run_metadata(tmp_path)
+    assert set(meta) == {"run_id", "started_at", "user", "host", "git_commit", "git_dirty", "kdrill_version",
+                         "python", "command"}
+    assert meta["git_commit"] is None and meta["git_dirty"] is None
+    assert meta["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert meta["kdrill_version"] == harness.__version__
+    assert meta["command"]  # sys.argv is never empty under pytest
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_run_metadata_in_git_repo(tmp_path):
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.email=t@example.com", "-c", "user.name=t",
+                               *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "f.txt").write_text("x")
+    git("add", "f.txt")
+    git("commit", "-q", "-m", "init")
+    meta = run_metadata(tmp_path)
+    assert meta["git_commit"] == git("rev-parse", "HEAD") and len(meta["git_commit"]) == 40
+    assert meta["git_dirty"] is False
+    (tmp_path / "f.txt").write_text("changed")
+    assert run_metadata(tmp_path)["git_dirty"] is True

@@ -1,0 +1,446 @@
+"""Unit tests for harness.report on a hand-written run directory.
+
+The report is a pure function of the evidence files, so synthetic records are
+enough here; tests/browser renders the same kind of report in Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from harness.report import MAX_MARKS, REPORT_NAME, ReportError, build_report, load_drill_records, timeline_svg
+
+T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
+
+
+# --------------------------------------------------------------------------- #
+# Synthetic evidence
+# --------------------------------------------------------------------------- #
+
+
+def write_json(path: Path, data: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def samples(start: float, n: int, every: float, fail_from: float, fail_to: float) -> list[dict]:
+    out = []
+    for i in range(n):
+        t = start + i * every
+        ok = not (fail_from <= t < fail_to)
+        out.append({"t": t, "ok": ok, "latency_seconds": 0.01 if ok else None, "detail": "", "labels": {}})
+    return out
+
+
+def record(drill: str, case: str | None, verdict: str, start: float, **overrides: object) -> dict:
+    stem = drill if case is None else f"{drill}--{case}"
+    data = {
+        "run_id": "run-1",
+        "drill": drill,
+        "case": case,
+        "title": f"Title of {drill}",
+        "claim": f"Claim of {drill}: pods keep serving.",
+        "verdict": verdict,
+        "started_at": start,
+        "finished_at": start + 60,
+        "duration_seconds": 60.0,
+        "cluster": {
+            "name": "kdrill",
+            "provider": "kind",
+            "kubernetes_version": "v1.31.2",
+            "context": "kind-kdrill",
+            "nodes": [
+                {"name": "kdrill-control-plane", "roles": ["control-plane"], "kubelet_version": "v1.31.2"},
+                {"name": "kdrill-worker", "roles": ["worker"], "kubelet_version": "v1.31.1"},
+            ],
+        },
+        "fault": {
+            "kind": "control-plane-stop",
+            "method": "pause-node-containers",
+            "params": {"hold_seconds": 20},
+            "where": ["kdrill-control-plane", {"node": "kdrill-control-plane"}],
+            "injected_at": start + 10,
+            "reverted_at": start + 30,
+            "revert_verified": True,
+        },
+        "phases": [
+            {"name": "baseline", "started_at": start, "ended_at": start + 10},
+            {"name": "control-plane-down", "started_at": start + 10, "ended_at": start + 30},
+        ],
+        "expectations": [
+            {
+                "name": "api_recovery_seconds",
+                "description": "API answers again soon",
+                "bound": {"op": "<=", "value": 30},
+                "bound_text": "<= 30",
+                "unit": "seconds",
+                "measured": 12.5,
+                "verdict": "passed",
+                "became_true_at": start + 42.5,
+                "detail": "",
+                "phase": None,
+            },
+            {
+                "name": "workload_http_success_ratio",
+                "description": "HTTP keeps working",
+                "bound": {"op": ">=", "value": 0.99},
+                "bound_text": ">= 0.99",
+                "unit": "ratio",
+                "measured": None,
+                "verdict": verdict,
+                "became_true_at": None,
+                "detail": "not measured",
+                "phase": "control-plane-down",
+            },
+        ],
+        "probes": {
+            "workload-http": {
+                "samples": 120, "successes": 100, "failures": 20, "success_ratio": 100 / 120,
+                "longest_gap_seconds": 10.0, "first_sample_at": start, "last_sample_at": start + 59.5,
+                "latency_p50_seconds": 0.01, "latency_p99_seconds": 0.01,
+            },
+            "api-health": {
+                "samples": 0, "successes": 0, "failures": 0, "success_ratio": None,
+                "longest_gap_seconds": None, "first_sample_at": None, "last_sample_at": None,
+                "latency_p50_seconds": None, "latency_p99_seconds": None,
+            },
+        },
+        "observations": {"restarts": 0, "nodes": ["a", "b"]},
+        "source": [{"title": "Kubernetes Components", "url": "https://kubernetes.io/docs/concepts/", "section": "Node"}],
+        "scenario": {"name": drill},
+        "errors": [],
+        "evidence_files": {"timeline": f"{stem}.timeline.json"},
+        "kdrill_version": "0.1.0",
+    }
+    data.update(overrides)
+    return data
+
+
+def make_run(run_dir: Path, *, with_timelines: bool = True) -> Path:
+    write_json(
+        run_dir / "run.json",
+        {
+            "run_id": "run-1", "started_at": T0, "finished_at": T0 + 200, "user": "alice", "host": "box",
+            "git_commit": "abc123def", "git_dirty": True, "kdrill_version": "0.1.0", "python": "3.11.7",
+            "command": "kdrill run --all",
+        },
+    )
+    drills = [("control-plane-stop", "paused", "passed", T0), ("dns-outage", None, "failed", T0 + 100)]
+    for drill, case, verdict, start in drills:
+        stem = drill if case is None else f"{drill}--{case}"
+        write_json(run_dir / f"{stem}.json", record(drill, case, verdict, start))
+        if with_timelines:
+            write_json(
+                run_dir / f"{stem}.timeline.json",
+                {"workload-http": samples(start, 120, 0.5, start + 12, start + 22), "api-health": []},
+            )
+    write_json(run_dir / "manifest.json", {"files": {}})  # not a drill record
+    write_json(run_dir / "notes.json", {"drill": "x"})  # no verdict: not a drill record
+    return run_dir
+
+
+# --------------------------------------------------------------------------- #
+# A tiny DOM for assertions
+# --------------------------------------------------------------------------- #
+
+
+class Element:
+    def __init__(self, tag: str, attrs: dict[str, str], parent: Element | None) -> None:
+        self.tag, self.attrs, self.parent = tag, attrs, parent
+        self.children: list[Element] = []
+        self.text: list[str] = []
+
+    @property
+    def classes(self) -> set[str]:
+        return set(self.attrs.get("class", "").split())
+
+    def iter(self):
+        yield self
+        for child in self.children:
+            yield from child.iter()
+
+    def find_all(self, tag: str | None = None, cls: str | None = None, **attrs: str) -> list[Element]:
+        return [
+            e
+            for e in self.iter()
+            if (tag is None or e.tag == tag)
+            and (cls is None or cls in e.classes)
+            and all(e.attrs.get(k.replace("_", "-")) == v for k, v in attrs.items())
+        ]
+
+    def all_text(self) -> str:
+        return " ".join("".join(e.text) for e in self.iter())
+
+
+class TreeBuilder(HTMLParser):
+    VOID = {"meta", "br", "img", "input", "link", "hr", "col", "area", "base", "source", "wbr"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Element("#root", {}, None)
+        self.current = self.root
+
+    def handle_starttag(self, tag, attrs):
+        el = Element(tag, {k: v or "" for k, v in attrs}, self.current)
+        self.current.children.append(el)
+        if tag not in self.VOID:
+            self.current = el
+
+    def handle_startendtag(self, tag, attrs):
+        self.current.children.append(Element(tag, {k: v or "" for k, v in attrs}, self.current))
+
+    def handle_endtag(self, tag):
+        node = self.current
+        while node is not self.root and node.tag != tag:
+            node = node.parent
+        if node is not self.root:
+            self.current = node.parent
+
+    def handle_data(self, data):
+        self.current.text.append(data)
+
+
+def parse(html_text: str) -> Element:
+    builder = TreeBuilder()
+    builder.feed(html_text)
+    builder.close()
+    return builder.root
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return make_run(tmp_path / "run-1")
+
+
+@pytest.fixture
+def report(run_dir: Path) -> tuple[str, Element]:
+    text = build_report(run_dir).read_text(encoding="utf-8")
+    return text, parse(text)
+
+
+# --------------------------------------------------------------------------- #
+# Tests
+# --------------------------------------------------------------------------- #
+
+
+def test_report_written_into_run_dir(run_dir: Path) -> None:
+    path = build_report(run_dir)
+    assert path == run_dir / REPORT_NAME
+    assert path.is_file()
+    assert not list(run_dir.glob(".report.*")), "temporary file left behind"
+
+
+def test_only_drill_records_are_loaded(run_dir: Path) -> None:
+    names = [p.name for p, _ in load_drill_records(run_dir)]
+    assert names == ["control-plane-stop--paused.json", "dns-outage.json"]
+
+
+def test_each_drill_has_a_section_with_hooks(report) -> None:
+    _, dom = report
+    sections = dom.find_all("section", cls="drill")
+    assert [(s.attrs["data-drill"], s.attrs["data-verdict"]) for s in sections] == [
+        ("control-plane-stop", "passed"),
+        ("dns-outage", "failed"),
+    ]
+    assert sections[0].attrs["data-case"] == "paused"
+
+
+def test_header_has_run_metadata_in_utc(report) -> None:
+    text, dom = report
+    assert "alice" in text and "box" in text
+    assert "2023-11-14T22:13:20.000Z" in text  # run started_at, UTC
+    assert "abc123def" in text and "dirty" in text
+    assert "kdrill run --all" in text
+
+
+def test_cluster_and_nodes_from_first_record(report) -> None:
+    _, dom = report
+    nodes = dom.find_all("table", cls="nodes")
+    assert len(nodes) == 1
+    rows = nodes[0].find_all("tr")[1:]
+    assert [r.all_text().split()[:3] for r in rows] == [
+        ["kdrill-control-plane", "control-plane", "v1.31.2"],
+        ["kdrill-worker", "worker", "v1.31.1"],
+    ]
+    assert "v1.31.2" in dom.find_all("section", cls="cluster")[0].all_text()
+
+
+def test_summary_table_lists_every_drill(report) -> None:
+    _, dom = report
+    table = dom.find_all("table", cls="verdicts")[0]
+    rows = table.find_all("tr")[1:]
+    assert len(rows) == 2
+    assert "control-plane-stop" in rows[0].all_text() and "paused" in rows[0].all_text()
+    assert "row-fail" in rows[1].classes and "failed" in rows[1].all_text()
+
+
+def test_one_timeline_svg_per_probe_with_fault_window_and_phases(report) -> None:
+    _, dom = report
+    for section in dom.find_all("section", cls="drill"):
+        svgs = section.find_all("svg", cls="timeline")
+        assert sorted(s.attrs["data-probe"] for s in svgs) == ["api-health", "workload-http"]
+        for svg in svgs:
+            assert len(svg.find_all("rect", cls="fault-window")) == 1
+            labels = [e.all_text() for e in svg.find_all("text", cls="phase-label")]
+            assert any("baseline" in label for label in labels)
+            assert len(svg.find_all("line", cls="phase-marker")) == 2
+        http = next(s for s in svgs if s.attrs["data-probe"] == "workload-http")
+        assert http.find_all("g", cls="marks-ok")[0].find_all("rect")
+        assert http.find_all("g", cls="marks-fail")[0].find_all("rect")
+        assert http.find_all("path", cls="latency")
+
+
+def test_probe_with_zero_samples_is_drawn_empty_and_flagged(report) -> None:
+    _, dom = report
+    svg = dom.find_all("svg", cls="timeline", data_probe="api-health")[0]
+    assert "no samples recorded" in svg.all_text()
+    assert not svg.find_all("g", cls="marks-ok")
+    probe_rows = dom.find_all("table", cls="probes")[0].find_all("tr", cls="row-warn")
+    assert "api-health" in probe_rows[0].all_text()
+
+
+def test_expectations_rows_show_verdicts_and_mark_failures(report) -> None:
+    _, dom = report
+    failed = dom.find_all("section", cls="drill", data_drill="dns-outage")[0]
+    table = failed.find_all("table", cls="expectations")[0]
+    rows = table.find_all("tr")[1:]
+    assert [r.attrs["data-verdict"] for r in rows] == ["passed", "failed"]
+    assert "row-fail" in rows[1].classes and "row-fail" not in rows[0].classes
+    first = rows[0].all_text()
+    assert "12.5 seconds" in first and "<= 30" in first and "+42.5 s" in first
+    assert "not measured" in rows[1].all_text()  # measured is null
+
+
+def test_claim_source_fault_and_reverts(report) -> None:
+    text, dom = report
+    section = dom.find_all("section", cls="drill")[0]
+    quote = section.find_all("blockquote", cls="claim")[0]
+    assert "pods keep serving" in quote.all_text()
+    link = quote.find_all("a")[0]
+    assert link.attrs["href"] == "https://kubernetes.io/docs/concepts/"
+    assert "Node" in quote.all_text()
+    fault = section.find_all("table", cls="fault")[0].all_text()
+    assert "control-plane-stop" in fault and "pause-node-containers" in fault and "hold_seconds" in fault
+    assert "window 20 s" in fault and "2023-11-14T22:13:30.000Z" in fault
+    reverts = section.find_all("table", cls="reverts")[0].all_text()
+    assert "2023-11-14T22:13:50.000Z" in reverts and "yes" in reverts
+
+
+def test_everything_from_records_is_escaped(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    evil = '<script>alert("x")</script>'
+    rec = record(
+        "evil",
+        None,
+        "failed",
+        T0,
+        title=evil,
+        claim=evil,
+        observations={evil: evil},
+        errors=[evil],
+        source=[{"title": evil, "url": "javascript:alert(1)", "section": evil}],
+        probes={evil: {"samples": 0}},
+    )
+    write_json(run_dir / "evil.json", rec)
+    write_json(run_dir / "evil.timeline.json", {evil: []})
+    text = build_report(run_dir).read_text(encoding="utf-8")
+    assert "<script" not in text.lower()
+    assert "&lt;script&gt;" in text
+    assert 'href="javascript:' not in text
+    assert 'data-probe="&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"' in text
+
+
+def test_report_is_self_contained(report) -> None:
+    text, dom = report
+    assert not dom.find_all("script") and not dom.find_all("link") and not dom.find_all("img")
+    assert not re.search(r"""\bsrc\s*=|@import|url\(""", text)
+    assert "Content-Security-Policy" in text
+
+
+def test_footer_points_at_verify(report) -> None:
+    _, dom = report
+    assert "kdrill verify run-1" in dom.find_all("footer")[0].all_text()
+
+
+def test_missing_timeline_is_reported(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "run", with_timelines=False)
+    text = build_report(run_dir).read_text(encoding="utf-8")
+    dom = parse(text)
+    notices = dom.find_all("p", cls="missing-timeline")
+    assert len(notices) == 2
+    assert "dns-outage.timeline.json is missing" in notices[1].all_text()
+    assert not dom.find_all("svg", cls="timeline")
+
+
+def test_timeline_path_outside_run_dir_is_not_read(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    write_json(tmp_path / "outside.json", {"p": []})
+    write_json(run_dir / "d.json", record("d", None, "passed", T0, evidence_files={"timeline": "../outside.json"}))
+    text = build_report(run_dir).read_text(encoding="utf-8")
+    assert "outside the run directory" in text
+
+
+def test_empty_dir_raises_report_error_naming_it(tmp_path: Path) -> None:
+    empty = tmp_path / "nothing-here"
+    empty.mkdir()
+    with pytest.raises(ReportError, match="nothing-here"):
+        build_report(empty)
+    assert not (empty / REPORT_NAME).exists()
+
+
+def test_missing_dir_raises_report_error(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="not a directory"):
+        build_report(tmp_path / "absent")
+
+
+def test_run_json_only_and_records_only(tmp_path: Path) -> None:
+    only_meta = tmp_path / "meta"
+    write_json(only_meta / "run.json", {"run_id": "m", "started_at": T0})
+    assert "no drill records" in build_report(only_meta).read_text(encoding="utf-8")
+
+    only_records = tmp_path / "records"
+    write_json(only_records / "d.json", record("d", None, "error", T0, cluster={}, fault={}, phases=[]))
+    text = build_report(only_records).read_text(encoding="utf-8")
+    assert 'data-verdict="error"' in text and "No cluster recorded" in text
+
+
+def test_long_timeline_is_downsampled_without_hiding_failures() -> None:
+    n = 50_000
+    raw = [{"t": T0 + i * 0.01, "ok": i != 31_337, "latency_seconds": 0.002} for i in range(n)]
+    svg = timeline_svg("p", raw, t0=T0, t_end=T0 + n * 0.01)
+    dom = parse(svg)
+    root = dom.find_all("svg", cls="timeline")[0]
+    assert root.attrs["data-samples"] == str(n)
+    assert int(root.attrs["data-drawn"]) <= MAX_MARKS
+    assert "time buckets" in root.attrs["data-note"]
+    marks = [r for g in root.find_all("g", cls="marks") for r in g.find_all("rect")]
+    assert 0 < len(marks) <= MAX_MARKS
+    assert len(root.find_all("g", cls="marks-fail")[0].find_all("rect")) == 1  # the single failure survives
+    assert len(root.find_all("path", cls="latency")) == 1
+    assert len(svg) < 1_000_000
+
+
+def test_unreverted_fault_is_shaded_to_the_end_and_flagged(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    rec = record("d", None, "error", T0)
+    rec["fault"].update(reverted_at=None, revert_verified=False)
+    write_json(run_dir / "d.json", rec)
+    write_json(run_dir / "d.timeline.json", {"workload-http": samples(T0, 10, 1, 0, 0)})
+    dom = parse(build_report(run_dir).read_text(encoding="utf-8"))
+    assert "not reverted" in dom.find_all("rect", cls="fault-window")[0].all_text()
+    reverts = dom.find_all("table", cls="reverts")[0]
+    assert "row-fail" in reverts.find_all("tr")[1].classes
+    assert "not reverted" in reverts.all_text()
+
+
+def test_errors_are_listed(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    write_json(run_dir / "d.json", record("d", None, "error", T0, errors=["probe crashed: boom"]))
+    dom = parse(build_report(run_dir).read_text(encoding="utf-8"))
+    assert "probe crashed: boom" in dom.find_all("ul", cls="errors")[0].all_text()

@@ -1,0 +1,378 @@
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.scenario import (
+    SCHEMA,
+    Bound,
+    ScenarioError,
+    find_scenario,
+    load_scenario,
+    load_scenarios,
+)
+from jsonschema import Draft202012Validator
+
+EXAMPLE = Path(__file__).parent / "data" / "example-drill.yaml"
+
+
+def example_data() -> dict:
+    return yaml.safe_load(EXAMPLE.read_text())
+
+
+def write(tmp_path: Path, data, name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def load_error(tmp_path: Path, data) -> ScenarioError:
+    path = write(tmp_path, data)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.path == path
+    assert str(path) in str(info.value)
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+# --- the valid example -------------------------------------------------------
+
+def test_schema_is_a_valid_draft_2020_12_schema():
+    Draft202012Validator.check_schema(SCHEMA)
+
+
+def test_example_loads_with_defaults_and_types():
+    s = load_scenario(EXAMPLE)
+    assert s.name == "example-drill"
+    assert s.drill == "drills/test_example_drill.py"
+    assert s.claim.startswith("Existing pods keep running") and not s.claim.endswith("\n")
+    assert [src.title for src in s.sources] == ["Kubernetes Components", "Kubelet"]
+    assert s.sources[0].section is None and s.sources[1].section == "Synopsis"
+    assert (s.cluster_config, s.needs_node_access) == ("ha", True)
+    assert (s.fault_kind, s.fault_method) == ("control-plane-stop", "pause-node-containers")
+    assert s.fault_params == {"hold_seconds": 60, "mode": "paused"}
+    assert s.workload == {"replicas": 3}
+    assert s.probe_interval_seconds == 0.25
+    assert [e.name for e in s.expectations] == ["workload_http_success_ratio", "api_recovery_seconds",
+                                                 "pods_restarted"]
+    assert s.expectations[0].bound == Bound(">=", 0.99) and s.expectations[0].phase == "control-plane-down"
+    assert [c.name for c in s.cases] == ["paused", "refused"]
+    assert s.path == EXAMPLE
+
+
+def test_optional_fields_default(tmp_path):
+    data = example_data()
+    for key in ("workload", "probes", "cases"):
+        del data[key]
+    del data["cluster"]["needs_node_access"]
+    del data["fault"]["params"]
+    s = load_scenario(write(tmp_path, data))
+    assert s.workload == {} and s.cases == () and s.fault_params == {}
+    assert s.needs_node_access is False
+    assert s.probe_interval_seconds == 0.5
+
+
+def test_expectation_lookup_and_unknown_name():
+    s = load_scenario(EXAMPLE)
+    assert s.expectation("api_recovery_seconds").unit == "seconds"
+    with pytest.raises(KeyError) as info:
+        s.expectation("nope")
+    assert "nope" in str(info.value) and "api_recovery_seconds" in str(info.value)
+
+
+def test_params_for_merges_case_over_fault_params_without_aliasing():
+    s = load_scenario(EXAMPLE)
+    assert s.params_for(None) == {"hold_seconds": 60, "mode": "paused"}
+    assert s.params_for("paused") == {"hold_seconds": 60, "mode": "paused"}
+    merged = s.params_for("refused")
+    assert merged == {"hold_seconds": 60, "mode": "refused"}
+    merged["hold_seconds"] = 1
+    assert s.fault_params["hold_seconds"] == 60
+    with pytest.raises(KeyError, match="refused"):
+        s.params_for("unknown-case")
+
+
+def test_to_dict_is_json_and_round_trips_through_the_schema(tmp_path):
+    s = load_scenario(EXAMPLE)
+    d = json.loads(json.dumps(s.to_dict()))
+    assert d["path"] == str(EXAMPLE)
+    assert d["expectations"][0]["bound"] == {"op": ">=", "value": 0.99}
+    del d["path"]
+    for e in d["expectations"]:
+        if e["phase"] is None:
+            del e["phase"]
+    for src in d["source"]:
+        if src["section"] is None:
+            del src["section"]
+    assert load_scenario(write(tmp_path, d)).to_dict() | {"path": ""} == s.to_dict() | {"path": ""}
+
+
+def test_scenario_is_hashable():
+    assert hash(load_scenario(EXAMPLE)) == hash(load_scenario(EXAMPLE))
+
+
+def test_loading_never_modifies_the_file():
+    before = (EXAMPLE.read_bytes(), EXAMPLE.stat().st_mtime_ns)
+    load_scenario(EXAMPLE)
+    assert (EXAMPLE.read_bytes(), EXAMPLE.stat().st_mtime_ns) == before
+
+
+# --- Bound ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("op,value,measured,holds", [
+    (">=", 0.99, 0.99, True), (">=", 0.99, 0.98, False), (">", 1, 1, False), ("<", 1, 0.5, True),
+    ("<=", 30, 30.0, True), ("<=", 30, 30.1, False), ("==", 3, 3, True), ("==", False, False, True),
+    ("==", False, 0, False), ("==", 1, True, False), (">=", 0.5, None, False),
+    (">=", 0.5, float("nan"), False), (">=", 0.5, "1", False),
+])
+def test_bound_holds(op, value, measured, holds):
+    assert Bound(op, value).holds(measured) is holds
+
+
+def test_bound_describe_and_bad_op():
+    assert Bound(">=", 0.99).describe() == ">= 0.99"
+    assert Bound("==", True).describe() == "== true"
+    with pytest.raises(ValueError, match="=>"):
+        Bound("=>", 1)
+
+
+# --- bad input ------------------------------------------------------------------
+
+def test_missing_required_field(tmp_path):
+    data = example_data()
+    del data["fault"]["kind"]
+    err = load_error(tmp_path, data)
+    assert err.field == "fault.kind"
+    assert str(err).endswith("field 'fault.kind': expected a string (required), got nothing")
+
+
+def test_missing_top_level_list(tmp_path):
+    data = example_data()
+    del data["expectations"]
+    err = load_error(tmp_path, data)
+    assert (err.field, err.expected, err.got) == ("expectations", "a list (required)", "nothing")
+
+
+def test_wrong_type(tmp_path):
+    data = example_data()
+    data["cluster"]["needs_node_access"] = "yes please"
+    err = load_error(tmp_path, data)
+    assert err.field == "cluster.needs_node_access"
+    assert err.expected == "a boolean (true or false)" and err.got == "'yes please'"
+
+
+def test_wrong_type_for_bound_value(tmp_path):
+    data = example_data()
+    data["expectations"][1]["bound"]["value"] = "thirty"
+    err = load_error(tmp_path, data)
+    assert err.field == "expectations[1].bound.value"
+    assert "a number" in err.expected and err.got == "'thirty'"
+
+
+def test_bad_name_pattern(tmp_path):
+    data = example_data()
+    data["name"] = "Control_Plane"
+    err = load_error(tmp_path, data)
+    assert err.field == "name" and err.got == "'Control_Plane'"
+    assert "lowercase letters, digits and '-'" in err.expected
+
+
+def test_bad_expectation_name_pattern(tmp_path):
+    data = example_data()
+    data["expectations"][0]["name"] = "has-dash"
+    err = load_error(tmp_path, data)
+    assert err.field == "expectations[0].name" and "'_'" in err.expected
+
+
+def test_bad_enum_op_message_matches_documented_form(tmp_path):
+    data = example_data()
+    data["expectations"][2]["bound"]["op"] = "=>"
+    err = load_error(tmp_path, data)
+    assert str(err) == (f"{tmp_path / 's.yaml'}: field 'expectations[2].bound.op': "
+                        "expected one of '<=', '<', '>=', '>', '==', got '=>'")
+
+
+def test_unknown_field_lists_allowed(tmp_path):
+    data = example_data()
+    data["fault"]["colour"] = "red"
+    err = load_error(tmp_path, data)
+    assert str(err).endswith("field 'fault.colour': expected no such field (allowed: kind, method, params)")
+    assert err.got is None
+
+
+def test_unknown_top_level_field(tmp_path):
+    data = example_data()
+    data["owner"] = "me"
+    err = load_error(tmp_path, data)
+    assert err.field == "owner" and "allowed: name, title, drill" in err.expected
+
+
+def test_free_form_mappings_accept_anything(tmp_path):
+    data = example_data()
+    data["fault"]["params"] = {"anything": {"nested": [1, 2]}}
+    data["workload"] = {"image": "x", "ports": [80]}
+    s = load_scenario(write(tmp_path, data))
+    assert s.fault_params == {"anything": {"nested": [1, 2]}} and s.workload["ports"] == [80]
+
+
+def test_duplicate_expectation_name(tmp_path):
+    data = example_data()
+    data["expectations"][2]["name"] = "workload_http_success_ratio"
+    err = load_error(tmp_path, data)
+    assert err.field == "expectations[2].name"
+    assert "expectations[0]" in err.expected and err.got == "'workload_http_success_ratio'"
+
+
+def test_duplicate_case_name(tmp_path):
+    data = example_data()
+    data["cases"][1]["name"] = "paused"
+    err = load_error(tmp_path, data)
+    assert err.field == "cases[1].name" and "cases[0]" in err.expected
+
+
+def test_bool_bound_needs_equality(tmp_path):
+    data = example_data()
+    data["expectations"][2]["bound"]["op"] = ">="
+    err = load_error(tmp_path, data)
+    assert err.field == "expectations[2].bound.value" and "'=='" in err.expected
+
+
+@pytest.mark.parametrize("interval", [0.6, 1, 0, -0.1])
+def test_probe_interval_must_be_positive_and_at_most_half_a_second(tmp_path, interval):
+    data = example_data()
+    data["probes"]["interval_seconds"] = interval
+    err = load_error(tmp_path, data)
+    assert err.field == "probes.interval_seconds" and err.got == repr(interval)
+    assert "<= 0.5" in err.expected and "> 0" in err.expected
+
+
+def test_empty_expectations_list(tmp_path):
+    data = example_data()
+    data["expectations"] = []
+    err = load_error(tmp_path, data)
+    assert err.field == "expectations" and err.expected == "a list with at least 1 item"
+
+
+def test_source_url_must_be_http(tmp_path):
+    data = example_data()
+    data["source"][0]["url"] = "kubernetes.io/docs"
+    err = load_error(tmp_path, data)
+    assert err.field == "source[0].url" and "URL" in err.expected
+
+
+def test_yaml_syntax_error_names_the_line(tmp_path):
+    text = EXAMPLE.read_text().replace("  config: ha\n", "  config: [ha\n")
+    err = load_error(tmp_path, text)
+    assert err.field == "<file>" and err.expected == "valid YAML"
+    assert err.line is not None and f"line {err.line}" in str(err)
+
+
+def test_yaml_error_line_is_the_offending_line(tmp_path):
+    err = load_error(tmp_path, "name: a\ntitle: b\n  bad: indent\n")
+    assert err.line == 3
+
+
+def test_duplicate_yaml_key_is_an_error(tmp_path):
+    text = EXAMPLE.read_text().replace("workload: {replicas: 3}\n", "workload: {replicas: 3}\nworkload: {}\n")
+    err = load_error(tmp_path, text)
+    assert err.field == "<file>" and "duplicate key 'workload'" in err.got and err.line is not None
+
+
+@pytest.mark.parametrize("text,got_fragment", [
+    ("- a\n- b\n", "list"), ("just a string\n", "str"), ("", "an empty file"),
+])
+def test_non_mapping_file(tmp_path, text, got_fragment):
+    err = load_error(tmp_path, text)
+    assert err.field == "<file>" and err.expected == "a mapping of scenario fields"
+    assert got_fragment in err.got
+
+
+def test_first_error_is_deterministic_and_in_file_order(tmp_path):
+    data = example_data()
+    data["title"] = 5
+    del data["fault"]["method"]
+    data["expectations"][0]["unit"] = ""
+    errors = set()
+    for _ in range(3):
+        errors.add(str(load_error(tmp_path, data)))
+    assert len(errors) == 1
+    assert "field 'title'" in errors.pop()
+
+
+def test_error_is_picklable(tmp_path):
+    data = example_data()
+    del data["fault"]["kind"]
+    err = load_error(tmp_path, data)
+    copy = pickle.loads(pickle.dumps(err))
+    assert str(copy) == str(err) and copy.field == "fault.kind"
+
+
+def test_relative_display_path(tmp_path, monkeypatch):
+    data = example_data()
+    del data["claim"]
+    (tmp_path / "scenarios").mkdir()
+    write(tmp_path / "scenarios", data, "foo.yaml")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(tmp_path / "scenarios" / "foo.yaml")
+    assert str(info.value).startswith(f"scenarios{os.sep}foo.yaml: field 'claim': expected a string (required)")
+
+
+# --- directories ----------------------------------------------------------------
+
+def make_dir(tmp_path: Path, names: dict[str, str]) -> Path:
+    d = tmp_path / "scenarios"
+    d.mkdir()
+    for file_name, scenario_name in names.items():
+        data = example_data()
+        data["name"] = scenario_name
+        write(d, data, file_name)
+    (d / "README.md").write_text("not a scenario")
+    return d
+
+
+def test_load_scenarios_sorted_by_name(tmp_path):
+    d = make_dir(tmp_path, {"a.yaml": "zeta", "b.yml": "alpha", "c.yaml": "mid"})
+    assert [s.name for s in load_scenarios(d)] == ["alpha", "mid", "zeta"]
+
+
+def test_duplicate_scenario_names_name_both_files(tmp_path):
+    d = make_dir(tmp_path, {"one.yaml": "same", "two.yaml": "same"})
+    with pytest.raises(ScenarioError) as info:
+        load_scenarios(d)
+    message = str(info.value)
+    assert "one.yaml" in message and "two.yaml" in message and info.value.field == "name"
+
+
+def test_invalid_file_in_directory_is_reported(tmp_path):
+    d = make_dir(tmp_path, {"ok.yaml": "fine"})
+    (d / "broken.yaml").write_text("name: [\n")
+    with pytest.raises(ScenarioError) as info:
+        load_scenarios(d)
+    assert info.value.path.name == "broken.yaml"
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        load_scenarios(tmp_path / "nope")
+
+
+def test_find_by_name_or_path(tmp_path):
+    d = make_dir(tmp_path, {"a.yaml": "control-plane-stop", "b.yaml": "dns-outage"})
+    assert find_scenario("dns-outage", d).path == d / "b.yaml"
+    assert find_scenario(str(d / "a.yaml"), d).name == "control-plane-stop"
+    assert find_scenario(d / "a.yaml").name == "control-plane-stop"
+
+
+def test_find_unknown_name_lists_known(tmp_path):
+    d = make_dir(tmp_path, {"a.yaml": "control-plane-stop", "b.yaml": "dns-outage"})
+    with pytest.raises(ScenarioError) as info:
+        find_scenario("etcd-loss", d)
+    message = str(info.value)
+    assert "'etcd-loss'" in message and "'control-plane-stop'" in message and "'dns-outage'" in message
