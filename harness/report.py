@@ -26,6 +26,8 @@ from pathlib import Path
 from string import Template
 from typing import Any, Iterable, Mapping, Sequence
 
+from harness import __version__
+
 __all__ = [
     "REPORT_NAME",
     "MAX_MARKS",
@@ -245,6 +247,15 @@ def _anchor(record_path: Path) -> str:
     return "drill-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in stem)
 
 
+def _tally(expectations: Any) -> str:
+    """E.g. ``"2 of 3 passed"`` for a record's expectation list."""
+    items = [x for x in expectations if isinstance(x, dict)] if isinstance(expectations, list) else []
+    if not items:
+        return "none recorded"
+    passed = sum(1 for x in items if x.get("verdict") == "passed")
+    return f"{passed} of {len(items)} passed"
+
+
 def _table(headers: Sequence[str], rows: Iterable[str], cls: str) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = "\n".join(rows)
@@ -333,6 +344,28 @@ def _downsample(samples: list[_Sample], limit: int) -> list[_Sample]:
     return out
 
 
+def _el(tag: str, content: str | None = None, **attrs: Any) -> str:
+    """Markup for one element; ``content`` is inserted as is (escape it first).
+
+    Attribute names use ``_`` for ``-`` (a trailing ``_`` is dropped, so
+    ``class_`` is ``class``); None values are left out, floats are written
+    with at most 2 decimals, every value is escaped.
+    """
+    rendered = []
+    for key, value in attrs.items():
+        if value is None:
+            continue
+        if isinstance(value, float):
+            value = f"{value:.2f}".rstrip("0").rstrip(".")
+        rendered.append(f' {key.rstrip("_").replace("_", "-")}="{_e(value)}"')
+    joined = "".join(rendered)
+    return f"<{tag}{joined}/>" if content is None else f"<{tag}{joined}>{content}</{tag}>"
+
+
+def _label(x: float, y: float, text: str, anchor: str = "start", fill: str = "#4b5563", **attrs: Any) -> str:
+    return _el("text", _e(text), x=x, y=y, text_anchor=anchor, font_size=10, fill=fill, **attrs)
+
+
 def timeline_svg(
     probe: str,
     raw_samples: Sequence[Mapping[str, Any]],
@@ -363,48 +396,43 @@ def timeline_svg(
         x_max = max(x_max, fault_window[0] - t0, (fault_window[1] or t0) - t0)
     x_max = max(x_max, x_min + 1.0)
     pw = _W - _ML - _MR
+    x_right = _ML + pw
     band_y = _MT
     lat_top = _MT + _BAND_H + _GAP
     lat_bottom = lat_top + _LAT_H
+    lat_middle = (lat_top + lat_bottom) / 2
 
     def xs(t_rel: float) -> float:
         return _ML + (t_rel - x_min) / (x_max - x_min) * pw
 
-    parts: list[str] = []
-    title = f"probe {probe}: {len(samples)} samples, {sum(1 for s in samples if not s.ok)} failed"
-    parts.append(f"<title>{_e(title)}</title>")
+    failed = sum(1 for s in samples if not s.ok)
+    parts = [_el("title", _e(f"probe {probe}: {len(samples)} samples, {failed} failed"))]
 
-    # Fault window, drawn first so everything else sits on top of it.
+    # Fault window first, so everything else is drawn over it.
     if fault_window is not None:
         f_start = fault_window[0] - t0
         f_end = (fault_window[1] - t0) if fault_window[1] is not None else x_max
         x1, x2 = xs(max(f_start, x_min)), xs(min(f_end, x_max))
         label = "fault window" if fault_window[1] is not None else "fault (not reverted)"
-        parts.append(
-            f'<rect class="fault-window" x="{x1:.1f}" y="{band_y - 4:.1f}" width="{max(x2 - x1, 1.0):.1f}" '
-            f'height="{lat_bottom - band_y + 4:.1f}" fill="#f59e0b" fill-opacity="0.16" '
-            f'stroke="#d97706" stroke-opacity="0.5" stroke-dasharray="3 2">'
-            f"<title>{_e(label)}: +{_num(f_start)} s to +{_num(f_end)} s</title></rect>"
-        )
-        parts.append(
-            f'<text class="fault-label" x="{x2 - 4:.1f}" y="{lat_bottom - 6:.1f}" text-anchor="end" '
-            f'font-size="10" fill="#b45309">{_e(label)}</text>'
-        )
+        tooltip = _el("title", _e(f"{label}: +{_num(f_start)} s to +{_num(f_end)} s"))
+        parts.append(_el(
+            "rect", tooltip, class_="fault-window", x=x1, y=band_y - 4.0, width=max(x2 - x1, 1.0),
+            height=lat_bottom - band_y + 4, fill="#f59e0b", fill_opacity=0.16,
+            stroke="#d97706", stroke_opacity=0.5, stroke_dasharray="3 2",
+        ))
+        parts.append(_label(x2 - 4, lat_bottom - 6, label, "end", "#b45309", class_="fault-label"))
 
-    # Axes and grid.
+    # Time axis: grid lines and labels in seconds since the drill started.
     step = _nice_step(x_max - x_min, 10)
     tick = math.ceil(x_min / step) * step
     while tick <= x_max + 1e-9:
         x = xs(tick)
-        parts.append(f'<line class="grid" x1="{x:.1f}" y1="{lat_top:.1f}" x2="{x:.1f}" y2="{lat_bottom:.1f}" stroke="#e5e7eb"/>')
-        parts.append(
-            f'<text x="{x:.1f}" y="{lat_bottom + 14:.1f}" text-anchor="middle" font-size="10" fill="#4b5563">{_num(tick)}</text>'
-        )
+        parts.append(_el("line", class_="grid", x1=x, y1=lat_top, x2=x, y2=lat_bottom, stroke="#e5e7eb"))
+        parts.append(_label(x, lat_bottom + 14, _num(tick), "middle"))
         tick += step
-    parts.append(
-        f'<text x="{_ML + pw:.1f}" y="{lat_bottom + 27:.1f}" text-anchor="end" font-size="10" fill="#6b7280">'
-        "seconds since drill start</text>"
-    )
+    parts.append(_label(x_right, lat_bottom + 27, "seconds since drill start", "end", "#6b7280"))
+
+    # Latency axis, in seconds.
     lats = [v for smp in drawn for v in (smp.ok_latency, smp.fail_latency) if v is not None]
     lat_max = max(lats) if lats else 0.0
     lat_step = _nice_step(lat_max, 4) if lat_max > 0 else 0.25
@@ -416,83 +444,22 @@ def timeline_svg(
     value = 0.0
     while value <= lat_top_value + 1e-12:
         y = ys(value)
-        parts.append(f'<line class="grid" x1="{_ML:.1f}" y1="{y:.1f}" x2="{_ML + pw:.1f}" y2="{y:.1f}" stroke="#eef0f3"/>')
-        parts.append(f'<text x="{_ML - 6:.1f}" y="{y + 3:.1f}" text-anchor="end" font-size="10" fill="#4b5563">{_num(value)}</text>')
+        parts.append(_el("line", class_="grid", x1=_ML, y1=y, x2=x_right, y2=y, stroke="#eef0f3"))
+        parts.append(_label(_ML - 6, y + 3, _num(value), "end"))
         value += lat_step
-    parts.append(
-        f'<text x="14" y="{(lat_top + lat_bottom) / 2:.1f}" font-size="10" fill="#1d4ed8" text-anchor="middle" '
-        f'transform="rotate(-90 14 {(lat_top + lat_bottom) / 2:.1f})">latency (s)</text>'
-    )
-    parts.append(f'<text x="{_ML - 6:.1f}" y="{band_y + 12:.1f}" text-anchor="end" font-size="10" fill="#4b5563">status</text>')
-    parts.append(
-        f'<rect class="band-bg" x="{_ML:.1f}" y="{band_y:.1f}" width="{pw:.1f}" height="{_BAND_H:.1f}" fill="#f3f4f6"/>'
-    )
-    parts.append(f'<line x1="{_ML:.1f}" y1="{lat_bottom:.1f}" x2="{_ML + pw:.1f}" y2="{lat_bottom:.1f}" stroke="#9ca3af"/>')
+    rotate = f"rotate(-90 14 {lat_middle:.1f})"
+    parts.append(_label(14, lat_middle, "latency (s)", "middle", "#1d4ed8", transform=rotate))
+    parts.append(_label(_ML - 6, band_y + 12, "status", "end"))
+    parts.append(_el("rect", class_="band-bg", x=_ML, y=band_y, width=pw, height=_BAND_H, fill="#f3f4f6"))
+    parts.append(_el("line", x1=_ML, y1=lat_bottom, x2=x_right, y2=lat_bottom, stroke="#9ca3af"))
 
-    if not drawn:
-        parts.append(
-            f'<text class="no-samples" x="{_ML + pw / 2:.1f}" y="{(lat_top + lat_bottom) / 2:.1f}" '
-            f'text-anchor="middle" font-size="13" fill="#6b7280">no samples recorded for this probe</text>'
-        )
+    if drawn:
+        parts += _sample_marks(drawn, t0, xs, ys, band_y)
     else:
-        # Each sample covers the time until the next one (capped at three
-        # typical intervals, so sampling gaps stay visible); adjacent samples
-        # with the same outcome are drawn as one mark.
-        gaps = [b.t - a.t for a, b in zip(drawn, drawn[1:]) if b.t > a.t]
-        typical = statistics.median(gaps) if gaps else 1.0
-        runs: list[list[Any]] = []  # [ok, start, end] in seconds since t0
-        for i, smp in enumerate(drawn):
-            nxt = drawn[i + 1].t if i + 1 < len(drawn) else smp.t + typical
-            start, end = smp.t - t0, smp.t - t0 + min(max(nxt - smp.t, 0.0), 3 * typical)
-            if runs and runs[-1][0] == smp.ok and start - runs[-1][2] <= 1e-9:
-                runs[-1][2] = end
-            else:
-                runs.append([smp.ok, start, end])
-        marks: dict[bool, list[str]] = {True: [], False: []}
-        for ok, start, end in runs:
-            x = xs(start)
-            w = max(xs(end) - x, 1.0) + 0.5  # overlap neighbours: no hairline seams
-            marks[ok].append(f'<rect x="{x:.2f}" y="{band_y:.1f}" width="{w:.2f}" height="{_BAND_H:.1f}"/>')
-        for ok, cls, colour in ((True, "marks-ok", "#16a34a"), (False, "marks-fail", "#dc2626")):
-            if marks[ok]:
-                parts.append(f'<g class="marks {cls}" fill="{colour}" shape-rendering="crispEdges">{"".join(marks[ok])}</g>')
-
-        # Latency of successful samples: a line, broken where no successful
-        # sample was taken or sampling paused (isolated samples are points);
-        # failed samples that recorded a latency (e.g. a timeout) are red points.
-        lines: list[list[tuple[float, float]]] = []
-        fail_points: list[str] = []
-        prev_t: float | None = None
-        for smp in drawn:
-            x = xs(smp.t - t0)
-            if smp.fail_latency is not None:
-                fail_points.append(f'<circle cx="{x:.1f}" cy="{ys(smp.fail_latency):.1f}" r="2.2"/>')
-            if smp.ok_latency is None:
-                prev_t = None
-                continue
-            if prev_t is None or smp.t - prev_t > 3 * typical:
-                lines.append([])
-            lines[-1].append((x, ys(smp.ok_latency)))
-            prev_t = smp.t
-        n_points = sum(len(line) for line in lines)
-        path = " ".join(
-            "M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in line) for line in lines if len(line) > 1
-        )
-        if path:
-            parts.append(
-                f'<path class="latency" d="{path}" fill="none" stroke="#2563eb" '
-                'stroke-width="1.3" stroke-linejoin="round"/>'
-            )
-        ok_points = [
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="1.8"/>'
-            for line in lines
-            if len(line) == 1 or n_points <= 300
-            for x, y in line
-        ]
-        if ok_points:
-            parts.append(f'<g class="latency-points" fill="#2563eb">{"".join(ok_points)}</g>')
-        if fail_points:
-            parts.append(f'<g class="latency-fail" fill="#dc2626">{"".join(fail_points)}</g>')
+        parts.append(_el(
+            "text", "no samples recorded for this probe", class_="no-samples", x=_ML + pw / 2, y=lat_middle,
+            text_anchor="middle", font_size=13, fill="#6b7280",
+        ))
 
     # Phases: labelled vertical lines, labels staggered over up to 3 rows.
     row_end = [-math.inf, -math.inf, -math.inf]
@@ -501,36 +468,91 @@ def timeline_svg(
         if not (x_min <= t_rel <= x_max):
             continue
         x = xs(t_rel)
-        width = 6.2 * len(name) + 10
         row = next((r for r, end in enumerate(row_end) if end < x), len(row_end) - 1)
-        row_end[row] = x + width
-        y_label = 11 + 11 * row
-        parts.append(
-            f'<line class="phase-marker" x1="{x:.1f}" y1="{y_label + 2:.1f}" x2="{x:.1f}" y2="{lat_bottom:.1f}" '
-            'stroke="#6d28d9" stroke-width="1" stroke-dasharray="4 3"/>'
-        )
-        parts.append(
-            f'<text class="phase-label" x="{x + 3:.1f}" y="{y_label:.1f}" font-size="10" fill="#5b21b6">'
-            f"{_e(name)}<title>phase {_e(name)} starts at +{_num(t_rel)} s</title></text>"
-        )
+        row_end[row] = x + 6.2 * len(name) + 10  # rough label width at font size 10
+        y_label = 11.0 + 11 * row
+        parts.append(_el(
+            "line", class_="phase-marker", x1=x, y1=y_label + 2, x2=x, y2=lat_bottom,
+            stroke="#6d28d9", stroke_width=1, stroke_dasharray="4 3",
+        ))
+        tooltip = _el("title", _e(f"phase {name} starts at +{_num(t_rel)} s"))
+        parts.append(_el(
+            "text", _e(name) + tooltip, class_="phase-label", x=x + 3, y=y_label, font_size=10, fill="#5b21b6",
+        ))
 
     notes = []
     if len(drawn) < len(samples):
         notes.append(
-            f"{len(samples)} samples drawn as {len(drawn)} time buckets; "
-            "a bucket is red if any sample in it failed, latency is the bucket maximum"
+            f"{len(samples)} samples drawn as {len(drawn)} time buckets: "
+            "a bucket is red if any of its samples failed; latency is its maximum"
         )
     if dropped:
-        notes.append(f"{dropped} samples without a numeric time were not drawn")
-    note_attr = f' data-note="{_e("; ".join(notes))}"' if notes else ""
-    return (
-        f'<svg class="timeline" data-probe="{_e(probe)}" data-samples="{len(samples)}" '
-        f'data-drawn="{len(drawn)}"{note_attr} xmlns="http://www.w3.org/2000/svg" '
-        f'viewBox="0 0 {_W:.0f} {_H:.0f}" width="100%" role="img" '
-        f'font-family="system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif">'
-        + "".join(parts)
-        + "</svg>"
+        notes.append(f"{dropped} samples without a numeric time not drawn")
+    if notes:
+        parts.append(_label(_ML, lat_bottom + 27, "; ".join(notes), "start", "#6b7280", class_="chart-note"))
+    return _el(
+        "svg", "".join(parts), class_="timeline", data_probe=probe, data_samples=len(samples),
+        data_drawn=len(drawn), data_note="; ".join(notes) or None, xmlns="http://www.w3.org/2000/svg",
+        viewBox=f"0 0 {_W:.0f} {_H:.0f}", width="100%", role="img",
+        font_family="system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif",
     )
+
+
+def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: float) -> list[str]:
+    """The status band's marks and the latency line/points for ``drawn``."""
+    parts: list[str] = []
+    # Each sample covers the time until the next one (capped at three typical
+    # intervals, so sampling gaps stay visible); neighbours with the same
+    # outcome are merged into one mark.
+    gaps = [b.t - a.t for a, b in zip(drawn, drawn[1:]) if b.t > a.t]
+    typical = statistics.median(gaps) if gaps else 1.0
+    runs: list[list[Any]] = []  # [ok, start, end], seconds since t0
+    for i, smp in enumerate(drawn):
+        nxt = drawn[i + 1].t if i + 1 < len(drawn) else smp.t + typical
+        start, end = smp.t - t0, smp.t - t0 + min(max(nxt - smp.t, 0.0), 3 * typical)
+        if runs and runs[-1][0] == smp.ok and start - runs[-1][2] <= 1e-9:
+            runs[-1][2] = end
+        else:
+            runs.append([smp.ok, start, end])
+    marks: dict[bool, list[str]] = {True: [], False: []}
+    for ok, start, end in runs:
+        x = xs(start)
+        width = max(xs(end) - x, 1.0) + 0.5  # overlap neighbours: no hairline seams
+        marks[ok].append(_el("rect", x=x, y=band_y, width=width, height=_BAND_H))
+    for ok, cls, colour in ((True, "marks marks-ok", "#16a34a"), (False, "marks marks-fail", "#dc2626")):
+        if marks[ok]:
+            parts.append(_el("g", "".join(marks[ok]), class_=cls, fill=colour, shape_rendering="crispEdges"))
+
+    # Latency of successful samples: a line, broken where no successful sample
+    # was taken or sampling paused (isolated samples are points). Failed
+    # samples that recorded a latency (e.g. a timeout) are red points.
+    lines: list[list[tuple[float, float]]] = []
+    fail_points: list[str] = []
+    prev_t: float | None = None
+    for smp in drawn:
+        x = xs(smp.t - t0)
+        if smp.fail_latency is not None:
+            fail_points.append(_el("circle", cx=x, cy=ys(smp.fail_latency), r=2.2))
+        if smp.ok_latency is None:
+            prev_t = None
+            continue
+        if prev_t is None or smp.t - prev_t > 3 * typical:
+            lines.append([])
+        lines[-1].append((x, ys(smp.ok_latency)))
+        prev_t = smp.t
+    path = " ".join("M" + " L".join(f"{x:.1f},{y:.1f}" for x, y in line) for line in lines if len(line) > 1)
+    if path:
+        parts.append(_el(
+            "path", class_="latency", d=path, fill="none", stroke="#2563eb",
+            stroke_width=1.3, stroke_linejoin="round",
+        ))
+    show_all = sum(len(line) for line in lines) <= 300
+    ok_points = [_el("circle", cx=x, cy=y, r=1.8) for line in lines if len(line) == 1 or show_all for x, y in line]
+    if ok_points:
+        parts.append(_el("g", "".join(ok_points), class_="latency-points", fill="#2563eb"))
+    if fail_points:
+        parts.append(_el("g", "".join(fail_points), class_="latency-fail", fill="#dc2626"))
+    return parts
 
 
 # --------------------------------------------------------------------------- #
@@ -577,7 +599,8 @@ def _header(run: _Run) -> tuple[str, str]:
     header = (
         '<header class="report-header">'
         f'<div class="title-row"><h1>kdrill failure-drill report</h1>{overall}</div>'
-        f'<p class="subtitle">Run <code>{_e(run_id)}</code> · evidence directory <code>{_e(run.run_dir.name)}/</code></p>'
+        f'<p class="subtitle">Run <code>{_e(run_id)}</code> · '
+        f"evidence directory <code>{_e(run.run_dir.name)}/</code></p>"
         "</header>"
     )
     return header, f'<section class="run-meta"><h2>Run</h2>{problems}{_kv_table(pairs)}</section>'
@@ -617,7 +640,10 @@ def _cluster(records: list[tuple[Path, dict[str, Any]]]) -> str:
 
 def _summary(records: list[tuple[Path, dict[str, Any]]]) -> str:
     if not records:
-        return '<section class="summary"><h2>Verdicts</h2><p class="notice">This run has no drill records.</p></section>'
+        return (
+            '<section class="summary"><h2>Verdicts</h2>'
+            '<p class="notice">This run has no drill records.</p></section>'
+        )
     counts: dict[str, int] = {}
     rows = []
     for path, r in records:
@@ -629,12 +655,13 @@ def _summary(records: list[tuple[Path, dict[str, Any]]]) -> str:
             f'<tr class="{cls}"><td><a href="#{_anchor(path)}">{_e(r.get("drill"))}</a></td>'
             f'<td>{_e(case) if case not in (None, "") else "<span class=muted>—</span>"}</td>'
             f"<td>{_e(r.get('title') or '')}</td><td>{_badge(verdict)}</td>"
+            f'<td class="nowrap">{_tally(r.get("expectations"))}</td>'
             f'<td class="num">{_seconds(r.get("duration_seconds"))}</td></tr>'
         )
     tally = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()))
     return (
         f'<section class="summary"><h2>Verdicts</h2><p>{len(records)} drill cases: {tally}.</p>'
-        + _table(["Drill", "Case", "Title", "Verdict", "Duration"], rows, "verdicts")
+        + _table(["Drill", "Case", "Title", "Verdict", "Expectations", "Duration"], rows, "verdicts")
         + "</section>"
     )
 
@@ -684,9 +711,15 @@ def _fault_html(fault: Any, t0: float | None) -> tuple[str, str]:
     reverted = _as_float(fault.get("reverted_at"))
     verified = fault.get("revert_verified")
     if injected is not None and reverted is not None:
-        window = f"{_utc(injected)} → {_utc(reverted)} <span class='muted'>({_rel(injected, t0)} → {_rel(reverted, t0)}; window {_num(reverted - injected)} s)</span>"
+        window = (
+            f"{_utc(injected)} → {_utc(reverted)} <span class='muted'>({_rel(injected, t0)} → "
+            f"{_rel(reverted, t0)}; window {_num(reverted - injected)} s)</span>"
+        )
     elif injected is not None:
-        window = f"{_utc(injected)} → <strong class='fail-text'>not reverted</strong> <span class='muted'>({_rel(injected, t0)})</span>"
+        window = (
+            f"{_utc(injected)} → <strong class='fail-text'>not reverted</strong> "
+            f"<span class='muted'>({_rel(injected, t0)})</span>"
+        )
     else:
         window = '<span class="muted">not injected</span>'
     verified_html = (
@@ -758,6 +791,11 @@ def _probes_table(probes: Any, t0: float | None) -> str:
         ratio = _as_float(p.get("success_ratio"))
         cls = ' class="row-warn"' if not samples else ""
         fail_cls = ' fail-text' if isinstance(failures, int) and failures > 0 else ""
+        sampled = (
+            f'{_rel(p.get("first_sample_at"), t0)} → {_rel(p.get("last_sample_at"), t0)}'
+            if samples
+            else '<span class="muted">no samples</span>'
+        )
         rows.append(
             f"<tr{cls}><td><code>{_e(name)}</code></td>"
             f'<td class="num">{_e(samples if samples is not None else "—")}</td>'
@@ -767,10 +805,13 @@ def _probes_table(probes: Any, t0: float | None) -> str:
             f'<td class="num">{_seconds(p.get("longest_gap_seconds"))}</td>'
             f'<td class="num">{_seconds(p.get("latency_p50_seconds"))}</td>'
             f'<td class="num">{_seconds(p.get("latency_p99_seconds"))}</td>'
-            f'<td class="num">{_rel(p.get("first_sample_at"), t0)} → {_rel(p.get("last_sample_at"), t0)}</td></tr>'
+            f'<td class="num">{sampled}</td></tr>'
         )
     return _table(
-        ["Probe", "Samples", "Successes", "Failures", "Success ratio", "Longest gap", "Latency p50", "Latency p99", "Sampled (since start)"],
+        [
+            "Probe", "Samples", "Successes", "Failures", "Success ratio", "Longest gap",
+            "Latency p50", "Latency p99", "Sampled (since start)",
+        ],
         rows,
         "probes",
     )
@@ -824,24 +865,24 @@ def _charts_html(record: Mapping[str, Any], timeline: dict[str, list[dict[str, A
     fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
     injected = _as_float(fault.get("injected_at"))
     window = (injected, _as_float(fault.get("reverted_at"))) if injected is not None else None
-    phases = [
-        (str(p.get("name")), t)
-        for p in record.get("phases") or []
-        if isinstance(p, dict) and (t := _as_float(p.get("started_at"))) is not None
-    ]
-    t_end = max(
-        [t0 + 1.0]
-        + [t for t in (_as_float(record.get("finished_at")),) if t is not None]
-        + [t for p in record.get("phases") or [] if isinstance(p, dict) for t in (_as_float(p.get("ended_at")),) if t is not None]
-    )
+    raw_phases = record.get("phases")
+    phase_list = [p for p in raw_phases if isinstance(p, dict)] if isinstance(raw_phases, list) else []
+    phases = [(str(p.get("name")), t) for p in phase_list if (t := _as_float(p.get("started_at"))) is not None]
+    ends = [_as_float(record.get("finished_at"))] + [_as_float(p.get("ended_at")) for p in phase_list]
+    t_end = max([t0 + 1.0] + [t for t in ends if t is not None])
     figures = []
     for name in names:
-        svg = timeline_svg(name, timeline.get(name, []), t0=t0, t_end=t_end, fault_window=window, phases=phases)
-        figures.append(f'<figure class="chart"><figcaption><code>{_e(name)}</code></figcaption>{svg}</figure>')
+        samples = timeline.get(name, [])
+        failed = sum(1 for smp in samples if smp.get("ok") is not True)
+        counts = f"{len(samples)} samples, {failed} failed" if samples else "no samples"
+        svg = timeline_svg(name, samples, t0=t0, t_end=t_end, fault_window=window, phases=phases)
+        caption = f'<figcaption><code>{_e(name)}</code> <span class="muted">{counts}</span></figcaption>'
+        figures.append(f'<figure class="chart">{caption}{svg}</figure>')
     legend = (
         '<p class="legend"><span class="sw sw-ok"></span>probe succeeded '
         '<span class="sw sw-fail"></span>probe failed '
-        '<span class="sw sw-lat"></span>latency (seconds, left axis) '
+        '<span class="sw sw-lat"></span>latency of successful samples (seconds) '
+        '<span class="sw sw-failpt"></span>latency of failed samples '
         '<span class="sw sw-fault"></span>fault window '
         '<span class="sw sw-phase"></span>phase start</p>'
     )
@@ -849,7 +890,7 @@ def _charts_html(record: Mapping[str, Any], timeline: dict[str, list[dict[str, A
 
 
 def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> str:
-    timeline, timeline_name, timeline_problem = _load_timeline(run_dir, record_path, record)
+    timeline, _, timeline_problem = _load_timeline(run_dir, record_path, record)
     t0 = _drill_t0(record, timeline)
     verdict = record.get("verdict")
     fault_html, reverts_html = _fault_html(record.get("fault"), t0)
@@ -873,7 +914,29 @@ def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> 
         if claim
         else '<p class="notice">No documented claim recorded for this drill.</p>'
     )
+    glance = [f"Expectations: {_tally(record.get('expectations'))}"]
+    fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
+    if fault.get("injected_at") is not None:
+        reverted = fault.get("reverted_at") is not None and fault.get("revert_verified") is True
+        glance.append(
+            "fault reverted and verified"
+            if reverted
+            else "<strong class='fail-text'>fault revert not verified</strong>"
+        )
+    if isinstance(errors, list) and errors:
+        glance.append(f"<strong class='fail-text'>{len(errors)} error{'s' if len(errors) != 1 else ''}</strong>")
     case = record.get("case")
+    open_tag = _el(
+        "section", "", class_=f"drill verdict-{_verdict_class(verdict)}", id=_anchor(record_path),
+        data_drill=record.get("drill"), data_case=case if case is not None else "", data_verdict=verdict,
+    ).removesuffix("</section>")
+    meta = [
+        f"<code>{_e(_drill_label(record))}</code>",
+        f"started {_utc(record.get('started_at'))}",
+        f"finished {_utc(record.get('finished_at'))}",
+        f"duration {_seconds(record.get('duration_seconds'))}",
+        f"kdrill {_e(record.get('kdrill_version') or '—')}",
+    ]
     scenario = record.get("scenario")
     scenario_html = (
         "<details class='scenario'><summary>Scenario as run</summary>"
@@ -882,9 +945,10 @@ def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> 
         else ""
     )
     return f"""
-<section class="drill verdict-{_verdict_class(verdict)}" id="{_anchor(record_path)}" data-drill="{_e(record.get("drill"))}" data-case="{_e(case if case is not None else "")}" data-verdict="{_e(verdict)}">
+{open_tag}
 <div class="drill-head"><h2>{_e(record.get("title") or _drill_label(record))}</h2>{_badge(verdict)}</div>
-<p class="drill-meta"><code>{_e(_drill_label(record))}</code> · started {_utc(record.get("started_at"))} · finished {_utc(record.get("finished_at"))} · duration {_seconds(record.get("duration_seconds"))} · kdrill {_e(record.get("kdrill_version") or "—")}</p>
+<p class="drill-meta">{" · ".join(meta)}</p>
+<p class="glance">{" · ".join(glance)}</p>
 <h3>Documented claim</h3>
 {claim_html}
 <h3>Fault</h3>
@@ -930,6 +994,7 @@ section.drill.verdict-pass { border-left-color: var(--pass); }
 section.drill.verdict-fail, section.drill.verdict-error { border-left-color: var(--fail); }
 .drill-head { display:flex; align-items:center; gap:12px; justify-content:space-between; }
 .drill-meta { color: var(--muted); font-size: 12.5px; margin: 2px 0 0; }
+.glance { margin: 8px 0 0; font-weight: 500; }
 code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: 12.5px; }
 pre { white-space: pre-wrap; word-break: break-word; margin: 0; }
 table { border-collapse: collapse; width: 100%; margin: 4px 0; }
@@ -968,6 +1033,7 @@ svg.timeline { display: block; max-width: 100%; height: auto; }
 .legend { font-size: 12px; color: #374151; margin: 0 0 6px; }
 .sw { display:inline-block; width: 14px; height: 10px; margin: 0 4px 0 12px; vertical-align: middle; border-radius: 2px; }
 .sw:first-child { margin-left: 0; }
+.sw-failpt { width: 6px; height: 6px; border-radius: 50%; background: #dc2626; }
 .sw-ok { background:#16a34a; } .sw-fail { background:#dc2626; } .sw-lat { background:#2563eb; height: 3px; }
 .sw-fault { background: rgba(245,158,11,.25); border: 1px dashed #d97706; }
 .sw-phase { width: 0; height: 12px; border-left: 2px dashed #6d28d9; border-radius: 0; }
@@ -1017,8 +1083,6 @@ def build_report(run_dir: Path) -> Path:
     Raises ``ReportError`` if ``run_dir`` is not a directory or holds neither
     ``run.json`` nor any drill record.
     """
-    from harness import __version__
-
     run_dir = Path(run_dir)
     run = _load_run(run_dir)
     records = run.records

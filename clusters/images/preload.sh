@@ -27,9 +27,12 @@ for _ in $(seq 1 50); do
   ctr --address "$work/containerd.sock" version >/dev/null 2>&1 && break
   sleep 0.2
 done
-docker save "$@" | ctr --address "$work/containerd.sock" --namespace k8s.io images import \
-  --no-unpack --all-platforms --digests --label io.cri-containerd.pinned=pinned -
-ctr --address "$work/containerd.sock" --namespace k8s.io images ls -q
+ctr_() { ctr --address "$work/containerd.sock" --namespace k8s.io "$@"; }
+docker save "$@" | ctr_ images import --no-unpack --all-platforms --digests -
+for ref in $(ctr_ images ls -q); do
+  ctr_ images label "$ref" io.cri-containerd.pinned=pinned >/dev/null
+done
+ctr_ images ls
 kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
 # Only the content store and the metadata database belong in the image.
 tar --numeric-owner -C "$work/root" -cf "$out/containerd.tar" \

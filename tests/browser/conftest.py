@@ -12,6 +12,7 @@ import math
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -194,8 +195,11 @@ def synthetic_run(tmp_path: Path) -> Path:
     return make_run(tmp_path / "20241129T170000Z-browser")
 
 
-def run_chromium(chromium: Path, profile: Path, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
-    """Runs headless Chromium offline (file:// only) with ``args`` appended."""
+def _run_chromium(chromium: Path, profile: Path, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """Runs headless Chromium offline (file:// only) with ``args`` appended.
+
+    Raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds.
+    """
     cmd = [
         str(chromium),
         "--headless",
@@ -214,3 +218,16 @@ def run_chromium(chromium: Path, profile: Path, *args: str, timeout: float = 120
         *args,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def run_chromium(chromium: Path, tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run_chromium(*args)``: headless Chromium with a fresh profile per call."""
+    calls = 0
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        nonlocal calls
+        calls += 1
+        return _run_chromium(chromium, tmp_path / f"chromium-profile-{calls}", *args)
+
+    return run

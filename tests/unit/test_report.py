@@ -419,6 +419,7 @@ def test_long_timeline_is_downsampled_without_hiding_failures() -> None:
     assert root.attrs["data-samples"] == str(n)
     assert int(root.attrs["data-drawn"]) <= MAX_MARKS
     assert "time buckets" in root.attrs["data-note"]
+    assert "time buckets" in root.find_all("text", cls="chart-note")[0].all_text()  # visible, not only an attribute
     marks = [r for g in root.find_all("g", cls="marks") for r in g.find_all("rect")]
     assert 0 < len(marks) <= MAX_MARKS
     assert len(root.find_all("g", cls="marks-fail")[0].find_all("rect")) == 1  # the single failure survives
@@ -444,3 +445,24 @@ def test_errors_are_listed(tmp_path: Path) -> None:
     write_json(run_dir / "d.json", record("d", None, "error", T0, errors=["probe crashed: boom"]))
     dom = parse(build_report(run_dir).read_text(encoding="utf-8"))
     assert "probe crashed: boom" in dom.find_all("ul", cls="errors")[0].all_text()
+
+
+def test_odd_records_do_not_break_the_report(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    write_json(
+        run_dir / "odd.json",
+        {
+            "drill": "odd", "verdict": "error", "started_at": None, "phases": {"not": "a list"}, "fault": None,
+            "expectations": [{"name": "x", "measured": "nan", "unit": "seconds", "verdict": "error"}, "junk"],
+            "probes": {"p": "junk"}, "observations": [], "source": "https://example.org/doc", "errors": "not a list",
+        },
+    )
+    write_json(run_dir / "odd.timeline.json", {"p": [{"t": "soon", "ok": True}, {"t": T0, "ok": False}]})
+    dom = parse(build_report(run_dir).read_text(encoding="utf-8"))
+    section = dom.find_all("section", cls="drill")[0]
+    assert section.attrs["data-verdict"] == "error"
+    svg = section.find_all("svg", cls="timeline")[0]
+    assert svg.attrs["data-samples"] == "1"
+    assert "without a numeric time" in svg.attrs["data-note"]
+    assert "nan seconds" in section.find_all("table", cls="expectations")[0].all_text()
+    assert section.find_all("blockquote") == [] and "No documented claim" in section.all_text()
