@@ -217,7 +217,6 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--context", help="context in --kubeconfig (default: current)")
     run.add_argument("--allow-context", action="append", default=[],
                      help="let destructive drills run on this non-kind context")
-    run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
     run.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")
@@ -246,11 +245,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after a lone "--" goes to pytest untouched (kdrill run ... -- -x).
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
     args = parser().parse_args(argv)
+    args.pytest_args = extra
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
-    if getattr(args, "pytest_args", None) and args.pytest_args[:1] == ["--"]:
-        args.pytest_args = args.pytest_args[1:]
     try:
         return args.func(args)
     except KeyboardInterrupt:
