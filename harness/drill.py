@@ -89,6 +89,10 @@ class Drill:
         finally:
             self.record.fault.update({"injected_at": fault.injected_at, "reverted_at": fault.reverted_at,
                                       "revert_verified": fault.revert_verified, "where": fault.where()})
+            # A drill may inject more than once (e.g. one member, then two): keep every window.
+            self.record.observations.setdefault("injections", []).append(
+                {"kind": fault.kind, "where": fault.where(), "injected_at": fault.injected_at,
+                 "reverted_at": fault.reverted_at, "revert_verified": fault.revert_verified})
             self.say(f"{fault.kind} reverted (verified: {fault.revert_verified})")
 
     def add_timelines(self, timelines: dict[str, Timeline]) -> None:

@@ -23,9 +23,14 @@ from harness.timeline import Sample
 
 def classify(exc: BaseException) -> str:
     """A short error kind for an exception raised by an API request."""
-    if isinstance(exc, ApiException):
-        return f"http-{exc.status}"
     text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ApiException):
+        if exc.status:
+            return f"http-{exc.status}"
+        text = str(exc.reason)  # status 0: the client never got an HTTP answer
+    if "EOF" in text or "closed" in text.lower():
+        # e.g. a load balancer with no healthy backend closing the connection during TLS
+        return "closed"
     if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
         return classify(exc.reason)
     if isinstance(exc, (urllib3.exceptions.TimeoutError, socket.timeout, TimeoutError)) or "timed out" in text:

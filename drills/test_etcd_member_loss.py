@@ -1,0 +1,190 @@
+"""Drill: lose etcd members one at a time, then quorum, then restore (scenarios/etcd-member-loss.yaml).
+
+Every prediction comes from the member count N: quorum q = floor(N/2)+1, tolerance t = N - q.
+Phase 1 stops one member (a follower, then the leader) when t >= 1: predicted writable.
+Phase 2 stops t+1 members: predicted not writable. Phase 3 restores them.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from harness import etcd
+from harness.expectations import wait_until
+from harness.faults.etcd_member import EtcdMember
+from harness.health import wait_healthy
+from harness.probes import Probes
+from harness.probes.api import ApiReadProbe, ApiWriteProbe
+from harness.probes.http import HttpProbe
+from harness.probes.pods import pod_snapshot
+from harness.timeline import latency_percentile, success_ratio
+from harness.topology import etcd_members
+from harness.workloads import delete_namespace, deploy_http_server, ensure_namespace
+
+APP = "web"
+
+
+@pytest.mark.cluster
+@pytest.mark.destructive
+@pytest.mark.node_access
+@pytest.mark.scenario("etcd-member-loss")
+def test_etcd_member_loss(drill):
+    cluster, ns, p = drill.cluster, drill.namespace, drill.params
+    settle = float(p["settle_seconds"])
+    control_plane = drill.topology.control_plane
+
+    with drill.phase("setup"):
+        delete_namespace(cluster, ns)
+        ensure_namespace(cluster, ns)
+        deploy_http_server(cluster, ns, APP, int(drill.workload.get("replicas", 2)),
+                           node_port=int(drill.workload.get("node_port", 30080)))
+        members = etcd_members(cluster, control_plane[0])
+        node_of = {m.id: m.name for m in members}
+        endpoint_of = {m.name: m.client_urls[0] for m in members}
+        endpoints = sorted(endpoint_of.values())
+        n = len(members)
+        q, tolerance = etcd.quorum(n), etcd.failure_tolerance(n)
+        leader_before = etcd.leader_id(cluster, control_plane[0], endpoints)
+        drill.observe("members_before", [vars(m) for m in members])
+        drill.observe("leader_before", node_of.get(leader_before))
+        drill.observe("prediction", {"members": n, "quorum": q, "failure_tolerance": tolerance,
+                                     "one_down": "writable" if tolerance >= 1 else "not writable",
+                                     f"{tolerance + 1}_down": "not writable"})
+        drill.say(f"{n} etcd members: quorum {q}, tolerates {tolerance} failed member(s)")
+        assert tolerance >= 1, f"{n} member(s) tolerate no failure: this drill needs an HA control plane"
+        pods_before = pod_snapshot(cluster, ns, f"app={APP}")
+
+    writes = ApiWriteProbe("api-write", cluster, ns, prefix="ledger", interval_seconds=drill.interval_seconds,
+                           max_seconds=900)
+    probes = Probes(
+        writes,
+        ApiReadProbe("api-read-consistent", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=900),
+        ApiReadProbe("api-read-watch-cache", cluster, ns, resource_version="0",
+                     interval_seconds=drill.interval_seconds, max_seconds=900),
+        HttpProbe("host-http", f"http://127.0.0.1:{drill.workload.get('node_port', 30080)}/",
+                  interval_seconds=drill.interval_seconds, max_seconds=900),
+    )
+
+    def survivor(stopped: list[str]) -> str:
+        return next(node for node in control_plane if node not in stopped)
+
+    def healthy_count(via: str | None = None) -> int:
+        """Healthy endpoints, asked through ``via`` or any node whose etcd runs."""
+        via = via or etcd.running_member_node(cluster, control_plane)
+        return sum(etcd.endpoint_health(cluster, via, endpoints).values())
+
+    def current_leader() -> str | None:
+        return etcd.leader_id(cluster, etcd.running_member_node(cluster, control_plane), endpoints)
+
+    try:
+        with probes:
+            with drill.phase("baseline"):
+                steady = wait_until(lambda: sum(s.ok for s in writes.timeline.samples()) >= 6, 60)
+                assert steady.ok, "API writes do not succeed before the fault"
+
+            # Phase 1: one member down, once a follower and once the leader.
+            for role in ("follower", "leader"):
+                leader = current_leader()
+                assert leader, "no etcd leader before the one-member phase"
+                target = node_of[leader] if role == "leader" else next(
+                    name for mid, name in node_of.items() if mid != leader)
+                fault = EtcdMember(cluster, [target])
+                with drill.inject(fault):
+                    with drill.phase(f"one-member-down-{role}"):
+                        via = survivor([target])
+                        if role == "leader":
+                            elected = wait_until(lambda: (etcd.leader_id(cluster, via, endpoints) or leader) != leader,
+                                                 30, interval_seconds=0.25)
+                            drill.measure("leader_election_seconds",
+                                          elected.became_true_at - fault.injected_at if elected.ok else None,
+                                          detail=f"old leader {node_of[leader]}, new leader "
+                                                 f"{node_of.get(elected.value and etcd.leader_id(cluster, via, endpoints))}",
+                                          became_true_at=elected.became_true_at)
+                        health = wait_until(lambda: healthy_count(via) == n - 1, 30)
+                        drill.observe(f"one_down_{role}_healthy_members",
+                                      healthy_count(via) if health.ok else f"not {n - 1} within 30 s")
+                        if role == "follower":
+                            drill.measure("one_down_health_as_predicted", health.ok,
+                                          detail=f"{n - 1} of {n} endpoints healthy with {target} stopped (predicted {n - 1})",
+                                          became_true_at=health.became_true_at)
+                        # Hold the fault for its window: the drill's duration, not a synchronisation.
+                        threading.Event().wait(max(0.0, fault.injected_at + float(p["one_down_hold_seconds"]) - time.time()))
+                rejoined = wait_until(lambda: healthy_count() == n, 120)
+                drill.observe(f"one_down_{role}_rejoined_seconds",
+                              rejoined.became_true_at - fault.reverted_at if rejoined.ok else None)
+                samples = writes.timeline.samples()
+                drill.measure(f"{role}_down_write_success_ratio",
+                              success_ratio(samples, fault.injected_at + settle, fault.reverted_at),
+                              detail=f"{target} stopped; window from {settle:.0f} s after the stop to the restart")
+                drill.observe(f"one_down_{role}_failures_while_settling",
+                              sum(not s.ok for s in samples if fault.injected_at <= s.t < fault.injected_at + settle))
+
+            # Phase 2: tolerance + 1 members down: no quorum.
+            leader = current_leader()
+            stopped = sorted(node_of.values(), key=lambda name: name != node_of.get(leader))[: tolerance + 1]
+            fault = EtcdMember(cluster, stopped)
+            with drill.inject(fault):
+                with drill.phase("quorum-lost"):
+                    via = survivor(stopped)
+                    lost = wait_until(lambda: healthy_count(via) == 0, 30)
+                    drill.observe("quorum_lost_healthy_members", 0 if lost.ok else "some member still healthy")
+                    threading.Event().wait(max(0.0, fault.injected_at + float(p["quorum_lost_hold_seconds"]) - time.time()))
+            window = (fault.injected_at + settle, fault.reverted_at)
+
+            with drill.phase("restore"):
+                regained = wait_until(lambda: healthy_count() >= q and current_leader() is not None,
+                                      120, interval_seconds=0.5)
+                drill.measure("quorum_regained_seconds",
+                              regained.became_true_at - fault.reverted_at if regained.ok else None,
+                              became_true_at=regained.became_true_at)
+                resumed = wait_until(lambda: [s for s in writes.timeline.samples(start=fault.reverted_at) if s.ok], 180)
+                first_ok = resumed.value[0].t if resumed.ok else None
+                drill.measure("writes_resumed_seconds", first_ok - fault.reverted_at if first_ok else None,
+                              became_true_at=first_ok)
+    finally:
+        probes.stop()
+        drill.add_timelines(probes.timelines())
+
+    samples = {name: tl.samples(*window) for name, tl in probes.timelines().items()}
+    drill.measure("quorum_lost_write_success_ratio", success_ratio(samples["api-write"]),
+                  detail=f"{', '.join(stopped)} stopped; window from {settle:.0f} s after the stop to the restart")
+    failed = [s for s in samples["api-write"] if not s.ok]
+    drill.observe("quorum_lost_write_errors", dict(collections.Counter(s.labels.get("error", "?") for s in failed)))
+    drill.observe("quorum_lost_write_error_latency_seconds",
+                  {"p50": latency_percentile(failed, 50, ok_only=False), "max": max((s.latency_seconds or 0 for s in failed), default=None)})
+    # Reported, not asserted: which reads the API server still served without quorum.
+    drill.observe("quorum_lost_reads_served", {
+        "consistent_list_success_ratio": success_ratio(samples["api-read-consistent"]),
+        "watch_cache_list_success_ratio": success_ratio(samples["api-read-watch-cache"]),
+    })
+    drill.measure("quorum_lost_workload_http_success_ratio", success_ratio(samples["host-http"]))
+
+    healthy = wait_healthy(cluster, 240)
+    drill.observe("cluster_healthy_after_seconds", healthy.became_true_at - fault.reverted_at if healthy.ok else None)
+    pods_after = pod_snapshot(cluster, ns, f"app={APP}")
+    moved = [uid for uid, pod in pods_before.items() if uid not in pods_after or pods_after[uid]["node"] != pod["node"]]
+    moved += [uid for uid in pods_after if uid not in pods_before]
+    drill.measure("quorum_lost_pods_rescheduled", len(moved), detail=f"before {len(pods_before)}, after {len(pods_after)} pods")
+
+    acknowledged = writes.acknowledged()
+    lost = []
+    for name, resource_version in acknowledged.items():
+        try:
+            cm = cluster.core.read_namespaced_config_map(name, ns, _request_timeout=10)
+            if cm.metadata.resource_version != resource_version:
+                lost.append(f"{name}: resourceVersion {cm.metadata.resource_version} != {resource_version}")
+        except ApiException as exc:
+            lost.append(f"{name}: HTTP {exc.status}")
+    drill.measure("acknowledged_writes_lost", len(lost),
+                  detail=f"{len(acknowledged)} acknowledged writes read back" + (f"; lost: {lost[:5]}" if lost else ""))
+    members_after = etcd_members(cluster, control_plane[0])
+    drill.observe("members_after", [vars(m) for m in members_after])
+    drill.observe("leader_after", node_of.get(current_leader()))
+
+    delete_namespace(cluster, ns)
+    drill.expectations.assert_all()

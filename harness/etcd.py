@@ -1,0 +1,98 @@
+"""etcd as etcd itself reports it: members, leader, per-endpoint health and status.
+
+``etcdctl`` runs inside a running etcd static pod container (``crictl exec`` on a control-plane
+node), with the healthcheck client certificate kubeadm issues. Every call is bounded by etcdctl's
+own ``--command-timeout`` and by the node exec timeout.
+
+Source for the quorum arithmetic: etcd "FAQ: What is failure tolerance?"
+(https://etcd.io/docs/v3.6/faq/#what-is-failure-tolerance): a cluster of N members needs a
+majority, floor(N/2)+1, to agree on updates, and tolerates N - (floor(N/2)+1) failed members.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from harness.providers import Cluster
+from harness.topology import etcd_container_id
+
+TLS = ["--cacert=/etc/kubernetes/pki/etcd/ca.crt",
+       "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",
+       "--key=/etc/kubernetes/pki/etcd/healthcheck-client.key"]
+
+
+def quorum(members: int) -> int:
+    """Members needed to agree on an update: floor(N/2)+1."""
+    return members // 2 + 1
+
+
+def failure_tolerance(members: int) -> int:
+    """Members that may fail with the cluster still writable: N - quorum(N)."""
+    return members - quorum(members)
+
+
+@dataclass
+class EndpointState:
+    endpoint: str
+    healthy: bool
+    member_id: str | None = None
+    leader_id: str | None = None
+    raft_term: int | None = None
+    error: str = ""
+
+
+def etcdctl(cluster: Cluster, via_node: str, endpoints: list[str], *args: str, timeout_seconds: float = 20):
+    """Run ``etcdctl --endpoints=... ARGS`` in the etcd container on ``via_node``."""
+    cid = etcd_container_id(cluster, via_node)
+    command = ["crictl", "exec", cid, "etcdctl", f"--endpoints={','.join(endpoints)}", *TLS,
+               "--command-timeout=2s", "--dial-timeout=1s", *args]
+    return cluster.node_exec(via_node, command, timeout_seconds=timeout_seconds, check=False)
+
+
+def endpoint_health(cluster: Cluster, via_node: str, endpoints: list[str]) -> dict[str, bool]:
+    """endpoint -> healthy (a linearizable read through that member succeeded: needs quorum)."""
+    result = etcdctl(cluster, via_node, endpoints, "endpoint", "health", "-w", "json")
+    try:
+        entries = json.loads(result.stdout or "[]")
+    except json.JSONDecodeError:
+        entries = []
+    health = {e: False for e in endpoints}
+    for entry in entries:
+        health[entry["endpoint"]] = bool(entry.get("health"))
+    return health
+
+
+def endpoint_status(cluster: Cluster, via_node: str, endpoints: list[str]) -> dict[str, EndpointState]:
+    """endpoint -> status as that member reports it (member id, the leader it follows, raft term)."""
+    result = etcdctl(cluster, via_node, endpoints, "endpoint", "status", "-w", "json")
+    states = {e: EndpointState(endpoint=e, healthy=False, error=result.stderr.strip()[-300:]) for e in endpoints}
+    try:
+        entries = json.loads(result.stdout or "[]")
+    except json.JSONDecodeError:
+        entries = []
+    for entry in entries:
+        status = entry.get("Status", {})
+        leader = status.get("leader") or 0
+        states[entry["Endpoint"]] = EndpointState(
+            endpoint=entry["Endpoint"], healthy=True,
+            member_id=format(status["header"]["member_id"], "x"),
+            leader_id=format(leader, "x") if leader else None, raft_term=status.get("raftTerm"))
+    return states
+
+
+def leader_id(cluster: Cluster, via_node: str, endpoints: list[str]) -> str | None:
+    """The leader's member id as the answering members agree on it, or None without a leader."""
+    leaders = {s.leader_id for s in endpoint_status(cluster, via_node, endpoints).values() if s.leader_id}
+    return leaders.pop() if len(leaders) == 1 else None
+
+
+def running_member_node(cluster: Cluster, nodes: list[str]) -> str:
+    """A control-plane node whose etcd container runs (to run etcdctl in). Raises LookupError."""
+    for node in nodes:
+        try:
+            etcd_container_id(cluster, node)
+            return node
+        except LookupError:
+            continue
+    raise LookupError(f"no running etcd container on any of {', '.join(nodes)}")

@@ -1,0 +1,26 @@
+"""Cluster health checks that drills wait on after a revert, so the next drill starts from a
+healthy cluster: every node Ready, every kube-system pod Running and Ready."""
+
+from __future__ import annotations
+
+from harness.expectations import WaitResult, wait_until
+from harness.providers import Cluster
+
+
+def unhealthy(cluster: Cluster) -> list[str]:
+    """What is not healthy right now (empty when healthy). Raises on API errors."""
+    problems = []
+    for node in cluster.core.list_node(_request_timeout=5).items:
+        if not any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or []):
+            problems.append(f"node {node.metadata.name} not Ready")
+    for pod in cluster.core.list_namespaced_pod("kube-system", _request_timeout=5).items:
+        ready = any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+        if pod.status.phase != "Running" or not ready:
+            problems.append(f"pod kube-system/{pod.metadata.name} {pod.status.phase} ready={ready}")
+    return problems
+
+
+def wait_healthy(cluster: Cluster, timeout_seconds: float = 180) -> WaitResult:
+    """Wait until :func:`unhealthy` is empty; returns the WaitResult (``ok`` False on timeout)."""
+    return wait_until(lambda: unhealthy(cluster) == [], timeout_seconds, interval_seconds=1.0,
+                      description="every node Ready and every kube-system pod Running and Ready")
