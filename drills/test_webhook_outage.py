@@ -12,6 +12,9 @@ Namespaces (``<ns>`` is the drill's namespace):
   <ns>-webhook   the webhook's own namespace, matched too (the deadlock)
   <ns>-excluded  not labelled, so outside the webhook's namespaceSelector
   <ns>-policy    outside the webhook; a ValidatingAdmissionPolicy (CEL, in the API server) is bound here
+  <ns>-canary    matched only by a second, always fail-closed configuration for the same webhook: a write
+                 admitted there proves the API server reached the webhook, a write rejected there that it
+                 could not (what the scenario's own failurePolicy, Ignore, would hide)
 
 Sources: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
 and https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/.
@@ -51,9 +54,10 @@ class Namespaces:
     webhook: str
     excluded: str
     policy: str
+    canary: str
 
     def all(self) -> list[str]:
-        return [self.matched, self.webhook, self.excluded, self.policy]
+        return [self.matched, self.webhook, self.excluded, self.policy, self.canary]
 
 
 def error_message(exc: BaseException) -> tuple[int | None, str]:
@@ -186,10 +190,10 @@ def delete_namespaces(cluster, names: list[str], wait_seconds: float = 150) -> N
     wait_until_or_raise(gone, wait_seconds, interval_seconds=1.0, description=f"namespaces {names} deleted")
 
 
-def delete_admission_objects(cluster, webhook_configuration: str, policy: str | None) -> None:
+def delete_admission_objects(cluster, configurations: list[str], policy: str | None) -> None:
     """Idempotent cleanup for the window before the fault is recorded (setup errors)."""
     api = admission(cluster)
-    calls = [(api.delete_validating_webhook_configuration, webhook_configuration)]
+    calls = [(api.delete_validating_webhook_configuration, name) for name in configurations]
     if policy:
         calls += [(api.delete_validating_admission_policy_binding, policy),
                   (api.delete_validating_admission_policy, policy)]
@@ -201,9 +205,10 @@ def delete_admission_objects(cluster, webhook_configuration: str, policy: str | 
                 raise
 
 
-def admission_objects_left(cluster, webhook_configuration: str, policy: str | None) -> list[str]:
+def admission_objects_left(cluster, configurations: list[str], policy: str | None) -> list[str]:
     api = admission(cluster)
-    reads = [("validatingwebhookconfiguration", api.read_validating_webhook_configuration, webhook_configuration)]
+    reads = [("validatingwebhookconfiguration", api.read_validating_webhook_configuration, name)
+             for name in configurations]
     if policy:
         reads += [("validatingadmissionpolicybinding", api.read_validating_admission_policy_binding, policy),
                   ("validatingadmissionpolicy", api.read_validating_admission_policy, policy)]
@@ -283,15 +288,16 @@ def run_webhook_outage(drill) -> None:
     with_policy, way_out = bool(p.get("admission_policy")), bool(p.get("way_out"))
     fail_closed = failure_policy == "Fail"
     base = drill.namespace[:50]
-    ns = Namespaces(base, f"{base}-webhook", f"{base}-excluded", f"{base}-policy")
+    ns = Namespaces(base, f"{base}-webhook", f"{base}-excluded", f"{base}-policy", f"{base}-canary")
     vwc = drill.namespace  # cluster-scoped: one per scenario and case
+    canary = f"{vwc}-canary"
     policy = f"{drill.namespace}-require-owner" if with_policy else None
     labels = {SCENARIO_LABEL: drill.scenario.name}
     # The client waits longer than the API server's webhook deadline, so what is timed is the API's answer.
     writer = Writer(cluster, read_timeout_seconds=timeout_seconds + 30)
     drill.observe("namespaces", ns.__dict__)
-    drill.observe("webhook", {"configuration": vwc, "webhook": WEBHOOK_NAME, "failure_policy": failure_policy,
-                              "timeout_seconds": timeout_seconds, "mode": mode,
+    drill.observe("webhook", {"configuration": vwc, "canary_configuration": canary, "webhook": WEBHOOK_NAME,
+                              "failure_policy": failure_policy, "timeout_seconds": timeout_seconds, "mode": mode,
                               "service": f"{ns.webhook}/{WEBHOOK}"})
 
     try:
@@ -299,12 +305,15 @@ def run_webhook_outage(drill) -> None:
             remove_leftovers(cluster, drill.scenario.name, ns)
             for name in (ns.matched, ns.webhook):
                 ensure_namespace(cluster, name, {SCOPE_LABEL: vwc})
+            ensure_namespace(cluster, ns.canary, {SCOPE_LABEL: canary})
             ensure_namespace(cluster, ns.excluded)
             ensure_namespace(cluster, ns.policy, {POLICY_SCOPE_LABEL: vwc})
             tls = deploy_webhook(cluster, ns, mode)
-            admission(cluster).create_validating_webhook_configuration(validating_webhook_configuration(
-                vwc, WEBHOOK_NAME, ns.webhook, WEBHOOK, tls.ca_bundle, scope=vwc, failure_policy=failure_policy,
-                timeout_seconds=timeout_seconds, labels=labels), _request_timeout=10)
+            for name, scope, policy_on_failure in ((vwc, vwc, failure_policy), (canary, canary, "Fail")):
+                admission(cluster).create_validating_webhook_configuration(validating_webhook_configuration(
+                    name, WEBHOOK_NAME, ns.webhook, WEBHOOK, tls.ca_bundle, scope=scope,
+                    failure_policy=policy_on_failure, timeout_seconds=timeout_seconds, labels=labels),
+                    _request_timeout=10)
             if policy:
                 admission(cluster).create_validating_admission_policy(
                     validating_admission_policy(policy, OWNER_LABEL, scope=vwc, labels=labels), _request_timeout=10)
@@ -317,11 +326,11 @@ def run_webhook_outage(drill) -> None:
 
         with drill.phase("baseline"):
             # The Service answers the API server once kube-proxy has programmed it, a moment after
-            # its endpoint is ready: wait for the first admitted write, then measure.
-            reachable = wait_until(lambda: writer.create("warmup-writes", "Deployment", ns.matched).ok, 60,
+            # its endpoint is ready; a fail-closed canary write admitted proves the webhook answered.
+            reachable = wait_until(lambda: writer.create("canary-writes", "Deployment", ns.canary).ok, 60,
                                    interval_seconds=0.5)
             assert reachable.ok, "the API server never reached the healthy webhook: " + \
-                str([s.detail[:200] for s in writer.timeline("warmup-writes").samples()[-2:]])
+                str([s.detail[:200] for s in writer.timeline("canary-writes").samples()[-2:]])
             # A healthy webhook admits everything it is asked about.
             baseline = writer.creates("baseline-writes", ns.matched, writes)
             drill.measure("baseline_write_success_ratio", ratio(baseline, lambda s: s.ok), detail=stats_text(baseline))
@@ -329,12 +338,12 @@ def run_webhook_outage(drill) -> None:
 
         fault = WebhookOutage(cluster, mode=mode, namespace=ns.webhook, deployment=WEBHOOK, service=WEBHOOK,
                               blackhole_selector={"app": BLACKHOLE} if mode == "blackhole" else None,
-                              validating_webhook_configurations=[vwc],
+                              validating_webhook_configurations=[vwc, canary],
                               validating_admission_policies=[policy] if policy else [],
                               validating_admission_policy_bindings=[policy] if policy else [])
         with drill.inject(fault):
             with drill.phase("outage"):
-                outage_in_force(drill, cluster, ns, mode)
+                outage_in_force(drill, cluster, writer, ns, mode, fault.injected_at)
                 check_matched_writes(drill, writer, ns, writes, fail_closed, timeout_seconds)
                 check_excluded_writes(drill, writer, ns, writes)
                 if policy:
@@ -346,9 +355,10 @@ def run_webhook_outage(drill) -> None:
             revert_started = time.time()
 
         with drill.phase("restore"):
-            left = admission_objects_left(cluster, vwc, policy)
+            left = admission_objects_left(cluster, [vwc, canary], policy)
             drill.measure("admission_objects_removed_after_revert", not left,
-                          detail=f"still present: {left}" if left else "configuration, policy and binding are gone")
+                          detail=f"still present: {left}" if left else
+                          "webhook configurations (and policy, binding) are gone")
             restored = wait_until(lambda: any(e["ready"] for e in admitting_endpoints(cluster, ns.webhook)), 120)
             drill.measure("webhook_restored_seconds",
                           restored.became_true_at - revert_started if restored.ok else None,
@@ -359,18 +369,19 @@ def run_webhook_outage(drill) -> None:
     finally:
         drill.add_timelines(writer.timelines)
         # Normally already gone with the fault's revert; this covers a failure during setup.
-        delete_admission_objects(cluster, vwc, policy)
+        delete_admission_objects(cluster, [vwc, canary], policy)
 
     delete_namespaces(cluster, ns.all())
     drill.expectations.assert_all()
 
 
-def outage_in_force(drill, cluster, ns: Namespaces, mode: str) -> None:
-    """Wait until no admitting pod is behind the webhook Service (blackhole: only the black hole)."""
+def outage_in_force(drill, cluster, writer: Writer, ns: Namespaces, mode: str, injected_at: float) -> None:
+    """Wait until no admitting pod is behind the webhook Service (blackhole: only the black hole
+    is), then until the API server's own calls fail: a canary write rejected with "failed
+    calling webhook" (kube-proxy applies Service changes a moment after the EndpointSlices)."""
     def down() -> bool:
         if admitting_endpoints(cluster, ns.webhook):
             return False
-        # refused: nothing is left behind the Service; blackhole: the black hole is.
         return mode == "refused" or any(e["ready"] for e in service_endpoints(cluster, ns.webhook, WEBHOOK))
 
     result = wait_until(down, 60, interval_seconds=0.25)
@@ -379,6 +390,11 @@ def outage_in_force(drill, cluster, ns: Namespaces, mode: str) -> None:
     drill.measure("admitting_endpoints_during_outage", len(admitting_endpoints(cluster, ns.webhook)),
                   detail=f"{len(endpoints)} endpoint(s) behind the Service: {[e['pod'] for e in endpoints]}",
                   became_true_at=result.became_true_at)
+    onset = wait_until(lambda: is_call_failure(writer.create("canary-writes", "Deployment", ns.canary)), 60,
+                       interval_seconds=0.5)
+    assert onset.ok, "the API server kept reaching the webhook: " + \
+        str([s.detail[:200] for s in writer.timeline("canary-writes").samples()[-2:]])
+    drill.observe("outage_onset_seconds", round(onset.became_true_at - injected_at, 3))
 
 
 def check_matched_writes(drill, writer: Writer, ns: Namespaces, writes: int, fail_closed: bool,
@@ -389,7 +405,7 @@ def check_matched_writes(drill, writer: Writer, ns: Namespaces, writes: int, fai
     drill.observe("matched_write_messages", sorted({s.detail for s in samples}))
     drill.observe("matched_write_statuses", sorted({s.labels.get("status", "admitted") for s in samples}))
     if fail_closed:
-        rejected = [s for s in samples if is_webhook_call_failure(_status(s), s.detail, WEBHOOK_NAME)]
+        rejected = [s for s in samples if is_call_failure(s)]
         drill.measure("matched_writes_rejected_by_webhook_ratio", ratio(samples, lambda s: s in rejected),
                       detail=f"{len(rejected)}/{len(samples)} rejected with 'failed calling webhook'; {stats_text(samples)}")
         rejected_stats = latency_stats(rejected)
@@ -444,7 +460,7 @@ def check_own_deployment(drill, writer: Writer, ns: Namespaces, mode: str, fail_
                                              "detail": s.detail} for s in samples])
     if fail_closed:
         drill.measure("own_deployment_writes_rejected_ratio",
-                      ratio(samples, lambda s: is_webhook_call_failure(_status(s), s.detail, WEBHOOK_NAME)),
+                      ratio(samples, is_call_failure),
                       detail=detail)
     else:
         drill.measure("own_deployment_write_success_ratio", ratio(samples, lambda s: s.ok), detail=detail)
@@ -473,6 +489,10 @@ def delete_configuration(drill, cluster, writer: Writer, ns: Namespaces, vwc: st
 def expects(drill, name: str) -> bool:
     """Whether the scenario lists expectation ``name`` (some apply to one outage mode only)."""
     return any(e.name == name for e in drill.scenario.expectations)
+
+
+def is_call_failure(sample: Sample) -> bool:
+    return is_webhook_call_failure(_status(sample), sample.detail, WEBHOOK_NAME)
 
 
 def _status(sample: Sample) -> int | None:

@@ -85,7 +85,7 @@ def generate_webhook_tls(service: str, namespace: str, valid_seconds: float = 86
 
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kdrill"),
-                         x509.NameAttribute(NameOID.COMMON_NAME, f"kdrill webhook CA for {namespace}/{service}")])
+                         x509.NameAttribute(NameOID.COMMON_NAME, "kdrill webhook CA")])
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca_cert = (x509.CertificateBuilder()
                .subject_name(ca_name).issuer_name(ca_name)
@@ -99,9 +99,11 @@ def generate_webhook_tls(service: str, namespace: str, valid_seconds: float = 86
                .add_extension(ca_ski, critical=False)
                .sign(ca_key, hashes.SHA256()))
 
+    # X.509 limits a common name to 64 characters; clients go by the SANs anyway.
+    common_name = names[2] if len(names[2]) <= 64 else service[:64]
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[2])]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
             .issuer_name(ca_name)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
