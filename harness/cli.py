@@ -38,8 +38,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.evidence import new_run_id
     from harness.scenario import find_scenario, load_scenarios
 
-    scenarios = [find_scenario(name, SCENARIOS_DIR) for name in args.scenarios] if args.scenarios \
-        else load_scenarios(SCENARIOS_DIR)
+    scenarios_dir = Path(args.scenarios_dir)
+    scenarios = [find_scenario(name, scenarios_dir) for name in args.scenarios] if args.scenarios \
+        else load_scenarios(scenarios_dir)
     run_id = args.run_id or new_run_id()
     run_dir = Path(args.reports) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -53,7 +54,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-m", "pytest", *files, "-p", "no:cacheprovider", "-o", "addopts=",
            "--rootdir", str(REPO_ROOT), "-q", "-s", "--no-header", "-r", "fEs",
            f"--junitxml={run_dir / 'junit.xml'}", f"--alluredir={run_dir / 'allure-results'}",
-           f"--kdrill-reports={args.reports}", f"--kdrill-run-id={run_id}"]
+           f"--kdrill-reports={args.reports}", f"--kdrill-run-id={run_id}",
+           f"--kdrill-scenarios-dir={scenarios_dir}"]
     for s in scenarios:
         cmd.append(f"--kdrill-scenario={s.name}")
     if args.kubeconfig:
@@ -124,7 +126,7 @@ def cluster_for_entry(entry_cluster: dict):
 
     if entry_cluster.get("provider") == "kind":
         provider = KindProvider(name=entry_cluster["name"])
-        return provider.cluster()
+        return provider.cluster(kubeconfig=entry_cluster.get("kubeconfig"))
     return existing_cluster(entry_cluster.get("kubeconfig"), entry_cluster.get("context"))
 
 
@@ -211,6 +213,8 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run drills and write the evidence")
     run.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="scenario names or files (default: all)")
     run.add_argument("--run-id")
+    run.add_argument("--scenarios-dir", default=str(SCENARIOS_DIR),
+                     help="read scenarios from here (e.g. a copy with other bounds); default: scenarios/")
     run.add_argument("--cluster-name", help="kind cluster name (default: the config's; reused if it exists)")
     run.add_argument("--keep-cluster", action="store_true", help="keep the kind cluster this run creates")
     run.add_argument("--kubeconfig", help="run against an existing cluster (no node access)")

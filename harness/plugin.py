@@ -10,6 +10,7 @@ Options (``pytest --help``, group "kdrill"):
   --kdrill-scenario NAME         run only the drills of these scenarios (repeatable)
   --kdrill-reports DIR           evidence root (default: reports); the run writes DIR/<run-id>/
   --kdrill-run-id ID             run id (default: a new one)
+  --kdrill-scenarios-dir DIR     where drills find their scenario files (default: scenarios/)
 
 A drill test is marked ``@pytest.mark.scenario("<name>")`` and takes the ``drill`` fixture; one
 test case runs per entry in the scenario's ``cases`` (or one when it has none).
@@ -48,6 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kdrill-scenario", action="append", default=[])
     group.addoption("--kdrill-reports", default=os.environ.get("KDRILL_REPORTS", str(REPO_ROOT / "reports")))
     group.addoption("--kdrill-run-id", default=os.environ.get("KDRILL_RUN_ID"))
+    group.addoption("--kdrill-scenarios-dir", default=str(REPO_ROOT / "scenarios"),
+                    help="where drills find their scenario files (default: scenarios/)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -66,7 +69,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("scenario")
     if marker is None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid} uses the drill fixture without @pytest.mark.scenario")
-    scenario = find_scenario(marker.args[0])
+    scenario = find_scenario(marker.args[0], metafunc.config.getoption("--kdrill-scenarios-dir"))
     cases = [c.name for c in scenario.cases] or [None]
     metafunc.parametrize("drill_case", cases, ids=[c or "default" for c in cases], scope="function")
 
@@ -136,7 +139,7 @@ def kdrill_topology(kdrill_cluster):
 def drill(request: pytest.FixtureRequest, drill_case, kdrill_cluster, kdrill_topology, kdrill_run):
     """A :class:`harness.drill.Drill` for the test's scenario and case; its evidence is written
     after the test body whatever happened."""
-    scenario = find_scenario(_scenario_of(request.node))
+    scenario = find_scenario(_scenario_of(request.node), request.config.getoption("--kdrill-scenarios-dir"))
     if scenario.needs_node_access and not kdrill_cluster.node_access:
         pytest.skip(f"{scenario.name} needs node access (docker exec into kind node containers); "
                     f"{kdrill_cluster.name} is an existing cluster reached through a kubeconfig")

@@ -115,7 +115,10 @@ class KindProvider:
         path.chmod(0o600)
         return path
 
-    def cluster(self) -> Cluster:
+    def cluster(self, kubeconfig: Path | None = None) -> Cluster:
+        """The Cluster handle. ``kubeconfig``: an already written kubeconfig to use as is; kind
+        reads a fresh one from a control-plane node, which fails while that node is paused
+        (exactly when ``kdrill recover`` needs it)."""
         nodes = self.nodes()
         roles: dict[str, list[str]] = {"control-plane": [], "worker": [], "load-balancer": []}
         for node in nodes:
@@ -125,5 +128,7 @@ class KindProvider:
                 roles["control-plane"].append(node)
             else:
                 roles["worker"].append(node)
-        return Cluster(name=self.name, provider="kind", kubeconfig=self.kubeconfig_path(),
+        if kubeconfig is None or not Path(kubeconfig).exists():
+            kubeconfig = self.kubeconfig_path()
+        return Cluster(name=self.name, provider="kind", kubeconfig=Path(kubeconfig),
                        context=f"kind-{self.name}", node_access=True, nodes_by_role=roles)

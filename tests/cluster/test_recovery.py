@@ -1,0 +1,98 @@
+"""Faults always revert: after a SIGKILL mid-fault (``kdrill recover``), and when an expectation
+fails. Both run the real ``kdrill`` command against the session's kind cluster, with a private
+ledger directory, and check the cluster is healthy afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.expectations import wait_until
+from harness.faults.control_plane_stop import container_state
+from harness.health import wait_healthy
+from harness.ledger import Ledger
+from harness.workloads import delete_namespace
+
+pytestmark = [pytest.mark.cluster, pytest.mark.destructive, pytest.mark.node_access]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def kdrill(*args: str, env: dict, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def scenario_copy(tmp_path: Path, name: str, edit) -> Path:
+    """A scenarios directory holding a copy of ``name`` changed by ``edit(dict)``."""
+    data = yaml.safe_load((REPO_ROOT / "scenarios" / f"{name}.yaml").read_text())
+    edit(data)
+    directory = tmp_path / "scenarios"
+    directory.mkdir()
+    (directory / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return directory
+
+
+def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path):
+    if kdrill_cluster.provider != "kind":
+        pytest.skip("needs a kind cluster: the fault pauses node containers")
+    env = {**os.environ, "KDRILL_STATE_DIR": str(tmp_path / "state")}
+    ledger = Ledger(tmp_path / "state" / "ledger")
+    control_plane = kdrill_cluster.nodes_by_role["control-plane"]
+    run = kdrill("--reports", str(tmp_path / "reports"), "run", "control-plane-stop",
+                 "--cluster-name", kdrill_cluster.name, env=env, start_new_session=True)
+    try:
+        paused = wait_until(lambda: ledger.entries() and all(container_state(n)[1] for n in control_plane), 240)
+        assert paused.ok, "the drill never reached its fault"
+        os.killpg(run.pid, signal.SIGKILL)  # the whole kdrill/pytest process group, no cleanup
+        run.wait(timeout=30)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    # The crash left the fault in place, and the ledger says so.
+    assert any(container_state(n)[1] for n in control_plane), "nothing was left paused: the kill came too late"
+    assert [e.kind for e in ledger.entries()] == ["control-plane-stop"]
+
+    recover = kdrill("recover", env=env)
+    output = recover.communicate(timeout=300)[0]
+    assert recover.returncode == 0, output
+    assert ledger.entries() == []
+    assert not any(container_state(n)[1] for n in control_plane)
+    healthy = wait_healthy(kdrill_cluster, 240)
+    assert healthy.ok, healthy.last_error
+    delete_namespace(kdrill_cluster, "kdrill-control-plane-stop", wait_seconds=180)
+
+
+def test_failed_expectation_still_reverts_the_fault(kdrill_cluster, tmp_path):
+    """The etcd drill with one bound no cluster can meet: the drill fails, the members come back."""
+    if kdrill_cluster.provider != "kind":
+        pytest.skip("needs a kind cluster: the fault acts on static pods")
+
+    def impossible(data):
+        data["fault"]["params"].update({"one_down_hold_seconds": 5, "quorum_lost_hold_seconds": 5})
+        for expectation in data["expectations"]:
+            if expectation["name"] == "follower_down_write_success_ratio":
+                expectation["bound"] = {"op": ">=", "value": 1.01}
+
+    env = {**os.environ, "KDRILL_STATE_DIR": str(tmp_path / "state")}
+    reports = tmp_path / "reports"
+    run = kdrill("--reports", str(reports), "run", "etcd-member-loss", "--cluster-name", kdrill_cluster.name,
+                 "--scenarios-dir", str(scenario_copy(tmp_path, "etcd-member-loss", impossible)),
+                 "--run-id", "forced-failure", env=env)
+    output = run.communicate(timeout=900)[0]
+    assert run.returncode == 1, output[-3000:]
+    record = json.loads((reports / "forced-failure" / "etcd-member-loss.json").read_text())
+    assert record["verdict"] == "failed"
+    failed = [e["name"] for e in record["expectations"] if e["verdict"] != "passed"]
+    assert failed == ["follower_down_write_success_ratio"], failed
+    assert all(i["revert_verified"] for i in record["observations"]["injections"])
+    assert Ledger(tmp_path / "state" / "ledger").entries() == []
+    healthy = wait_healthy(kdrill_cluster, 240)
+    assert healthy.ok, healthy.last_error
