@@ -34,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from harness.expectations import wait_until, wait_until_or_raise
 from harness.faults.webhook_outage import WebhookOutage
 from harness.timeline import Sample, Timeline, latency_percentile
-from harness.webhook import (POLICY_SCOPE_LABEL, SCOPE_LABEL, generate_webhook_tls, is_webhook_call_failure,
+from harness.webhook import (POLICY_SCOPE_LABEL, SCOPE_LABEL, WebhookTLS, generate_webhook_tls, is_webhook_call_failure,
                              policy_message, tls_secret, validating_admission_policy,
                              validating_admission_policy_binding, validating_webhook_configuration,
                              webhook_deployment, webhook_service)
@@ -238,7 +238,7 @@ def admitting_endpoints(cluster, namespace: str) -> list[dict]:
             and not (e["pod"] or "").startswith(f"{BLACKHOLE}-")]
 
 
-def deploy_webhook(cluster, ns: Namespaces, mode: str) -> None:
+def deploy_webhook(cluster, ns: Namespaces, mode: str) -> WebhookTLS:
     """The CA, the serving Secret, the admitting Deployment (and the blackhole backend in
     blackhole mode) and the Service; waits until the Service has a ready admitting endpoint."""
     tls = generate_webhook_tls(WEBHOOK, ns.webhook)

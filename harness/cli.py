@@ -5,6 +5,7 @@
   kdrill recover               revert every fault the ledger still holds (after a crash)
   kdrill doctor                check Docker, kind, images, memory, inotify limits; say how to fix
   kdrill images build|status   build the offline kind images (cached by content)
+  kdrill cluster create|delete|status   a kind cluster from clusters/ (default: ha)
   kdrill report RUN            (re)write reports/RUN/report.html and its manifest
   kdrill verify RUN            check reports/RUN against its manifest (exit 1 when anything changed)
 """
@@ -121,11 +122,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cluster_for_entry(entry_cluster: dict):
+    from harness.providers import ClusterGone
     from harness.providers.existing import existing_cluster
     from harness.providers.kind import KindProvider
 
     if entry_cluster.get("provider") == "kind":
         provider = KindProvider(name=entry_cluster["name"])
+        if not provider.exists():
+            raise ClusterGone(f"kind cluster {entry_cluster['name']} no longer exists")
         return provider.cluster(kubeconfig=entry_cluster.get("kubeconfig"))
     return existing_cluster(entry_cluster.get("kubeconfig"), entry_cluster.get("context"))
 
@@ -179,6 +183,30 @@ def cmd_images(args: argparse.Namespace) -> int:
     for tag, size in image_sizes([build.node_image, build.haproxy_image, build.tags["toolbox"]]).items():
         print(f"  {tag}: {size / 1e6:.0f} MB")
     return 0
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from harness.health import unhealthy
+    from harness.providers.kind import KindProvider
+
+    provider = KindProvider(args.config, name=args.name)
+    if args.action == "create":
+        if provider.exists():
+            print(f"kind cluster {provider.name} exists; reusing it")
+        else:
+            print(f"kind cluster {provider.name} created in {provider.create():.0f} s")
+        return 0
+    if args.action == "delete":
+        if provider.exists():
+            provider.delete()
+            print(f"kind cluster {provider.name} deleted")
+        return 0
+    if not provider.exists():
+        print(f"kind cluster {provider.name} does not exist")
+        return 1
+    problems = unhealthy(provider.cluster())
+    print("\n".join(problems) or f"kind cluster {provider.name}: every node Ready, every kube-system pod Running")
+    return 1 if problems else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -237,6 +265,12 @@ def parser() -> argparse.ArgumentParser:
     img = sub.add_parser("images", help="build the offline kind images")
     img.add_argument("action", choices=["build", "status"])
     img.set_defaults(func=cmd_images)
+
+    clu = sub.add_parser("cluster", help="create, delete or check a kind cluster from clusters/")
+    clu.add_argument("action", choices=["create", "delete", "status"])
+    clu.add_argument("--config", default="ha", help="clusters/<config>.yaml (default: ha)")
+    clu.add_argument("--name", help="cluster name (default: the config's)")
+    clu.set_defaults(func=cmd_cluster)
 
     rep = sub.add_parser("report", help="write the HTML report and manifest of a run")
     rep.add_argument("run", help="run id or directory")

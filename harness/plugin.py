@@ -95,6 +95,7 @@ def kdrill_run(request: pytest.FixtureRequest):
     writer = EvidenceWriter(run_dir)
     meta = run_metadata(REPO_ROOT, run_id)
     writer.write_run_metadata(meta)
+    request.config._kdrill_run_dir = run_dir
     yield {"run_id": run_id, "run_dir": run_dir, "writer": writer, "meta": meta}
     meta["finished_at"] = time.time()
     writer.write_run_metadata(meta)
@@ -172,3 +173,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if call.excinfo is not None:
             item._kdrill_call_excinfo = call.excinfo.value
     return report
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Drills ran: write the HTML report and the evidence manifest of the run (``kdrill run``
+    rewrites both after pytest's own JUnit XML is on disk)."""
+    run_dir = getattr(session.config, "_kdrill_run_dir", None)
+    if run_dir is None or not any(run_dir.glob("*.timeline.json")):
+        return
+    from harness.cli import report_and_manifest
+
+    report_and_manifest(run_dir)

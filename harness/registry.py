@@ -191,7 +191,8 @@ class LocalRegistry:
             return False
 
     def has_manifest(self, repository: str, tag: str, timeout_seconds: float = 5.0) -> bool:
-        """True when the registry serves a manifest for ``repository:tag`` (HEAD, HTTP 200)."""
+        """True when the registry serves a manifest for ``repository:tag`` (HEAD, HTTP 200), False
+        on HTTP 404. Raises RegistryError when it cannot tell (no answer, another status)."""
         request = urllib.request.Request(f"http://127.0.0.1:{self.host_port()}/v2/{repository}/manifests/{tag}",
                                          method="HEAD", headers={"Accept": MANIFEST_TYPES})
         try:
@@ -201,6 +202,8 @@ class LocalRegistry:
             if exc.code == 404:
                 return False
             raise RegistryError(f"HEAD manifest {repository}:{tag}: HTTP {exc.code}") from exc
+        except OSError as exc:  # refused, reset, timed out
+            raise RegistryError(f"HEAD manifest {repository}:{tag}: {exc}") from exc
 
     # lifecycle
 

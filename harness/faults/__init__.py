@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator
 
 from harness.ledger import Ledger
-from harness.providers import Cluster
+from harness.providers import Cluster, ClusterGone
 
 log = logging.getLogger("kdrill.faults")
 
@@ -178,7 +178,15 @@ def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster]) -> list[dict
         try:
             if getattr(entry, "corrupt", False):
                 raise FaultError(f"ledger entry {entry.id} cannot be read; inspect it by hand")
-            fault = fault_class(entry.kind).from_target(cluster_for(entry.cluster), entry.target)
+            try:
+                cluster = cluster_for(entry.cluster)
+            except ClusterGone as gone:
+                # The fault went with its cluster: nothing is left broken, so the entry goes too.
+                ledger.remove(entry.id)
+                result.update(reverted=True, error=f"nothing to revert: {gone}")
+                results.append(result)
+                continue
+            fault = fault_class(entry.kind).from_target(cluster, entry.target)
             revert_and_verify(fault, ledger, entry.id)
             result["reverted"] = True
         except Exception as exc:  # every entry gets its try; the error is reported, not raised

@@ -19,6 +19,10 @@ class ProviderError(RuntimeError):
     """The cluster could not be created, found or reached; the message says how to fix it."""
 
 
+class ClusterGone(ProviderError):
+    """The cluster a ledger entry names no longer exists: there is nothing left to revert."""
+
+
 class NoNodeAccess(ProviderError):
     """The fault needs the node containers, which this cluster's provider does not give."""
 
