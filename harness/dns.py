@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from kubernetes import client
 from kubernetes.stream import stream
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.providers import Cluster
+from harness.timeline import Sample, latency_percentile
 
 COREDNS_NAMESPACE = "kube-system"
 COREDNS_DEPLOYMENT = "coredns"
@@ -370,3 +371,47 @@ def pod_exec(cluster: Cluster, namespace: str, pod: str, command: list[str], tim
     core = client.CoreV1Api(cluster.new_api())
     return stream(core.connect_get_namespaced_pod_exec, pod, namespace, command=command,
                   stderr=True, stdin=False, stdout=True, tty=False, _request_timeout=timeout_seconds)
+
+
+# --- in-cluster probe samples (kdrill-probe) -------------------------------------------------
+
+def dns_seconds(sample: Sample) -> float | None:
+    """How long the name lookup of one probe call took: ``resolve_seconds`` when it resolved,
+    the time until the resolver gave up when it failed with a DNS error, else None."""
+    resolved = sample.labels.get("resolve_seconds")
+    if resolved not in (None, ""):
+        return float(resolved)
+    if sample.detail.startswith("dns:"):
+        return sample.latency_seconds
+    return None
+
+
+def degraded(sample: Sample, bound_seconds: float) -> bool:
+    """A call that failed, or took longer than ``bound_seconds`` (unknown latency counts as slow)."""
+    return not sample.ok or sample.latency_seconds is None or sample.latency_seconds > bound_seconds
+
+
+def call_stats(samples: Iterable[Sample], bound_seconds: float) -> dict[str, Any]:
+    """Calls, error and degraded ratios, and DNS lookup latency p50/p99 (seconds, nearest rank)
+    of probe calls. Ratios and percentiles are None when there are no samples."""
+    samples = list(samples)
+    n = len(samples)
+    lookups = [Sample(t=s.t, ok=True, latency_seconds=v) for s in samples if (v := dns_seconds(s)) is not None]
+    dns_errors = sum(1 for s in samples if s.detail.startswith("dns:"))
+    errors = sum(1 for s in samples if not s.ok)
+    slow = sum(1 for s in samples if degraded(s, bound_seconds))
+    return {"calls": n, "errors": errors, "error_ratio": errors / n if n else None,
+            "dns_errors": dns_errors, "dns_error_ratio": dns_errors / n if n else None,
+            "degraded": slow, "degraded_ratio": slow / n if n else None,
+            "dns_p50_seconds": latency_percentile(lookups, 50), "dns_p99_seconds": latency_percentile(lookups, 99)}
+
+
+def recovered_at(samples: Iterable[Sample], bound_seconds: float) -> float | None:
+    """Start time of the first call after the last degraded one, when every call from then on is
+    good: the moment lookups are prompt again and stay so. None when the last call is degraded
+    or there is none."""
+    ordered = sorted(samples, key=lambda s: s.t)
+    if not ordered or degraded(ordered[-1], bound_seconds):
+        return None
+    last_bad = max((i for i, s in enumerate(ordered) if degraded(s, bound_seconds)), default=-1)
+    return ordered[last_bad + 1].t

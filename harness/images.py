@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -223,14 +224,16 @@ class Build:
                              deps=[s["rootfs-net"]], image="kdrill/base-net:bookworm")
         s["toolbox"] = Step("toolbox", [d / "toolbox"], self._toolbox, deps=[s["rootfs-toolbox"]],
                             image=self.tags["toolbox"])
-        s["components"] = Step("components", [Path(__file__)], self._components,
+        # The component recipe lives in _components itself: its source is part of the key.
+        s["components"] = Step("components", [], self._components,
                                deps=[s["go-kubernetes"], s["go-tools"], s["base-net"]],
-                               extra=sorted(self.tags.values()), image=self.tags["kube-apiserver"])
+                               extra=sorted(self.tags.values()) + [inspect.getsource(Build._components)],
+                               image=self.tags["kube-apiserver"])
         s["preload"] = Step("preload", [d / "preload.sh"], self._preload, deps=[s["components"], s["toolbox"]],
                             extra=sorted(self.tags.values()))
         s["node-base"] = Step("node-base", [d / "node"], self._node_base,
                               deps=[s["rootfs-node"], s["go-tools"]], image="kdrill/node-base:bookworm")
-        s["node"] = Step("node", [d / "manifests"], self._node,
+        s["node"] = Step("node", [d / "manifests"], self._node, extra=[inspect.getsource(Build._node)],
                          deps=[s["node-base"], s["go-kubernetes"], s["preload"]], image=self.node_image)
         s["haproxy"] = Step("haproxy", [d / "haproxy"], self._haproxy, deps=[s["rootfs-haproxy"]],
                             image=self.haproxy_image)
@@ -344,11 +347,13 @@ class Build:
         for t in targets:
             visit(self.step(t))
         spent: dict[str, float] = {}
-        leaves_go = [st for st in order if st.name.startswith("go-")]
-        leaves_fs = [st for st in order if st.name.startswith("rootfs-")]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            futures = [pool.submit(lambda group: [(st.name, st.ensure()) for st in group], g)
-                       for g in (leaves_go, leaves_fs)]
+        # Three lanes: the two Go builds (compile is parallel, linking is not, so two builds
+        # keep both cores busier) and the debootstraps (network and disk).
+        lanes = [[st for st in order if st.name == "go-kubernetes"],
+                 [st for st in order if st.name == "go-tools"],
+                 [st for st in order if st.name.startswith("rootfs-")]]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+            futures = [pool.submit(lambda lane: [(st.name, st.ensure()) for st in lane], lane) for lane in lanes]
             for f in futures:
                 spent.update(dict(f.result()))
         for st in order:

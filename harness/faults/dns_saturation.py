@@ -120,23 +120,28 @@ class DnsSaturation(Fault):
         return {"spec": {"replicas": self.replicas, "template": {"spec": {"containers": [
             {"name": dns.COREDNS_CONTAINER, "resources": {"limits": cpu, "requests": cpu}}]}}}}
 
-    def dnsperf_args(self, server: str) -> list[str]:
-        """dnsperf bounded in time (``-l``) and count (``-n`` runs through the query file)."""
-        per_pod_qps = max(1, self.qps // max(1, self.load_pods))
-        runs = math.ceil(per_pod_qps * self.load_seconds / len(self.query_names)) + 1
-        return ["dnsperf", "-s", server, "-d", "/tmp/queries", "-l", f"{self.load_seconds:g}", "-n", str(runs),
-                "-Q", str(per_pod_qps), "-c", str(self.clients), "-q", str(self.max_outstanding),
+    def dnsperf_args(self, server: str, qps: int | None = None, seconds: float | None = None) -> list[str]:
+        """dnsperf bounded in time (``-l``) and count (``-n`` runs through the query file); ``qps``
+        and ``seconds`` per pod default to the fault's share and ``load_seconds``."""
+        qps = qps if qps is not None else max(1, self.qps // max(1, self.load_pods))
+        seconds = seconds if seconds is not None else self.load_seconds
+        runs = math.ceil(qps * seconds / len(self.query_names)) + 1
+        return ["dnsperf", "-s", server, "-d", "/tmp/queries", "-l", f"{seconds:g}", "-n", str(runs),
+                "-Q", str(qps), "-c", str(self.clients), "-q", str(self.max_outstanding),
                 "-t", f"{self.query_timeout_seconds:g}", "-S", "5"]
 
-    def load_pod(self, name: str, server: str) -> client.V1Pod:
+    def load_pod(self, name: str, server: str, qps: int | None = None, seconds: float | None = None) -> client.V1Pod:
+        """A load-generator pod; with ``qps``/``seconds`` a smaller run of the same queries (the
+        drill's check, before the flood, that none of them is forwarded upstream)."""
+        seconds = seconds if seconds is not None else self.load_seconds
         queries = [f"{n} A" for n in self.query_names]
-        script = 'printf "%s\\n" "$@" > /tmp/queries && exec ' + " ".join(self.dnsperf_args(server))
+        script = 'printf "%s\\n" "$@" > /tmp/queries && exec ' + " ".join(self.dnsperf_args(server, qps, seconds))
         return client.V1Pod(
             metadata=client.V1ObjectMeta(name=name, labels={LOAD_LABEL: "true", "kdrill.io/role": "load"}),
             spec=client.V1PodSpec(
                 restart_policy="Never",
                 # A second bound besides dnsperf's own: the kubelet kills the pod after this.
-                active_deadline_seconds=int(self.load_seconds) + 60,
+                active_deadline_seconds=int(seconds) + 60,
                 termination_grace_period_seconds=0,
                 containers=[client.V1Container(name="dnsperf", image=TOOLBOX_IMAGE, image_pull_policy="Never",
                                                command=["sh", "-c", script, "sh", *queries],
@@ -225,6 +230,7 @@ class DnsSaturation(Fault):
         if _sanitize(deployment.spec) != self.original_spec:
             body = _sanitize(deployment)
             body.pop("status", None)
+            body["metadata"].pop("managedFields", None)
             body["spec"] = copy.deepcopy(self.original_spec)
             # replace, not patch: the whole saved spec goes back, fields the fault never touched too.
             self.cluster.apps.replace_namespaced_deployment(dns.COREDNS_DEPLOYMENT, dns.COREDNS_NAMESPACE, body,

@@ -1,0 +1,130 @@
+"""The revert guarantee of harness.faults: ledger before inject, revert in finally (errors, Ctrl-C,
+SIGTERM), entry kept when the revert is not verified, and recover() after a crash.
+
+The fault here is a stand-in that flips a flag: what is tested is the protocol around a fault,
+which is pure logic; real faults are exercised on a real cluster by tests/cluster and drills/."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from harness.faults import Fault, FaultNotReverted, injected, recover
+from harness.ledger import Ledger
+from harness.providers import Cluster, ClusterGone
+
+STATE: dict[str, bool] = {}
+
+
+class Flag(Fault):
+    kind = "flag"
+
+    def __init__(self, cluster, name="f", verify_ok=True, ledger=None):
+        super().__init__(cluster)
+        self.name, self.verify_ok, self.ledger = name, verify_ok, ledger
+        self.seen_in_ledger_at_inject = None
+
+    def target(self):
+        return {"name": self.name, "verify_ok": self.verify_ok}
+
+    def inject(self):
+        if self.ledger is not None:
+            self.seen_in_ledger_at_inject = [e.target["name"] for e in self.ledger.entries()]
+        STATE[self.name] = True
+
+    def revert(self):
+        STATE[self.name] = False
+
+    def verify_reverted(self):
+        if not self.verify_ok or STATE.get(self.name):
+            raise FaultNotReverted(self.name)
+
+    @classmethod
+    def from_target(cls, cluster, target):
+        return cls(cluster, target["name"], target["verify_ok"])
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    return Cluster(name="unit", provider="kind", kubeconfig=Path(tmp_path / "kubeconfig"), context="kind-unit",
+                   node_access=True)
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    return Ledger(tmp_path / "ledger")
+
+
+def test_the_ledger_has_the_entry_before_inject_acts_and_not_after_a_verified_revert(cluster, ledger):
+    fault = Flag(cluster, "a", ledger=ledger)
+    with injected(fault, ledger):
+        assert STATE["a"] is True
+        assert [e.kind for e in ledger.entries()] == ["flag"]
+    assert fault.seen_in_ledger_at_inject == ["a"]
+    assert STATE["a"] is False and fault.revert_verified
+    assert fault.injected_at <= fault.reverted_at
+    assert ledger.entries() == []
+
+
+def test_an_error_in_the_drill_still_reverts(cluster, ledger):
+    with pytest.raises(RuntimeError):
+        with injected(Flag(cluster, "b"), ledger):
+            raise RuntimeError("expectation machinery broke")
+    assert STATE["b"] is False
+    assert ledger.entries() == []
+
+
+def test_ctrl_c_reverts(cluster, ledger):
+    with pytest.raises(KeyboardInterrupt):
+        with injected(Flag(cluster, "c"), ledger):
+            raise KeyboardInterrupt
+    assert STATE["c"] is False and ledger.entries() == []
+
+
+def test_sigterm_reverts_and_the_previous_handler_is_restored(cluster, ledger):
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt):
+        with injected(Flag(cluster, "d"), ledger):
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert STATE["d"] is False and ledger.entries() == []
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_an_unverified_revert_keeps_the_entry_for_kdrill_recover(cluster, ledger):
+    with pytest.raises(FaultNotReverted):
+        with injected(Flag(cluster, "e", verify_ok=False), ledger):
+            pass
+    assert [e.target["name"] for e in ledger.entries()] == ["e"]
+
+
+def test_recover_reverts_what_a_crashed_process_left(cluster, ledger, monkeypatch):
+    import harness.faults as faults
+
+    monkeypatch.setattr(faults, "fault_class", lambda kind: Flag)
+    # A crash after inject: the entry is on disk and the fault is in place.
+    entry = ledger.record("flag", cluster=cluster.describe(), target={"name": "g", "verify_ok": True})
+    STATE["g"] = True
+    results = recover(ledger, lambda c: cluster)
+    assert results == [{"id": entry.id, "kind": "flag", "reverted": True, "error": None}]
+    assert STATE["g"] is False and ledger.entries() == []
+
+
+def test_recover_keeps_entries_it_cannot_revert_and_drops_those_whose_cluster_is_gone(cluster, ledger, monkeypatch):
+    import harness.faults as faults
+
+    monkeypatch.setattr(faults, "fault_class", lambda kind: Flag)
+    ledger.record("flag", cluster={"name": "gone"}, target={"name": "h", "verify_ok": True})
+    ledger.record("flag", cluster={"name": "here"}, target={"name": "i", "verify_ok": False})
+
+    def cluster_for(c):
+        if c["name"] == "gone":
+            raise ClusterGone("kind cluster gone no longer exists")
+        return cluster
+
+    results = {r["kind"] + str(i): r for i, r in enumerate(recover(ledger, cluster_for))}
+    assert [r["reverted"] for r in results.values()] == [True, False]
+    assert "nothing to revert" in list(results.values())[0]["error"]
+    assert [e.target["name"] for e in ledger.entries()] == ["i"]
