@@ -17,7 +17,7 @@ from harness.probes.http import HttpProbe
 from harness.probes.incluster import InClusterProbe
 from harness.probes.pods import NodeContainerProbe, node_containers, pod_snapshot, running_container_ids
 from harness.timeline import success_ratio
-from harness.workloads import deploy_http_server, ensure_namespace, delete_namespace, wait_deployment_available
+from harness.workloads import delete_namespace, deploy_http_server, wait_deployment_available
 
 APP = "web"
 
@@ -42,7 +42,7 @@ def test_control_plane_stop(drill):
     assert workers, "the drill needs worker nodes: the control-plane nodes are what stops"
 
     with drill.phase("setup"):
-        ensure_namespace(cluster, ns)
+        drill.fresh_namespace()
         deploy_http_server(cluster, ns, APP, replicas, node_port=int(drill.workload.get("node_port", 30080)))
         before = pod_snapshot(cluster, ns, f"app={APP}")
         assert all(p["node"] in workers for p in before.values()), f"workload pods must run on workers: {before}"

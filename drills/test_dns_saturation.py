@@ -22,6 +22,10 @@ from harness.faults.dns_saturation import DnsSaturation, DrillZone, rollout_done
 from harness.probes.incluster import InClusterProbe
 from harness.workloads import TOOLBOX_IMAGE, delete_namespace, deploy_http_server, ensure_namespace
 
+# glibc's resolver with resolv.conf's defaults (timeout:5, attempts:2; resolv.conf(5)) gives up
+# on a lookup of one name with one nameserver after about 10 s.
+RESOLVER_GIVE_UP_SECONDS = 10.0
+
 LOOKUP = ("import json, socket, sys; "
           "print(json.dumps(sorted({a[4][0] for a in socket.getaddrinfo(sys.argv[1], 80, socket.AF_INET, "
           "socket.SOCK_STREAM)})))")
@@ -130,7 +134,9 @@ def test_dns_saturation(drill):
         query_names = [f"{svc}.{ns}.svc.cluster.local." for svc in services] + [
             "kubernetes.default.svc.cluster.local.", f"{dns.KUBE_DNS_SERVICE}.{dns.COREDNS_NAMESPACE}.svc.cluster.local."]
 
-    zone = DrillZone(cluster, zones, {lookup_name: w["lookup_address"]})
+    # No wait for CoreDNS to reload the restored Corefile: the saturation step rolls out new pods
+    # (which read the restored ConfigMap) right after, and coredns_restored checks what runs.
+    zone = DrillZone(cluster, zones, {lookup_name: w["lookup_address"]}, await_reload=False)
     with drill.phase("ndots"):
         with injected(zone, drill.ledger, drill=drill.name):
             served = wait_until(zone.served_everywhere, 120, interval_seconds=1.0, description="drill zone served")
@@ -190,19 +196,29 @@ def test_dns_saturation(drill):
                       detail=json.dumps(forwarded) if forwarded else "no forward plugin counter moved")
         assert not forwarded, f"queries were forwarded upstream before the flood: {forwarded}"
 
-    flood_stopped_at = None
+    flood_started_at = flood_stopped_at = None
     with drill.inject(fault):
         with drill.phase("saturated"):
             drill.observe("coredns_limited_rollout_seconds", fault.rollout_seconds)
             # dnsperf stops by itself (-l, -n); the fault is held until it has.
             finished = wait_until(fault.load_finished, fault.load_seconds + 90, interval_seconds=1.0)
-            flood_stopped_at = finished.became_true_at or time.time()
-            drill.observe("dnsperf", fault.load_reports())
+            reports = {pod: dns.dnsperf_report(log) for pod, log in fault.load_logs().items()}
+            # Sending ended at dnsperf's last per-second report (its -l bound), not when the pod
+            # was seen finished: dnsperf then still waits -t seconds for answers.
+            ends = [r["intervals"][-1][0] for r in reports.values() if r["intervals"]]
+            flood_stopped_at = max(ends) if ends else (finished.became_true_at or time.time())
+            # ... and began one interval (-S 1) before its first report, once the pod had started.
+            starts = [r["intervals"][0][0] - 1.0 for r in reports.values() if r["intervals"]]
+            flood_started_at = min(starts) if starts else fault.flood_started_at
+            drill.observe("dnsperf", reports)
+            drill.observe("coredns_pods_at_flood_end", _pod_states(cluster))
     reverted_at = fault.reverted_at
 
     with drill.phase("after"):
         after_end = reverted_at + float(w["after_seconds"])
-        wait_until_or_raise(lambda: _name_samples_since(incluster, after_end + bound, services),
+        # kdrill-probe logs a call when it ends; a lookup ends at the latest when the resolver
+        # gives up, so calls started in the window are all logged once later ones are.
+        wait_until_or_raise(lambda: _name_samples_since(incluster, after_end + RESOLVER_GIVE_UP_SECONDS + bound, services),
                             float(w["after_seconds"]) + 60, interval_seconds=1.0, description="after samples")
         timelines = incluster.timelines(prefix="dns-probe/")
         incluster.delete()
@@ -211,7 +227,7 @@ def test_dns_saturation(drill):
     def samples(kind, svc, start, end):
         return timelines[f"dns-probe/{kind}/{svc}"].samples(start, end)
 
-    during = (fault.flood_started_at + float(w["settle_seconds"]), flood_stopped_at)
+    during = (flood_started_at + float(w["settle_seconds"]), flood_stopped_at)
     after = (reverted_at, after_end)
     windows = {"baseline": baseline_window, "during": during, "after": after}
     stats = {phase: {f"{kind}/{svc}": dns.call_stats(samples(kind, svc, *win), bound)
@@ -225,10 +241,11 @@ def test_dns_saturation(drill):
         return None if any(v is None for v in values) else fn(values)
 
     def summary(phase, kind):
-        return "; ".join(f"{svc}: p50 {_fmt(stats[phase][f'{kind}/{svc}']['dns_p50_seconds'])} s, "
-                         f"p99 {_fmt(stats[phase][f'{kind}/{svc}']['dns_p99_seconds'])} s, "
-                         f"errors {stats[phase][f'{kind}/{svc}']['errors']}/{stats[phase][f'{kind}/{svc}']['calls']}"
-                         for svc in services)
+        # By name: the lookup's latency; by ClusterIP there is no lookup, so the call's.
+        what = "dns" if kind == "name" else "call"
+        return "; ".join(f"{svc}: {what} p50 {_fmt(st[f'{what}_p50_seconds'])} s, p99 {_fmt(st[f'{what}_p99_seconds'])} s, "
+                         f"errors {st['errors']}/{st['calls']}, degraded {st['degraded']}"
+                         for svc in services for st in [stats[phase][f"{kind}/{svc}"]])
 
     drill.measure("baseline_name_error_ratio", worst("baseline", "name", "error_ratio"), detail=summary("baseline", "name"))
     drill.measure("baseline_dns_p99_seconds", worst("baseline", "name", "dns_p99_seconds"), detail=summary("baseline", "name"))
@@ -238,7 +255,7 @@ def test_dns_saturation(drill):
                   None if worst("during", "clusterip", "error_ratio") is None
                   else 1 - worst("during", "clusterip", "error_ratio"), detail=summary("during", "clusterip"))
 
-    name_samples = [s for svc in services for s in samples("name", svc, fault.flood_started_at, after_end)]
+    name_samples = [s for svc in services for s in samples("name", svc, flood_started_at, after_end)]
     back = dns.recovered_at(name_samples, bound)
     drill.measure("dns_recovery_seconds", None if back is None else max(0.0, back - flood_stopped_at),
                   detail=f"load ended {flood_stopped_at:.1f}, CoreDNS restored {reverted_at:.1f}, "
@@ -266,6 +283,16 @@ def _name_samples_since(probe: InClusterProbe, since: float, services: list[str]
     except ApiException:
         return False
     return all(f"name/{svc}" in seen for svc in services)
+
+
+def _pod_states(cluster) -> dict:
+    """kube-dns pods: node, Ready, restarts (e.g. a liveness probe failing under the flood)."""
+    out = {}
+    for pod in dns.coredns_pods(cluster, ready_only=False):
+        ready = any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+        out[pod.metadata.name] = {"node": pod.spec.node_name, "ready": ready,
+                                  "restarts": sum(c.restart_count for c in (pod.status.container_statuses or []))}
+    return out
 
 
 def _fmt(value) -> str:

@@ -24,7 +24,7 @@ from harness.probes.http import HttpProbe
 from harness.probes.pods import pod_snapshot
 from harness.timeline import latency_percentile, success_ratio
 from harness.topology import etcd_members
-from harness.workloads import delete_namespace, deploy_http_server, ensure_namespace
+from harness.workloads import delete_namespace, deploy_http_server
 
 APP = "web"
 
@@ -39,8 +39,7 @@ def test_etcd_member_loss(drill):
     control_plane = drill.topology.control_plane
 
     with drill.phase("setup"):
-        delete_namespace(cluster, ns)
-        ensure_namespace(cluster, ns)
+        drill.fresh_namespace()
         deploy_http_server(cluster, ns, APP, int(drill.workload.get("replicas", 2)),
                            node_port=int(drill.workload.get("node_port", 30080)))
         members = etcd_members(cluster, control_plane[0])

@@ -237,7 +237,7 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
                 # Capacity is needed now: one more replica (only the fresh node may take it) and a
                 # pod that must pull even though its node has the image.
                 scaled_at = time.time()
-                cluster.apps.patch_namespaced_deployment_scale(ns, APP, {"spec": {"replicas": replicas + 1}})
+                cluster.apps.patch_namespaced_deployment_scale(APP, ns, {"spec": {"replicas": replicas + 1}})
                 always_created_at = time.time()
                 cluster.core.create_namespaced_pod(ns, always_pull_pod(image, cached_node))
 
@@ -259,6 +259,7 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
                 # Hold the outage for its window: the drill's duration, not a synchronisation.
                 threading.Event().wait(max(0.0, fault.injected_at + hold - time.time()))
                 pending_at_restore = pod_states(cluster, ns)
+                hold_ended_at = time.time()  # the revert starts now; reverted_at is when it answers again
         reverted_at = fault.reverted_at
 
         new_pods = [name for name, p in pod_states(cluster, ns).items()
@@ -292,7 +293,7 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
             incluster.delete()
 
     samples = pulls.timeline.samples()
-    outage = (fault.injected_at, reverted_at)
+    outage = (fault.injected_at, hold_ended_at)
 
     # The outage was real: nothing got an answer from the registry in the window (after the
     # first second, which a request already in flight may still finish in).

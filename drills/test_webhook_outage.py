@@ -406,10 +406,10 @@ def check_matched_writes(drill, writer: Writer, ns: Namespaces, writes: int, fai
     drill.observe("matched_write_statuses", sorted({s.labels.get("status", "admitted") for s in samples}))
     if fail_closed:
         rejected = [s for s in samples if is_call_failure(s)]
-        drill.measure("matched_writes_rejected_by_webhook_ratio", ratio(samples, lambda s: s in rejected),
+        drill.measure("matched_writes_rejected_by_webhook_ratio", ratio(samples, is_call_failure),
                       detail=f"{len(rejected)}/{len(samples)} rejected with 'failed calling webhook'; {stats_text(samples)}")
         rejected_stats = latency_stats(rejected)
-        detail = (f"{stats_text(rejected)} (timeoutSeconds {timeout_seconds})")
+        detail = f"{stats_text(rejected)} (timeoutSeconds {timeout_seconds})"
         drill.observe("rejection_latency_seconds", rejected_stats)
         if expects(drill, "rejection_latency_min_seconds"):  # blackhole: every rejection waits for the deadline
             drill.measure("rejection_latency_min_seconds", rejected_stats["min"], detail=detail)
@@ -442,7 +442,7 @@ def check_policy(drill, writer: Writer, ns: Namespaces, writes: int) -> None:
 def check_own_deployment(drill, writer: Writer, ns: Namespaces, mode: str, fail_closed: bool) -> None:
     """What an operator would do to bring the webhook back: scale it up (``kubectl scale``),
     restart it (``kubectl rollout restart``), and the Pod creation its ReplicaSet needs."""
-    apps, core, timeout = writer.apps, writer.core, writer.request_timeout
+    apps, timeout = writer.apps, writer.request_timeout
     current = apps.read_namespaced_deployment(WEBHOOK, ns.webhook, _request_timeout=10).spec.replicas
     target = 1 if mode == "refused" else current + 1
     restart = {"spec": {"template": {"metadata": {"annotations": {
@@ -459,9 +459,7 @@ def check_own_deployment(drill, writer: Writer, ns: Namespaces, mode: str, fail_
     drill.observe("own_deployment_writes", [{"what": s.labels["what"], "ok": s.ok, "latency_seconds": s.latency_seconds,
                                              "detail": s.detail} for s in samples])
     if fail_closed:
-        drill.measure("own_deployment_writes_rejected_ratio",
-                      ratio(samples, is_call_failure),
-                      detail=detail)
+        drill.measure("own_deployment_writes_rejected_ratio", ratio(samples, is_call_failure), detail=detail)
     else:
         drill.measure("own_deployment_write_success_ratio", ratio(samples, lambda s: s.ok), detail=detail)
 

@@ -373,6 +373,26 @@ def pod_exec(cluster: Cluster, namespace: str, pod: str, command: list[str], tim
                   stderr=True, stdin=False, stdout=True, tty=False, _request_timeout=timeout_seconds)
 
 
+# --- dnsperf output -----------------------------------------------------------------------------
+
+_DNSPERF_INTERVAL = re.compile(r"^(\d{9,}\.\d+): ([\d.]+)$", re.M)
+
+
+def dnsperf_report(log: str) -> dict[str, Any]:
+    """From dnsperf's output: ``statistics`` (the final section's ``key: value`` lines, e.g.
+    ``"Queries sent"``), and ``intervals``, the ``(epoch seconds, queries per second)`` lines
+    ``-S`` prints while it sends; the last one marks (within the interval) when sending ended."""
+    intervals = [(float(t), float(q)) for t, q in _DNSPERF_INTERVAL.findall(log)]
+    stats: dict[str, str] = {}
+    start = log.find("Statistics:")
+    if start >= 0:
+        for line in log[start:].splitlines()[1:]:
+            key, sep, value = line.strip().partition(":")
+            if sep and value.strip():
+                stats[key.strip()] = value.strip()
+    return {"statistics": stats, "intervals": intervals}
+
+
 # --- in-cluster probe samples (kdrill-probe) -------------------------------------------------
 
 def dns_seconds(sample: Sample) -> float | None:
@@ -403,7 +423,9 @@ def call_stats(samples: Iterable[Sample], bound_seconds: float) -> dict[str, Any
     return {"calls": n, "errors": errors, "error_ratio": errors / n if n else None,
             "dns_errors": dns_errors, "dns_error_ratio": dns_errors / n if n else None,
             "degraded": slow, "degraded_ratio": slow / n if n else None,
-            "dns_p50_seconds": latency_percentile(lookups, 50), "dns_p99_seconds": latency_percentile(lookups, 99)}
+            "dns_p50_seconds": latency_percentile(lookups, 50), "dns_p99_seconds": latency_percentile(lookups, 99),
+            "call_p50_seconds": latency_percentile(samples, 50, ok_only=False),
+            "call_p99_seconds": latency_percentile(samples, 99, ok_only=False)}
 
 
 def recovered_at(samples: Iterable[Sample], bound_seconds: float) -> float | None:

@@ -95,6 +95,14 @@ class Drill:
                  "reverted_at": fault.reverted_at, "revert_verified": fault.revert_verified})
             self.say(f"{fault.kind} reverted (verified: {fault.revert_verified})")
 
+    def fresh_namespace(self, labels: dict[str, str] | None = None) -> str:
+        """Delete what an interrupted earlier run left in the drill's namespace, then create it."""
+        from harness.workloads import delete_namespace, ensure_namespace
+
+        delete_namespace(self.cluster, self.namespace, wait_seconds=180)
+        ensure_namespace(self.cluster, self.namespace, labels)
+        return self.namespace
+
     def add_timelines(self, timelines: dict[str, Timeline]) -> None:
         self.timelines.update(timelines)
 

@@ -34,6 +34,8 @@ from harness.providers import Cluster
 from harness.workloads import TOOLBOX_IMAGE
 
 ROLLOUT_TIMEOUT_SECONDS = 180.0
+# reload checks every 30 s +/- 15 s (coredns.io/plugins/reload), after the kubelet has synced the volume.
+RELOAD_TIMEOUT_SECONDS = 120.0
 LOAD_LABEL = "kdrill.io/dns-load"
 SYNC_ANNOTATION = "kdrill.io/dns-drill-zone"
 
@@ -128,7 +130,7 @@ class DnsSaturation(Fault):
         runs = math.ceil(qps * seconds / len(self.query_names)) + 1
         return ["dnsperf", "-s", server, "-d", "/tmp/queries", "-l", f"{seconds:g}", "-n", str(runs),
                 "-Q", str(qps), "-c", str(self.clients), "-q", str(self.max_outstanding),
-                "-t", f"{self.query_timeout_seconds:g}", "-S", "5"]
+                "-t", f"{self.query_timeout_seconds:g}", "-S", "1"]
 
     def load_pod(self, name: str, server: str, qps: int | None = None, seconds: float | None = None) -> client.V1Pod:
         """A load-generator pod; with ``qps``/``seconds`` a smaller run of the same queries (the
@@ -181,17 +183,14 @@ class DnsSaturation(Fault):
                 return False
         return True
 
-    def load_reports(self) -> dict[str, str]:
-        """The ``Statistics`` section dnsperf printed in each load pod's log (or the log's tail)."""
+    def load_logs(self) -> dict[str, str]:
+        """Each load pod's log (dnsperf's output), or why it could not be read."""
         out = {}
         for name in self.load_pod_names:
             try:
-                text = self.cluster.core.read_namespaced_pod_log(name, self.namespace, _request_timeout=30)
+                out[name] = self.cluster.core.read_namespaced_pod_log(name, self.namespace, _request_timeout=30)
             except ApiException as exc:
                 out[name] = f"log unavailable: HTTP {exc.status}"
-                continue
-            start = text.find("Statistics:")
-            out[name] = text[start:].strip() if start >= 0 else text[-1500:]
         return out
 
     # -- revert ---------------------------------------------------------------------------
@@ -266,6 +265,11 @@ class DrillZone(Fault):
     the kubelet refreshes a ConfigMap volume when it next syncs the pod (up to a minute), so
     inject and revert annotate the kube-dns pods (``kdrill.io/dns-drill-zone``): a pod update makes
     the kubelet sync the pod, and its volume, at once. Revert removes the annotation.
+
+    ``await_reload``: revert also waits (up to ``RELOAD_TIMEOUT_SECONDS``) until no Ready kube-dns
+    pod serves the drill zones any more, and verify checks it. ``from_target`` (``kdrill recover``)
+    always waits; a drill whose next step replaces every CoreDNS pod anyway may pass False and
+    check the running configuration itself at the end.
     """
 
     kind = "dns-saturation"
@@ -273,8 +277,10 @@ class DrillZone(Fault):
     step = "drill-zone"
 
     def __init__(self, cluster: Cluster, zones: list[str], answers: dict[str, str],
-                 original_corefile: str | None = None, drill_corefile: str | None = None) -> None:
+                 original_corefile: str | None = None, drill_corefile: str | None = None,
+                 await_reload: bool = True) -> None:
         super().__init__(cluster)
+        self.await_reload = await_reload
         self.zones = [dns.fqdn(z) for z in zones]
         self.answers = {dns.fqdn(k): v for k, v in answers.items()}
         self.original_corefile, self.drill_corefile = original_corefile, drill_corefile
@@ -326,10 +332,18 @@ class DrillZone(Fault):
         scraped = dns.scrape_all(self.cluster)
         return bool(scraped) and all(set(self.zones) <= dns.served_zones(s, "template") for s in scraped.values())
 
+    def served_anywhere(self) -> list[str]:
+        """Ready kube-dns pods whose running configuration still serves a drill zone."""
+        return [pod for pod, samples in dns.scrape_all(self.cluster).items()
+                if set(self.zones) & dns.served_zones(samples, "template")]
+
     def revert(self) -> None:
         if self.original_corefile is not None and dns.read_corefile(self.cluster) != self.original_corefile:
             self._set_corefile(self.original_corefile)
         self._annotate_pods(None)
+        if self.await_reload and self.original_corefile is not None:
+            wait_until(lambda: not self.served_anywhere(), RELOAD_TIMEOUT_SECONDS, interval_seconds=1.0,
+                       description="drill zone no longer served")
 
     def verify_reverted(self) -> None:
         if self.original_corefile is not None and dns.read_corefile(self.cluster) != self.original_corefile:
@@ -338,3 +352,6 @@ class DrillZone(Fault):
                   if SYNC_ANNOTATION in (p.metadata.annotations or {})]
         if marked:
             raise FaultNotReverted(f"kube-dns pods still annotated {SYNC_ANNOTATION}: {marked}")
+        serving = self.served_anywhere() if self.await_reload else []
+        if serving:
+            raise FaultNotReverted(f"kube-dns pods still serve the drill zone {self.zones}: {serving}")

@@ -25,9 +25,14 @@ pytestmark = [pytest.mark.cluster, pytest.mark.destructive, pytest.mark.node_acc
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def kdrill(*args: str, env: dict, **kwargs) -> subprocess.Popen:
+def kdrill(*args: str, env: dict, log: Path, **kwargs) -> subprocess.Popen:
+    """Start the real kdrill command; its output goes to ``log`` (read it with :func:`tail`)."""
     return subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO_ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+                            stdout=log.open("w"), stderr=subprocess.STDOUT, text=True, **kwargs)
+
+
+def tail(log: Path, lines: int = 40) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 def scenario_copy(tmp_path: Path, name: str, edit) -> Path:
@@ -46,11 +51,12 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path):
     env = {**os.environ, "KDRILL_STATE_DIR": str(tmp_path / "state")}
     ledger = Ledger(tmp_path / "state" / "ledger")
     control_plane = kdrill_cluster.nodes_by_role["control-plane"]
+    log = tmp_path / "run.log"
     run = kdrill("--reports", str(tmp_path / "reports"), "run", "control-plane-stop",
-                 "--cluster-name", kdrill_cluster.name, env=env, start_new_session=True)
+                 "--cluster-name", kdrill_cluster.name, env=env, log=log, start_new_session=True)
     try:
         paused = wait_until(lambda: ledger.entries() and all(container_state(n)[1] for n in control_plane), 240)
-        assert paused.ok, "the drill never reached its fault"
+        assert paused.ok, f"the drill never reached its fault:\n{tail(log)}"
         os.killpg(run.pid, signal.SIGKILL)  # the whole kdrill/pytest process group, no cleanup
         run.wait(timeout=30)
     finally:
@@ -60,9 +66,8 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path):
     assert any(container_state(n)[1] for n in control_plane), "nothing was left paused: the kill came too late"
     assert [e.kind for e in ledger.entries()] == ["control-plane-stop"]
 
-    recover = kdrill("recover", env=env)
-    output = recover.communicate(timeout=300)[0]
-    assert recover.returncode == 0, output
+    recover = kdrill("recover", env=env, log=tmp_path / "recover.log")
+    assert recover.wait(timeout=300) == 0, tail(tmp_path / "recover.log")
     assert ledger.entries() == []
     assert not any(container_state(n)[1] for n in control_plane)
     healthy = wait_healthy(kdrill_cluster, 240)
@@ -85,11 +90,10 @@ def test_failed_expectation_still_reverts_the_fault(kdrill_cluster, tmp_path):
     reports = tmp_path / "reports"
     run = kdrill("--reports", str(reports), "run", "etcd-member-loss", "--cluster-name", kdrill_cluster.name,
                  "--scenarios-dir", str(scenario_copy(tmp_path, "etcd-member-loss", impossible)),
-                 "--run-id", "forced-failure", env=env)
-    output = run.communicate(timeout=900)[0]
-    assert run.returncode == 1, output[-3000:]
+                 "--run-id", "forced-failure", env=env, log=tmp_path / "run.log")
+    assert run.wait(timeout=900) == 1, tail(tmp_path / "run.log")
     record = json.loads((reports / "forced-failure" / "etcd-member-loss.json").read_text())
-    assert record["verdict"] == "failed"
+    assert record["verdict"] == "failed", (record["errors"], tail(tmp_path / "run.log"))
     failed = [e["name"] for e in record["expectations"] if e["verdict"] != "passed"]
     assert failed == ["follower_down_write_success_ratio"], failed
     assert all(i["revert_verified"] for i in record["observations"]["injections"])
