@@ -20,11 +20,13 @@ from harness.expectations import wait_until, wait_until_or_raise
 from harness.faults import injected
 from harness.faults.dns_saturation import DnsSaturation, DrillZone, rollout_done
 from harness.probes.incluster import InClusterProbe
-from harness.workloads import TOOLBOX_IMAGE, delete_namespace, deploy_http_server, ensure_namespace
+from harness.workloads import TOOLBOX_IMAGE, delete_namespace, deploy_http_server
 
 # glibc's resolver with resolv.conf's defaults (timeout:5, attempts:2; resolv.conf(5)) gives up
 # on a lookup of one name with one nameserver after about 10 s.
 RESOLVER_GIVE_UP_SECONDS = 10.0
+# Longer than the loop plugin's 2 s between a (re)start and its self-query.
+STEADY_SECONDS = 3.0
 
 LOOKUP = ("import json, socket, sys; "
           "print(json.dumps(sorted({a[4][0] for a in socket.getaddrinfo(sys.argv[1], 80, socket.AF_INET, "
@@ -51,40 +53,45 @@ def pod_done(cluster, ns, name) -> bool:
     return cluster.core.read_namespaced_pod(name, ns, _request_timeout=5).status.phase in ("Succeeded", "Failed")
 
 
-def quiet_scrape(cluster, timeout_seconds: float = 30) -> dict:
-    """CoreDNS metrics once ``coredns_dns_requests_total`` holds still between two scrapes a
-    second apart: nothing else is querying, so the next change is ours. Raises ConditionTimeout."""
-    last: dict = {}
+def steady_scrape(cluster, requests: bool = True, timeout_seconds: float = 60) -> dict:
+    """CoreDNS metrics once the forward plugin's counters (and, with ``requests``,
+    ``coredns_dns_requests_total``) have held still for ``STEADY_SECONDS``: a reload's or a start's
+    own loop-detection query (sent to itself and forwarded, 2 s after it, coredns.io/plugins/loop)
+    is behind us and nothing else is querying, so the next change is ours. Raises ConditionTimeout."""
+    readings: list[tuple[float, object, dict]] = []
 
     def still():
         scraped = dns.scrape_all(cluster)
-        total = dns.total_requests(scraped)
-        steady = last.get("total") == total and last.get("pods") == sorted(scraped)
-        last.update(total=total, pods=sorted(scraped), scraped=scraped)
-        return steady
+        key = (sorted(scraped), dns.all_forward_series(scraped), dns.total_requests(scraped) if requests else None)
+        now = time.monotonic()
+        if readings and readings[-1][1] != key:
+            readings.clear()
+        readings.append((now, key, scraped))
+        return now - readings[0][0] >= STEADY_SECONDS
 
-    wait_until_or_raise(still, timeout_seconds, interval_seconds=1.0, description="CoreDNS request counters quiet")
-    return last["scraped"]
+    wait_until_or_raise(still, timeout_seconds, interval_seconds=1.0, description="CoreDNS counters steady")
+    return readings[-1][2]
 
 
-def count_lookup_queries(cluster, ns, pod: str, name: str) -> tuple[int, dict, list[str]]:
+def count_lookup_queries(cluster, ns, pod: str, name: str) -> tuple[int, dict, list[str], dict]:
     """Queries CoreDNS received for one getaddrinfo(``name``, AF_INET) in ``pod``: (count,
-    count by zone and type, addresses returned)."""
-    before = quiet_scrape(cluster)
+    count by zone and type, addresses returned, forward plugin counters that moved)."""
+    before = steady_scrape(cluster)
     out = dns.pod_exec(cluster, ns, pod, ["python3", "-c", LOOKUP, name])
-    after = quiet_scrape(cluster)
-    by_before = {}
-    for samples in before.values():
-        for k, v in dns.requests_by(samples, "zone", "type").items():
-            by_before[k] = by_before.get(k, 0) + v
-    by_after = {}
-    for samples in after.values():
-        for k, v in dns.requests_by(samples, "zone", "type").items():
-            by_after[k] = by_after.get(k, 0) + v
-    breakdown = {f"{z} {t}": int(v - by_before.get((z, t), 0)) for (z, t), v in by_after.items()
-                 if v - by_before.get((z, t), 0)}
+    after = steady_scrape(cluster)
+
+    def by_zone_type(scraped):
+        out: dict = {}
+        for samples in scraped.values():
+            for k, v in dns.requests_by(samples, "zone", "type").items():
+                out[k] = out.get(k, 0) + v
+        return out
+
+    b, a = by_zone_type(before), by_zone_type(after)
+    breakdown = {f"{z} {t}": int(v - b.get((z, t), 0)) for (z, t), v in a.items() if v - b.get((z, t), 0)}
     count = int(dns.total_requests(after) - dns.total_requests(before))
-    return count, breakdown, json.loads(out.strip().splitlines()[-1])
+    forwarded = dns.counter_increase(dns.all_forward_series(before), dns.all_forward_series(after))
+    return count, breakdown, json.loads(out.strip().splitlines()[-1]), forwarded
 
 
 def coredns_state(cluster) -> dict:
@@ -110,7 +117,7 @@ def test_dns_saturation(drill):
     drill.observe("coredns_original_resources", [c.get("resources") for c in original["spec"]["template"]["spec"]["containers"]])
 
     with drill.phase("setup"):
-        ensure_namespace(cluster, ns)
+        drill.fresh_namespace()
         for pod_name, ndots in (("lookup-ndots-default", None), ("lookup-ndots-1", 1)):
             cluster.core.create_namespaced_pod(ns, lookup_pod(pod_name, ndots, seconds=600))
         for svc in services:
@@ -134,9 +141,14 @@ def test_dns_saturation(drill):
         query_names = [f"{svc}.{ns}.svc.cluster.local." for svc in services] + [
             "kubernetes.default.svc.cluster.local.", f"{dns.KUBE_DNS_SERVICE}.{dns.COREDNS_NAMESPACE}.svc.cluster.local."]
 
-    # No wait for CoreDNS to reload the restored Corefile: the saturation step rolls out new pods
-    # (which read the restored ConfigMap) right after, and coredns_restored checks what runs.
-    zone = DrillZone(cluster, zones, {lookup_name: w["lookup_address"]}, await_reload=False)
+    zone = DrillZone(cluster, zones, {lookup_name: w["lookup_address"]})
+    probe = InClusterProbe(
+        cluster, ns, "dns-probe",
+        {**{f"name/{svc}": url for svc, url in name_urls.items()},
+         **{f"clusterip/{svc}": f"http://{ip}/" for svc, ip in cluster_ips.items()}},
+        interval_seconds=drill.interval_seconds, timeout_seconds=bound,
+        duration_seconds=float(w["baseline_seconds"]) + float(drill.params["load_seconds"])
+        + float(w["after_seconds"]) + 420)
     with drill.phase("ndots"):
         with injected(zone, drill.ledger, drill=drill.name):
             served = wait_until(zone.served_everywhere, 120, interval_seconds=1.0, description="drill zone served")
@@ -154,31 +166,27 @@ def test_dns_saturation(drill):
             # Nothing is sent before this check passes: a name outside would be forwarded upstream.
             assert not outside, f"names CoreDNS would forward upstream: {outside}"
 
-            forward_before = dns.all_forward_series(dns.scrape_all(cluster))
-            counts = {}
+            counts, forwarded = {}, {}
             for pod_name, expectation in (("lookup-ndots-default", "ndots5_queries_per_lookup"),
                                           ("lookup-ndots-1", "ndots1_queries_per_lookup")):
-                count, breakdown, addresses = count_lookup_queries(cluster, ns, pod_name, lookup_name)
+                count, breakdown, addresses, moved = count_lookup_queries(cluster, ns, pod_name, lookup_name)
+                forwarded.update({f"{pod_name}:{k}": v for k, v in moved.items()})
                 counts[pod_name] = {"queries": count, "by_zone_and_type": breakdown, "addresses": addresses,
                                     "expected_order": dns.search_candidates(lookup_name, resolv[pod_name].search,
                                                                             resolv[pod_name].ndots)}
                 assert addresses == [w["lookup_address"]], f"{lookup_name} was not answered by the drill zone: {addresses}"
                 drill.measure(expectation, count, detail=f"by zone/type {breakdown}; resolved {addresses}")
             drill.observe("ndots_lookups", counts)
-            ndots_forwarded = dns.counter_increase(forward_before, dns.all_forward_series(dns.scrape_all(cluster)))
-    drill.observe("drill_zone_reverted", zone.revert_verified)
+            # The probes start now, so the baseline runs while the revert below waits for CoreDNS
+            # to reload the restored Corefile (their names are cluster names: no drill zone needed).
+            probe.start()
+            probe_started = time.time()
 
     with drill.phase("baseline"):
-        incluster = InClusterProbe(
-            cluster, ns, "dns-probe",
-            {**{f"name/{svc}": url for svc, url in name_urls.items()},
-             **{f"clusterip/{svc}": f"http://{ip}/" for svc, ip in cluster_ips.items()}},
-            interval_seconds=drill.interval_seconds, timeout_seconds=bound,
-            duration_seconds=float(w["baseline_seconds"]) + float(drill.params["load_seconds"])
-            + float(w["after_seconds"]) + 420).start()
-        probe_started = time.time()
         fault = DnsSaturation(cluster, ns, query_names, **drill.params)
-        forward_before = dns.all_forward_series(dns.scrape_all(cluster))
+        # The reload of the restored Corefile has passed (the revert waited for it): from here the
+        # forward counters may move only if something the drill sends is forwarded.
+        forward_before = dns.all_forward_series(steady_scrape(cluster, requests=False))
         # The flood's own query file, at a low rate, while the probes run: CoreDNS must answer
         # all of it itself before the flood is allowed to start.
         server = dns.kube_dns_cluster_ip(cluster)
@@ -186,14 +194,14 @@ def test_dns_saturation(drill):
                                                               seconds=float(w["dry_run_seconds"])))
         wait_until_or_raise(lambda: pod_done(cluster, ns, "dns-dry-run"), 90, description="dnsperf dry run done")
         dry_run = cluster.core.read_namespaced_pod_log("dns-dry-run", ns, _request_timeout=30)
-        drill.observe("dry_run_dnsperf", dry_run[dry_run.find("Statistics:"):].strip())
-        wait_until_or_raise(lambda: _name_samples_since(incluster, probe_started + float(w["baseline_seconds"]), services),
+        drill.observe("dry_run_dnsperf", dns.dnsperf_report(dry_run)["statistics"])
+        wait_until_or_raise(lambda: _name_samples_since(probe, probe_started + float(w["baseline_seconds"]), services),
                             float(w["baseline_seconds"]) + 60, interval_seconds=1.0, description="baseline samples")
         baseline_window = (probe_started, time.time())
-        forwarded = dns.counter_increase(forward_before, dns.all_forward_series(dns.scrape_all(cluster)))
-        forwarded.update({f"ndots:{k}": v for k, v in ndots_forwarded.items()})
+        forwarded.update(dns.counter_increase(forward_before, dns.all_forward_series(dns.scrape_all(cluster))))
         drill.measure("forwarded_upstream_before_flood", int(sum(forwarded.values())),
-                      detail=json.dumps(forwarded) if forwarded else "no forward plugin counter moved")
+                      detail=json.dumps(forwarded) if forwarded else
+                      "no forward plugin counter moved during the ndots lookups, the probes and the dnsperf dry run")
         assert not forwarded, f"queries were forwarded upstream before the flood: {forwarded}"
 
     flood_started_at = flood_stopped_at = None
@@ -218,10 +226,10 @@ def test_dns_saturation(drill):
         after_end = reverted_at + float(w["after_seconds"])
         # kdrill-probe logs a call when it ends; a lookup ends at the latest when the resolver
         # gives up, so calls started in the window are all logged once later ones are.
-        wait_until_or_raise(lambda: _name_samples_since(incluster, after_end + RESOLVER_GIVE_UP_SECONDS + bound, services),
+        wait_until_or_raise(lambda: _name_samples_since(probe, after_end + RESOLVER_GIVE_UP_SECONDS + bound, services),
                             float(w["after_seconds"]) + 60, interval_seconds=1.0, description="after samples")
-        timelines = incluster.timelines(prefix="dns-probe/")
-        incluster.delete()
+        timelines = probe.timelines(prefix="dns-probe/")
+        probe.delete()
     drill.add_timelines(timelines)
 
     def samples(kind, svc, start, end):

@@ -36,6 +36,8 @@ APP = "web"
 def test_etcd_member_loss(drill):
     cluster, ns, p = drill.cluster, drill.namespace, drill.params
     settle = float(p["settle_seconds"])
+    for hold in ("one_down_hold_seconds", "quorum_lost_hold_seconds"):
+        assert float(p[hold]) > settle, f"{hold} must exceed settle_seconds ({settle}): nothing would be measured"
     control_plane = drill.topology.control_plane
 
     with drill.phase("setup"):

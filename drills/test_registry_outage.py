@@ -29,7 +29,7 @@ from harness.registry import (REGISTRY_HOST, REGISTRY_PORT, LocalRegistry, confi
                               max_retry_wait_after_restore, node_has_image, remove_image_from_nodes,
                               unconfigure_nodes)
 from harness.timeline import Sample, first_time, success_ratio
-from harness.workloads import delete_namespace, ensure_namespace, http_server_deployment, wait_deployment_available
+from harness.workloads import delete_namespace, http_server_deployment, wait_deployment_available
 
 APP = "web"
 ALWAYS_POD = "web-always"
@@ -192,7 +192,7 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
     left["images"].add(image)
 
     with drill.phase("setup"):
-        ensure_namespace(cluster, ns)
+        drill.fresh_namespace()
         pushed_at = time.time()
         digest = registry.push_unique_image(REPOSITORY, tag, marker=f"{drill.record.run_id}/{drill.scenario.name}")
         drill.observe("image", {"reference": image, "digest": digest, "registry_container": registry.name,
@@ -241,7 +241,8 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
                 always_created_at = time.time()
                 cluster.core.create_namespaced_pod(ns, always_pull_pod(image, cached_node))
 
-                victim, victim_pod = next((cid, c["pod_uid"]) for cid, c in node_containers(cluster, cached_node, ns).items()
+                victim, victim_pod = next((cid, c["pod_uid"])
+                                          for cid, c in node_containers(cluster, cached_node, ns).items()
                                           if c["state"] == "CONTAINER_RUNNING" and c["name"] == "http"
                                           and c["pod"] in pod_ips)
                 killed_at = time.time()
@@ -249,7 +250,8 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
                 drill.say(f"killed container {victim[:13]} on {cached_node}")
                 restarted = wait_until(lambda: _replacement(cluster, cached_node, ns, victim_pod, victim), 60)
                 victim_name = next(p["name"] for uid, p in before.items() if uid == victim_pod)
-                victim_events = [e for e in pod_events(cluster, ns, victim_name) if e["last"] and e["last"] >= killed_at - 1]
+                victim_events = [e for e in pod_events(cluster, ns, victim_name)
+                                 if e["last"] and e["last"] >= killed_at - 1]
                 drill.measure("cached_container_restart_seconds",
                               restarted.became_true_at - killed_at if restarted.ok else None,
                               detail=f"container {victim[:13]} of pod {victim_name} on {cached_node}; events after "
@@ -266,23 +268,29 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
                     if p["app"] == APP and name not in pod_ips]
         assert len(new_pods) == 1, f"expected one scale-out pod, found {new_pods}"
         new_pod = new_pods[0]
+        assert pending_at_restore.get(new_pod, {}).get("node") == fresh_node, \
+            f"the scale-out replica must run on {fresh_node}, the node without the image: {pending_at_restore}"
         drill.observe("node_sees_registry_after_restore", registry_check_from_node(cluster, fresh_node, registry.name))
 
         with drill.phase("restore"):
             def started(pod_name, need_ready):
                 p = pod_states(cluster, ns).get(pod_name)
                 return p is not None and (p["ready"] if need_ready else p["running"])
-            bound = max_retry_wait_after_restore(reverted_at - scaled_at) + 120
-            new_ready = wait_until(lambda: started(new_pod, True), bound, interval_seconds=0.5)
-            always_running = wait_until(lambda: started(ALWAYS_POD, False), 120, interval_seconds=0.5)
+            # Times count from the start of the revert (the registry answered again
+            # reverted_at - hold_ended_at seconds later, once restored and checked).
+            wait_seconds = max_retry_wait_after_restore(reverted_at - scaled_at) + 120
+            new_ready = wait_until(lambda: started(new_pod, True), wait_seconds, interval_seconds=0.5)
+            always_running = wait_until(lambda: started(ALWAYS_POD, False), wait_seconds, interval_seconds=0.5)
+            restored_note = f"registry restored and checked {reverted_at - hold_ended_at:.1f} s after the revert began"
+            at_restore = pending_at_restore.get(new_pod, {})
             drill.measure("scale_out_pod_ready_after_restore_seconds",
-                          new_ready.became_true_at - reverted_at if new_ready.ok else None,
-                          detail=f"pod {new_pod} on {pending_at_restore.get(new_pod, {}).get('node')}; at the restore "
-                                 f"it was {pending_at_restore.get(new_pod)}", became_true_at=new_ready.became_true_at)
+                          new_ready.became_true_at - hold_ended_at if new_ready.ok else None,
+                          detail=f"pod {new_pod} on {at_restore.get('node')}, waiting {at_restore.get('waiting')} "
+                                 f"at the restore; {restored_note}", became_true_at=new_ready.became_true_at)
             drill.measure("always_pull_pod_running_after_restore_seconds",
-                          always_running.became_true_at - reverted_at if always_running.ok else None,
-                          detail=f"at the restore it was {pending_at_restore.get(ALWAYS_POD)}",
-                          became_true_at=always_running.became_true_at)
+                          always_running.became_true_at - hold_ended_at if always_running.ok else None,
+                          detail=f"waiting {pending_at_restore.get(ALWAYS_POD, {}).get('waiting')} at the restore; "
+                                 f"{restored_note}", became_true_at=always_running.became_true_at)
             wait_deployment_available(cluster, ns, APP, replicas + 1, 120)
     finally:
         pulls.stop()
@@ -295,12 +303,15 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
     samples = pulls.timeline.samples()
     outage = (fault.injected_at, hold_ended_at)
 
-    # The outage was real: nothing got an answer from the registry in the window (after the
-    # first second, which a request already in flight may still finish in).
+    # The outage was real: nothing got an answer from the registry. A probe request is stamped
+    # when it starts and lasts up to its timeout, so one started within a timeout of either end
+    # may be answered by the registry before the fault or after the revert: leave those out.
     http = drill.timelines
+    margin = incluster.timeout_seconds
     drill.measure("registry_success_ratio_during_outage",
-                  success_ratio(http["http/registry"].samples(), outage[0] + 1, outage[1]),
-                  detail=f"in-cluster probe on {fresh_node} to http://{registry.name}:{REGISTRY_PORT}/v2/")
+                  success_ratio(http["http/registry"].samples(), outage[0] + margin, outage[1] - margin),
+                  detail=f"in-cluster probe on {fresh_node} to http://{registry.name}:{REGISTRY_PORT}/v2/, "
+                         f"requests started from {margin} s after the injection to {margin} s before the revert")
 
     ratios = {name: success_ratio(tl.samples(), *outage) for name, tl in http.items()
               if name.startswith("http/pod-")}
@@ -344,7 +355,7 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
         always_error = first_reason(ALWAYS_POD, "ErrImagePull", always_created_at)
         drill.measure("always_pull_pod_first_pull_error_seconds", elapsed(always_error, always_created_at),
                       detail=f"pod creation to the first ErrImagePull on {cached_node}", became_true_at=always_error)
-        failing = reverted_at - first_error if first_error else None
+        failing = hold_ended_at - first_error if first_error else None
         drill.observe("pull_attempts_of_scale_out_pod", sum(e["count"] for e in new_events if e["reason"] == "Pulling"))
         drill.observe("retry_wait_bound_after_restore_seconds",
                       None if failing is None else max_retry_wait_after_restore(failing))
@@ -355,7 +366,8 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
                       detail=f"samples in which {new_pod} or {ALWAYS_POD} reported ErrImagePull/ImagePullBackOff")
         pulling = [e["first"] for e in new_events if e["reason"] == "Pulling" and e["first"]]
         drill.measure("scale_out_pull_started_seconds", (min(pulling) - scaled_at) if pulling else None,
-                      detail=f"scale-out to the kubelet's first Pulling event for {new_pod} (events have 1 s resolution)")
+                      detail=f"scale-out to the kubelet's first Pulling event for {new_pod} "
+                             "(events have 1 s resolution)")
         failed = [e for e in new_events + always_events if e["reason"] in ("Failed", "BackOff")
                   and e["first"] and e["first"] <= outage[1]]
         drill.observe("pull_failure_events_during_outage", failed)

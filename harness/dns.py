@@ -228,7 +228,8 @@ def drill_zone_block(zones: list[str], answers: dict[str, str], ttl: int = 60) -
     for name in answers:
         if not any(fqdn(name) == z or fqdn(name).endswith("." + z) for z in zones):
             raise ValueError(f"answer {name} is outside the drill zones {zones}")
-    soa = f'authority "{zones[0]} {ttl} IN SOA ns.{zones[0]} hostmaster.{zones[0]} 1 {ttl} {ttl} {ttl} {ttl}"'
+    soa = (f'authority "{{{{ .Zone }}}} {ttl} IN SOA ns.{{{{ .Zone }}}} hostmaster.{{{{ .Zone }}}} '
+           f'1 {ttl} {ttl} {ttl} {ttl}"')
     zone_args = " ".join(zones)
     lines = [DRILL_BLOCK_MARK, " ".join(f"{z}:53" for z in zones) + " {", "    errors", "    prometheus :9153"]
     for name, address in sorted(answers.items()):

@@ -163,6 +163,13 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_cluster, kdrill_top
     if call is not None and call.failed and error is None:
         error = RuntimeError(call.longreprtext[-2000:])
     d.finish(error)
+    # Whatever the drill left in its namespace goes, so the next drill starts clean.
+    try:
+        from harness.workloads import delete_namespace
+
+        delete_namespace(kdrill_cluster, d.namespace, wait_seconds=120)
+    except Exception as exc:  # cleanup must not mask the drill's own outcome
+        log.warning("could not delete namespace %s: %s", d.namespace, exc)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -81,7 +81,8 @@ def test_failed_expectation_still_reverts_the_fault(kdrill_cluster, tmp_path):
         pytest.skip("needs a kind cluster: the fault acts on static pods")
 
     def impossible(data):
-        data["fault"]["params"].update({"one_down_hold_seconds": 5, "quorum_lost_hold_seconds": 5})
+        # Shorter holds than the scenario's, still past the settle window the ratios start after.
+        data["fault"]["params"].update({"one_down_hold_seconds": 15, "quorum_lost_hold_seconds": 15})
         for expectation in data["expectations"]:
             if expectation["name"] == "follower_down_write_success_ratio":
                 expectation["bound"] = {"op": ">=", "value": 1.01}

@@ -7,7 +7,9 @@
 //   - writes this node's CNI configuration (ptp + host-local over the node's pod CIDR,
 //     portmap for hostPort) once the controller manager has allocated that CIDR,
 //   - replaces the route to every other node's pod CIDR,
-//   - masquerades traffic that leaves the pod network for anything outside it.
+//   - masquerades traffic that leaves the pod network for anything outside it,
+//   - and makes the rest of the pod network unreachable, so no packet for a pod IP that does
+//     not exist (any more) leaves the node by its default route.
 package main
 
 import (
@@ -114,6 +116,10 @@ func syncOnce(client *http.Client, base, nodeName, podSubnet string) error {
 			}
 		}
 	}
+	// Anything in the pod network that no route above covers (a pod that just died, a node not
+	// yet known) is unreachable here; without this the default route would carry it off the
+	// node, out of the cluster, to wherever the host's network sends it.
+	run("ip", "route", "replace", "unreachable", podSubnet)
 	ensureMasquerade(podSubnet)
 	return nil
 }

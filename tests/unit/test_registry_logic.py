@@ -1,0 +1,130 @@
+"""Pure logic of the registry-outage drill: hosts.toml, names, tags, Docker output parsing, the
+kubelet's image pull back-off arithmetic and the fault's ledger target. No Docker, no cluster."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from harness.faults import FaultError, fault_class
+from harness.faults.registry_outage import RegistryOutage
+from harness.registry import (REGISTRY_HOST, RegistryError, container_name, hosts_dir, hosts_toml, image_tag,
+                              max_retry_wait_after_restore, parse_host_port, parse_push_digest, pull_backoff_seconds)
+
+
+class FakeCluster:
+    """Only a name: the fault's constructor and target touch nothing else."""
+
+    name = "kdrill-test"
+
+
+def test_hosts_toml_points_the_registry_host_at_the_container_over_plain_http():
+    parsed = tomllib.loads(hosts_toml("kdrill-registry-kdrill-ha"))
+    assert parsed["server"] == "http://kdrill-registry-kdrill-ha:5000"
+    assert parsed["host"] == {"http://kdrill-registry-kdrill-ha:5000": {"capabilities": ["pull", "resolve"]}}
+
+
+def test_hosts_toml_port_is_configurable():
+    assert tomllib.loads(hosts_toml("reg", port=5001))["server"] == "http://reg:5001"
+
+
+@pytest.mark.parametrize("bad", ["", "a b", 'x"y', "reg/evil", "reg:5000"])
+def test_hosts_toml_rejects_what_is_not_a_host_name(bad):
+    with pytest.raises(ValueError):
+        hosts_toml(bad)
+
+
+def test_hosts_dir_is_containerd_certs_d_for_the_host_and_port():
+    assert hosts_dir() == f"/etc/containerd/certs.d/{REGISTRY_HOST}"
+    assert hosts_dir("kdrill-registry:5000") == "/etc/containerd/certs.d/kdrill-registry:5000"
+
+
+@pytest.mark.parametrize("bad", ["../etc", "a/b", "host:port", ""])
+def test_hosts_dir_rejects_paths(bad):
+    with pytest.raises(ValueError):
+        hosts_dir(bad)
+
+
+def test_container_name_is_per_cluster():
+    assert container_name("kdrill-ha") == "kdrill-registry-kdrill-ha"
+
+
+@pytest.mark.parametrize("bad", ["Upper", "under_score", "x" * 60, "trailing-"])
+def test_container_name_must_be_a_dns_label(bad):
+    with pytest.raises(ValueError):
+        container_name(bad)
+
+
+def test_image_tag_keeps_valid_characters_and_replaces_others():
+    assert image_tag("20250101T120000Z-a1b2c3", "registry-outage") == "20250101T120000Z-a1b2c3-registry-outage"
+    assert image_tag("run/1", "case two") == "run-1-case-two"
+    assert len(image_tag("x" * 300)) == 128
+
+
+def test_image_tag_needs_something_left():
+    with pytest.raises(ValueError):
+        image_tag("///", "")
+
+
+def test_parse_host_port_picks_the_loopback_mapping():
+    assert parse_host_port("127.0.0.1:32768\n") == 32768
+    assert parse_host_port("0.0.0.0:1\n127.0.0.1:40000\n") == 40000
+
+
+@pytest.mark.parametrize("output", ["", "0.0.0.0:5000", "[::]:5000\n"])
+def test_parse_host_port_refuses_non_loopback(output):
+    with pytest.raises(RegistryError):
+        parse_host_port(output)
+
+
+def test_parse_push_digest():
+    digest = "sha256:" + "ab" * 32
+    assert parse_push_digest(f"The push refers to ...\nv1: digest: {digest} size: 944\n") == digest
+    assert parse_push_digest("denied") is None
+
+
+def test_pull_backoff_doubles_from_10_s_up_to_300_s():
+    assert [pull_backoff_seconds(n) for n in range(1, 8)] == [10, 20, 40, 80, 160, 300, 300]
+    with pytest.raises(ValueError):
+        pull_backoff_seconds(0)
+
+
+@pytest.mark.parametrize("failing, bound", [
+    (0, 25),      # only the first failure can have happened: its 10 s back-off + one re-sync
+    (9.9, 25),
+    (10, 35),     # a second failure is possible from 10 s on: 20 s back-off
+    (29.9, 35),
+    (30, 55),     # a third from 30 s: 40 s
+    (60, 55),     # the drill's refused case restores about 60 s after the first failure
+    (70, 95),
+    (1000, 315),  # capped at 300 s
+])
+def test_max_retry_wait_after_restore(failing, bound):
+    assert max_retry_wait_after_restore(failing) == bound
+
+
+def test_max_retry_wait_after_restore_rejects_negative_time():
+    with pytest.raises(ValueError):
+        max_retry_wait_after_restore(-1)
+
+
+@pytest.mark.parametrize("mode, method", [("refused", "registry-server-stopped"),
+                                          ("unresponsive", "registry-container-paused")])
+def test_fault_target_round_trips_through_the_ledger_data(mode, method):
+    fault = RegistryOutage(FakeCluster(), "kdrill-registry-kdrill-test", mode, verify_image="kdrill/web:t1")
+    target = fault.target()
+    assert target["method"] == method
+    assert fault.where() == ["kdrill-registry-kdrill-test"]
+    again = RegistryOutage.from_target(FakeCluster(), target)
+    assert again.target() == target
+
+
+def test_fault_kind_resolves_to_this_module():
+    assert fault_class("registry-outage") is RegistryOutage
+
+
+@pytest.mark.parametrize("kwargs", [{"mode": "stopped"}, {"mode": "refused", "verify_image": "kdrill/web"}])
+def test_fault_rejects_unknown_mode_and_untagged_image(kwargs):
+    with pytest.raises(FaultError):
+        RegistryOutage(FakeCluster(), "kdrill-registry-kdrill-test", **kwargs)
