@@ -98,7 +98,10 @@ def coredns_state(cluster) -> dict:
     """The coredns Deployment spec (API JSON), its status counts, the Corefile, and the zones
     each Ready kube-dns pod serves with the template plugin."""
     d = cluster.apps.read_namespaced_deployment(dns.COREDNS_DEPLOYMENT, dns.COREDNS_NAMESPACE, _request_timeout=10)
+    annotations = {k: v for k, v in (d.metadata.annotations or {}).items()
+                   if k != "deployment.kubernetes.io/revision"}  # the Deployment controller's own counter
     return {"spec": client.ApiClient().sanitize_for_serialization(d.spec), "deployment": d,
+            "metadata": {"labels": d.metadata.labels or {}, "annotations": annotations},
             "corefile": dns.read_corefile(cluster),
             "template_zones": {p: sorted(dns.served_zones(s, "template")) for p, s in dns.scrape_all(cluster).items()}}
 
@@ -136,10 +139,15 @@ def test_dns_saturation(drill):
         zones = [dns.fqdn(w["drill_zone"])]
         for r in resolv.values():
             zones += [dns.fqdn(d) for d in r.search if dns.zone_of(d, cluster_zones + zones) is None]
+        # The cluster domain is what follows "<ns>.svc." in the first search domain.
+        first = resolv["lookup-ndots-default"].search[0]
+        assert first.startswith(f"{ns}.svc."), f"unexpected search list {resolv['lookup-ndots-default'].search}"
+        domain = first[len(f"{ns}.svc."):]
         cluster_ips = {svc: cluster.core.read_namespaced_service(svc, ns).spec.cluster_ip for svc in services}
-        name_urls = {svc: f"http://{svc}.{ns}.svc.cluster.local./" for svc in services}
-        query_names = [f"{svc}.{ns}.svc.cluster.local." for svc in services] + [
-            "kubernetes.default.svc.cluster.local.", f"{dns.KUBE_DNS_SERVICE}.{dns.COREDNS_NAMESPACE}.svc.cluster.local."]
+        # FQDNs with a trailing dot: one query per call, no search list (see the module docstring).
+        name_urls = {svc: f"http://{svc}.{ns}.svc.{domain}./" for svc in services}
+        query_names = [f"{svc}.{ns}.svc.{domain}." for svc in services] + [
+            f"kubernetes.default.svc.{domain}.", f"{dns.KUBE_DNS_SERVICE}.{dns.COREDNS_NAMESPACE}.svc.{domain}."]
 
     zone = DrillZone(cluster, zones, {lookup_name: w["lookup_address"]})
     probe = InClusterProbe(
@@ -273,7 +281,8 @@ def test_dns_saturation(drill):
 
     final = coredns_state(cluster)
     replicas = int(original["spec"].get("replicas", 1))
-    checks = {"spec_equal": final["spec"] == original["spec"], "corefile_equal": final["corefile"] == original["corefile"],
+    checks = {"spec_equal": final["spec"] == original["spec"], "metadata_equal": final["metadata"] == original["metadata"],
+              "corefile_equal": final["corefile"] == original["corefile"],
               "replicas_ready": rollout_done(final["deployment"], replicas),
               "no_pod_serves_drill_zone": bool(final["template_zones"])
               and not any(set(z) & set(zones) for z in final["template_zones"].values())}

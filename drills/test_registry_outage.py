@@ -13,6 +13,7 @@ pending pods start by themselves.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 
@@ -22,12 +23,13 @@ from kubernetes.client.exceptions import ApiException
 
 from harness.expectations import wait_until
 from harness.faults.registry_outage import RegistryOutage
+from harness.ledger import Ledger
 from harness.probes import Probe
 from harness.probes.incluster import InClusterProbe
 from harness.probes.pods import node_containers, pod_snapshot
 from harness.registry import (REGISTRY_HOST, REGISTRY_PORT, LocalRegistry, configure_nodes, image_tag,
                               max_retry_wait_after_restore, node_has_image, remove_image_from_nodes,
-                              unconfigure_nodes)
+                              remove_registry_images, unconfigure_nodes)
 from harness.timeline import Sample, first_time, success_ratio
 from harness.workloads import delete_namespace, http_server_deployment, wait_deployment_available
 
@@ -36,6 +38,7 @@ ALWAYS_POD = "web-always"
 REPOSITORY = "kdrill/web"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 PULL_ERRORS = ("ErrImagePull", "ImagePullBackOff")
+log = logging.getLogger("kdrill.drills.registry_outage")
 
 
 # --- the registry, for every drill in this module ------------------------------------------------
@@ -50,17 +53,20 @@ def local_registry(kdrill_cluster):
     nodes = kdrill_cluster.nodes_by_role.get("control-plane", []) + kdrill_cluster.nodes_by_role.get("worker", [])
     registry.ensure(kdrill_cluster.name)
     configure_nodes(kdrill_cluster, nodes, registry)
-    left = {"namespaces": set(), "images": set()}
+    left = {"namespaces": set()}
     yield registry, left
+    # Pods first: while one may still pull, its node keeps the configuration and the registry.
     for namespace in sorted(left["namespaces"]):
         delete_namespace(kdrill_cluster, namespace)
-    for reference in sorted(left["images"]):
-        remove_image_from_nodes(kdrill_cluster, nodes, reference)
+    # Also what an interrupted earlier run left: every image pulled from the drill's registry host.
+    remove_registry_images(kdrill_cluster, nodes)
     unconfigure_nodes(kdrill_cluster, nodes)
-    try:
-        registry.restore(ready_seconds=30)  # so a ledger entry left by a failed revert can still verify
-    except Exception:
-        pass
+    pending = [e.id for e in Ledger().entries()
+               if getattr(e, "kind", None) == RegistryOutage.kind and (e.target or {}).get("container") == registry.name]
+    if pending:
+        # A revert failed: the container is what `kdrill recover` restores, so it stays.
+        log.warning("keeping registry container %s for kdrill recover (ledger entries %s)", registry.name, pending)
+        return
     registry.remove()
 
 
@@ -189,7 +195,6 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
     tag = image_tag(drill.record.run_id, drill.scenario.name)
     image = f"{REGISTRY_HOST}/{REPOSITORY}:{tag}"
     left["namespaces"].add(ns)
-    left["images"].add(image)
 
     with drill.phase("setup"):
         drill.fresh_namespace()
@@ -375,7 +380,6 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
     delete_namespace(cluster, ns)
     left["namespaces"].discard(ns)
     remove_image_from_nodes(cluster, [cached_node, fresh_node], image)
-    left["images"].discard(image)
     drill.expectations.assert_all()
 
 

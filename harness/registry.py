@@ -327,6 +327,27 @@ def remove_image_from_nodes(cluster: Cluster, nodes: list[str], reference: str) 
             cluster.node_exec(node, ["crictl", "rmi", reference], timeout_seconds=60, check=False)
 
 
+def registry_images(crictl_images_json: str, registry_host: str = REGISTRY_HOST) -> list[str]:
+    """The tags under ``registry_host`` in ``crictl images -o json`` output."""
+    prefix = registry_host + "/"
+    return sorted(tag for image in json.loads(crictl_images_json).get("images", [])
+                  for tag in image.get("repoTags") or [] if tag.startswith(prefix))
+
+
+def remove_registry_images(cluster: Cluster, nodes: list[str], registry_host: str = REGISTRY_HOST) -> list[str]:
+    """Remove from every node each image pulled from ``registry_host`` (by this or an interrupted
+    earlier run); returns the ``node: reference`` pairs removed."""
+    removed = []
+    for node in nodes:
+        listing = cluster.node_exec(node, ["crictl", "images", "-o", "json"], timeout_seconds=30, check=False)
+        if listing.returncode != 0:
+            continue
+        for reference in registry_images(listing.stdout, registry_host):
+            if cluster.node_exec(node, ["crictl", "rmi", reference], timeout_seconds=60, check=False).returncode == 0:
+                removed.append(f"{node}: {reference}")
+    return removed
+
+
 # --- the kubelet's image pull back-off -------------------------------------------------------
 
 # "Images" (kubernetes.io): after a failed pull the kubelet keeps retrying with an increasing

@@ -38,6 +38,9 @@ ROLLOUT_TIMEOUT_SECONDS = 180.0
 RELOAD_TIMEOUT_SECONDS = 120.0
 LOAD_LABEL = "kdrill.io/dns-load"
 SYNC_ANNOTATION = "kdrill.io/dns-drill-zone"
+# On the coredns Deployment while it is limited: a second inject must not save a limited spec as
+# the "original" (an earlier run killed before its revert, and kdrill recover not run yet).
+LIMITED_ANNOTATION = "kdrill.io/dns-saturation"
 
 
 def _sanitize(obj: Any) -> Any:
@@ -119,7 +122,8 @@ class DnsSaturation(Fault):
         """Strategic merge patch: replicas, and CPU request = limit (a request above the limit
         is invalid) on the coredns container."""
         cpu = {"cpu": self.cpu_limit}
-        return {"spec": {"replicas": self.replicas, "template": {"spec": {"containers": [
+        return {"metadata": {"annotations": {LIMITED_ANNOTATION: f"{self.replicas} x {self.cpu_limit}"}},
+                "spec": {"replicas": self.replicas, "template": {"spec": {"containers": [
             {"name": dns.COREDNS_CONTAINER, "resources": {"limits": cpu, "requests": cpu}}]}}}}
 
     def dnsperf_args(self, server: str, qps: int | None = None, seconds: float | None = None) -> list[str]:
@@ -152,6 +156,9 @@ class DnsSaturation(Fault):
     def inject(self) -> None:
         apps = self.cluster.apps
         deployment = apps.read_namespaced_deployment(dns.COREDNS_DEPLOYMENT, dns.COREDNS_NAMESPACE, _request_timeout=10)
+        if LIMITED_ANNOTATION in (deployment.metadata.annotations or {}):
+            raise FaultError(f"the coredns Deployment is still limited by an earlier dns-saturation fault "
+                             f"(annotation {LIMITED_ANNOTATION}); run `kdrill recover` first")
         self.original_spec = _sanitize(deployment.spec)
         # The original spec is in the ledger before anything changes.
         self.checkpoint()
@@ -226,10 +233,12 @@ class DnsSaturation(Fault):
         if self.original_spec is None:
             return  # the spec was never read, so nothing was changed
         deployment = self._deployment()
-        if _sanitize(deployment.spec) != self.original_spec:
+        marked = LIMITED_ANNOTATION in (deployment.metadata.annotations or {})
+        if marked or _sanitize(deployment.spec) != self.original_spec:
             body = _sanitize(deployment)
             body.pop("status", None)
             body["metadata"].pop("managedFields", None)
+            body["metadata"].get("annotations", {}).pop(LIMITED_ANNOTATION, None)
             body["spec"] = copy.deepcopy(self.original_spec)
             # replace, not patch: the whole saved spec goes back, fields the fault never touched too.
             self.cluster.apps.replace_namespaced_deployment(dns.COREDNS_DEPLOYMENT, dns.COREDNS_NAMESPACE, body,
@@ -245,6 +254,8 @@ class DnsSaturation(Fault):
         if self.original_spec is None:
             return
         deployment = self._deployment()
+        if LIMITED_ANNOTATION in (deployment.metadata.annotations or {}):
+            raise FaultNotReverted(f"the coredns Deployment still carries {LIMITED_ANNOTATION}")
         spec = _sanitize(deployment.spec)
         if spec != self.original_spec:
             changed = sorted(k for k in set(spec) | set(self.original_spec) if spec.get(k) != self.original_spec.get(k))

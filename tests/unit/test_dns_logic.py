@@ -250,6 +250,7 @@ def test_saturation_target_round_trip_and_bounded_load():
     container = fault.limit_patch()["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"] == {"limits": {"cpu": "20m"}, "requests": {"cpu": "20m"}}
     assert fault.limit_patch()["spec"]["replicas"] == 1
+    assert fault.limit_patch()["metadata"]["annotations"] == {"kdrill.io/dns-saturation": "1 x 20m"}
 
 
 def test_drill_zone_step_is_found_under_the_same_kind():
