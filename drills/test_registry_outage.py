@@ -19,7 +19,6 @@ import time
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from harness.expectations import wait_until
 from harness.faults.registry_outage import RegistryOutage
@@ -61,8 +60,8 @@ def local_registry(kdrill_cluster):
     # Also what an interrupted earlier run left: every image pulled from the drill's registry host.
     remove_registry_images(kdrill_cluster, nodes)
     unconfigure_nodes(kdrill_cluster, nodes)
-    pending = [e.id for e in Ledger().entries()
-               if getattr(e, "kind", None) == RegistryOutage.kind and (e.target or {}).get("container") == registry.name]
+    pending = [e.id for e in Ledger().entries() if getattr(e, "kind", None) == RegistryOutage.kind
+               and (e.target or {}).get("container") == registry.name]
     if pending:
         # A revert failed: the container is what `kdrill recover` restores, so it stays.
         log.warning("keeping registry container %s for kdrill recover (ledger entries %s)", registry.name, pending)
@@ -332,10 +331,12 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
     drill.measure("deployment_shortfall_min_during_outage", min(shortfalls) if shortfalls else None,
                   detail=f"desired - available replicas, lowest over {len(window)} samples from 2 s after the "
                          "scale-out to the restore")
-    always_started = any(states(s).get(ALWAYS_POD, {}).get("running") for s in samples
-                         if outage[0] <= s.t <= outage[1])
-    drill.measure("always_pull_pod_started_during_outage", always_started,
-                  detail=f"imagePullPolicy Always on {cached_node}, which has the image cached")
+    seen_always = [states(s)[ALWAYS_POD] for s in samples
+                   if outage[0] <= s.t <= outage[1] and ALWAYS_POD in states(s)]
+    drill.measure("always_pull_pod_started_during_outage",
+                  any(p["running"] for p in seen_always) if seen_always else None,
+                  detail=f"imagePullPolicy Always on {cached_node}, which has the image cached; "
+                         f"seen in {len(seen_always)} samples")
 
     def first_reason(pod, reason, since):
         return first_time(samples, lambda s: states(s).get(pod, {}).get("waiting") == reason, after=since,
@@ -361,18 +362,22 @@ def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
         drill.measure("always_pull_pod_first_pull_error_seconds", elapsed(always_error, always_created_at),
                       detail=f"pod creation to the first ErrImagePull on {cached_node}", became_true_at=always_error)
         failing = hold_ended_at - first_error if first_error else None
-        drill.observe("pull_attempts_of_scale_out_pod", sum(e["count"] for e in new_events if e["reason"] == "Pulling"))
+        drill.observe("pull_attempts_of_scale_out_pod",
+                      sum(e["count"] for e in new_events if e["reason"] == "Pulling"))
         drill.observe("retry_wait_bound_after_restore_seconds",
                       None if failing is None else max_retry_wait_after_restore(failing))
     else:
-        errors = sum(1 for s in samples if outage[0] <= s.t <= outage[1]
-                     for pod in (new_pod, ALWAYS_POD) if states(s).get(pod, {}).get("waiting") in PULL_ERRORS)
-        drill.measure("pull_error_states_during_outage", errors,
-                      detail=f"samples in which {new_pod} or {ALWAYS_POD} reported ErrImagePull/ImagePullBackOff")
+        seen = [states(s)[pod] for s in samples if outage[0] <= s.t <= outage[1]
+                for pod in (new_pod, ALWAYS_POD) if pod in states(s)]
+        errors = sum(1 for p in seen if p["waiting"] in PULL_ERRORS)
+        drill.measure("pull_error_states_during_outage", errors if seen else None,
+                      detail=f"pod states of {new_pod} and {ALWAYS_POD} reporting ErrImagePull/ImagePullBackOff, "
+                             f"of {len(seen)} sampled; the others: "
+                             f"{sorted({str(p['waiting']) for p in seen if p['waiting'] not in PULL_ERRORS})}")
         pulling = [e["first"] for e in new_events if e["reason"] == "Pulling" and e["first"]]
         drill.measure("scale_out_pull_started_seconds", (min(pulling) - scaled_at) if pulling else None,
                       detail=f"scale-out to the kubelet's first Pulling event for {new_pod} "
-                             "(events have 1 s resolution)")
+                             "(event times are truncated to whole seconds)")
         failed = [e for e in new_events + always_events if e["reason"] in ("Failed", "BackOff")
                   and e["first"] and e["first"] <= outage[1]]
         drill.observe("pull_failure_events_during_outage", failed)

@@ -3,6 +3,7 @@ kubelet's image pull back-off arithmetic and the fault's ledger target. No Docke
 
 from __future__ import annotations
 
+import json
 import tomllib
 
 import pytest
@@ -10,7 +11,8 @@ import pytest
 from harness.faults import FaultError, fault_class
 from harness.faults.registry_outage import RegistryOutage
 from harness.registry import (REGISTRY_HOST, RegistryError, container_name, hosts_dir, hosts_toml, image_tag,
-                              max_retry_wait_after_restore, parse_host_port, parse_push_digest, pull_backoff_seconds)
+                              max_retry_wait_after_restore, parse_host_port, parse_push_digest, pull_backoff_seconds,
+                              registry_images)
 
 
 class FakeCluster:
@@ -82,6 +84,17 @@ def test_parse_push_digest():
     digest = "sha256:" + "ab" * 32
     assert parse_push_digest(f"The push refers to ...\nv1: digest: {digest} size: 944\n") == digest
     assert parse_push_digest("denied") is None
+
+
+def test_registry_images_lists_only_tags_under_the_registry_host():
+    listing = json.dumps({"images": [
+        {"id": "sha256:1", "repoTags": ["kdrill-registry:5000/kdrill/web:b", "kdrill-registry:5000/kdrill/web:a"]},
+        {"id": "sha256:2", "repoTags": ["docker.io/kdrill/toolbox:v0.1.0"]},
+        {"id": "sha256:3", "repoTags": ["kdrill-registry:50000/other:x"]},
+        {"id": "sha256:4", "repoTags": None},
+    ]})
+    assert registry_images(listing) == ["kdrill-registry:5000/kdrill/web:a", "kdrill-registry:5000/kdrill/web:b"]
+    assert registry_images(json.dumps({"images": []})) == []
 
 
 def test_pull_backoff_doubles_from_10_s_up_to_300_s():
