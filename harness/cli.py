@@ -16,6 +16,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -72,11 +73,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.keep_cluster:
             cmd.append("--kdrill-keep-cluster")
     cmd += args.pytest_args
-    status = subprocess.call(cmd, cwd=REPO_ROOT)
+    status = run_until_reverted(cmd)
     print(summary(run_dir))
     report_and_manifest(run_dir)
     print(f"evidence: {run_dir}  (report: {run_dir / 'report.html'}; check with `kdrill verify {run_id}`)")
     return 0 if status == 0 else 1
+
+
+def run_until_reverted(cmd: list[str]) -> int:
+    """Run pytest and wait for it, however often Ctrl-C is pressed.
+
+    Ctrl-C reaches pytest too (same process group); it reverts the fault in its ``finally``. The
+    parent must not kill it meanwhile (``subprocess.call`` would, 0.25 s after an interrupt), so
+    it only says what is happening and keeps waiting. SIGTERM is passed on as SIGTERM.
+    """
+    proc = subprocess.Popen(cmd, cwd=REPO_ROOT)
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))
+    try:
+        while True:
+            try:
+                return proc.wait()
+            except KeyboardInterrupt:
+                print("kdrill: interrupted; waiting for the drill to revert its fault", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def summary(run_dir: Path) -> str:

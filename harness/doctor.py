@@ -79,6 +79,24 @@ def check_inotify() -> Check:
                  f"fs.inotify.max_user_watches={MIN_INOTIFY_WATCHES} (many kubelets share one kernel)")
 
 
+def check_build_tools() -> Check:
+    """Go (1.24 or later) and debootstrap build the offline images."""
+    missing = []
+    go = shutil.which("go")
+    if not go:
+        missing.append("go (1.24 or later: https://go.dev/doc/install)")
+    else:
+        version = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+        parts = version.removeprefix("go").split(".")
+        if len(parts) < 2 or (int(parts[0]), int(parts[1].split("rc")[0])) < (1, 24):
+            missing.append(f"go 1.24 or later (found {version})")
+    if not shutil.which("debootstrap"):
+        missing.append("debootstrap (apt-get install -y debootstrap)")
+    if missing:
+        return Check("build tools", False, "missing: " + ", ".join(missing), "install: " + "; ".join(missing))
+    return Check("build tools", True, f"{go} and debootstrap")
+
+
 def check_ledger() -> Check:
     from harness.ledger import Ledger
 
@@ -90,7 +108,7 @@ def check_ledger() -> Check:
 
 
 def checks() -> list[Check]:
-    out = [check_docker(), check_memory(), check_inotify(), check_ledger()]
+    out = [check_docker(), check_memory(), check_inotify(), check_build_tools(), check_ledger()]
     if out[0].ok:
         out += [check_kind(), check_images()]
     return out

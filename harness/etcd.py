@@ -96,3 +96,12 @@ def running_member_node(cluster: Cluster, nodes: list[str]) -> str:
         except LookupError:
             continue
     raise LookupError(f"no running etcd container on any of {', '.join(nodes)}")
+
+
+def member_healthy(cluster: Cluster, node: str) -> bool:
+    """Whether the member on ``node`` serves a quorum read (``endpoint health`` on its own endpoint)."""
+    result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "endpoint", "health", "-w", "json")
+    try:
+        return any(e.get("health") for e in json.loads(result.stdout or "[]"))
+    except json.JSONDecodeError:
+        return False

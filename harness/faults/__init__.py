@@ -166,6 +166,22 @@ def injected(fault: Fault, ledger: Ledger, drill: str | None = None) -> Iterator
             revert_and_verify(fault, ledger, entry.id)
 
 
+def _owner_alive(entry) -> bool:
+    import os
+    import socket
+
+    pid = getattr(entry, "pid", None)
+    if not pid or getattr(entry, "host", None) != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster]) -> list[dict]:
     """Revert every fault still in ``ledger``; returns one result per entry.
 
@@ -175,6 +191,11 @@ def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster]) -> list[dict
     results = []
     for entry in ledger.entries():
         result = {"id": entry.id, "kind": getattr(entry, "kind", None), "reverted": False, "error": None}
+        if _owner_alive(entry):
+            # A live kdrill on this machine owns it and will revert it in its own finally.
+            result["error"] = f"owned by running kdrill pid {entry.pid}; left to it"
+            results.append(result)
+            continue
         try:
             if getattr(entry, "corrupt", False):
                 raise FaultError(f"ledger entry {entry.id} cannot be read; inspect it by hand")

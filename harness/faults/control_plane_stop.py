@@ -54,18 +54,33 @@ class ControlPlaneStop(Fault):
             _docker("pause", node)
 
     def revert(self) -> None:
-        for node in self.nodes:
-            running, paused = container_state(node)
-            if paused:
-                _docker("unpause", node)
-            elif not running:
-                _docker("start", node)
+        errors = []
+        for node in self.nodes:  # every node gets its revert, whatever happened on the others
+            try:
+                running, paused = container_state(node)
+                if paused:
+                    _docker("unpause", node)
+                elif not running:
+                    _docker("start", node)
+            except FaultError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise FaultError("; ".join(errors))
 
     def verify_reverted(self) -> None:
         for node in self.nodes:
             running, paused = container_state(node)
             if not running or paused:
                 raise FaultNotReverted(f"node container {node}: running={running} paused={paused}")
+        # Each node's own API server must be ready again, not merely unfrozen.
+        from harness.expectations import wait_until
+
+        for node in self.nodes:
+            check = ["sh", "-c", "curl -sk --max-time 2 https://127.0.0.1:6443/readyz"]
+            ready = wait_until(lambda n=node: self.cluster.node_exec(n, check, check=False).stdout.strip() == "ok",
+                               120, interval_seconds=1.0)
+            if not ready.ok:
+                raise FaultNotReverted(f"{node}: kube-apiserver /readyz not ok 120 s after the unpause")
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "ControlPlaneStop":

@@ -48,19 +48,24 @@ class EtcdMember(Fault):
                 "parked": PARKED}
 
     def inject(self) -> None:
+        # One exec per node, the kill first: a failed member, not a graceful stop (a stopping
+        # leader hands leadership over, and no election would be seen). Parking the manifest
+        # right after keeps the kubelet from starting it again; mv within one filesystem is
+        # atomic, so the kubelet sees the manifest or it does not.
+        stop = "for c in $(crictl ps --name '^etcd$' -q); do crictl stop --timeout 0 $c; done; " if self.kill else ""
         for node in self.nodes:
-            # mv within one filesystem is atomic: the kubelet sees the manifest or it does not.
-            self.cluster.node_exec(node, ["sh", "-c", f"mkdir -p $(dirname {PARKED}) && mv {MANIFEST} {PARKED}"])
-            if self.kill:
-                # A failed member, not a graceful stop: a stopping leader would hand over
-                # leadership first, and no election would be seen.
-                self.cluster.node_exec(node, ["sh", "-c", "for c in $(crictl ps --name '^etcd$' -q); do "
-                                                          "crictl stop --timeout 0 $c; done"], check=False)
+            self.cluster.node_exec(node, ["sh", "-c", f"mkdir -p $(dirname {PARKED}); {stop}mv {MANIFEST} {PARKED}"])
 
     def revert(self) -> None:
-        for node in self.nodes:
-            self.cluster.node_exec(node, ["sh", "-c",
-                                          f"if [ -f {PARKED} ] && [ ! -f {MANIFEST} ]; then mv {PARKED} {MANIFEST}; fi"])
+        errors = []
+        for node in self.nodes:  # every node gets its revert, whatever happened on the others
+            try:
+                self.cluster.node_exec(node, ["sh", "-c",
+                                              f"if [ -f {PARKED} ] && [ ! -f {MANIFEST} ]; then mv {PARKED} {MANIFEST}; fi"])
+            except Exception as exc:
+                errors.append(f"{node}: {exc}")
+        if errors:
+            raise FaultError("; ".join(errors))
 
     def verify_reverted(self) -> None:
         from harness.expectations import wait_until
@@ -73,6 +78,13 @@ class EtcdMember(Fault):
             started = wait_until(lambda n=node: etcd_running(self.cluster, n), 120, interval_seconds=1.0)
             if not started.ok:
                 raise FaultNotReverted(f"{node}: the etcd container did not start within 120 s of the revert")
+        from harness.etcd import member_healthy
+
+        for node in self.nodes:
+            # Running is not enough: the member must serve a quorum read again.
+            healthy = wait_until(lambda n=node: member_healthy(self.cluster, n), 120, interval_seconds=1.0)
+            if not healthy.ok:
+                raise FaultNotReverted(f"{node}: the etcd member is running but not healthy 120 s after the revert")
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "EtcdMember":

@@ -98,7 +98,12 @@ class KindProvider:
         return time.monotonic() - started
 
     def delete(self) -> None:
+        """Delete the cluster and the containers kdrill ran beside it (e.g. a drill's registry)."""
         self._run("delete", "cluster", "--name", self.name, timeout_seconds=300)
+        beside = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=kdrill.io/registry-for={self.name}"],
+                                capture_output=True, text=True).stdout.split()
+        if beside:
+            subprocess.run(["docker", "rm", "-f", *beside], capture_output=True)
 
     def export_logs(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
