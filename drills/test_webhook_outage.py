@@ -300,6 +300,16 @@ def run_webhook_outage(drill) -> None:
                               "failure_policy": failure_policy, "timeout_seconds": timeout_seconds, "mode": mode,
                               "service": f"{ns.webhook}/{WEBHOOK}"})
 
+    fault = WebhookOutage(cluster, mode=mode, namespace=ns.webhook, deployment=WEBHOOK, service=WEBHOOK,
+                          blackhole_selector={"app": BLACKHOLE} if mode == "blackhole" else None,
+                          validating_webhook_configurations=[vwc, canary],
+                          validating_admission_policies=[policy] if policy else [],
+                          validating_admission_policy_bindings=[policy] if policy else [])
+    # The fail-closed configurations exist from setup on, before the outage is injected: the
+    # ledger knows them from the start, so `kdrill recover` deletes them after a crash in setup
+    # or baseline too (with no original replicas or selector recorded, that revert only deletes).
+    setup_entry = drill.ledger.record(fault.kind, cluster=cluster.describe(), target=fault.target(),
+                                      drill=f"{drill.name} setup")
     try:
         with drill.phase("setup"):
             remove_leftovers(cluster, drill.scenario.name, ns)
@@ -336,11 +346,6 @@ def run_webhook_outage(drill) -> None:
             drill.measure("baseline_write_success_ratio", ratio(baseline, lambda s: s.ok), detail=stats_text(baseline))
             drill.observe("baseline_latency_seconds", latency_stats(baseline))
 
-        fault = WebhookOutage(cluster, mode=mode, namespace=ns.webhook, deployment=WEBHOOK, service=WEBHOOK,
-                              blackhole_selector={"app": BLACKHOLE} if mode == "blackhole" else None,
-                              validating_webhook_configurations=[vwc, canary],
-                              validating_admission_policies=[policy] if policy else [],
-                              validating_admission_policy_bindings=[policy] if policy else [])
         with drill.inject(fault):
             with drill.phase("outage"):
                 outage_in_force(drill, cluster, writer, ns, mode, fault.injected_at)
@@ -370,8 +375,9 @@ def run_webhook_outage(drill) -> None:
         drill.add_timelines(writer.timelines)
         # Normally already gone with the fault's revert; this covers a failure during setup.
         delete_admission_objects(cluster, [vwc, canary], policy)
-
-    delete_namespaces(cluster, ns.all())
+        if not admission_objects_left(cluster, [vwc, canary], policy):
+            drill.ledger.remove(setup_entry.id)
+        delete_namespaces(cluster, ns.all())
     drill.expectations.assert_all()
 
 

@@ -375,6 +375,7 @@ def timeline_svg(
     fault_window: tuple[float, float | None] | None = None,
     phases: Sequence[tuple[str, float]] = (),
     max_marks: int = MAX_MARKS,
+    earlier_windows: Sequence[tuple[float, float]] = (),
 ) -> str:
     """Inline SVG chart of one probe's samples.
 
@@ -383,7 +384,9 @@ def timeline_svg(
     start and end (epoch seconds) and set the x axis, drawn as seconds since
     ``t0``. ``fault_window`` is ``(injected_at, reverted_at|None)`` in epoch
     seconds and is shaded (to the chart's end when not reverted); ``phases``
-    are ``(name, started_at)`` drawn as labelled vertical lines. At most
+    are ``(name, started_at)`` drawn as labelled vertical lines;
+    ``earlier_windows`` are further ``(injected_at, reverted_at)`` of a drill
+    that injected more than once, shaded without a label. At most
     ``max_marks`` samples are drawn; longer series are bucketed in time.
     Returns ``<svg class="timeline" data-probe="...">...</svg>``.
     """
@@ -408,7 +411,15 @@ def timeline_svg(
     failed = sum(1 for s in samples if not s.ok)
     parts = [_el("title", _e(f"probe {probe}: {len(samples)} samples, {failed} failed"))]
 
-    # Fault window first, so everything else is drawn over it.
+    # Fault windows first, so everything else is drawn over them.
+    for start, end in earlier_windows:
+        x1, x2 = xs(max(start - t0, x_min)), xs(min(end - t0, x_max))
+        tooltip = _el("title", _e(f"earlier fault window: +{_num(start - t0)} s to +{_num(end - t0)} s"))
+        parts.append(_el(
+            "rect", tooltip, class_="fault-window", x=x1, y=band_y - 4.0, width=max(x2 - x1, 1.0),
+            height=lat_bottom - band_y + 4, fill="#f59e0b", fill_opacity=0.16,
+            stroke="#d97706", stroke_opacity=0.5, stroke_dasharray="3 2",
+        ))
     if fault_window is not None:
         f_start = fault_window[0] - t0
         f_end = (fault_window[1] - t0) if fault_window[1] is not None else x_max
@@ -865,6 +876,11 @@ def _charts_html(record: Mapping[str, Any], timeline: dict[str, list[dict[str, A
     fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
     injected = _as_float(fault.get("injected_at"))
     window = (injected, _as_float(fault.get("reverted_at"))) if injected is not None else None
+    observations = record.get("observations") if isinstance(record.get("observations"), dict) else {}
+    injections = observations.get("injections") if isinstance(observations.get("injections"), list) else []
+    earlier = [(a, b) for i in injections if isinstance(i, dict)
+               and (a := _as_float(i.get("injected_at"))) is not None and (b := _as_float(i.get("reverted_at"))) is not None
+               and a != injected]
     raw_phases = record.get("phases")
     phase_list = [p for p in raw_phases if isinstance(p, dict)] if isinstance(raw_phases, list) else []
     phases = [(str(p.get("name")), t) for p in phase_list if (t := _as_float(p.get("started_at"))) is not None]
@@ -875,7 +891,8 @@ def _charts_html(record: Mapping[str, Any], timeline: dict[str, list[dict[str, A
         samples = timeline.get(name, [])
         failed = sum(1 for smp in samples if smp.get("ok") is not True)
         counts = f"{len(samples)} samples, {failed} failed" if samples else "no samples"
-        svg = timeline_svg(name, samples, t0=t0, t_end=t_end, fault_window=window, phases=phases)
+        svg = timeline_svg(name, samples, t0=t0, t_end=t_end, fault_window=window, phases=phases,
+                           earlier_windows=earlier)
         caption = f'<figcaption><code>{_e(name)}</code> <span class="muted">{counts}</span></figcaption>'
         figures.append(f'<figure class="chart">{caption}{svg}</figure>')
     legend = (
