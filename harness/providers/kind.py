@@ -81,7 +81,8 @@ class KindProvider:
         return sorted(self._run("get", "nodes", "--name", self.name).stdout.split())
 
     def create(self, wait_seconds: int = 300) -> float:
-        """Create the cluster and wait for its control plane; returns the seconds it took.
+        """Create the cluster and wait until every node is Ready and every kube-system pod runs;
+        returns the seconds it took.
 
         Raises ProviderError when the node image is missing (with the command that builds it)
         or kind fails.
@@ -95,6 +96,13 @@ class KindProvider:
         self._run("create", "cluster", "--name", self.name, "--config", str(self.config),
                   "--image", self.image, "--wait", f"{wait_seconds}s", "--retain",
                   timeout_seconds=wait_seconds + 600)
+        # kind waits for the control plane only; drills need every node and system pod too.
+        from harness.health import wait_healthy
+
+        healthy = wait_healthy(self.cluster(), wait_seconds)
+        if not healthy.ok:
+            raise ProviderError(f"kind cluster {self.name} not healthy {wait_seconds} s after creation: "
+                                f"{healthy.last_error or 'see kdrill cluster status'}")
         return time.monotonic() - started
 
     def delete(self) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from harness.expectations import wait_until
-from harness.faults.control_plane_stop import container_state
+from harness.faults.control_plane_stop import ControlPlaneStop, container_state
 from harness.health import wait_healthy
 from harness.ledger import Ledger
 from harness.workloads import delete_namespace
@@ -66,10 +66,14 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path):
     assert any(container_state(n)[1] for n in control_plane), "nothing was left paused: the kill came too late"
     assert [e.kind for e in ledger.entries()] == ["control-plane-stop"]
 
-    recover = kdrill("recover", env=env, log=tmp_path / "recover.log")
-    assert recover.wait(timeout=300) == 0, tail(tmp_path / "recover.log")
-    assert ledger.entries() == []
-    assert not any(container_state(n)[1] for n in control_plane)
+    try:
+        recover = kdrill("recover", env=env, log=tmp_path / "recover.log")
+        assert recover.wait(timeout=300) == 0, tail(tmp_path / "recover.log")
+        assert ledger.entries() == []
+        assert not any(container_state(n)[1] for n in control_plane)
+    finally:
+        # Whatever the assertions said, the next tests get an unpaused control plane.
+        ControlPlaneStop(kdrill_cluster).revert()
     healthy = wait_healthy(kdrill_cluster, 240)
     assert healthy.ok, healthy.last_error
     delete_namespace(kdrill_cluster, "kdrill-control-plane-stop", wait_seconds=180)
