@@ -1,6 +1,7 @@
 """The ``kdrill`` command.
 
-  kdrill run [SCENARIO...]     run drills (all by default) on a kind cluster, write reports/<run-id>/
+  kdrill run [SCENARIO...] [-- PYTEST-ARGS]   run drills (all by default) on a kind cluster,
+                               write reports/<run-id>/
   kdrill list [--claims]       the scenarios, or the documented claims and which drill checks each
   kdrill recover               revert every fault the ledger still holds (after a crash)
   kdrill doctor                check Docker, kind, images, memory, inotify limits; say how to fix
@@ -41,8 +42,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.scenario import find_scenario, load_scenarios
 
     scenarios_dir = Path(args.scenarios_dir)
+    as_files = [a for a in args.scenarios if a.endswith((".yaml", ".yml"))]
+    if as_files:
+        # The drill reads its scenario by name from one directory: that file's, so its edits count.
+        directories = {Path(a).resolve().parent for a in as_files}
+        if len(directories) > 1 or len(as_files) != len(args.scenarios):
+            raise SystemExit("kdrill: give scenario names, or scenario files from one directory, not a mix")
+        missing = [a for a in as_files if not Path(a).is_file()]
+        if missing:
+            raise SystemExit(f"kdrill: no scenario file {', '.join(missing)} (names: `kdrill list`)")
+        scenarios_dir = directories.pop()
     scenarios = [find_scenario(name, scenarios_dir) for name in args.scenarios] if args.scenarios \
         else load_scenarios(scenarios_dir)
+    for s in scenarios:
+        check_references(s)
     run_id = args.run_id or new_run_id()
     run_dir = Path(args.reports) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -78,6 +91,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     report_and_manifest(run_dir)
     print(f"evidence: {run_dir}  (report: {run_dir / 'report.html'}; check with `kdrill verify {run_id}`)")
     return 0 if status == 0 else 1
+
+
+def check_references(scenario) -> None:
+    """What a scenario names must exist: its drill file, cluster config and fault module.
+    Raises ScenarioError naming the file and field."""
+    from harness.faults import FaultError, fault_class
+    from harness.scenario import ScenarioError
+
+    if not (REPO_ROOT / scenario.drill).is_file():
+        raise ScenarioError(scenario.path, "drill", f"an existing test file under {REPO_ROOT}", scenario.drill)
+    if not (REPO_ROOT / "clusters" / f"{scenario.cluster_config}.yaml").is_file():
+        known = ", ".join(sorted(p.stem for p in (REPO_ROOT / "clusters").glob("*.yaml")))
+        raise ScenarioError(scenario.path, "cluster.config", f"one of {known}", scenario.cluster_config)
+    try:
+        fault_class(scenario.fault_kind)
+    except FaultError as exc:
+        raise ScenarioError(scenario.path, "fault.kind", f"a fault kind with a module in harness/faults ({exc})",
+                            scenario.fault_kind) from None
 
 
 def run_until_reverted(cmd: list[str]) -> int:
@@ -116,15 +147,30 @@ def summary(run_dir: Path) -> str:
     return "\n".join(lines)
 
 
-def report_and_manifest(run_dir: Path) -> None:
-    from harness.manifest import write_manifest
+def report_and_manifest(run_dir: Path) -> bool:
+    """Write report.html and then the manifest; returns whether the report was written.
+
+    Evidence that no longer matches an existing manifest is never sealed again: that would
+    launder an edit. Raises SystemExit naming the changed files."""
+    from harness.manifest import ManifestError, verify_manifest, write_manifest
     from harness.report import build_report
 
+    if (run_dir / "manifest.json").exists():
+        try:
+            result = verify_manifest(run_dir)
+        except ManifestError:
+            result = None
+        if result is not None and (result.changed or result.missing):
+            raise SystemExit(f"kdrill: {run_dir} no longer matches its manifest; not sealing it again:\n"
+                             + result.summary())
+    written = True
     try:
         build_report(run_dir)
     except Exception as exc:  # the manifest must still be written for what is there
         print(f"kdrill: report not written: {exc}", file=sys.stderr)
+        written = False
     write_manifest(run_dir)
+    return written
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -231,7 +277,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args.reports, args.run)
-    report_and_manifest(run_dir)
+    if not report_and_manifest(run_dir):
+        return 1
     print(f"{run_dir / 'report.html'}\n{run_dir / 'manifest.json'}")
     return 0
 
@@ -254,7 +301,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kdrill", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--reports", default=os.environ.get("KDRILL_REPORTS", str(REPO_ROOT / "reports")))
+    p.add_argument("--reports", default=os.environ.get("KDRILL_REPORTS", str(REPO_ROOT / "reports")),
+                   help="evidence root; each run writes <reports>/<run-id>/ (default: reports/)")
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True)
 

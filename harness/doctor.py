@@ -56,7 +56,7 @@ def check_images() -> Check:
     missing = [s["step"] for s in build.status() if s["image"] and not s["built"]]
     if missing:
         return Check("images", False, f"not built or out of date: {', '.join(missing)}",
-                     "kdrill images build (cold: tens of minutes; cached afterwards)")
+                     "kdrill images build (cold: about 15 to 20 minutes on 2 cores; cached afterwards)")
     return Check("images", True, f"node image {build.node_image} and the rest are built and current")
 
 
