@@ -245,11 +245,14 @@ class Build:
     # --- image builders ---
 
     def _toolbox(self, step: Step) -> None:
-        base = self.step("rootfs-toolbox")
-        with tempfile.TemporaryDirectory(prefix="kdrill-toolbox-") as ctx:
-            shutil.copytree(IMAGES_DIR / "toolbox", ctx, dirs_exist_ok=True)
-            shutil.copy(base.out / "rootfs.tar", Path(ctx) / "rootfs.tar")
-            _docker_build(step, (IMAGES_DIR / "toolbox" / "Dockerfile.in").read_text(), Path(ctx))
+        self._image_from_rootfs(step, "toolbox")
+
+    def _image_from_rootfs(self, step: Step, flavour: str) -> None:
+        """``docker build`` of clusters/images/<flavour>/Dockerfile.in over rootfs-<flavour>."""
+        with tempfile.TemporaryDirectory(prefix=f"kdrill-{flavour}-") as ctx:
+            shutil.copytree(IMAGES_DIR / flavour, ctx, dirs_exist_ok=True)
+            shutil.copy(self.step(f"rootfs-{flavour}").out / "rootfs.tar", Path(ctx) / "rootfs.tar")
+            _docker_build(step, (IMAGES_DIR / flavour / "Dockerfile.in").read_text(), Path(ctx))
 
     def _components(self, step: Step) -> None:
         """One small image per component, FROM scratch unless it needs packet filtering tools."""
@@ -321,11 +324,7 @@ class Build:
             _docker_build(step, dockerfile, ctx)
 
     def _haproxy(self, step: Step) -> None:
-        base = self.step("rootfs-haproxy")
-        with tempfile.TemporaryDirectory(prefix="kdrill-haproxy-") as ctx:
-            shutil.copytree(IMAGES_DIR / "haproxy", ctx, dirs_exist_ok=True)
-            shutil.copy(base.out / "rootfs.tar", Path(ctx) / "rootfs.tar")
-            _docker_build(step, (IMAGES_DIR / "haproxy" / "Dockerfile.in").read_text(), Path(ctx))
+        self._image_from_rootfs(step, "haproxy")
 
     # --- driving ---
 

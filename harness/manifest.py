@@ -17,11 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
+
+from harness.files import write_text_atomic
 
 __all__ = [
     "MANIFEST_NAME",
@@ -131,20 +132,7 @@ def write_manifest(run_dir: Path) -> Path:
         "algorithm": ALGORITHM,
         "files": files,
     }
-    out = run_dir / MANIFEST_NAME
-    fd, tmp = tempfile.mkstemp(prefix=".manifest.", suffix=".tmp", dir=run_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(manifest, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return write_text_atomic(run_dir / MANIFEST_NAME, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
 
 
 def _load_manifest(run_dir: Path) -> dict[str, dict[str, Any]]:

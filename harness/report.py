@@ -16,10 +16,8 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
 import shlex
 import statistics
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +25,8 @@ from string import Template
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness import __version__
+
+from harness.files import write_text_atomic
 
 __all__ = [
     "REPORT_NAME",
@@ -1116,14 +1116,4 @@ def build_report(run_dir: Path) -> Path:
         drills="\n".join(_drill_section(run_dir, path, record) for path, record in records),
         generated_at=_utc(datetime.now(tz=timezone.utc).timestamp()),
     )
-    out = run_dir / REPORT_NAME
-    fd, tmp = tempfile.mkstemp(prefix=".report.", suffix=".tmp", dir=run_dir)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return write_text_atomic(run_dir / REPORT_NAME, page)

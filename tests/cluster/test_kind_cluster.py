@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import re
 
 import pytest
 from kubernetes import client

@@ -5,7 +5,6 @@ import os
 import re
 import socket
 import stat
-from pathlib import Path
 
 import pytest
 
