@@ -14,12 +14,13 @@ import os
 import re
 import secrets
 import socket
-import tempfile
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from harness.files import write_text_atomic
 
 _KIND = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
@@ -39,17 +40,7 @@ def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> Path:
     """
     text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, text, mode)
     _fsync_dir(path.parent)
     return path
 
