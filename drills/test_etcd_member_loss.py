@@ -24,7 +24,7 @@ from harness.probes.etcd import EtcdQuorumProbe
 from harness.probes.http import HttpProbe
 from harness.probes.pods import pod_snapshot
 from harness.timeline import latency_percentile, success_ratio
-from harness.topology import etcd_members
+from harness.etcd import etcd_members
 from harness.workloads import delete_namespace, deploy_http_server
 
 APP = "web"

@@ -15,7 +15,6 @@ import json
 from dataclasses import dataclass
 
 from harness.providers import Cluster
-from harness.topology import etcd_container_id
 
 TLS = ["--cacert=/etc/kubernetes/pki/etcd/ca.crt",
        "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",
@@ -30,6 +29,34 @@ def quorum(members: int) -> int:
 def failure_tolerance(members: int) -> int:
     """Members that may fail with the cluster still writable: N - quorum(N)."""
     return members - quorum(members)
+
+
+@dataclass
+class EtcdMember:
+    id: str
+    name: str
+    peer_urls: list[str]
+    client_urls: list[str]
+    started: bool
+
+
+def etcd_container_id(cluster: Cluster, node: str) -> str:
+    """The running etcd container on ``node`` (``crictl ps --name etcd``). Raises LookupError."""
+    out = cluster.node_exec(node, ["crictl", "ps", "--name", "^etcd$", "--state", "Running", "-q"],
+                            timeout_seconds=15).stdout.split()
+    if not out:
+        raise LookupError(f"no running etcd container on {node}")
+    return out[0]
+
+
+def etcd_members(cluster: Cluster, via_node: str) -> list[EtcdMember]:
+    result = etcdctl(cluster, via_node, ["https://127.0.0.1:2379"], "member", "list", "-w", "json")
+    if result.returncode != 0:
+        raise RuntimeError(f"etcdctl member list on {via_node}: {result.stderr.strip()}")
+    data = json.loads(result.stdout)
+    return [EtcdMember(id=format(m["ID"], "x"), name=m.get("name", ""), peer_urls=m.get("peerURLs", []),
+                       client_urls=m.get("clientURLs", []), started=bool(m.get("name")))
+            for m in data.get("members", [])]
 
 
 @dataclass

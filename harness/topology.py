@@ -7,29 +7,14 @@ existing cluster they are left empty with the reason.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 
 from kubernetes import client
 
+from harness.etcd import EtcdMember, etcd_members
 from harness.providers import Cluster
 
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
-
-ETCDCTL = ["etcdctl", "--endpoints=https://127.0.0.1:2379",
-           "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
-           "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",
-           "--key=/etc/kubernetes/pki/etcd/healthcheck-client.key",
-           "--command-timeout=3s", "--dial-timeout=2s"]
-
-
-@dataclass
-class EtcdMember:
-    id: str
-    name: str
-    peer_urls: list[str]
-    client_urls: list[str]
-    started: bool
 
 
 @dataclass
@@ -48,32 +33,6 @@ class Topology:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def etcd_container_id(cluster: Cluster, node: str) -> str:
-    """The running etcd container on ``node`` (``crictl ps --name etcd``). Raises LookupError."""
-    out = cluster.node_exec(node, ["crictl", "ps", "--name", "^etcd$", "--state", "Running", "-q"],
-                            timeout_seconds=15).stdout.split()
-    if not out:
-        raise LookupError(f"no running etcd container on {node}")
-    return out[0]
-
-
-def etcdctl(cluster: Cluster, node: str, *args: str, timeout_seconds: float = 15):
-    """Run ``etcdctl ARGS`` against the etcd member on ``node``; returns CompletedProcess."""
-    cid = etcd_container_id(cluster, node)
-    return cluster.node_exec(node, ["crictl", "exec", cid, *ETCDCTL, *args], timeout_seconds=timeout_seconds,
-                             check=False)
-
-
-def etcd_members(cluster: Cluster, via_node: str) -> list[EtcdMember]:
-    result = etcdctl(cluster, via_node, "member", "list", "-w", "json")
-    if result.returncode != 0:
-        raise RuntimeError(f"etcdctl member list on {via_node}: {result.stderr.strip()}")
-    data = json.loads(result.stdout)
-    return [EtcdMember(id=format(m["ID"], "x"), name=m.get("name", ""), peer_urls=m.get("peerURLs", []),
-                       client_urls=m.get("clientURLs", []), started=bool(m.get("name")))
-            for m in data.get("members", [])]
 
 
 def discover(cluster: Cluster) -> Topology:

@@ -6,7 +6,6 @@ Every image is kdrill's toolbox image, preloaded into the node image (never pull
 from __future__ import annotations
 
 import logging
-import time
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -116,7 +115,3 @@ def wait_endpoints(cluster: Cluster, namespace: str, service: str, count: int, t
                    if e.conditions and e.conditions.ready) >= count
 
     wait_until_or_raise(ready, timeout_seconds, description=f"{count} ready endpoints for {namespace}/{service}")
-
-
-def now() -> float:
-    return time.time()

@@ -16,7 +16,7 @@ from kubernetes import client
 from harness.expectations import wait_until_or_raise
 from harness.images import Build
 from harness.probes.incluster import InClusterProbe
-from harness.topology import etcd_members
+from harness.etcd import etcd_members
 from harness.workloads import delete_namespace, deploy_http_server, ensure_namespace
 
 pytestmark = [pytest.mark.cluster]
