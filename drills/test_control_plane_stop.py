@@ -1,38 +1,87 @@
-"""Drill: stop the whole control plane and measure static stability (scenarios/control-plane-stop.yaml)."""
+"""Drill: stop the control plane and measure static stability (scenarios/control-plane-stop.yaml).
+
+Two cases: ``components`` stops kube-apiserver, etcd, kube-controller-manager and kube-scheduler
+while every node and its other pods keep running; ``node-loss`` freezes the control-plane node
+containers whole, with whatever add-ons run there (CoreDNS on kind's HA cluster).
+
+What makes "nothing is replaced" falsifiable: a Job pod (restartPolicy Never) is killed in the
+baseline, and the drill measures that a working control plane replaces it; the same kill during
+the outage must leave it unreplaced until the control plane returns. Workloads are called from
+inside the cluster by Service name, by ClusterIP and by pod IP, and from the host through a
+NodePort, through the outage and the recovery window after it.
+
+Python rather than data: the Job-replacement control experiment and the CoreDNS-placement
+prediction are computed from the live cluster.
+"""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from datetime import datetime
 
 import pytest
 from kubernetes import client
 
+from harness.dns import lookups_as_predicted, lookups_predicted
 from harness.expectations import wait_until
 from harness.faults.control_plane_stop import ControlPlaneStop
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe
+from harness.probes.endpoints import EndpointReadyProbe
 from harness.probes.http import HttpProbe
-from harness.probes.incluster import InClusterProbe
-from harness.probes.pods import NodeContainerProbe, node_containers, pod_snapshot, running_container_ids
+from harness.probes.incluster import InClusterProbe, service_targets
+from harness.probes.nodes import NodeReadyProbe, node_transitions
+from harness.probes.pods import (NodeContainerProbe, kube_system_snapshot, node_containers, pod_snapshot,
+                                 restarts_between, running_container_ids)
 from harness.timeline import success_ratio
-from harness.workloads import delete_namespace, deploy_http_server, http_server_deployment, wait_deployment_available
+from harness.workloads import (TOOLBOX_IMAGE, delete_namespace, deploy_http_server, http_server_deployment,
+                               wait_deployment_available)
 
 APP = "web"
-# The container killed during the outage belongs to a Deployment of its own, outside the
-# Service: the kubelet's restart is measured without taking a serving backend away from the
-# HTTP probes (with no control plane, no endpoint would be removed for it).
+# Killed during the outage: its own Deployment outside the Service, so the kubelet's restart is
+# measured without taking a serving backend away (with no control plane no endpoint is removed).
 RESTART = "restart-me"
+# A Job pod (restartPolicy Never): killed, it is Failed, and only the Job controller replaces it.
+JOB = "replace-me"
 BOTH = f"app in ({APP},{RESTART})"
+
+
+def job_manifest(name: str) -> client.V1Job:
+    container = client.V1Container(name="http", image=TOOLBOX_IMAGE, image_pull_policy="Never",
+                                   command=["kdrill-http"])
+    return client.V1Job(
+        metadata=client.V1ObjectMeta(name=name),
+        spec=client.V1JobSpec(backoff_limit=6, template=client.V1PodTemplateSpec(
+            metadata=client.V1ObjectMeta(labels={"app": name}),
+            spec=client.V1PodSpec(restart_policy="Never", containers=[container], termination_grace_period_seconds=1))))
+
+
+def job_pods(cluster, ns) -> dict[str, dict]:
+    """uid -> {"name", "phase", "node", "created"} of the Job's pods (created: epoch seconds)."""
+    pods = cluster.core.list_namespaced_pod(ns, label_selector=f"app={JOB}", _request_timeout=5).items
+    return {p.metadata.uid: {"name": p.metadata.name, "phase": p.status.phase, "node": p.spec.node_name,
+                             "created": p.metadata.creation_timestamp.timestamp()} for p in pods}
+
+
+def running_job_pod(cluster, ns, exclude: set[str]) -> tuple[str, dict] | None:
+    for uid, pod in job_pods(cluster, ns).items():
+        if uid not in exclude and pod["phase"] == "Running":
+            return uid, pod
+    return None
+
+
+def kill_pod_container(cluster, node, ns, pod_uid) -> str:
+    """Kill (crictl stop --timeout 0) the running container of pod ``pod_uid`` on ``node``; its id."""
+    container = next(cid for cid, c in node_containers(cluster, node, ns).items()
+                     if c["state"] == "CONTAINER_RUNNING" and c["pod_uid"] == pod_uid)
+    cluster.node_exec(node, ["crictl", "stop", "--timeout", "0", container])
+    return container
 
 
 def replicasets(cluster, namespace):
     return sorted(rs.metadata.uid for rs in cluster.apps.list_namespaced_replica_set(namespace).items)
-
-
-def api_answers(core):
-    return core.list_namespace(limit=1, _request_timeout=2) is not None
 
 
 @pytest.mark.cluster
@@ -40,106 +89,190 @@ def api_answers(core):
 @pytest.mark.node_access
 @pytest.mark.scenario("control-plane-stop")
 def test_control_plane_stop(drill):
-    cluster, ns = drill.cluster, drill.namespace
-    hold = float(drill.params["hold_seconds"])
+    cluster, ns, p = drill.cluster, drill.namespace, drill.params
+    hold, recovery = float(p["hold_seconds"]), float(p["recovery_seconds"])
+    method = p["method"]
     replicas = int(drill.workload.get("replicas", 4))
-    workers = drill.topology.workers
+    node_port = int(drill.workload.get("node_port", 30080))
+    workers, control_plane = drill.topology.workers, drill.topology.control_plane
     assert workers, "the drill needs worker nodes: the control-plane nodes are what stops"
+    stopped_nodes = control_plane if method == "pause-node-containers" else []
 
     with drill.phase("setup"):
         drill.fresh_namespace()
-        deploy_http_server(cluster, ns, APP, replicas, node_port=int(drill.workload.get("node_port", 30080)))
+        deploy_http_server(cluster, ns, APP, replicas, node_port=node_port)
         cluster.apps.create_namespaced_deployment(ns, http_server_deployment(RESTART, 1), _request_timeout=10)
+        client.BatchV1Api(cluster.api).create_namespaced_job(ns, job_manifest(JOB), _request_timeout=10)
         wait_deployment_available(cluster, ns, RESTART, 1, 120)
-        victim_pod, victim_info = next(iter(pod_snapshot(cluster, ns, f"app={RESTART}").items()))
-        victim_node = victim_info["node"]
+        first_job = wait_until(lambda: running_job_pod(cluster, ns, set()), 120)
+        assert first_job.ok, f"the Job's pod does not run: {job_pods(cluster, ns)}"
+        restart_pod, restart_info = next(iter(pod_snapshot(cluster, ns, f"app={RESTART}").items()))
         before = pod_snapshot(cluster, ns, BOTH)
-        assert all(p["node"] in workers for p in before.values()), f"workload pods must run on workers: {before}"
-        pod_ips = {p.metadata.name: p.status.pod_ip for p in cluster.core.list_namespaced_pod(ns, label_selector=f"app={APP}").items}
+        assert all(pod["node"] in workers for pod in before.values()), f"workload pods must run on workers: {before}"
+        kube_system_before = kube_system_snapshot(cluster)
+        dns_nodes = sorted(pod["node"] for pod in kube_system_before.values() if pod["app"] == "kube-dns")
+        prediction = lookups_predicted(dns_nodes, stopped_nodes) if stopped_nodes else "work"
+        drill.observe("addon_placement", {name: pod["node"] for name, pod in kube_system_before.items()
+                                          if pod["node"] not in control_plane or pod["app"] not in
+                                          ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler")})
+        drill.observe("coredns_nodes", dns_nodes)
+        drill.observe("names_prediction", {"stopped_nodes": stopped_nodes, "coredns_nodes": dns_nodes,
+                                           "predicted": prediction})
+        drill.say(f"method {method}; CoreDNS on {', '.join(dns_nodes)}: lookups by name predicted to {prediction}")
+        targets = service_targets(cluster, ns, APP, f"app={APP}")
         rs_before = replicasets(cluster, ns)
-        # The in-cluster probe calls every pod IP from a worker, bounded to the drill's length.
-        incluster = InClusterProbe(cluster, ns, "pod-ip-probe", {f"pod-{n}": f"http://{ip}:8080/" for n, ip in pod_ips.items()},
-                                   interval_seconds=drill.interval_seconds, duration_seconds=hold + 240,
-                                   node=workers[-1]).start()
+        # The in-cluster probe calls from a worker, bounded to the drill's length.
+        incluster = InClusterProbe(cluster, ns, "incluster-probe", targets, interval_seconds=drill.interval_seconds,
+                                   duration_seconds=hold + recovery + 300, node=workers[-1]).start()
 
+    bound = hold + recovery + 600
     probes = Probes(
-        HttpProbe("host-http", f"http://127.0.0.1:{drill.workload.get('node_port', 30080)}/",
-                  interval_seconds=drill.interval_seconds, max_seconds=hold + 600),
-        ApiReadProbe("api-read", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=hold + 600),
-        NodeContainerProbe("worker-containers", cluster, workers, ns, interval_seconds=1.0, max_seconds=hold + 600),
+        HttpProbe("host-http", f"http://127.0.0.1:{node_port}/", interval_seconds=drill.interval_seconds,
+                  max_seconds=bound),
+        ApiReadProbe("api-read", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=bound),
+        NodeContainerProbe("worker-containers", cluster, workers, ns, interval_seconds=1.0, max_seconds=bound),
+        NodeReadyProbe("nodes", cluster, interval_seconds=1.0, max_seconds=bound),
+        EndpointReadyProbe("web-endpoints", cluster, ns, APP, interval_seconds=drill.interval_seconds,
+                           max_seconds=bound),
     )
+    killed_job_pods: set[str] = set()
     try:
         with probes:
             with drill.phase("baseline"):
-                # Steady state: both probes have answered a few times before anything is broken.
                 steady = wait_until(lambda: sum(s.ok for s in probes["host-http"].timeline.samples()) >= 6
                                     and sum(s.ok for s in probes["api-read"].timeline.samples()) >= 6, 60)
                 assert steady.ok, "no steady state before the fault: the workload or the API does not answer"
+                # The control experiment: with a working control plane, a killed Job pod is replaced.
+                uid, pod = first_job.value
+                killed_at = time.time()
+                kill_pod_container(cluster, pod["node"], ns, uid)
+                killed_job_pods.add(uid)
+                replaced = wait_until(lambda: running_job_pod(cluster, ns, killed_job_pods), 120)
+                drill.measure("baseline_job_pod_replaced_seconds",
+                              replaced.became_true_at - killed_at if replaced.ok else None,
+                              detail=f"Job pod {pod['name']} killed on {pod['node']}; the Job controller's "
+                                     "replacement Running (control experiment: the control plane works)",
+                              became_true_at=replaced.became_true_at)
+                assert replaced.ok, "the Job pod was not replaced with a working control plane: nothing to compare"
+                job_uid, job_pod = replaced.value
                 baseline_ids = running_container_ids(probes["worker-containers"].timeline.samples()[-1])
 
-            fault = ControlPlaneStop(cluster)
+            fault = ControlPlaneStop(cluster, method=method)
             with drill.inject(fault):
                 with drill.phase("control-plane-stopped"):
                     down = wait_until(lambda: not _api_ok_now(cluster), 30)
-                    drill.observe("api_unreachable_after_seconds", (down.became_true_at or 0) - fault.injected_at
-                                  if down.ok else None)
-                    victim = next(cid for cid, c in node_containers(cluster, victim_node, ns).items()
-                                  if c["state"] == "CONTAINER_RUNNING" and c["pod_uid"] == victim_pod)
+                    drill.observe("api_unreachable_after_seconds",
+                                  down.became_true_at - fault.injected_at if down.ok else None)
+                    victim_node = restart_info["node"]
                     killed_at = time.time()
-                    cluster.node_exec(victim_node, ["crictl", "stop", "--timeout", "0", victim])
+                    victim = kill_pod_container(cluster, victim_node, ns, restart_pod)
                     drill.say(f"killed container {victim[:13]} on {victim_node}")
-                    restarted = wait_until(lambda: _replacement(cluster, victim_node, ns, victim_pod, victim), 60)
+                    restarted = wait_until(lambda: _replacement(cluster, victim_node, ns, restart_pod, victim), 60)
                     drill.measure("killed_container_restart_seconds",
                                   restarted.became_true_at - killed_at if restarted.ok else None,
-                                  detail=f"container {victim[:13]} of pod {victim_pod} on {victim_node}",
+                                  detail=f"container {victim[:13]} of pod {restart_pod} on {victim_node}",
                                   became_true_at=restarted.became_true_at)
+                    job_container = kill_pod_container(cluster, job_pod["node"], ns, job_uid)
+                    killed_job_pods.add(job_uid)
+                    drill.say(f"killed Job pod {job_pod['name']} on {job_pod['node']}: a working control plane "
+                              "would replace it within the window")
                     # Hold the fault for its window: the drill's duration, not a synchronisation.
                     threading.Event().wait(max(0.0, fault.injected_at + hold - time.time()))
             reverted_at = fault.reverted_at
 
-            with drill.phase("restore"):
+            with drill.phase("recovery"):
                 # From the API probe that ran through the revert (the revert itself waits for
                 # every node's /readyz, which must not be counted twice).
                 api = probes["api-read"].timeline
                 back = wait_until(lambda: [s for s in api.samples(start=reverted_at) if s.ok], 180)
                 back_at = back.value[0].t if back.ok else None
                 drill.measure("api_recovery_seconds", back_at - reverted_at if back_at else None,
-                              detail="first successful API read after the unpause", became_true_at=back_at)
+                              detail="first successful API read after the revert", became_true_at=back_at)
+                job_back = wait_until(lambda: running_job_pod(cluster, ns, killed_job_pods), 180)
+                drill.measure("job_pod_replaced_after_return_seconds",
+                              job_back.became_true_at - back_at if job_back.ok and back_at else None,
+                              detail="from the API answering again to the Job's replacement pod Running",
+                              became_true_at=job_back.became_true_at)
+                # The recovery window: the probes keep running; what breaks in it is measured.
+                threading.Event().wait(max(0.0, reverted_at + recovery - time.time()))
                 wait_deployment_available(cluster, ns, APP, replicas, 180)
     finally:
         probes.stop()
         drill.add_timelines(probes.timelines())
 
-    window = (fault.injected_at, reverted_at)
-    drill.measure("api_success_ratio_while_stopped",
-                  success_ratio(probes["api-read"].timeline.samples(), window[0] + 5, window[1]),
-                  detail="from 5 s after the pause (requests in flight may still complete) to the unpause")
-    drill.measure("workload_http_success_ratio", success_ratio(probes["host-http"].timeline.samples(), *window))
-
-    pod_ip_timelines = incluster.timelines(prefix="pod-ip/")
+    window, after = (fault.injected_at, reverted_at), (reverted_at, reverted_at + recovery)
+    incluster_timelines = incluster.timelines(prefix="incluster/")
     incluster.delete()
-    drill.add_timelines(pod_ip_timelines)
-    ratios = {name: success_ratio(tl.samples(), *window) for name, tl in pod_ip_timelines.items()}
-    measured = [r for r in ratios.values() if r is not None]
-    drill.observe("pod_ip_success_ratios", ratios)
-    drill.measure("pod_ip_http_success_ratio", min(measured) if len(measured) == len(ratios) else None,
-                  detail=f"lowest over {len(ratios)} pods behind the Service")
+    drill.add_timelines(incluster_timelines)
+
+    def ratio(name: str, span) -> float | None:
+        timeline = probes.timelines().get(name) or incluster_timelines[name]
+        return success_ratio(timeline.samples(), *span)
+
+    pod_targets = [name for name in incluster_timelines if name.startswith("incluster/pod-")]
+
+    def lowest_pod_ratio(span) -> float | None:
+        ratios = [ratio(name, span) for name in pod_targets]
+        return None if not ratios or None in ratios else min(ratios)
+
+    drill.measure("api_success_ratio_while_stopped", success_ratio(probes["api-read"].timeline.samples(),
+                                                                   window[0] + 5, window[1]),
+                  detail="from 5 s after the stop (requests in flight may still complete) to the revert")
+    drill.measure("workload_http_success_ratio", ratio("host-http", window),
+                  detail=f"host -> 127.0.0.1:{node_port} (NodePort on a worker)")
+    drill.measure("service_clusterip_success_ratio", ratio("incluster/clusterip", window),
+                  detail=f"probe pod on {workers[-1]} -> {targets['clusterip']}")
+    drill.measure("pod_ip_http_success_ratio", lowest_pod_ratio(window),
+                  detail=f"lowest over {len(pod_targets)} pods behind the Service, from {workers[-1]}")
+    name_ratio = ratio("incluster/name", window)
+    drill.observe("service_name_success_ratio_while_stopped", name_ratio)
+    if "service_name_success_ratio" in drill.expectations:
+        drill.measure("service_name_success_ratio", name_ratio, detail=f"probe pod -> {targets['name']}; "
+                      f"CoreDNS on {', '.join(dns_nodes)}, all of them running")
+    else:
+        drill.measure("service_name_outcome_as_placement_predicts", lookups_as_predicted(prediction, name_ratio),
+                      detail=f"lookups by name succeeded {name_ratio}; predicted to {prediction}: every CoreDNS "
+                             f"replica ({', '.join(dns_nodes)}) on a frozen node" if prediction == "fail" else
+                             f"lookups by name succeeded {name_ratio}; predicted to {prediction}")
+
+    # The recovery window: what broke after the control plane returned, and why.
+    for probe_name, key in (("host-http", "workload_http"), ("incluster/clusterip", "service_clusterip"),
+                            ("incluster/name", "service_name")):
+        drill.measure(f"recovery_{key}_success_ratio", ratio(probe_name, after),
+                      detail=f"the {recovery:.0f} s after the revert")
+    drill.measure("recovery_pod_ip_http_success_ratio", lowest_pod_ratio(after),
+                  detail=f"lowest over {len(pod_targets)} pods, the {recovery:.0f} s after the revert")
+    drill.observe("recovery_failures", {
+        name: [{"after_revert_seconds": round(s.t - reverted_at, 2), "detail": s.detail[:160]}
+               for s in timeline.samples(*after) if not s.ok][:20]
+        for name, timeline in {**probes.timelines(), **incluster_timelines}.items()
+        if name not in ("api-read", "worker-containers", "nodes", "web-endpoints")})
+    drill.observe("node_transitions", [{**c, "after_revert_seconds": round(c["t"] - reverted_at, 2)}
+                                       for c in node_transitions(probes["nodes"].timeline, start=fault.injected_at - 5)])
+    endpoint_counts = [int(s.labels["ready"]) for s in probes["web-endpoints"].timeline.samples(*after) if s.ok]
+    drill.observe("recovery_ready_endpoints", {"min": min(endpoint_counts, default=None), "expected": replicas})
 
     changed = set()
     for sample in probes["worker-containers"].timeline.samples(*window):
         if sample.ok:
             changed |= baseline_ids - running_container_ids(sample)
-    changed.discard(victim)
+    changed -= {victim, job_container}
     drill.measure("worker_container_changes", len(changed), detail=json.dumps(sorted(c[:13] for c in changed)))
 
-    after = pod_snapshot(cluster, ns, BOTH)
-    moved = [uid for uid, p in before.items() if uid not in after or after[uid]["node"] != p["node"]]
-    moved += [uid for uid in after if uid not in before]
+    created_in_window = [pod.metadata.name for pod in cluster.core.list_namespaced_pod(ns, _request_timeout=10).items
+                         if window[0] <= pod.metadata.creation_timestamp.timestamp() <= window[1]]
+    drill.measure("pods_created_during_outage", len(created_in_window),
+                  detail=f"{', '.join(created_in_window) or 'none'}; a Job pod was killed {hold:.0f} s before the revert")
+    after_pods = pod_snapshot(cluster, ns, BOTH)
+    moved = [uid for uid, pod in before.items() if uid not in after_pods or after_pods[uid]["node"] != pod["node"]]
+    moved += [uid for uid in after_pods if uid not in before]
     drill.observe("pods_before", before)
-    drill.observe("pods_after", after)
-    drill.measure("pods_rescheduled_or_replaced", len(moved))
+    drill.observe("pods_after", after_pods)
+    drill.measure("pods_rescheduled_or_replaced", len(moved), detail="Deployment pods, before and after the outage")
     drill.measure("new_replicasets", len(set(replicasets(cluster, ns)) - set(rs_before)))
-    drill.observe("killed_pod_restart_count_after_restore", after.get(victim_pod, {}).get("restarts"))
+    drill.observe("job_pods", {uid: {**pod, "created": datetime.fromtimestamp(pod["created"]).isoformat()}
+                               for uid, pod in job_pods(cluster, ns).items()})
+    drill.observe("kube_system_restarts_added", restarts_between(kube_system_before, kube_system_snapshot(cluster)))
 
     delete_namespace(cluster, ns)
     drill.expectations.assert_all()
@@ -148,7 +281,7 @@ def test_control_plane_stop(drill):
 def _api_ok_now(cluster) -> bool:
     """One API request, no retries: does the API server answer right now?"""
     try:
-        return api_answers(_no_retry_core(cluster))
+        return _no_retry_core(cluster).list_namespace(limit=1, _request_timeout=2) is not None
     except Exception:
         return False
 

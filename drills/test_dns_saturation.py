@@ -18,7 +18,7 @@ from kubernetes.client.exceptions import ApiException
 from harness import dns
 from harness.expectations import wait_until, wait_until_or_raise
 from harness.faults import injected
-from harness.faults.dns_saturation import DnsSaturation, DrillZone, rollout_done
+from harness.faults.dns_saturation import RELOAD_TIMEOUT_SECONDS, DnsSaturation, DrillZone, rollout_done
 from harness.probes.incluster import InClusterProbe
 from harness.workloads import TOOLBOX_IMAGE, delete_namespace, deploy_http_server
 
@@ -159,9 +159,11 @@ def test_dns_saturation(drill):
         + float(w["after_seconds"]) + 420)
     with drill.phase("ndots"):
         with injected(zone, drill.ledger, drill=drill.name):
-            served = wait_until(zone.served_everywhere, 120, interval_seconds=1.0, description="drill zone served")
+            served = wait_until(zone.served_everywhere, RELOAD_TIMEOUT_SECONDS, interval_seconds=1.0,
+                                description="drill zone served")
             drill.observe("drill_zone", {"zones": zones, "served_after_seconds": served.elapsed_seconds})
-            assert served.ok, f"CoreDNS did not serve the drill zone {zones} within 120 s: {served.last_error}"
+            assert served.ok, (f"CoreDNS did not serve the drill zone {zones} within {RELOAD_TIMEOUT_SECONDS:.0f} s: "
+                               f"{served.last_error}")
             served_zones = set.intersection(*(dns.served_zones(s, "template") for s in dns.scrape_all(cluster).values()))
             answered_zones = cluster_zones + sorted(served_zones)
             names = list(query_names) + [dns.fqdn(u.split("/")[2]) for u in name_urls.values()]

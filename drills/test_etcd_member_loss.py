@@ -22,6 +22,7 @@ from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiWriteProbe
 from harness.probes.etcd import EtcdQuorumProbe
 from harness.probes.http import HttpProbe
+from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.pods import pod_snapshot
 from harness.timeline import latency_percentile, success_ratio
 from harness.etcd import etcd_members
@@ -60,6 +61,10 @@ def test_etcd_member_loss(drill):
         drill.say(f"{n} etcd members: quorum {q}, tolerates {tolerance} failed member(s)")
         assert tolerance >= 1, f"{n} member(s) tolerate no failure: this drill needs an HA control plane"
         pods_before = pod_snapshot(cluster, ns, f"app={APP}")
+        # Callers inside the cluster, by Service name, ClusterIP and pod IP, from a worker.
+        incluster = InClusterProbe(cluster, ns, "incluster-probe", service_targets(cluster, ns, APP, f"app={APP}"),
+                                   interval_seconds=drill.interval_seconds, duration_seconds=900,
+                                   node=(drill.topology.workers or [None])[-1]).start()
 
     writes = ApiWriteProbe("api-write", cluster, ns, prefix="ledger", interval_seconds=drill.interval_seconds,
                            max_seconds=900)
@@ -84,6 +89,7 @@ def test_etcd_member_loss(drill):
     def current_leader() -> str | None:
         return etcd.leader_id(cluster, etcd.running_member_node(cluster, control_plane), endpoints)
 
+    restores: list[tuple[str, EtcdMember]] = []
     try:
         with probes:
             with drill.phase("baseline"):
@@ -120,7 +126,9 @@ def test_etcd_member_loss(drill):
                                           became_true_at=health.became_true_at)
                         # Hold the fault for its window: the drill's duration, not a synchronisation.
                         threading.Event().wait(max(0.0, fault.injected_at + float(p["one_down_hold_seconds"]) - time.time()))
-                rejoined = wait_until(lambda: healthy_count() == n, 120)
+                restores.append((role, fault))
+                # The revert's verification waited for the member itself; this is the whole cluster's view.
+                rejoined = wait_until(lambda: healthy_count() == n, 60)
                 drill.observe(f"one_down_{role}_rejoined_seconds",
                               rejoined.became_true_at - fault.reverted_at if rejoined.ok else None)
                 samples = writes.timeline.samples()
@@ -140,6 +148,7 @@ def test_etcd_member_loss(drill):
                     lost = wait_until(lambda: healthy_count(via) == 0, 30)
                     drill.observe("quorum_lost_healthy_members", 0 if lost.ok else "some member still healthy")
                     threading.Event().wait(max(0.0, fault.injected_at + float(p["quorum_lost_hold_seconds"]) - time.time()))
+            restores.append(("quorum-lost", fault))
             window = (fault.injected_at + settle, fault.reverted_at)
 
             with drill.phase("restore"):
@@ -159,6 +168,17 @@ def test_etcd_member_loss(drill):
         probes.stop()
         drill.add_timelines(probes.timelines())
 
+    # Every restore: how long each member took, from the kubelet's start to a quorum read through
+    # that member, and the kubelet's own log of it (in observations.injections).
+    per_restore = {f"{role}:{node}": seconds for role, f in restores for node, seconds in f.restore_seconds.items()}
+    drill.observe("member_restore_seconds", per_restore)
+    measured_restores = list(per_restore.values())
+    drill.measure("member_restore_seconds",
+                  max(measured_restores) if measured_restores and None not in measured_restores else None,
+                  detail="slowest of " + ", ".join(f"{k} {v:.1f} s" if v is not None else f"{k} not restored"
+                                                   for k, v in per_restore.items())
+                         + "; kubelet started again, then the member serves a quorum read")
+
     samples = {name: tl.samples(*window) for name, tl in probes.timelines().items()}
     drill.measure("quorum_lost_write_success_ratio", success_ratio(samples["api-write"]),
                   detail=f"{', '.join(stopped)} stopped; window from {settle:.0f} s after the stop to the restart")
@@ -172,6 +192,18 @@ def test_etcd_member_loss(drill):
         "watch_cache_list_success_ratio": success_ratio(samples["api-read-watch-cache"]),
     })
     drill.measure("quorum_lost_workload_http_success_ratio", success_ratio(samples["host-http"]))
+    incluster_timelines = incluster.timelines(prefix="incluster/")
+    incluster.delete()
+    drill.add_timelines(incluster_timelines)
+    inside = {name: success_ratio(tl.samples(*window)) for name, tl in incluster_timelines.items()}
+    drill.observe("quorum_lost_incluster_success_ratios", inside)
+    pod_ratios = [r for name, r in inside.items() if name.startswith("incluster/pod-")]
+    drill.measure("quorum_lost_service_name_success_ratio", inside.get("incluster/name"),
+                  detail="probe pod -> the Service by name (CoreDNS answers from its cache without the API)")
+    drill.measure("quorum_lost_service_clusterip_success_ratio", inside.get("incluster/clusterip"))
+    drill.measure("quorum_lost_pod_ip_http_success_ratio",
+                  min(pod_ratios) if pod_ratios and None not in pod_ratios else None,
+                  detail=f"lowest over {len(pod_ratios)} pods")
 
     healthy = wait_healthy(cluster, 240)
     drill.observe("cluster_healthy_after_seconds", healthy.became_true_at - fault.reverted_at if healthy.ok else None)

@@ -83,7 +83,8 @@ def _claim_from_scenario(scenario: Any) -> Claim:
         drill=scenario.name,
         drill_file=scenario.drill or None,
         scenario_path=Path(scenario.path),
-        expectations=tuple(e.name for e in scenario.expectations),
+        expectations=tuple(e.name for e in scenario.expectations)
+        + tuple(f"{e.name} ({case.name})" for case in scenario.cases for e in case.expectations),
         title=scenario.title,
     )
 

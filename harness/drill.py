@@ -43,7 +43,7 @@ class Drill:
         self.ledger, self.writer, self.progress = ledger, writer, progress
         self.params: dict[str, Any] = scenario.params_for(case)
         self.workload: dict[str, Any] = dict(scenario.workload or {})
-        self.expectations = Expectations(scenario.expectations)
+        self.expectations = Expectations(scenario.expectations_for(case))
         self.record = DrillRecord.for_scenario(run_id, scenario, case)
         self.record.cluster = {"name": cluster.name, "provider": cluster.provider, "context": cluster.context,
                                "kubernetes_version": topology.kubernetes_version, "nodes": topology.nodes()}
@@ -91,8 +91,9 @@ class Drill:
                                       "revert_verified": fault.revert_verified, "where": fault.where()})
             # A drill may inject more than once (e.g. one member, then two): keep every window.
             self.record.observations.setdefault("injections", []).append(
-                {"kind": fault.kind, "where": fault.where(), "injected_at": fault.injected_at,
-                 "reverted_at": fault.reverted_at, "revert_verified": fault.revert_verified})
+                {"kind": fault.kind, "method": getattr(fault, "method", None), "where": fault.where(),
+                 "injected_at": fault.injected_at, "reverted_at": fault.reverted_at,
+                 "revert_verified": fault.revert_verified, **fault.evidence()})
             self.say(f"{fault.kind} reverted (verified: {fault.revert_verified})")
 
     def fresh_namespace(self, labels: dict[str, str] | None = None) -> str:

@@ -90,6 +90,10 @@ class Expectations:
         self._latest: dict[str, Outcome] = {}
         self.history: list[Outcome] = []  # every outcome recorded, in order, including replaced ones
 
+    def __contains__(self, name: object) -> bool:
+        """Whether an expectation called ``name`` is to be measured (e.g. only in some cases)."""
+        return name in self._specs
+
     def _spec(self, name: str) -> ExpectationSpec:
         try:
             return self._specs[name]

@@ -31,6 +31,26 @@ _NAME = {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$",
 _TEXT = {"type": "string", "minLength": 1, "x-expected": "a non-empty string"}
 _MAPPING = {"type": "object"}  # free-form: whatever the fault or workload needs
 
+_EXPECTATION: dict[str, Any] = {
+    "type": "object", "additionalProperties": False,
+    "required": ["name", "description", "bound", "unit"],
+    "properties": {
+        "name": {"type": "string", "pattern": "^[a-z0-9_]+$",
+                 "x-expected": "lowercase letters, digits and '_'"},
+        "description": _TEXT,
+        "bound": {
+            "type": "object", "additionalProperties": False,
+            "required": ["op", "value"],
+            "properties": {
+                "op": {"enum": list(OPS)},
+                "value": {"type": ["number", "boolean"]},
+            },
+        },
+        "unit": _TEXT,
+        "phase": _TEXT,
+    },
+}
+
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "kdrill scenario",
@@ -87,32 +107,16 @@ SCHEMA: dict[str, Any] = {
         },
         "expectations": {
             "type": "array", "minItems": 1,
-            "items": {
-                "type": "object", "additionalProperties": False,
-                "required": ["name", "description", "bound", "unit"],
-                "properties": {
-                    "name": {"type": "string", "pattern": "^[a-z0-9_]+$",
-                             "x-expected": "lowercase letters, digits and '_'"},
-                    "description": _TEXT,
-                    "bound": {
-                        "type": "object", "additionalProperties": False,
-                        "required": ["op", "value"],
-                        "properties": {
-                            "op": {"enum": list(OPS)},
-                            "value": {"type": ["number", "boolean"]},
-                        },
-                    },
-                    "unit": _TEXT,
-                    "phase": _TEXT,
-                },
-            },
+            "items": _EXPECTATION,
         },
         "cases": {
             "type": "array",
             "items": {
                 "type": "object", "additionalProperties": False,
                 "required": ["name"],
-                "properties": {"name": _NAME, "params": _MAPPING},
+                "properties": {"name": _NAME, "params": _MAPPING,
+                               # added to the scenario's expectations for this case only
+                               "expectations": {"type": "array", "items": _EXPECTATION}},
             },
         },
     },
@@ -211,13 +215,18 @@ class ExpectationSpec:
 
 @dataclass(frozen=True)
 class Case:
-    """A named variant; ``params`` are merged over the fault params."""
+    """A named variant; ``params`` are merged over the fault params, ``expectations`` are
+    checked in this case besides the scenario's own."""
 
     name: str
     params: dict[str, Any] = field(default_factory=dict, hash=False)
+    expectations: tuple[ExpectationSpec, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "params": copy.deepcopy(self.params)}
+        data: dict[str, Any] = {"name": self.name, "params": copy.deepcopy(self.params)}
+        if self.expectations:
+            data["expectations"] = [e.to_dict() for e in self.expectations]
+        return data
 
 
 @dataclass(frozen=True)
@@ -255,6 +264,13 @@ class Scenario:
                 return case
         known = ", ".join(c.name for c in self.cases) or "none"
         raise KeyError(f"scenario {self.name!r} has no case {name!r} (known: {known})")
+
+    def expectations_for(self, case_name: str | None = None) -> tuple[ExpectationSpec, ...]:
+        """The scenario's expectations followed by the case's own. Raises KeyError for an
+        unknown case."""
+        if case_name is None:
+            return self.expectations
+        return self.expectations + self.case(case_name).expectations
 
     def params_for(self, case_name: str | None = None) -> dict[str, Any]:
         """A fresh copy of the fault params with the case's params merged over
@@ -481,11 +497,20 @@ def _check_rules(path: Path, data: dict) -> None:
                     f"a name unique within the file ({list_name}[{first_index[item['name']]}] already uses it)",
                     repr(item["name"]))
             first_index[item["name"]] = i
-    for i, item in enumerate(data["expectations"]):
-        bound = item["bound"]
-        if isinstance(bound["value"], bool) and bound["op"] != "==":
-            raise ScenarioError(path, f"expectations[{i}].bound.value",
-                                "a number (true/false is only allowed with op '==')", repr(bound["value"]))
+    lists = [("expectations", data["expectations"])]
+    lists += [(f"cases[{c}].expectations", case.get("expectations") or [])
+              for c, case in enumerate(data.get("cases", []))]
+    common = {item["name"]: i for i, item in enumerate(data["expectations"])}
+    for where, items in lists:
+        for i, item in enumerate(items):
+            bound = item["bound"]
+            if isinstance(bound["value"], bool) and bound["op"] != "==":
+                raise ScenarioError(path, f"{where}[{i}].bound.value",
+                                    "a number (true/false is only allowed with op '==')", repr(bound["value"]))
+            if where != "expectations" and item["name"] in common:
+                raise ScenarioError(path, f"{where}[{i}].name",
+                                    f"a name not used by the scenario's own expectations "
+                                    f"(expectations[{common[item['name']]}] already uses it)", repr(item["name"]))
 
 
 def _build(path: Path, data: dict) -> Scenario:
@@ -499,10 +524,14 @@ def _build(path: Path, data: dict) -> Scenario:
         fault_params=copy.deepcopy(fault.get("params") or {}),
         workload=copy.deepcopy(data.get("workload") or {}),
         probe_interval_seconds=float(data.get("probes", {}).get("interval_seconds", MAX_PROBE_INTERVAL_SECONDS)),
-        expectations=tuple(
-            ExpectationSpec(e["name"], e["description"], Bound(e["bound"]["op"], e["bound"]["value"]),
-                            e["unit"], e.get("phase"))
-            for e in data["expectations"]),
-        cases=tuple(Case(c["name"], copy.deepcopy(c.get("params") or {})) for c in data.get("cases", [])),
+        expectations=_expectation_specs(data["expectations"]),
+        cases=tuple(Case(c["name"], copy.deepcopy(c.get("params") or {}), _expectation_specs(c.get("expectations") or []))
+                    for c in data.get("cases", [])),
         path=path,
     )
+
+
+def _expectation_specs(items: list[dict]) -> tuple[ExpectationSpec, ...]:
+    return tuple(ExpectationSpec(e["name"], e["description"], Bound(e["bound"]["op"], e["bound"]["value"]),
+                                 e["unit"], e.get("phase"))
+                 for e in items)

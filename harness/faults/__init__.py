@@ -78,6 +78,10 @@ class Fault(abc.ABC):
         """Write the current :meth:`target` to the ledger (e.g. after saving an original spec)."""
         self._checkpoint()
 
+    def evidence(self) -> dict[str, Any]:
+        """What the fault itself measured or saw (e.g. per-node restore times), for the record."""
+        return {}
+
     def where(self) -> list[Any]:
         """The targets, for the evidence record."""
         target = self.target()

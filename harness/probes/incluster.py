@@ -95,3 +95,17 @@ class InClusterProbe:
             except client.exceptions.ApiException as exc:
                 if exc.status != 404:
                     raise
+
+
+def service_targets(cluster: Cluster, namespace: str, service: str, selector: str) -> dict[str, str]:
+    """The three ways a client in the cluster reaches a Service's pods, as probe targets:
+    ``name`` (through CoreDNS, as an absolute name so the pod's search list, and with it any
+    query CoreDNS would forward off the cluster, is never used), ``clusterip`` (kube-proxy only)
+    and ``pod-<pod name>`` for each pod IP (the pod network only). Raises ApiException."""
+    svc = cluster.core.read_namespaced_service(service, namespace, _request_timeout=5)
+    port = svc.spec.ports[0]
+    targets = {"name": f"http://{service}.{namespace}.svc.cluster.local.:{port.port}/",
+               "clusterip": f"http://{svc.spec.cluster_ip}:{port.port}/"}
+    pods = cluster.core.list_namespaced_pod(namespace, label_selector=selector, _request_timeout=5).items
+    targets.update({f"pod-{p.metadata.name}": f"http://{p.status.pod_ip}:{port.target_port}/" for p in pods})
+    return targets

@@ -81,3 +81,30 @@ def running_container_ids(sample: Sample) -> set[str]:
     seen = json.loads(sample.detail)
     return {cid for containers in seen.values() for cid, info in containers.items()
             if info["state"] == "CONTAINER_RUNNING"}
+
+
+def kube_system_snapshot(cluster: Cluster, timeout_seconds: float = 10.0) -> dict[str, dict]:
+    """pod name -> {"node", "app", "restarts", "ready"} for every kube-system pod: where CoreDNS and
+    the other add-ons run, and the restart counts a drill compares before and after."""
+    pods = cluster.core.list_namespaced_pod("kube-system", _request_timeout=timeout_seconds).items
+    snapshot = {}
+    for pod in pods:
+        labels = pod.metadata.labels or {}
+        snapshot[pod.metadata.name] = {
+            "node": pod.spec.node_name,
+            "app": labels.get("k8s-app") or labels.get("component") or labels.get("app"),
+            "restarts": sum(s.restart_count for s in pod.status.container_statuses or []),
+            "ready": any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or []),
+        }
+    return snapshot
+
+
+def restarts_between(before: dict[str, dict], after: dict[str, dict]) -> dict[str, int]:
+    """pod name -> restarts added between two :func:`kube_system_snapshot` results (pods that
+    are new in ``after`` count all their restarts); only pods with a change are listed."""
+    added = {}
+    for name, pod in after.items():
+        delta = pod["restarts"] - before.get(name, {}).get("restarts", 0)
+        if delta:
+            added[name] = delta
+    return added

@@ -1,0 +1,64 @@
+"""Node readiness through the API: each sample lists every node's Ready condition and its
+``unreachable``/``not-ready`` taints, so a drill can show when the node lifecycle controller
+marked a node NotReady or Unknown, tainted it, and when it was Ready again.
+
+Source: Kubernetes "Nodes" (node status, heartbeats and leases;
+https://kubernetes.io/docs/concepts/architecture/nodes/) and "Taints and Tolerations"
+(taint-based evictions; https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from kubernetes import client
+
+from harness.probes import Probe
+from harness.providers import Cluster
+from harness.timeline import Sample, Timeline
+
+NODE_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
+
+
+def node_states(nodes: list) -> dict[str, dict]:
+    """node name -> {"ready": "True"|"False"|"Unknown"|None, "taints": [key:effect, ...]}
+    for V1Node objects (only the node lifecycle taints are kept)."""
+    states = {}
+    for node in nodes:
+        ready = next((c.status for c in node.status.conditions or [] if c.type == "Ready"), None)
+        taints = sorted(f"{t.key}:{t.effect}" for t in node.spec.taints or [] if t.key in NODE_TAINTS)
+        states[node.metadata.name] = {"ready": ready, "taints": taints}
+    return states
+
+
+class NodeReadyProbe(Probe):
+    """LIST nodes; ``detail`` is JSON of :func:`node_states`. A sample is ok when the API
+    answered (whatever the nodes' state)."""
+
+    def __init__(self, name: str, cluster: Cluster, timeout_seconds: float = 2.0, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.core = client.CoreV1Api(cluster.new_api())
+        self.timeout_seconds = timeout_seconds
+
+    def sample(self) -> Sample:
+        started = time.time()
+        nodes = self.core.list_node(_request_timeout=self.timeout_seconds).items
+        return Sample(t=started, ok=True, latency_seconds=time.time() - started,
+                      detail=json.dumps(node_states(nodes)))
+
+
+def node_transitions(timeline: Timeline, start: float | None = None) -> list[dict]:
+    """Every change of a node's Ready status or lifecycle taints seen from ``start`` (epoch
+    seconds) on: [{"t", "node", "ready", "taints"}], the first answered sample counting as a change
+    from nothing."""
+    last: dict[str, dict] = {}
+    changes = []
+    for sample in timeline.samples(start=start):
+        if not sample.ok:
+            continue
+        for node, state in json.loads(sample.detail).items():
+            if last.get(node) != state:
+                changes.append({"t": sample.t, "node": node, **state})
+                last[node] = state
+    return changes

@@ -1,0 +1,77 @@
+"""Control-plane static pods on a node: stop them and keep them stopped, start them again, and
+read the kubelet's own account of what it did.
+
+A kubeadm control plane (kube-apiserver, etcd, kube-controller-manager, kube-scheduler) runs as
+kubelet static pods. The kubelet restarts a killed static-pod container at once, so "this
+component is down for N seconds" needs the kubelet to stand aside. Two ways exist:
+
+* take the manifest out of ``/etc/kubernetes/manifests`` (the kubelet removes the pod). Putting
+  it back makes the kubelet first delete the old *mirror pod* through the API, synchronously,
+  before it starts the container (kubernetes/kubernetes#139502). On a kubeadm 1.35 control-plane
+  node the kubelet talks to its own kube-apiserver, which in stacked etcd talks only to its own
+  member: restoring an etcd member that way waits on an API server that cannot work without it
+  (seen on a fresh CI machine: ``Failed deleting a mirror pod ... Timeout`` every ~34 s, the
+  member back only after 168 s, when the node's kube-apiserver restarted).
+* stop the node's kubelet, then kill the containers through the container runtime (``crictl
+  stop --timeout 0``: a crash, not a graceful stop). The manifest, the pod and its mirror pod
+  stay as they are; starting the kubelet again makes it restart the exited containers of the
+  same pod. This is the method kdrill uses. Its side effect, recorded in the evidence: the
+  node's kubelet is not running for the window (its node lease is not renewed; its pods keep
+  running, but a crashed one is not restarted until the kubelet returns).
+
+Source: Kubernetes "Create static Pods"
+(https://kubernetes.io/docs/tasks/configure-pod-container/static-pod/) and "Operating etcd
+clusters for Kubernetes" (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/).
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from harness.providers import Cluster
+
+# Container names of the kubeadm control-plane static pods, as the container runtime shows them.
+CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler")
+
+
+def stop_kubelet_and_kill(cluster: Cluster, node: str, components: list[str] | tuple[str, ...]) -> None:
+    """Stop the kubelet on ``node``, then kill every running container named in ``components``.
+
+    One ``docker exec``, so the kill follows the stop at once. Raises ProviderError when a step
+    fails (the fault's revert starts the kubelet again whatever happened).
+    """
+    names = "|".join(components)
+    script = ("systemctl stop kubelet && "
+              f"for c in $(crictl ps --state Running -q --name {shlex.quote('^(' + names + ')$')}); do "
+              "crictl stop --timeout 0 $c >/dev/null; done")
+    cluster.node_exec(node, ["sh", "-c", script], timeout_seconds=60)
+
+
+def start_kubelet(cluster: Cluster, node: str) -> None:
+    """Start the kubelet on ``node`` (a no-op when it runs). Raises ProviderError."""
+    cluster.node_exec(node, ["systemctl", "start", "kubelet"], timeout_seconds=60)
+
+
+def kubelet_active(cluster: Cluster, node: str) -> bool:
+    return cluster.node_exec(node, ["systemctl", "is-active", "kubelet"], check=False,
+                             timeout_seconds=15).stdout.strip() == "active"
+
+
+def running(cluster: Cluster, node: str, component: str) -> bool:
+    """Whether ``component``'s container runs on ``node`` (as the container runtime reports it)."""
+    out = cluster.node_exec(node, ["crictl", "ps", "--name", f"^{component}$", "--state", "Running", "-q"],
+                            timeout_seconds=15).stdout.split()
+    return bool(out)
+
+
+def kubelet_journal(cluster: Cluster, node: str, since: float, pattern: str, max_lines: int = 40) -> list[str]:
+    """The kubelet's journal lines on ``node`` since ``since`` (epoch seconds) that match the
+    extended regular expression ``pattern``; the last ``max_lines`` of them. Never raises: a
+    journal that cannot be read gives one line saying why."""
+    command = ["sh", "-c", f"journalctl -u kubelet --no-pager -o short-precise --since @{since:.0f} "
+                           f"| grep -E {shlex.quote(pattern)} | tail -n {int(max_lines)}"]
+    try:
+        result = cluster.node_exec(node, command, check=False, timeout_seconds=30)
+    except Exception as exc:  # evidence gathering must not mask the drill's outcome
+        return [f"journal not read: {type(exc).__name__}: {exc}"]
+    return [line[:400] for line in result.stdout.splitlines()]
