@@ -93,7 +93,8 @@ class Drill:
             self.record.observations.setdefault("injections", []).append(
                 {"kind": fault.kind, "method": getattr(fault, "method", None), "where": fault.where(),
                  "injected_at": fault.injected_at, "reverted_at": fault.reverted_at,
-                 "revert_verified": fault.revert_verified, **fault.evidence()})
+                 "revert_verified": fault.revert_verified, "restarts_by_design": fault.restarts_by_design(),
+                 **fault.evidence()})
             self.say(f"{fault.kind} reverted (verified: {fault.revert_verified})")
 
     def fresh_namespace(self, labels: dict[str, str] | None = None) -> str:

@@ -21,6 +21,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 OPS: tuple[str, ...] = ("<=", "<", ">=", ">", "==")
+# The platform's vital signs every drill records (harness/vitals.py, which imports this list).
+VITAL_SIGNS: tuple[str, ...] = ("api_read", "api_write", "service_name", "service_clusterip", "nodes_ready",
+                                "kube_system_restarts")
 MAX_PROBE_INTERVAL_SECONDS = 0.5
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,6 +111,14 @@ SCHEMA: dict[str, Any] = {
         "expectations": {
             "type": "array", "minItems": 1,
             "items": _EXPECTATION,
+        },
+        # vital sign -> the expectation that covers it: its degradation is the drill's point,
+        # not an unnoticed side effect (harness/vitals.py)
+        "vital_signs": {
+            "type": "object",
+            "propertyNames": {"enum": list(VITAL_SIGNS)},
+            "additionalProperties": {"type": "string", "pattern": "^[a-z0-9_]+$",
+                                     "x-expected": "the name of an expectation of this scenario"},
         },
         "cases": {
             "type": "array",
@@ -248,6 +259,7 @@ class Scenario:
     expectations: tuple[ExpectationSpec, ...]
     cases: tuple[Case, ...]
     path: Path
+    vital_signs: dict[str, str] = field(default_factory=dict, hash=False)
 
     def expectation(self, name: str) -> ExpectationSpec:
         """The spec called ``name``. Raises KeyError listing the known names."""
@@ -292,6 +304,7 @@ class Scenario:
             "probes": {"interval_seconds": self.probe_interval_seconds},
             "expectations": [e.to_dict() for e in self.expectations],
             "cases": [c.to_dict() for c in self.cases],
+            "vital_signs": dict(self.vital_signs),
             "path": str(self.path),
         }
 
@@ -497,6 +510,12 @@ def _check_rules(path: Path, data: dict) -> None:
                     f"a name unique within the file ({list_name}[{first_index[item['name']]}] already uses it)",
                     repr(item["name"]))
             first_index[item["name"]] = i
+    every_name = {e["name"] for e in data["expectations"]}
+    every_name |= {e["name"] for case in data.get("cases", []) for e in case.get("expectations") or []}
+    for vital, expectation in (data.get("vital_signs") or {}).items():
+        if expectation not in every_name:
+            raise ScenarioError(path, f"vital_signs.{vital}", "the name of an expectation of this scenario "
+                                f"(one of {', '.join(sorted(every_name))})", repr(expectation))
     lists = [("expectations", data["expectations"])]
     lists += [(f"cases[{c}].expectations", case.get("expectations") or [])
               for c, case in enumerate(data.get("cases", []))]
@@ -525,6 +544,7 @@ def _build(path: Path, data: dict) -> Scenario:
         workload=copy.deepcopy(data.get("workload") or {}),
         probe_interval_seconds=float(data.get("probes", {}).get("interval_seconds", MAX_PROBE_INTERVAL_SECONDS)),
         expectations=_expectation_specs(data["expectations"]),
+        vital_signs=dict(data.get("vital_signs") or {}),
         cases=tuple(Case(c["name"], copy.deepcopy(c.get("params") or {}), _expectation_specs(c.get("expectations") or []))
                     for c in data.get("cases", [])),
         path=path,

@@ -78,6 +78,11 @@ class Fault(abc.ABC):
         """Write the current :meth:`target` to the ledger (e.g. after saving an original spec)."""
         self._checkpoint()
 
+    def restarts_by_design(self) -> list[str]:
+        """kube-system pods whose containers this fault restarts on purpose (they are not counted
+        as unexpected kube-system restarts among the vital signs)."""
+        return []
+
     def evidence(self) -> dict[str, Any]:
         """What the fault itself measured or saw (e.g. per-node restore times), for the record."""
         return {}

@@ -72,6 +72,11 @@ class ControlPlaneStop(Fault):
     def target(self) -> dict[str, Any]:
         return {"method": self.method, "nodes": self.nodes}
 
+    def restarts_by_design(self) -> list[str]:
+        if self.method != "stop-components":
+            return []
+        return [f"{component}-{node}" for node in self.nodes for component in static_pods.CONTROL_PLANE_COMPONENTS]
+
     def evidence(self) -> dict[str, Any]:
         evidence: dict[str, Any] = {"restore_seconds": self.restore_seconds}
         if self.method == "stop-components":

@@ -61,6 +61,9 @@ class EtcdMember(Fault):
     def target(self) -> dict[str, Any]:
         return {"method": self.method, "nodes": self.nodes}
 
+    def restarts_by_design(self) -> list[str]:
+        return [f"etcd-{node}" for node in self.nodes]
+
     def evidence(self) -> dict[str, Any]:
         return {"restore_seconds": self.restore_seconds, "restore_journal": self.restore_journal,
                 "side_effect": "the node's kubelet is stopped for the window (pods keep running; node lease not renewed)"}

@@ -76,10 +76,13 @@ class Probes:
         self.probes.append(probe)
         return probe
 
-    def __enter__(self) -> "Probes":
+    def start(self) -> "Probes":
         for p in self.probes:
             p.start()
         return self
+
+    def __enter__(self) -> "Probes":
+        return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()

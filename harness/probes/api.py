@@ -106,3 +106,33 @@ class ApiWriteProbe(Probe):
     def acknowledged(self) -> dict[str, str]:
         """name -> resourceVersion of every write the API server acknowledged."""
         return {s.labels["name"]: s.labels["resource_version"] for s in self.timeline.samples() if s.ok}
+
+
+class ApiUpdateProbe(Probe):
+    """UPDATE (merge-patch) one ConfigMap ``name`` in ``namespace`` per sample, creating it first:
+    a write that needs etcd's quorum like any other, without adding an object per sample."""
+
+    def __init__(self, name: str, cluster: Cluster, namespace: str, object_name: str, timeout_seconds: float = 2.0,
+                 **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.core = client.CoreV1Api(cluster.new_api())
+        self.namespace, self.object_name, self.timeout_seconds = namespace, object_name, timeout_seconds
+        self.sequence = 0
+
+    def sample(self) -> Sample:
+        self.sequence += 1
+        started = time.time()
+        body = {"data": {"sequence": str(self.sequence), "written_at": repr(started)}}
+        try:
+            try:
+                self.core.patch_namespaced_config_map(self.object_name, self.namespace, body,
+                                                      _request_timeout=self.timeout_seconds)
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                self.core.create_namespaced_config_map(
+                    self.namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=self.object_name), **body),
+                    _request_timeout=self.timeout_seconds)
+        except Exception as exc:
+            return failed(started, exc)
+        return Sample(t=started, ok=True, latency_seconds=time.time() - started, detail="updated")

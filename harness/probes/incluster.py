@@ -7,6 +7,7 @@ a control-plane outage (the log stays on the node until the API answers again).
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 
 from kubernetes import client
@@ -62,9 +63,11 @@ class InClusterProbe:
         wait_until_or_raise(running, timeout_seconds, description=f"probe pod {self.name} running")
         return self
 
-    def results(self) -> list[dict]:
-        """Every JSON line the probe logged so far (including the final ``done`` line)."""
-        text = self.cluster.core.read_namespaced_pod_log(self.name, self.namespace, _request_timeout=30)
+    def results(self, since: float | None = None) -> list[dict]:
+        """Every JSON line the probe logged so far (including the final ``done`` line), or those
+        logged since ``since`` (epoch seconds; the kubelet filters by whole seconds)."""
+        kwargs = {"since_seconds": max(1, int(time.time() - since) + 2)} if since is not None else {}
+        text = self.cluster.core.read_namespaced_pod_log(self.name, self.namespace, _request_timeout=30, **kwargs)
         lines = []
         for line in text.splitlines():
             try:
@@ -73,11 +76,12 @@ class InClusterProbe:
                 continue
         return lines
 
-    def timelines(self, prefix: str = "") -> dict[str, Timeline]:
-        """One Timeline per target, named ``<prefix><target>``."""
+    def timelines(self, prefix: str = "", since: float | None = None) -> dict[str, Timeline]:
+        """One Timeline per target, named ``<prefix><target>`` (samples from ``since`` on, epoch
+        seconds, when given)."""
         out: dict[str, Timeline] = {}
-        for r in self.results():
-            if r.get("done"):
+        for r in self.results(since):
+            if r.get("done") or (since is not None and r["t"] < since):
                 continue
             tl = out.setdefault(r["target"], Timeline(prefix + r["target"]))
             detail = r.get("error") or f"HTTP {r.get('status')}"

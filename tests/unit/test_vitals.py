@@ -1,0 +1,47 @@
+"""Vital signs: windows from injections, ratios per window, and which degradation is flagged."""
+
+import json
+
+from harness.timeline import Sample
+from harness.vitals import assess, drill_windows, nodes_ready_in, ratio_in
+
+
+def test_windows_from_injections():
+    windows = drill_windows(0, 100, [{"injected_at": 10, "reverted_at": 20}, {"injected_at": 30, "reverted_at": 50}])
+    assert windows == {"baseline": [(0, 10)], "fault": [(10, 20), (30, 50)], "after": [(50, 100)]}
+
+
+def test_unreverted_injection_runs_to_the_end_and_no_injection_is_all_baseline():
+    assert drill_windows(0, 100, [{"injected_at": 10, "reverted_at": None}])["fault"] == [(10, 100)]
+    assert drill_windows(0, 100, []) == {"baseline": [(0, 100)], "fault": [], "after": []}
+
+
+def test_ratio_in_counts_only_samples_in_the_spans():
+    samples = [Sample(t=t, ok=t < 10 or t > 20) for t in range(0, 30)]
+    assert ratio_in(samples, [(0, 9)]) == 1.0
+    assert ratio_in(samples, [(11, 20)]) == 0.0
+    assert ratio_in(samples, [(40, 50)]) is None
+
+
+def test_nodes_ready_share_ignores_unanswered_samples():
+    ready = json.dumps({"a": {"ready": "True", "taints": []}})
+    unknown = json.dumps({"a": {"ready": "Unknown", "taints": []}})
+    samples = [Sample(t=1, ok=True, detail=ready), Sample(t=2, ok=False, detail="timeout"),
+               Sample(t=3, ok=True, detail=unknown)]
+    assert nodes_ready_in(samples, [(0, 5)]) == 0.5
+    assert nodes_ready_in(samples, [(2, 2)]) is None
+
+
+def test_degraded_sign_is_flagged_unless_an_expectation_covers_it():
+    summary = {
+        "api_read": {"baseline": 1.0, "fault": 0.0, "after": 1.0},
+        "service_name": {"baseline": 1.0, "fault": 0.5, "after": 1.0},
+        "service_clusterip": {"baseline": 1.0, "fault": 1.0, "after": None},
+        "kube_system_restarts": {"added": {"coredns-x": 1}},
+    }
+    assess(summary, {"api_read": "api_success_ratio_while_stopped"})
+    assert summary["api_read"] | {} == {**summary["api_read"], "degraded": True, "flagged": False,
+                                        "covered_by": "api_success_ratio_while_stopped"}
+    assert summary["service_name"]["flagged"] is True
+    assert summary["service_clusterip"]["degraded"] is False and summary["service_clusterip"]["flagged"] is False
+    assert summary["kube_system_restarts"]["flagged"] is True
