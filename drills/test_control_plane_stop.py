@@ -35,7 +35,7 @@ from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.nodes import NodeReadyProbe, node_transitions
 from harness.probes.pods import (NodeContainerProbe, kube_system_snapshot, node_containers, pod_snapshot,
                                  restarts_between, running_container_ids)
-from harness.timeline import success_ratio
+from harness.timeline import longest_gap_seconds, success_ratio
 from harness.workloads import (TOOLBOX_IMAGE, delete_namespace, deploy_http_server, http_server_deployment,
                                wait_deployment_available)
 
@@ -46,6 +46,17 @@ RESTART = "restart-me"
 # A Job pod (restartPolicy Never): killed, it is Failed, and only the Job controller replaces it.
 JOB = "replace-me"
 BOTH = f"app in ({APP},{RESTART})"
+# kube-controller-manager's --node-monitor-grace-period, the v1.35 default (kubeadm sets none):
+# a node not heard from for longer is marked Ready=Unknown and its pods not Ready.
+NODE_MONITOR_GRACE_PERIOD_SECONDS = 50.0
+
+
+def nodes_marked_predicted(method: str, hold_seconds: float, grace_seconds: float) -> str:
+    """"all" or "none": which nodes the node lifecycle controller marks not Ready once the control
+    plane is back. Frozen (pause-node-containers), kube-controller-manager resumes with its last
+    heartbeat times, now older than the grace period when the hold was longer: every node. Stopped
+    (stop-components), it starts afresh and gives every node a new grace period: none."""
+    return "all" if method == "pause-node-containers" and hold_seconds > grace_seconds else "none"
 
 
 def job_manifest(name: str) -> client.V1Job:
@@ -178,7 +189,8 @@ def test_control_plane_stop(drill):
                               "would replace it within the window")
                     # Hold the fault for its window: the drill's duration, not a synchronisation.
                     threading.Event().wait(max(0.0, fault.injected_at + hold - time.time()))
-            reverted_at = fault.reverted_at
+            # The outage ends when the revert starts (the first node is back before the last).
+            reverted_at = fault.revert_started_at
 
             with drill.phase("recovery"):
                 # From the API probe that ran through the revert (the revert itself waits for
@@ -205,9 +217,11 @@ def test_control_plane_stop(drill):
     incluster.delete()
     drill.add_timelines(incluster_timelines)
 
+    def timeline_of(name: str):
+        return probes.timelines().get(name) or incluster_timelines[name]
+
     def ratio(name: str, span) -> float | None:
-        timeline = probes.timelines().get(name) or incluster_timelines[name]
-        return success_ratio(timeline.samples(), *span)
+        return success_ratio(timeline_of(name).samples(), *span)
 
     pod_targets = [name for name in incluster_timelines if name.startswith("incluster/pod-")]
 
@@ -236,19 +250,35 @@ def test_control_plane_stop(drill):
                              f"lookups by name succeeded {name_ratio}; predicted to {prediction}")
 
     # The recovery window: what broke after the control plane returned, and why.
-    for probe_name, key in (("host-http", "workload_http"), ("incluster/clusterip", "service_clusterip"),
-                            ("incluster/name", "service_name")):
-        drill.measure(f"recovery_{key}_success_ratio", ratio(probe_name, after),
-                      detail=f"the {recovery:.0f} s after the revert")
+    service_paths = (("host-http", "workload_http"), ("incluster/clusterip", "service_clusterip"),
+                     ("incluster/name", "service_name"))
+    for probe_name, key in service_paths:
+        if f"recovery_{key}_success_ratio" in drill.expectations:
+            drill.measure(f"recovery_{key}_success_ratio", ratio(probe_name, after),
+                          detail=f"the {recovery:.0f} s after the revert")
     drill.measure("recovery_pod_ip_http_success_ratio", lowest_pod_ratio(after),
                   detail=f"lowest over {len(pod_targets)} pods, the {recovery:.0f} s after the revert")
+    transitions = node_transitions(probes["nodes"].timeline, start=fault.injected_at - 5)
+    marked = sorted({c["node"] for c in transitions if c["t"] >= reverted_at and c["ready"] != "True"})
+    nodes_prediction = nodes_marked_predicted(method, hold, NODE_MONITOR_GRACE_PERIOD_SECONDS)
+    all_nodes = control_plane + workers
+    drill.measure("nodes_marked_not_ready_as_predicted",
+                  marked == (sorted(all_nodes) if nodes_prediction == "all" else []) if transitions else None,
+                  detail=f"marked NotReady/Unknown after the return: {', '.join(marked) or 'none'}; predicted "
+                         f"{nodes_prediction} (held {hold:.0f} s, node-monitor-grace-period "
+                         f"{NODE_MONITOR_GRACE_PERIOD_SECONDS:.0f} s, {method})")
+    if "recovery_service_longest_gap_seconds" in drill.expectations:
+        gaps = {key: longest_gap_seconds(timeline_of(name).samples(), *after) for name, key in service_paths}
+        drill.measure("recovery_service_longest_gap_seconds", max(gaps.values()),
+                      detail="longest time without a successful call after the return: "
+                             + ", ".join(f"{k} {v:.1f} s" for k, v in gaps.items()))
     drill.observe("recovery_failures", {
         name: [{"after_revert_seconds": round(s.t - reverted_at, 2), "detail": s.detail[:160]}
                for s in timeline.samples(*after) if not s.ok][:20]
         for name, timeline in {**probes.timelines(), **incluster_timelines}.items()
         if name not in ("api-read", "worker-containers", "nodes", "web-endpoints")})
     drill.observe("node_transitions", [{**c, "after_revert_seconds": round(c["t"] - reverted_at, 2)}
-                                       for c in node_transitions(probes["nodes"].timeline, start=fault.injected_at - 5)])
+                                       for c in transitions])
     endpoint_counts = [int(s.labels["ready"]) for s in probes["web-endpoints"].timeline.samples(*after) if s.ok]
     drill.observe("recovery_ready_endpoints", {"min": min(endpoint_counts, default=None), "expected": replicas})
 

@@ -7,8 +7,10 @@
   kdrill doctor                check Docker, kind, images, memory, inotify limits; say how to fix
   kdrill images build|status   build the offline kind images (cached by content)
   kdrill cluster create|delete|status   a kind cluster from clusters/ (default: ha)
-  kdrill report RUN            (re)write reports/RUN/report.html and its manifest
-  kdrill verify RUN            check reports/RUN against its manifest (exit 1 when anything changed)
+  kdrill report RUN [--stdout] check that a verified run's sealed report.html re-renders from its
+                               evidence (never writes into a sealed run)
+  kdrill verify RUN            check reports/RUN's signature, run id and every file (exit 1 on any problem)
+  kdrill verify --history [DIR]   verify every run in DIR (default: reports/) and the chain linking them
 """
 
 from __future__ import annotations
@@ -28,18 +30,40 @@ SCENARIOS_DIR = REPO_ROOT / "scenarios"
 
 
 def _run_dir(reports: str, run: str) -> Path:
-    path = Path(run)
-    if path.is_dir():
-        return path
-    path = Path(reports) / run
+    """The existing run directory RUN names (``kdrill report``/``verify``): a run id under
+    ``reports``, or a path containing ``/`` to a run directory. Its name must be a valid run id
+    and it must hold ``manifest.json`` or ``run.json``, so an arbitrary directory is never taken
+    for a run. Raises SystemExit with one line otherwise."""
+    from harness.evidence import RunIdError, validate_run_id
+
+    try:
+        if "/" in run or os.sep in run:
+            path = Path(run)
+            validate_run_id(path.resolve().name)
+        else:
+            path = Path(reports) / validate_run_id(run)
+    except RunIdError as exc:
+        raise SystemExit(f"kdrill: {exc}") from None
     if not path.is_dir():
         raise SystemExit(f"kdrill: no run directory {path}")
+    if not any((path / name).is_file() for name in ("manifest.json", "run.json")):
+        raise SystemExit(f"kdrill: {path} is not a kdrill run (no manifest.json or run.json)")
     return path
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.evidence import new_run_id
+    from harness.evidence import RunIdError, create_run_dir, new_run_id, validate_run_id
+    from harness.manifest import SigningKeyError, load_signing_key
     from harness.scenario import find_scenario, load_scenarios
+
+    # Bad input is refused before anything is touched: the run id and the signing key first.
+    try:
+        run_id = validate_run_id(args.run_id) if args.run_id else new_run_id()
+        if (Path(args.reports) / run_id).exists():
+            raise RunIdError(f"run id {run_id!r} names an existing run in {args.reports}; choose another")
+        load_signing_key()
+    except (RunIdError, SigningKeyError) as exc:
+        raise SystemExit(f"kdrill: {exc}") from None
 
     scenarios_dir = Path(args.scenarios_dir)
     as_files = [a for a in args.scenarios if a.endswith((".yaml", ".yml"))]
@@ -56,9 +80,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         else load_scenarios(scenarios_dir)
     for s in scenarios:
         check_references(s)
-    run_id = args.run_id or new_run_id()
-    run_dir = Path(args.reports) / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
+    if not args.kubeconfig:
+        prepare_kind()
+    try:
+        run_dir = create_run_dir(Path(args.reports), run_id)
+    except RunIdError as exc:
+        raise SystemExit(f"kdrill: {exc}") from None
     configs = sorted({s.cluster_config for s in scenarios})
     if len(configs) > 1 and not args.kubeconfig:
         raise SystemExit(f"kdrill: the chosen scenarios need different cluster configs ({', '.join(configs)}); "
@@ -132,14 +159,13 @@ def run_until_reverted(cmd: list[str]) -> int:
 
 def summary(run_dir: Path) -> str:
     """One line per drill record: verdict, drill, failed expectations."""
+    from harness.report import scan_records
+
     lines = [f"\n{'verdict':8} {'drill':40} {'duration':>9}  failed expectations"]
-    for path in sorted(run_dir.glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict) or "drill" not in record or "verdict" not in record:
-            continue
+    records, unreadable = scan_records(run_dir)
+    for path, reason in unreadable:  # never dropped silently: it counts as an error
+        lines.append(f"{'error':8} {path.name:40} {'':>9}  unreadable record: {reason}")
+    for path, record in records:
         name = record["drill"] + (f"[{record['case']}]" if record.get("case") else "")
         failed = [f"{e['name']}={e['measured']}" for e in record.get("expectations", []) if e["verdict"] != "passed"]
         duration = f"{record.get('duration_seconds') or 0:.0f} s"
@@ -148,29 +174,57 @@ def summary(run_dir: Path) -> str:
 
 
 def report_and_manifest(run_dir: Path) -> bool:
-    """Write report.html and then the manifest; returns whether the report was written.
+    """Seal a finished run: render report.html, then sign a manifest of everything in the run.
 
-    Evidence that no longer matches an existing manifest is never sealed again: that would
-    launder an edit. Raises SystemExit naming the changed files."""
-    from harness.manifest import ManifestError, verify_manifest, write_manifest
-    from harness.report import build_report
+    The sealing point: ``kdrill run`` and the pytest plugin call this when a run ends. The report
+    is rendered first, showing the seal it is about to get, so the manifest covers it; if it
+    cannot be rendered the run is sealed all the same, with the error in the manifest. The
+    manifest links the most recently sealed run in the same reports directory
+    (harness.manifest). A run is sealed once: when it already is (inside ``kdrill run`` the
+    plugin seals it first), the seal is verified and nothing is written, so an edit made since
+    is never laundered into a new seal. Returns whether report.html exists.
 
-    if (run_dir / "manifest.json").exists():
-        try:
-            result = verify_manifest(run_dir)
-        except ManifestError:
-            result = None
-        if result is not None and (result.changed or result.missing):
-            raise SystemExit(f"kdrill: {run_dir} no longer matches its manifest; not sealing it again:\n"
-                             + result.summary())
-    written = True
+    Raises SystemExit with one line (and the problems) when the directory's name is not a valid
+    run id, the sealed run no longer verifies, the signing key cannot be loaded, or sealing
+    fails."""
+    from datetime import datetime, timezone
+
+    from harness.evidence import RunIdError, validate_run_id
+    from harness.manifest import (ManifestError, PublicKeyInfo, is_sealed, load_signing_key, previous_run,
+                                  seal_run, verify_run)
+    from harness.report import REPORT_NAME, build_report
+
+    run_dir = Path(run_dir)
     try:
-        build_report(run_dir)
-    except Exception as exc:  # the manifest must still be written for what is there
-        print(f"kdrill: report not written: {exc}", file=sys.stderr)
-        written = False
-    write_manifest(run_dir)
-    return written
+        validate_run_id(run_dir.name)
+    except RunIdError as exc:
+        raise SystemExit(f"kdrill: not sealing {run_dir}: {exc}") from None
+    if is_sealed(run_dir):
+        result = verify_run(run_dir)
+        if not result.ok:
+            raise SystemExit(f"kdrill: {run_dir} was sealed and no longer matches its seal; it is not sealed "
+                             "again:\n" + "\n".join(f"  {p}" for p in result.problems))
+        return (run_dir / REPORT_NAME).is_file()
+    try:
+        key = load_signing_key()
+    except ManifestError as exc:
+        raise SystemExit(f"kdrill: cannot seal {run_dir}: {exc}") from None
+    signer = PublicKeyInfo.from_key(key)
+    previous = previous_run(run_dir.parent, run_dir.name)
+    now = datetime.now(tz=timezone.utc)  # one time for the page and the seal: re-rendering reproduces it
+    seal = {"public_key": signer.pem, "fingerprint_sha256": signer.fingerprint,
+            "previous": previous.to_dict() if previous else None}
+    error = None
+    try:
+        build_report(run_dir, seal=seal, generated_at=now)
+    except Exception as exc:  # noqa: BLE001 - the evidence is sealed whether or not its page renders
+        error = f"{type(exc).__name__}: {exc}"
+        print(f"kdrill: report not written: {error}", file=sys.stderr)
+    try:
+        seal_run(run_dir, key, previous=previous, sealed_at=now, report_error=error)
+    except (ManifestError, OSError) as exc:
+        raise SystemExit(f"kdrill: {run_dir} was NOT sealed: {exc}") from None
+    return error is None
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -230,22 +284,46 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
-def cmd_images(args: argparse.Namespace) -> int:
-    from harness.images import Build, BuildError, image_sizes
+def require_docker() -> None:
+    """Docker must answer before anything that uses it. Raises SystemExit with one line saying
+    why not and how to start (or install) it."""
+    from harness.doctor import docker_problem
 
+    problem = docker_problem()
+    if problem:
+        raise SystemExit(problem)
+
+
+def build_images() -> None:
+    """Every image a kind cluster needs, building what is missing with progress lines and the
+    estimated time left (one line when all is built). Raises SystemExit naming what failed: the
+    build impossible here (what to install), or the failed step and its log file."""
+    from harness.images import BuildError, ensure_built
+
+    try:
+        ensure_built(progress=lambda line: print(line, flush=True))
+    except BuildError as exc:
+        raise SystemExit(f"kdrill: {exc}") from None
+
+
+def prepare_kind(build: bool = True) -> None:
+    """What every kind run needs first: Docker answering and, when ``build``, the images
+    (build_images). Raises SystemExit as require_docker and build_images do."""
+    require_docker()
+    if build:
+        build_images()
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    from harness.images import Build, image_sizes
+
+    require_docker()  # status reads the images' labels from Docker too
     build = Build()
     if args.action == "status":
         for s in build.status():
             print(f"{'built' if s['built'] else 'to do':6} {s['step']:16} {s['key']}  {s['image'] or ''}")
         return 0
-    try:
-        spent = build.build_all()
-    except BuildError as exc:
-        print(f"kdrill images build: {exc}", file=sys.stderr)
-        return 1
-    total = sum(spent.values())
-    print(f"kdrill images build: done in {total:.0f} s of build steps "
-          f"({sum(1 for v in spent.values() if v == 0)} of {len(spent)} steps cached)")
+    build_images()
     for tag, size in image_sizes([build.node_image, build.haproxy_image, build.tags["toolbox"]]).items():
         print(f"  {tag}: {size / 1e6:.0f} MB")
     return 0
@@ -255,6 +333,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from harness.health import unhealthy
     from harness.providers.kind import KindProvider
 
+    prepare_kind(build=args.action == "create")
     provider = KindProvider(args.config, name=args.name)
     if args.action == "create":
         if provider.exists():
@@ -276,25 +355,120 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """Re-render a run's report, only when the run verifies, and never into the sealed run.
+
+    report.html is sealed evidence (rendered just before sealing), so this writes no file: it
+    says whether the sealed page is exactly what the evidence renders to (exit 0) or refuses
+    (exit 1: the run does not verify; the page differs, e.g. another kdrill version rendered
+    it; the run was sealed without one). ``--stdout`` prints the fresh rendering instead."""
+    from datetime import datetime
+
+    from harness.manifest import verify_run
+    from harness.report import REPORT_NAME, render_report
+
     run_dir = _run_dir(args.reports, args.run)
-    if not report_and_manifest(run_dir):
+    result = verify_run(run_dir)
+    if not result.ok:
+        print(f"kdrill report: {run_dir} does not verify; not rendering its report:", file=sys.stderr)
+        for problem in result.problems:
+            print(f"  {problem}", file=sys.stderr)
         return 1
-    print(f"{run_dir / 'report.html'}\n{run_dir / 'manifest.json'}")
-    return 0
+    try:
+        sealed_at = datetime.fromisoformat(result.sealed_at or "")
+    except ValueError:
+        sealed_at = None  # a page with another time simply will not match the sealed one
+    seal = {"public_key": result.signer.pem if result.signer else None,
+            "fingerprint_sha256": result.signer.fingerprint if result.signer else None,
+            "previous": result.previous.to_dict() if result.previous else None}
+    page = render_report(run_dir, seal=seal, generated_at=sealed_at)
+    if args.stdout:
+        sys.stdout.write(page)
+        return 0
+    sealed = run_dir / REPORT_NAME
+    if sealed.is_file() and sealed.read_bytes() == page.encode("utf-8"):
+        print(f"{sealed}: sealed, and re-rendered from the evidence it is the same, byte for byte")
+        return 0
+    why = ("a fresh rendering differs from it (rendered by another kdrill version?)" if sealed.is_file()
+           else f"the run was sealed without it ({result.report_error or 'no reason recorded'})")
+    print(f"kdrill report: {sealed} is sealed evidence and {why}; a sealed run is never written into. "
+          f"`kdrill report {args.run} --stdout` prints the fresh rendering.", file=sys.stderr)
+    return 1
+
+
+def _trusted_fingerprints(args: argparse.Namespace) -> list[str]:
+    """The fingerprints of ``--fingerprint`` and ``--public-key``. Raises SystemExit naming a bad one."""
+    from harness.manifest import ManifestError, PublicKeyInfo, normalise_fingerprint
+
+    trusted = []
+    for text in args.fingerprint:
+        try:
+            trusted.append(normalise_fingerprint(text))
+        except ValueError as exc:
+            raise SystemExit(f"kdrill verify: --fingerprint: {exc}") from None
+    for name in args.public_key:
+        try:
+            data = Path(name).read_bytes()
+        except OSError as exc:
+            raise SystemExit(f"kdrill verify: --public-key {name}: {exc.strerror or exc}") from None
+        if b"PRIVATE KEY" in data:
+            raise SystemExit(f"kdrill verify: --public-key {name} is a private key; pass its public half "
+                             f"(`openssl pkey -in {name} -pubout`)")
+        try:
+            trusted.append(PublicKeyInfo.from_pem(data).fingerprint)
+        except ManifestError as exc:
+            raise SystemExit(f"kdrill verify: --public-key {name}: {exc}") from None
+    return trusted
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from harness.manifest import ManifestError, verify_manifest
+    """Verify one run (signature, signer, run id, every entry) or, with --history, every run and
+    the chain. Prints every problem; exit 0 only when intact, 1 otherwise."""
+    from harness.manifest import ManifestError, verify_history, verify_run
 
+    trusted = _trusted_fingerprints(args)
+    if args.history is not None:
+        if args.run:
+            raise SystemExit("kdrill verify: give a run or --history [REPORTS_DIR], not both")
+        try:
+            history = verify_history(Path(args.history or args.reports), trusted_fingerprints=trusted)
+        except ManifestError as exc:
+            raise SystemExit(f"kdrill verify: {exc}") from None
+        state = "intact" if history.ok else f"NOT INTACT ({_count(len(history.problems), 'problem')})"
+        print(f"kdrill verify --history {history.root}: {_count(len(history.runs), 'run')}, {state}")
+        for problem in history.problems:
+            print(f"  {problem}")
+        for note in history.notes:
+            print(f"note: {note}")
+        signers: dict[str, int] = {}
+        for r in history.runs:
+            if r.signer is not None:
+                signers[r.signer.fingerprint] = signers.get(r.signer.fingerprint, 0) + 1
+        listed = ", ".join(f"sha256:{fp} ({_count(n, 'run')})" for fp, n in sorted(signers.items())) or "none"
+        print(f"signers: {listed}" + ("" if trusted else "; no key was pinned (--public-key, --fingerprint)"))
+        if history.head is not None:
+            print(f"head: {history.head.run_id} (manifest sha256 {history.head.manifest_sha256}); keep this line "
+                  "elsewhere: deleting the latest runs breaks no link")
+        return 0 if history.ok else 1
+    if not args.run:
+        raise SystemExit("kdrill verify: give a run id or directory, or --history [REPORTS_DIR]")
     run_dir = _run_dir(args.reports, args.run)
-    try:
-        result = verify_manifest(run_dir)
-    except ManifestError as exc:
-        print(f"kdrill verify: {exc}", file=sys.stderr)
-        return 2
-    print(f"kdrill verify {run_dir}: {'intact' if result.ok else 'CHANGED'}")
-    if not result.ok:
-        print(result.summary())
+    result = verify_run(run_dir, trusted_fingerprints=trusted)
+    if result.ok:
+        print(f"kdrill verify {run_dir}: intact ({_count(result.files, 'file')}, "
+              f"{_count(result.directories, 'directory', 'directories')}; run {result.run_id}, "
+              f"sealed {result.sealed_at})")
+    else:
+        print(f"kdrill verify {run_dir}: NOT INTACT ({_count(len(result.problems), 'problem')})")
+        for problem in result.problems:
+            print(f"  {problem}")
+    if result.sealed_at is not None:
+        print(result.signer_line())
+        print(f"previous run: {result.previous.run_id} (manifest sha256 {result.previous.manifest_sha256})"
+              if result.previous else "previous run: none (the first sealed run in its reports directory)")
     return 0 if result.ok else 1
 
 
@@ -340,12 +514,19 @@ def parser() -> argparse.ArgumentParser:
     clu.add_argument("--name", help="cluster name (default: the config's)")
     clu.set_defaults(func=cmd_cluster)
 
-    rep = sub.add_parser("report", help="write the HTML report and manifest of a run")
-    rep.add_argument("run", help="run id or directory")
+    rep = sub.add_parser("report", help="check that a verified run's sealed report re-renders from its evidence")
+    rep.add_argument("run", help="run id under --reports, or a path (with /) to a run directory")
+    rep.add_argument("--stdout", action="store_true", help="print the fresh rendering (nothing is written)")
     rep.set_defaults(func=cmd_report)
 
-    ver = sub.add_parser("verify", help="check a run's evidence against its manifest")
-    ver.add_argument("run", help="run id or directory")
+    ver = sub.add_parser("verify", help="check a run's signature, run id and every file, or the chain of runs")
+    ver.add_argument("run", nargs="?", help="run id under --reports, or a path (with /) to a run directory")
+    ver.add_argument("--history", nargs="?", const="", metavar="REPORTS_DIR",
+                     help="verify every run in REPORTS_DIR (default: --reports) and the links between them")
+    ver.add_argument("--public-key", action="append", default=[], metavar="PEM",
+                     help="require a signature by this Ed25519 public key (repeatable)")
+    ver.add_argument("--fingerprint", action="append", default=[], metavar="HEX",
+                     help="require a signature by the key with this SHA-256 fingerprint (repeatable)")
     ver.set_defaults(func=cmd_verify)
     return p
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+# This project's machines start Debian's Docker with this script, beside the checkout.
+DOCKER_UP = REPO_ROOT.parent / "shared" / "env" / "docker-up"
+DOCKER_INFO_TIMEOUT_SECONDS = 20  # a daemon that accepts and never answers must not hang kdrill
 
 MIN_MEMORY_GIB = 8  # the HA cluster idles at a few GiB; drills add load generators and probes
 MIN_INOTIFY_INSTANCES = 512
@@ -27,14 +33,51 @@ def _read_int(path: str) -> int | None:
         return None
 
 
-def check_docker() -> Check:
+def _docker_up() -> str:
+    """The docker-up script's path as short as it gets from here (relative or absolute)."""
+    return min(os.path.relpath(DOCKER_UP), str(DOCKER_UP), key=len)
+
+
+def _docker_up_hint() -> str:
+    if DOCKER_UP.exists():
+        return f"on this project's machines: bash {_docker_up()}"
+    return "e.g. sudo systemctl start docker"
+
+
+def docker_problem(timeout_seconds: float = DOCKER_INFO_TIMEOUT_SECONDS) -> str | None:
+    """One line saying why Docker cannot be used and how to fix it, or None when ``docker info``
+    answers. Runs ``docker info`` once, bounded by ``timeout_seconds``; raises nothing."""
+    return _docker_info(timeout_seconds)[0]
+
+
+def _docker_info(timeout_seconds: float) -> tuple[str | None, str]:
+    """``docker info`` once: (the problem line, or None; the engine's version, or "")."""
     if not shutil.which("docker"):
-        return Check("docker", False, "no docker CLI", "install Docker, or on this project's machines run ../shared/env/docker-up")
-    result = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True)
-    if result.returncode != 0:
-        return Check("docker", False, "the Docker engine does not answer",
-                     "start it: ../shared/env/docker-up (or `systemctl start docker`)")
-    return Check("docker", True, f"engine {result.stdout.strip()}")
+        install = (f"on this project's machines: bash {_docker_up()} installs and starts it"
+                   if DOCKER_UP.exists() else "e.g. sudo apt-get install -y docker.io")
+        return f"kdrill: Docker is not installed (no `docker` on PATH); install it ({install})", ""
+    try:
+        result = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
+                                capture_output=True, text=True, timeout=timeout_seconds)
+    except subprocess.TimeoutExpired:
+        return (f"kdrill: Docker is not answering (docker info: no answer in {timeout_seconds:.0f} s); "
+                f"restart it ({_docker_up_hint()})"), ""
+    if result.returncode == 0:
+        return None, result.stdout.strip()
+    lines = [ln.strip() for ln in (result.stderr + "\n" + result.stdout).splitlines() if ln.strip()]
+    error = lines[0].removeprefix("ERROR: ") if lines else f"exit {result.returncode}"
+    if "permission denied" in error.lower():
+        return (f"kdrill: Docker is running but not reachable by this user (docker info: {error}); "
+                "run as root or join the docker group"), ""
+    return f"kdrill: Docker is not running (docker info: {error}); start it ({_docker_up_hint()})", ""
+
+
+def check_docker() -> Check:
+    problem, version = _docker_info(DOCKER_INFO_TIMEOUT_SECONDS)
+    if problem:
+        detail, _, fix = problem.removeprefix("kdrill: ").rpartition("; ")
+        return Check("docker", False, detail, fix)
+    return Check("docker", True, f"engine {version}")
 
 
 def check_kind() -> Check:
@@ -44,7 +87,7 @@ def check_kind() -> Check:
     try:
         path = kind_binary()
     except ProviderError as exc:
-        return Check("kind", False, str(exc), "kdrill images build")
+        return Check("kind", False, str(exc), "kdrill images build (kdrill run and pytest build it themselves)")
     version = subprocess.run([path, "version"], capture_output=True, text=True).stdout.strip()
     return Check("kind", True, f"{path} ({version})")
 
@@ -56,7 +99,8 @@ def check_images() -> Check:
     missing = [s["step"] for s in build.status() if s["image"] and not s["built"]]
     if missing:
         return Check("images", False, f"not built or out of date: {', '.join(missing)}",
-                     "kdrill images build (cold: about 15 to 20 minutes on 2 cores; cached afterwards)")
+                     "kdrill images build, or just kdrill run / python3 -m pytest, which build what is "
+                     "missing (cold: about 15 to 20 minutes on 2 cores; cached afterwards)")
     return Check("images", True, f"node image {build.node_image} and the rest are built and current")
 
 
@@ -79,22 +123,34 @@ def check_inotify() -> Check:
                  f"fs.inotify.max_user_watches={MIN_INOTIFY_WATCHES} (many kubelets share one kernel)")
 
 
+def missing_build_tools(go: bool = True, debootstrap: bool = True) -> list[str]:
+    """What the offline image build needs and this machine lacks, each with how to get it:
+    Go 1.24 or later (the Kubernetes and tool builds) when ``go``, ``debootstrap`` (the root
+    filesystems) when ``debootstrap``. Empty when nothing is missing."""
+    missing = []
+    found = shutil.which("go")
+    if go and not found:
+        missing.append("go 1.24 or later (https://go.dev/doc/install)")
+    elif go:
+        version = subprocess.run([found, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+        parts = version.removeprefix("go").split(".")
+        try:
+            too_old = (int(parts[0]), int(parts[1].split("rc")[0])) < (1, 24)
+        except (IndexError, ValueError):
+            too_old = True
+        if too_old:
+            missing.append(f"go 1.24 or later, found {version or 'none'} (https://go.dev/doc/install)")
+    if debootstrap and not shutil.which("debootstrap"):
+        missing.append("debootstrap (apt-get install -y debootstrap)")
+    return missing
+
+
 def check_build_tools() -> Check:
     """Go (1.24 or later) and debootstrap build the offline images."""
-    missing = []
-    go = shutil.which("go")
-    if not go:
-        missing.append("go (1.24 or later: https://go.dev/doc/install)")
-    else:
-        version = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
-        parts = version.removeprefix("go").split(".")
-        if len(parts) < 2 or (int(parts[0]), int(parts[1].split("rc")[0])) < (1, 24):
-            missing.append(f"go 1.24 or later (found {version})")
-    if not shutil.which("debootstrap"):
-        missing.append("debootstrap (apt-get install -y debootstrap)")
+    missing = missing_build_tools()
     if missing:
         return Check("build tools", False, "missing: " + ", ".join(missing), "install: " + "; ".join(missing))
-    return Check("build tools", True, f"{go} and debootstrap")
+    return Check("build tools", True, f"{shutil.which('go')} and debootstrap")
 
 
 def check_ledger() -> Check:

@@ -92,7 +92,8 @@ class Drill:
             # A drill may inject more than once (e.g. one member, then two): keep every window.
             self.record.observations.setdefault("injections", []).append(
                 {"kind": fault.kind, "method": getattr(fault, "method", None), "where": fault.where(),
-                 "injected_at": fault.injected_at, "reverted_at": fault.reverted_at,
+                 "injected_at": fault.injected_at, "revert_started_at": fault.revert_started_at,
+                 "reverted_at": fault.reverted_at,
                  "revert_verified": fault.revert_verified, "restarts_by_design": fault.restarts_by_design(),
                  **fault.evidence()})
             self.say(f"{fault.kind} reverted (verified: {fault.revert_verified})")

@@ -8,6 +8,11 @@ Layout of a run directory::
     <drill>[--<case>].timeline.json   write_timelines()
 
 Times are epoch seconds, durations seconds. Files are written atomically.
+
+A run id names a directory directly under the reports root, so every run id that comes in
+(``--run-id``, ``kdrill report``/``verify``, the writer) goes through :func:`validate_run_id`;
+a new run gets its directory from :func:`create_run_dir`, which refuses to reuse a run id.
+Nothing is written into a sealed run (one with ``manifest.json``).
 """
 
 from __future__ import annotations
@@ -34,11 +39,58 @@ from harness.scenario import Scenario
 from harness.timeline import Sample, Timeline
 
 _STEM_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+class RunIdError(ValueError):
+    """A run id is malformed, or already names a run; the message is one line."""
+
+
+class RunExistsError(RunIdError):
+    """The run id already names a run directory with something in it."""
+
+
+class SealedRunError(RuntimeError):
+    """Something tried to write into a run that has been sealed."""
 
 
 def new_run_id() -> str:
     """``YYYYmmddTHHMMSSZ-<6 hex>`` in UTC, e.g. ``20250101T120000Z-a1b2c3``."""
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def validate_run_id(run_id: object) -> str:
+    """Returns ``run_id`` when it is safe as one directory name under the reports root.
+
+    Valid: 1 to 100 characters from ``A-Z a-z 0-9 . _ -``, starting with a letter or digit,
+    without ``..`` (so no path separators, no ``.``/``..``, nothing hidden). Raises RunIdError
+    with a one-line message otherwise.
+    """
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or ".." in run_id:
+        raise RunIdError(f"invalid run id {run_id!r}: use 1 to 100 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit, without '..'")
+    return run_id
+
+
+def create_run_dir(reports_root: Path, run_id: str) -> Path:
+    """Creates and returns ``<reports_root>/<run_id>/`` for a new run.
+
+    Refuses to reuse a run id: RunExistsError when that path exists and is anything but an
+    empty directory (an empty one holds no evidence: ``kdrill run`` creates it before its pytest
+    child calls this again). Raises RunIdError for an invalid run id, OSError when the
+    directory cannot be created.
+    """
+    validate_run_id(run_id)
+    root = Path(reports_root)
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / run_id
+    try:
+        path.mkdir()
+    except FileExistsError:
+        if path.is_symlink() or not path.is_dir() or any(path.iterdir()):
+            raise RunExistsError(f"run {run_id} already exists in {root}; evidence is never overwritten: "
+                                 "choose another run id") from None
+    return path
 
 
 @dataclass
@@ -68,6 +120,8 @@ class DrillRecord:
     expectations: list[dict[str, Any]] = field(default_factory=list)
     probes: dict[str, dict[str, Any]] = field(default_factory=dict)
     observations: dict[str, Any] = field(default_factory=dict)
+    # harness/vitals.py: {"windows", "signs": {sign: {...}}, "flagged": [sign, ...]}
+    vital_signs: dict[str, Any] = field(default_factory=dict)
     source: list[dict[str, Any]] = field(default_factory=list)
     scenario: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -131,14 +185,36 @@ def _jsonable(value: Any) -> Any:
 
 
 class EvidenceWriter:
-    """Writes evidence files into ``run_dir`` (created on first write)."""
+    """Writes evidence files into ``run_dir`` (created on first write), whose name is the run id.
+
+    Raises RunIdError when the directory's name is not a valid run id; every write raises
+    SealedRunError once the run is sealed.
+    """
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
+        validate_run_id(self.run_dir.name)
+
+    @classmethod
+    def for_new_run(cls, reports_root: Path, run_id: str) -> EvidenceWriter:
+        """A writer for a new run's directory, made by :func:`create_run_dir` (same errors)."""
+        return cls(create_run_dir(reports_root, run_id))
+
+    def _target(self, name: str) -> Path:
+        from harness.manifest import MANIFEST_NAME  # imported here: harness.manifest imports this module
+
+        if (self.run_dir / MANIFEST_NAME).exists():
+            raise SealedRunError(f"run {self.run_dir.name} is sealed; not writing {name} into it")
+        return self.run_dir / name
 
     def write_record(self, record: DrillRecord) -> Path:
-        """Write ``<run_dir>/<stem>.json`` (pretty, sorted keys). Returns its path."""
-        return write_json_atomic(self.run_dir / f"{record.stem}.json", record.to_dict())
+        """Write ``<run_dir>/<stem>.json`` (pretty, sorted keys). Returns its path.
+
+        Raises RunIdError when ``record.run_id`` is not this directory's run id.
+        """
+        if record.run_id != self.run_dir.name:
+            raise RunIdError(f"record of run {record.run_id!r} does not belong in run {self.run_dir.name}")
+        return write_json_atomic(self._target(f"{record.stem}.json"), record.to_dict())
 
     def write_timelines(self, record_stem: str,
                         timelines: Mapping[str, Timeline | Iterable[Sample]]) -> Path:
@@ -148,18 +224,24 @@ class EvidenceWriter:
         """
         data = {name: tl.to_list() if isinstance(tl, Timeline) else [s.to_dict() for s in tl]
                 for name, tl in timelines.items()}
-        return write_json_atomic(self.run_dir / f"{record_stem}.timeline.json", _jsonable(data))
+        return write_json_atomic(self._target(f"{record_stem}.timeline.json"), _jsonable(data))
 
     def write_run_metadata(self, meta: dict[str, Any]) -> Path:
-        """Write ``<run_dir>/run.json``."""
-        return write_json_atomic(self.run_dir / "run.json", _jsonable(meta))
+        """Write ``<run_dir>/run.json``. Raises RunIdError when ``meta["run_id"]`` is set and is
+        not this directory's run id."""
+        if meta.get("run_id") is not None and meta["run_id"] != self.run_dir.name:
+            raise RunIdError(f"metadata of run {meta['run_id']!r} does not belong in run {self.run_dir.name}")
+        return write_json_atomic(self._target("run.json"), _jsonable(meta))
 
 
 def run_metadata(repo_root: Path, run_id: str | None = None) -> dict[str, Any]:
     """Facts about this run, gathered locally (no network):
     ``run_id, started_at, user, host, git_commit, git_dirty, kdrill_version,
     python, command``. ``git_commit``/``git_dirty`` are None outside a git
-    checkout or without git; ``user`` is None when it cannot be determined."""
+    checkout or without git; ``user`` is None when it cannot be determined. Raises RunIdError
+    for an invalid ``run_id``."""
+    if run_id is not None:
+        validate_run_id(run_id)
     try:
         user: str | None = getpass.getuser()
     except Exception:  # noqa: BLE001 - no login name in some containers

@@ -14,11 +14,16 @@ Steps (``clusters/images/``):
   images          the component images under the exact tags kubeadm and the manifests use
   preload         containerd's ``k8s.io`` namespace holding every component image
   node            the kind node image
+
+``ensure_built()`` is what ``kdrill run`` and the pytest plugin call before a kind cluster is
+created: nothing when every step is built (a fraction of a second), otherwise the missing steps
+with progress lines and an estimate of the time left.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import fcntl
 import hashlib
 import inspect
 import json
@@ -27,6 +32,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,8 +57,30 @@ ROOTFS_PACKAGES = {
 }
 
 
+# What a kind cluster needs: the node image (with every component preloaded), kind's HA load
+# balancer and the drills' toolbox; everything else is built on the way.
+TARGETS = ["node", "haproxy", "toolbox"]
+
+# Seconds each step takes in a cold build, measured on this project's 2-core machine (Go 1.24,
+# Debian mirror over the network). The three lanes of build_all run side by side: the two Go
+# builds share the cores (Kubernetes ~14 min while the tools take ~12 min), and the debootstraps
+# (node 2.5 min, net 107 s, toolbox 159 s, haproxy 101 s) run one after another meanwhile. The
+# image steps run after them, one at a time: components, preload and node 44 to 78 s each on a
+# fresh Docker engine, the small imports and builds a few seconds. Whole cold build: about 15 to
+# 18 minutes (10 minutes with Go's own build cache warm). A step's time from the last build that
+# ran it (durations.json in the cache) takes precedence.
+COLD_SECONDS = {
+    "go-kubernetes": 840, "go-tools": 720,
+    "rootfs-node": 150, "rootfs-net": 107, "rootfs-toolbox": 159, "rootfs-haproxy": 101,
+    "base-net": 5, "node-base": 10, "components": 44, "toolbox": 10, "preload": 60, "node": 78,
+    "haproxy": 5,
+}
+HEARTBEAT_SECONDS = 60  # a progress line at least this often while a long Go build runs
+
+
 class BuildError(RuntimeError):
-    """A build step failed; the message names the step and where its log is."""
+    """A build step failed, or cannot run here; the message names the step and where its log
+    is, or what is missing and how to get it."""
 
 
 def cache_dir() -> Path:
@@ -99,6 +127,150 @@ def run(cmd: list[str], log_file: Path, **kwargs) -> None:
         raise BuildError(f"{' '.join(cmd[:3])} failed (exit {result.returncode}); log: {log_file}\n" + "\n".join(tail))
 
 
+_durations_lock = threading.Lock()
+
+
+def recorded_seconds() -> dict[str, float]:
+    """Seconds each step took the last time it was built here (step name -> seconds; empty
+    when nothing was recorded or the file is unreadable)."""
+    try:
+        data = json.loads((cache_dir() / "durations.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))} if isinstance(data, dict) else {}
+
+
+def record_seconds(name: str, seconds: float) -> None:
+    """Remember that step ``name`` took ``seconds`` to build (for the next build's estimate)."""
+    from harness.files import write_text_atomic
+
+    with _durations_lock:  # the build lanes finish steps from several threads
+        data = recorded_seconds()
+        data[name] = round(seconds, 1)
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        write_text_atomic(cache_dir() / "durations.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def expected_seconds(names: list[str], recorded: dict[str, float]) -> dict[str, float]:
+    """Estimated seconds per step: its ``recorded`` time (see recorded_seconds), else its
+    COLD_SECONDS figure (60 s for a step with neither)."""
+    return {n: recorded.get(n, COLD_SECONDS.get(n, 60.0)) for n in names}
+
+
+def lane_of(name: str) -> str | None:
+    """The parallel lane a step runs in (see Build.build_all), or None for the steps that run
+    one at a time after the lanes."""
+    if name in ("go-kubernetes", "go-tools"):
+        return name
+    return "rootfs" if name.startswith("rootfs-") else None
+
+
+def seconds_left(todo: list[str], expected: dict[str, float], elapsed: dict[str, float] | None = None) -> float:
+    """Estimated seconds until the steps in ``todo`` are built.
+
+    ``expected``: seconds per step; ``elapsed``: seconds already spent on the steps running now.
+    The lanes run side by side (the longest one counts), the other steps one after another after
+    them. A running step that overran its estimate counts as 0 s left.
+    """
+    elapsed = elapsed or {}
+
+    def left(name: str) -> float:
+        return max(expected[name] - elapsed.get(name, 0.0), 0.0)
+
+    lanes: dict[str, float] = {}
+    after = 0.0
+    for name in todo:
+        lane = lane_of(name)
+        if lane is None:
+            after += left(name)
+        else:
+            lanes[lane] = lanes.get(lane, 0.0) + left(name)
+    return max(lanes.values(), default=0.0) + after
+
+
+def format_seconds(seconds: float) -> str:
+    """``45 s``, ``3 min``, ``14 min``: how long, for a person (rounded, never negative)."""
+    seconds = max(seconds, 0.0)
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+class Progress:
+    """Progress lines of one build, passed to ``say``: a step starts (with its log), a step is
+    built (its seconds, the steps left, the estimated time left), and while steps run a line
+    every ``heartbeat_seconds``. A context manager: the heartbeat runs inside the ``with``.
+    Thread-safe: the build lanes report from their own threads."""
+
+    def __init__(self, todo: list[str], expected: dict[str, float], say: Callable[[str], None],
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS, clock: Callable[[], float] = time.monotonic):
+        self.todo = list(todo)  # not built yet, in build order
+        self.expected = expected
+        self.say = say
+        self.clock = clock
+        self.heartbeat_seconds = heartbeat_seconds
+        self.started_at = clock()
+        self.running: dict[str, float] = {}  # step -> clock() when it started
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def left_seconds(self) -> float:
+        now = self.clock()
+        return seconds_left(self.todo, self.expected, {n: now - t for n, t in self.running.items()})
+
+    def _line(self, text: str) -> None:
+        minutes, seconds = divmod(int(self.clock() - self.started_at), 60)
+        self.say(f"[{minutes:2d}:{seconds:02d}] {text}")
+
+    def _left(self) -> str:
+        if not self.todo:
+            return "nothing left"
+        return f"{len(self.todo)} step(s) left, about {format_seconds(self.left_seconds())} left"
+
+    def start(self, name: str, log_file: Path) -> None:
+        with self._lock:
+            self.running[name] = self.clock()
+            self._line(f"{name}: building (usually {format_seconds(self.expected.get(name, 0))}); log: {log_file}")
+
+    def built(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self.running.pop(name, None)
+            if name in self.todo:
+                self.todo.remove(name)
+            self._line(f"{name}: built in {seconds:.0f} s; {self._left()}")
+
+    def cached(self, name: str) -> None:
+        """``name`` turned out to be built already (e.g. by another build meanwhile)."""
+        with self._lock:
+            if name in self.todo:
+                self.todo.remove(name)
+
+    def failed(self, name: str, seconds: float, log_file: Path) -> None:
+        with self._lock:
+            self.running.pop(name, None)
+            still = f"; waiting for {', '.join(self.running)} to stop" if self.running else ""
+            self._line(f"{name}: FAILED after {seconds:.0f} s; log: {log_file}{still}")
+
+    def heartbeat(self) -> None:
+        with self._lock:
+            if self.running:
+                now = self.clock()
+                doing = ", ".join(f"{n} ({format_seconds(now - t)} so far)" for n, t in self.running.items())
+                self._line(f"building {doing}; {self._left()}")
+
+    def __enter__(self) -> "Progress":
+        def beat() -> None:
+            while not self._stop.wait(self.heartbeat_seconds):
+                self.heartbeat()
+
+        self._beat = threading.Thread(target=beat, name="kdrill-build-progress", daemon=True)
+        self._beat.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._beat.join()  # no heartbeat line after the build's last line
+
+
 def docker_image_key(tag: str) -> str | None:
     result = subprocess.run(
         ["docker", "image", "inspect", "--format", "{{ index .Config.Labels \"" + LABEL + "\" }}", tag],
@@ -132,21 +304,37 @@ class Step:
             return docker_image_key(self.image) == self.key
         return (self.out / ".complete").exists()
 
-    def ensure(self) -> float:
-        """Build unless cached; returns the seconds spent (0.0 when cached)."""
+    def ensure(self, progress: Progress | None = None) -> float:
+        """Build unless cached; returns the seconds spent (0.0 when cached). Raises BuildError
+        naming this step and its log file."""
+        # With progress lines on the terminal, the log repeats them only at debug level.
+        level = logging.DEBUG if progress else logging.INFO
         if self.done():
-            log.info("%-16s cached (%s)", self.name, self.key)
+            log.log(level, "%-16s cached (%s)", self.name, self.key)
+            if progress:
+                progress.cached(self.name)
             return 0.0
-        log.info("%-16s building (%s), log: %s", self.name, self.key, self.log_file)
+        log.log(level, "%-16s building (%s), log: %s", self.name, self.key, self.log_file)
+        if progress:
+            progress.start(self.name, self.log_file)
         started = time.monotonic()
-        if not self.image:
-            shutil.rmtree(self.out, ignore_errors=True)
-            self.out.mkdir(parents=True)
-        self.build(self)
-        if not self.image:
-            (self.out / ".complete").write_text(self.key)
+        try:
+            if not self.image:
+                shutil.rmtree(self.out, ignore_errors=True)
+                self.out.mkdir(parents=True)
+            self.build(self)
+            if not self.image:
+                (self.out / ".complete").write_text(self.key)
+        except (BuildError, OSError, subprocess.SubprocessError) as exc:
+            if progress:
+                progress.failed(self.name, time.monotonic() - started, self.log_file)
+            detail = str(exc) if isinstance(exc, BuildError) else f"{exc}; log: {self.log_file}"
+            raise BuildError(f"image build step {self.name} failed: {detail}") from None
         spent = time.monotonic() - started
-        log.info("%-16s built in %.0f s", self.name, spent)
+        log.log(level, "%-16s built in %.0f s", self.name, spent)
+        record_seconds(self.name, spent)
+        if progress:
+            progress.built(self.name, spent)
         return spent
 
 
@@ -328,13 +516,8 @@ class Build:
 
     # --- driving ---
 
-    def build_all(self, targets: list[str] | None = None) -> dict[str, float]:
-        """Build ``targets`` (default: node, haproxy, toolbox) and what they need.
-
-        Go builds (CPU-bound) and debootstraps (network- and disk-bound) run side by side.
-        Returns seconds spent per step (0.0 for cached ones). Raises BuildError.
-        """
-        targets = targets or ["node", "haproxy", "toolbox"]
+    def order(self, targets: list[str] | None = None) -> list[Step]:
+        """``targets`` (default: TARGETS) and every step they build on, dependencies first."""
         order: list[Step] = []
 
         def visit(st: Step) -> None:
@@ -343,26 +526,86 @@ class Build:
             if st not in order:
                 order.append(st)
 
-        for t in targets:
+        for t in targets or TARGETS:
             visit(self.step(t))
+        return order
+
+    def missing(self, targets: list[str] | None = None) -> list[str]:
+        """Names of the steps ``targets`` need that are not built (or out of date), in build order."""
+        return [st.name for st in self.order(targets) if not st.done()]
+
+    def build_all(self, targets: list[str] | None = None, progress: Progress | None = None) -> dict[str, float]:
+        """Build ``targets`` (default: node, haproxy, toolbox) and what they need.
+
+        Go builds (CPU-bound) and debootstraps (network- and disk-bound) run side by side.
+        One build at a time per cache: a second one waits for the first (a lock file).
+        Returns seconds spent per step (0.0 for cached ones). Raises BuildError.
+        """
+        order = self.order(targets)
         spent: dict[str, float] = {}
-        # Three lanes: the two Go builds (compile is parallel, linking is not, so two builds
-        # keep both cores busier) and the debootstraps (network and disk).
-        lanes = [[st for st in order if st.name == "go-kubernetes"],
-                 [st for st in order if st.name == "go-tools"],
-                 [st for st in order if st.name.startswith("rootfs-")]]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
-            futures = [pool.submit(lambda lane: [(st.name, st.ensure()) for st in lane], lane) for lane in lanes]
-            for f in futures:
-                spent.update(dict(f.result()))
-        for st in order:
-            if st.name not in spent:
-                spent[st.name] = st.ensure()
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        with (cache_dir() / "build.lock").open("w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                (progress.say if progress else log.info)(
+                    f"another kdrill image build is running (lock {cache_dir() / 'build.lock'}); waiting for it")
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            # Three lanes: the two Go builds (compile is parallel, linking is not, so two builds
+            # keep both cores busier) and the debootstraps (network and disk).
+            lanes: dict[str, list[Step]] = {}
+            for st in order:
+                if lane_of(st.name):
+                    lanes.setdefault(lane_of(st.name), []).append(st)
+            with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+                futures = [pool.submit(lambda lane: [(st.name, st.ensure(progress)) for st in lane], lane)
+                           for lane in lanes.values()]
+                for f in futures:
+                    spent.update(dict(f.result()))
+            for st in order:
+                if st.name not in spent:
+                    spent[st.name] = st.ensure(progress)
         return spent
 
     def status(self) -> list[dict]:
         return [{"step": st.name, "key": st.key, "built": st.done(), "image": st.image}
                 for st in self._steps.values()]
+
+
+def ensure_built(progress: Callable[[str], None] = print, targets: list[str] | None = None) -> dict[str, float]:
+    """Build whatever a kind cluster needs that is not built yet; what ``kdrill run`` and the
+    pytest plugin do before creating a kind cluster (Docker must be up: see
+    harness.doctor.docker_problem).
+
+    ``progress`` receives one line when everything is built already (a fraction of a second),
+    otherwise a line per step started and built, with the steps left and the estimated time
+    left, and a heartbeat line every HEARTBEAT_SECONDS. Returns seconds spent per step built
+    (empty when nothing was missing). Raises BuildError naming the failed step and its log file,
+    or, before building anything, what is missing to build (Go, debootstrap) and how to get it.
+    """
+    from harness.doctor import missing_build_tools
+
+    build = Build()
+    todo = build.missing(targets)
+    if not todo:
+        progress(f"kdrill: kind images built and current (node image {build.node_image})")
+        return {}
+    lacking = missing_build_tools(go=any(lane_of(n) in ("go-kubernetes", "go-tools") for n in todo),
+                                  debootstrap=any(lane_of(n) == "rootfs" for n in todo))
+    if lacking:
+        raise BuildError(f"the kind images are not built ({', '.join(todo)}) and cannot be built here: "
+                         f"missing {'; '.join(lacking)}")
+    recorded = recorded_seconds()
+    expected = expected_seconds(todo, recorded)
+    source = "the last build's step times" if any(n in recorded for n in todo) else "cold-build figures"
+    progress(f"kdrill: building {len(todo)} kind image step(s) not built yet: {', '.join(todo)}; "
+             f"about {format_seconds(seconds_left(todo, expected))} (estimate from {source}); "
+             f"cached in {cache_dir()} afterwards")
+    started = time.monotonic()
+    with Progress(todo, expected, progress) as lines:
+        spent = build.build_all(targets, progress=lines)
+    progress(f"kdrill: kind images built in {format_seconds(time.monotonic() - started)}")
+    return {name: seconds for name, seconds in spent.items() if seconds}
 
 
 def image_sizes(tags: list[str]) -> dict[str, int]:

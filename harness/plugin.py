@@ -18,6 +18,7 @@ test case runs per entry in the scenario's ``cases`` (or one when it has none).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -89,10 +90,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def kdrill_run(request: pytest.FixtureRequest):
     """The run's id, evidence directory and writer; run.json is written at start and end."""
+    from harness.evidence import RunIdError
+
     run_id = request.config._kdrill_run_id
-    run_dir = Path(request.config.getoption("--kdrill-reports")) / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    writer = EvidenceWriter(run_dir)
+    try:
+        # A new run's directory, never an earlier run's (kdrill run made it empty for us).
+        writer = EvidenceWriter.for_new_run(Path(request.config.getoption("--kdrill-reports")), run_id)
+    except RunIdError as exc:
+        pytest.exit(f"kdrill: {exc}")
+    run_dir = writer.run_dir
     meta = run_metadata(REPO_ROOT, run_id)
     writer.write_run_metadata(meta)
     request.config._kdrill_run_dir = run_dir
@@ -109,8 +115,30 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     if opt("--kdrill-kubeconfig"):
         yield existing_cluster(opt("--kdrill-kubeconfig"), opt("--kdrill-context"))
         return
+    from harness.doctor import docker_problem
+    from harness.images import BuildError, ensure_built
     from harness.providers.kind import KindProvider
 
+    # Docker down or a failed image build ends the session with one line: as a fixture error
+    # it would repeat for every test that needs the cluster.
+    problem = docker_problem()
+    if problem:
+        pytest.exit(problem)
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    reporter = request.config.pluginmanager.getplugin("terminalreporter")
+
+    def say(line: str) -> None:
+        # A cold build takes minutes: its progress must show even while pytest captures output.
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            if reporter:
+                reporter.write_line(line)
+            else:
+                print(line, flush=True)
+
+    try:
+        ensure_built(progress=say)
+    except BuildError as exc:
+        pytest.exit(f"kdrill: {exc}")
     try:
         provider = KindProvider(opt("--kdrill-cluster-config"), name=opt("--kdrill-cluster-name"))
     except ProviderError as exc:
@@ -136,8 +164,18 @@ def kdrill_topology(kdrill_cluster):
     return discover(kdrill_cluster)
 
 
+@pytest.fixture(scope="session")
+def kdrill_vitals(kdrill_cluster, kdrill_topology):
+    """The session's vital-sign fixtures (harness/vitals.py), set up by the first drill."""
+    from harness.vitals import VitalSigns
+
+    vitals = VitalSigns(kdrill_cluster, (kdrill_topology.workers or [None])[-1])
+    yield vitals
+    vitals.delete()
+
+
 @pytest.fixture
-def drill(request: pytest.FixtureRequest, drill_case, kdrill_cluster, kdrill_topology, kdrill_run):
+def drill(request: pytest.FixtureRequest, drill_case, kdrill_cluster, kdrill_topology, kdrill_run, kdrill_vitals):
     """A :class:`harness.drill.Drill` for the test's scenario and case; its evidence is written
     after the test body whatever happened."""
     scenario = find_scenario(_scenario_of(request.node), request.config.getoption("--kdrill-scenarios-dir"))
@@ -157,11 +195,24 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_cluster, kdrill_top
 
     d = Drill(scenario, drill_case, kdrill_cluster, kdrill_topology, Ledger(), kdrill_run["writer"],
               kdrill_run["run_id"], progress=progress)
+    # The platform's vital signs, whatever the drill's own claim looks at.
+    try:
+        vitals = kdrill_vitals.watch()
+    except Exception as exc:  # recorded: a cluster that cannot run them is itself a finding
+        vitals = None
+        d.record.vital_signs = {"error": f"vital signs not watched: {type(exc).__name__}: {exc}"[:500]}
     yield d
     call = getattr(request.node, "_kdrill_call_report", None)
     error = getattr(request.node, "_kdrill_call_excinfo", None)
     if call is not None and call.failed and error is None:
         error = RuntimeError(call.longreprtext[-2000:])
+    if vitals is not None:
+        covered = {sign: name for sign, name in scenario.vital_signs.items() if name in d.expectations}
+        d.record.vital_signs = vitals.finish(d.record.observations.get("injections", []), covered)
+        d.add_timelines(vitals.timelines)
+        for sign in d.record.vital_signs["flagged"]:
+            d.say(f"FLAGGED vital sign {sign} degraded with no expectation about it: "
+                  f"{ {k: v for k, v in d.record.vital_signs['signs'][sign].items() if k in ('baseline', 'fault', 'after', 'added')} }")
     d.finish(error)
     # Whatever the drill left in its namespace goes, so the next drill starts clean.
     try:

@@ -6,6 +6,14 @@
 inline CSS and inline SVG charts, no scripts and no external resources, so it
 opens offline and can be archived with the evidence.
 
+The report is rendered at the end of a run, before the run is sealed, so the
+manifest covers it; the seal it will get (signer key, previous run) is passed
+in and shown. Rendering is a pure function of the evidence, the seal and
+``generated_at``, so a sealed report can be re-rendered byte for byte
+(``kdrill report``). A top-level ``*.json`` that should be a drill record but
+does not parse as one is never left out: it is listed as an unreadable record
+with verdict "error" and counted in the headline.
+
 All times in the evidence are epoch seconds; the report shows absolute times as
 UTC ISO-8601 and chart/expectation times as seconds relative to the drill's
 ``started_at``. Everything taken from the evidence is HTML-escaped.
@@ -33,7 +41,9 @@ __all__ = [
     "MAX_MARKS",
     "ReportError",
     "build_report",
+    "render_report",
     "load_drill_records",
+    "scan_records",
     "timeline_svg",
 ]
 
@@ -59,6 +69,7 @@ class _Run:
     meta: dict[str, Any]
     records: list[tuple[Path, dict[str, Any]]]
     problems: list[str] = field(default_factory=list)
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
 
 
 def _read_json(path: Path) -> Any:
@@ -66,31 +77,51 @@ def _read_json(path: Path) -> Any:
         return json.load(fh)
 
 
-def load_drill_records(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """Drill records in ``run_dir`` (top level only), in run order.
+def scan_records(run_dir: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[tuple[Path, str]]]:
+    """Every drill record slot in ``run_dir`` (top level only): ``(records, unreadable)``.
 
-    A drill record is a ``*.json`` file holding an object with both a
-    ``drill`` and a ``verdict`` key; ``run.json``, ``manifest.json`` and
-    ``*.timeline.json`` never are. Unreadable JSON files are skipped.
-    Returns ``[(path, record), ...]`` sorted by ``started_at`` (epoch seconds)
-    then file name.
+    Every top-level ``*.json`` but ``run.json``, ``manifest.json`` and
+    ``*.timeline.json`` is a drill record by the run directory's layout. One
+    that is an object with both a ``drill`` and a ``verdict`` key is in
+    ``records`` as ``(path, record)``, sorted by ``started_at`` (epoch
+    seconds) then file name; any other (unreadable, not JSON, truncated, not
+    a record) is in ``unreadable`` as ``(path, reason)``, sorted by name.
     """
     records: list[tuple[Path, dict[str, Any]]] = []
+    unreadable: list[tuple[Path, str]] = []
     for path in sorted(Path(run_dir).glob("*.json")):
         if path.name in _NOT_RECORDS or path.name.endswith(".timeline.json"):
             continue
         try:
             data = _read_json(path)
-        except (OSError, ValueError):
+        except OSError as exc:
+            unreadable.append((path, f"cannot be read: {exc.strerror or exc}"))
             continue
-        if isinstance(data, dict) and "drill" in data and "verdict" in data:
+        except ValueError as exc:
+            unreadable.append((path, f"does not parse as JSON ({exc}); it may be truncated"))
+            continue
+        if not isinstance(data, dict):
+            unreadable.append((path, f"is JSON but not an object ({type(data).__name__})"))
+        elif "drill" not in data or "verdict" not in data:
+            absent = " and ".join(repr(k) for k in ("drill", "verdict") if k not in data)
+            unreadable.append((path, f"is not a drill record: it has no {absent} key"))
+        else:
             records.append((path, data))
 
     def order(item: tuple[Path, dict[str, Any]]) -> tuple[float, str]:
         started = _as_float(item[1].get("started_at"))
         return (started if started is not None else math.inf, item[0].name)
 
-    return sorted(records, key=order)
+    return sorted(records, key=order), unreadable
+
+
+def load_drill_records(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """The readable drill records of :func:`scan_records`, in run order.
+
+    Callers that show or count a run's verdicts must use ``scan_records``:
+    this leaves out the records that do not parse.
+    """
+    return scan_records(run_dir)[0]
 
 
 def _load_run(run_dir: Path) -> _Run:
@@ -110,13 +141,13 @@ def _load_run(run_dir: Path) -> _Run:
                 problems.append("run.json is not a JSON object; run metadata not shown")
         except (OSError, ValueError) as exc:
             problems.append(f"run.json could not be read ({exc}); run metadata not shown")
-    records = load_drill_records(run_dir)
-    if not has_run_json and not records:
+    records, unreadable = scan_records(run_dir)
+    if not has_run_json and not records and not unreadable:
         raise ReportError(
             f"cannot build a report: {run_dir} has no run.json and no drill records "
             "(*.json files with 'drill' and 'verdict' keys)"
         )
-    return _Run(run_dir=run_dir, meta=meta, records=records, problems=problems)
+    return _Run(run_dir=run_dir, meta=meta, records=records, problems=problems, unreadable=unreadable)
 
 
 def _load_timeline(
@@ -575,13 +606,16 @@ def _header(run: _Run) -> tuple[str, str]:
     """Returns (page header html, run metadata section html)."""
     meta = run.meta
     records = [r for _, r in run.records]
-    failing = [r for r in records if r.get("verdict") != "passed"]
-    if not records:
+    # An unreadable record counts as a drill that did not pass: its verdict is unknown.
+    total = len(records) + len(run.unreadable)
+    failing = sum(1 for r in records if r.get("verdict") != "passed") + len(run.unreadable)
+    unreadable = f" ({len(run.unreadable)} unreadable)" if run.unreadable else ""
+    if not total:
         overall = '<span class="badge badge-unknown">no drill records</span>'
     elif failing:
-        overall = f'<span class="badge badge-fail">{len(failing)} of {len(records)} not passed</span>'
+        overall = f'<span class="badge badge-fail">{failing} of {total} not passed{unreadable}</span>'
     else:
-        overall = f'<span class="badge badge-pass">all {len(records)} passed</span>'
+        overall = f'<span class="badge badge-pass">all {total} passed</span>'
     run_id = meta.get("run_id") or (records[0].get("run_id") if records else None) or run.run_dir.name
     started = _as_float(meta.get("started_at"))
     finished = _as_float(meta.get("finished_at"))
@@ -649,8 +683,8 @@ def _cluster(records: list[tuple[Path, dict[str, Any]]]) -> str:
     )
 
 
-def _summary(records: list[tuple[Path, dict[str, Any]]]) -> str:
-    if not records:
+def _summary(records: list[tuple[Path, dict[str, Any]]], unreadable: Sequence[tuple[Path, str]] = ()) -> str:
+    if not records and not unreadable:
         return (
             '<section class="summary"><h2>Verdicts</h2>'
             '<p class="notice">This run has no drill records.</p></section>'
@@ -669,9 +703,16 @@ def _summary(records: list[tuple[Path, dict[str, Any]]]) -> str:
             f'<td class="nowrap">{_tally(r.get("expectations"))}</td>'
             f'<td class="num">{_seconds(r.get("duration_seconds"))}</td></tr>'
         )
+    for path, reason in unreadable:
+        counts["error"] = counts.get("error", 0) + 1
+        rows.append(
+            f'<tr class="row-fail unreadable"><td><a href="#{_anchor(path)}"><code>{_e(path.name)}</code></a></td>'
+            f'<td><span class=muted>—</span></td><td>unreadable record: {_e(reason)}</td><td>{_badge("error")}</td>'
+            '<td class="nowrap">unknown</td><td class="num">—</td></tr>'
+        )
     tally = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()))
     return (
-        f'<section class="summary"><h2>Verdicts</h2><p>{len(records)} drill cases: {tally}.</p>'
+        f'<section class="summary"><h2>Verdicts</h2><p>{len(records) + len(unreadable)} drill cases: {tally}.</p>'
         + _table(["Drill", "Case", "Title", "Verdict", "Expectations", "Duration"], rows, "verdicts")
         + "</section>"
     )
@@ -987,6 +1028,50 @@ def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> 
 </section>"""
 
 
+def _unreadable_section(run_dir: Path, path: Path, reason: str) -> str:
+    open_tag = _el(
+        "section", "", class_="drill unreadable verdict-error", id=_anchor(path),
+        data_drill="", data_case="", data_verdict="error", data_file=path.name,
+    ).removesuffix("</section>")
+    size = path.stat().st_size if path.is_file() else None
+    return f"""
+{open_tag}
+<div class="drill-head"><h2>Unreadable record <code>{_e(path.name)}</code></h2>{_badge("error")}</div>
+<p class="notice unreadable-reason">This drill record {_e(reason)}. What the drill established cannot be
+shown, so it counts as an error: a record is never left out of the verdicts.</p>
+<p class="drill-meta">File <a href="{_e(path.name)}"><code>{_e(path.name)}</code></a>
+{f"· {size} bytes" if size is not None else ""}</p>
+</section>"""
+
+
+def _seal_html(run_id: str, seal: Mapping[str, Any] | None) -> str:
+    """The seal section: signer key, fingerprint, previous run, how to check (see render_report)."""
+    if not seal:
+        return (
+            '<section class="seal"><h2>Seal</h2><p class="notice">This page was rendered without a seal: '
+            "no signing key was given, so it says nothing about who vouches for this evidence.</p></section>"
+        )
+    fingerprint = str(seal.get("fingerprint_sha256") or "unknown")
+    previous = seal.get("previous")
+    if isinstance(previous, Mapping):
+        prev_html = (
+            f"<code>{_e(previous.get('run_id'))}</code> "
+            f"<span class=\"muted\">(manifest SHA-256 <code>{_e(previous.get('manifest_sha256'))}</code>)</span>"
+        )
+    else:
+        prev_html = '<span class="muted">none: the first sealed run in this reports directory</span>'
+    pairs = [
+        ("Signed with", "Ed25519; <code>manifest.sig</code> is the signature of <code>manifest.json</code>, "
+                        "which lists every file and directory of the run with its SHA-256 and size"),
+        ("Key fingerprint (SHA-256)", f"<code class=\"fingerprint\">{_e(fingerprint)}</code>"),
+        ("Public key", f"<pre class=\"public-key\">{_e(seal.get('public_key') or '')}</pre>"),
+        ("Previous run", prev_html),
+        ("Check it", f"<code>kdrill verify {_e(run_id)} --fingerprint {_e(fingerprint)}</code>; "
+                     "<code>kdrill verify --history</code> checks the chain of runs"),
+    ]
+    return f'<section class="seal"><h2>Seal</h2>{_kv_table(pairs)}</section>'
+
+
 # --------------------------------------------------------------------------- #
 # Page
 # --------------------------------------------------------------------------- #
@@ -1057,6 +1142,8 @@ svg.timeline { display: block; max-width: 100%; height: auto; }
 .two-col { display: grid; grid-template-columns: minmax(300px, 1fr) 1.3fr; gap: 24px; align-items: start; }
 details.scenario { margin-top: 14px; } details.scenario summary { cursor: pointer; color: #374151; font-weight: 600; }
 details.scenario pre { background: #f3f4f6; padding: 10px; border-radius: 6px; margin-top: 6px; }
+section.seal pre.public-key { background: #f3f4f6; padding: 8px 10px; border-radius: 6px; }
+code.fingerprint { word-break: break-all; }
 a { color: #1d4ed8; }
 footer { color: var(--muted); font-size: 12.5px; padding-top: 4px; padding-bottom: 40px; }
 @media print { body { background: #fff; } section { break-inside: avoid-page; } details.scenario { display: none; } }
@@ -1077,14 +1164,16 @@ _PAGE = Template(
 $header
 <main>
 $run_meta
+$seal
 $cluster
 $summary
 $drills
 </main>
 <footer>
-<p>Generated $generated_at (UTC) by kdrill $kdrill_version from the evidence in this directory.
-The evidence files are listed with their SHA-256 digests in <code>manifest.json</code>;
-run <code>kdrill verify $run_id</code> to check that none has been changed, removed or added since the run.</p>
+<p>Generated $generated_at (UTC) by kdrill $kdrill_version from the evidence in this directory, just before
+the run was sealed. Every file (this page included) is listed with its SHA-256 digest in the signed
+<code>manifest.json</code>; run <code>kdrill verify $run_id</code> to check that none has been changed,
+removed or added since the run.</p>
 </footer>
 </body>
 </html>
@@ -1092,28 +1181,46 @@ run <code>kdrill verify $run_id</code> to check that none has been changed, remo
 )
 
 
-def build_report(run_dir: Path) -> Path:
-    """Writes ``<run_dir>/report.html`` for the run and returns its path.
+def render_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
+                  generated_at: datetime | None = None) -> str:
+    """The HTML page for the run in ``run_dir`` (a ``reports/<run-id>/`` directory), as text.
 
-    ``run_dir`` is a ``reports/<run-id>/`` directory. The file is written
-    atomically (temporary file then rename) and is fully self-contained.
-    Raises ``ReportError`` if ``run_dir`` is not a directory or holds neither
-    ``run.json`` nor any drill record.
+    ``seal`` describes the seal the run gets right after rendering:
+    ``{"public_key": PEM str, "fingerprint_sha256": hex str, "previous": {"run_id": str,
+    "manifest_sha256": hex str} | None}`` (None: rendered outside a sealed run).
+    ``generated_at`` (default now, UTC) is the time shown; with the same evidence, seal,
+    time and kdrill version the page is the same bytes. Raises ``ReportError`` if ``run_dir``
+    is not a directory or holds neither ``run.json`` nor any drill record slot.
     """
     run_dir = Path(run_dir)
     run = _load_run(run_dir)
     records = run.records
     run_id = run.meta.get("run_id") or (records[0][1].get("run_id") if records else None) or run_dir.name
     header, run_meta = _header(run)
-    page = _PAGE.substitute(
+    when = generated_at or datetime.now(tz=timezone.utc)
+    drills = [_drill_section(run_dir, path, record) for path, record in records]
+    drills += [_unreadable_section(run_dir, path, reason) for path, reason in run.unreadable]
+    return _PAGE.substitute(
         css=_CSS,
         kdrill_version=_e(__version__),
         run_id=_e(run_id),
         header=header,
         run_meta=run_meta,
+        seal=_seal_html(str(run_id), seal),
         cluster=_cluster(records),
-        summary=_summary(records),
-        drills="\n".join(_drill_section(run_dir, path, record) for path, record in records),
-        generated_at=_utc(datetime.now(tz=timezone.utc).timestamp()),
+        summary=_summary(records, run.unreadable),
+        drills="\n".join(drills),
+        generated_at=_utc(when.timestamp()),
     )
-    return write_text_atomic(run_dir / REPORT_NAME, page)
+
+
+def build_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
+                 generated_at: datetime | None = None) -> Path:
+    """Writes :func:`render_report`'s page to ``<run_dir>/report.html``; returns its path.
+
+    The file is written atomically (temporary file then rename) and is fully
+    self-contained. Raises ``ReportError`` as ``render_report`` does, OSError
+    when the file cannot be written.
+    """
+    page = render_report(run_dir, seal=seal, generated_at=generated_at)
+    return write_text_atomic(Path(run_dir) / REPORT_NAME, page)

@@ -49,7 +49,8 @@ class Fault(abc.ABC):
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.injected_at: float | None = None
-        self.reverted_at: float | None = None
+        self.revert_started_at: float | None = None  # the fault window ends here
+        self.reverted_at: float | None = None  # revert done (not yet verified)
         self.revert_verified = False
         self._checkpoint: Callable[[], None] = lambda: None
 
@@ -145,6 +146,7 @@ def _revert_not_interruptible() -> Iterator[None]:
 def revert_and_verify(fault: Fault, ledger: Ledger, entry_id: str) -> None:
     """Revert, verify, and drop the ledger entry only when verified. Raises FaultNotReverted."""
     with _revert_not_interruptible():
+        fault.revert_started_at = time.time()
         fault.revert()
         fault.reverted_at = time.time()
         fault.verify_reverted()

@@ -1,8 +1,10 @@
 """kind provider: create, reuse, delete kind clusters and export their logs.
 
-The kind CLI is the one ``kdrill images build`` built from its pinned Go module (v0.31.0); a
+The kind CLI is the one the offline image build made from its pinned Go module (v0.31.0); a
 ``kind`` on PATH is used only when no build exists. Clusters use the offline node image
-``kdrill/node:<version>`` so kind never pulls anything.
+``kdrill/node:<version>`` so kind never pulls anything. ``kdrill run``, ``kdrill cluster create``
+and the pytest plugin build whatever is missing (``harness.images.ensure_built``) before they
+get here, so the errors below are for a build removed or changed meanwhile.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def kind_binary() -> str:
     on_path = shutil.which("kind")
     if on_path:
         return on_path
-    raise ProviderError("kind CLI not found: run `kdrill images build` (it builds kind v0.31.0 offline)")
+    raise ProviderError("kind CLI not built yet: it is built offline with the kind images, which "
+                        "`kdrill run` and `python3 -m pytest` build themselves (or `kdrill images build`)")
 
 
 def node_image() -> str:
@@ -84,13 +87,14 @@ class KindProvider:
         """Create the cluster and wait until every node is Ready and every kube-system pod runs;
         returns the seconds it took.
 
-        Raises ProviderError when the node image is missing (with the command that builds it)
-        or kind fails.
+        Raises ProviderError when the node image is missing (saying how it gets built) or kind
+        fails.
         """
         inspect = subprocess.run(["docker", "image", "inspect", self.image], capture_output=True)
         if inspect.returncode != 0:
-            raise ProviderError(f"node image {self.image} is not in the local Docker engine: "
-                                "run `kdrill images build`")
+            raise ProviderError(f"node image {self.image} is not in the local Docker engine (removed since "
+                                "the build?): `kdrill run` and `python3 -m pytest` rebuild it themselves "
+                                "(or `kdrill images build`)")
         started = time.monotonic()
         log.info("creating kind cluster %s from %s", self.name, self.config)
         self._run("create", "cluster", "--name", self.name, "--config", str(self.config),

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.evidence import DrillRecord, EvidenceWriter, new_run_id, run_metadata
+from harness.evidence import (DrillRecord, EvidenceWriter, RunExistsError, RunIdError, SealedRunError, create_run_dir,
+                              new_run_id, run_metadata, validate_run_id)
 from harness.expectations import Expectations
 from harness.scenario import load_scenario
 from harness.timeline import Sample, Timeline, summarize
@@ -98,8 +99,55 @@ def test_write_record_file_name_keys_and_format(tmp_path):
 
 
 def test_write_record_without_case(tmp_path):
-    path = EvidenceWriter(tmp_path).write_record(DrillRecord(run_id="r", drill="dns-outage"))
+    path = EvidenceWriter(tmp_path / "r").write_record(DrillRecord(run_id="r", drill="dns-outage"))
     assert path.name == "dns-outage.json"
+
+
+@pytest.mark.parametrize("run_id", ["20250101T120000Z-a1b2c3", "run-1", "a.b_c-1", "R", "x" * 100])
+def test_valid_run_ids(run_id):
+    assert validate_run_id(run_id) == run_id
+    assert validate_run_id(new_run_id())
+
+
+@pytest.mark.parametrize("run_id", ["../../x", "..", ".", "a/b", "a\\b", "/abs", "", ".hidden", "-x", "_x",
+                                    "a..b", "a b", "x" * 101, "run\n", "é", None, 7])
+def test_invalid_run_ids_are_refused_in_one_line(run_id):
+    with pytest.raises(RunIdError, match="invalid run id") as exc:
+        validate_run_id(run_id)
+    assert "\n" not in str(exc.value)
+
+
+def test_create_run_dir_refuses_to_reuse_a_run_id(tmp_path):
+    reports = tmp_path / "reports"
+    run_dir = create_run_dir(reports, "r1")
+    assert run_dir == reports / "r1" and run_dir.is_dir()
+    assert create_run_dir(reports, "r1") == run_dir  # still empty: kdrill run made it for its pytest child
+    (run_dir / "run.json").write_text("{}")
+    with pytest.raises(RunExistsError, match="r1 already exists"):
+        create_run_dir(reports, "r1")
+    assert (run_dir / "run.json").read_text() == "{}"
+    with pytest.raises(RunIdError):
+        create_run_dir(reports, "../../escape")
+    assert not (tmp_path / "escape").exists() and not (tmp_path.parent / "escape").exists()
+    assert EvidenceWriter.for_new_run(reports, "r2").run_dir == reports / "r2"
+
+
+def test_writer_refuses_invalid_runs_foreign_records_and_sealed_runs(tmp_path):
+    with pytest.raises(RunIdError):
+        EvidenceWriter(tmp_path / ".hidden")
+    writer = EvidenceWriter(tmp_path / "r1")
+    with pytest.raises(RunIdError, match="does not belong"):
+        writer.write_record(DrillRecord(run_id="r2", drill="d"))
+    with pytest.raises(RunIdError, match="does not belong"):
+        writer.write_run_metadata({"run_id": "r2"})
+    writer.write_record(DrillRecord(run_id="r1", drill="d"))
+    (tmp_path / "r1" / "manifest.json").write_text("{}")
+    with pytest.raises(SealedRunError, match="sealed"):
+        writer.write_record(DrillRecord(run_id="r1", drill="d"))
+    with pytest.raises(SealedRunError):
+        writer.write_timelines("d", {})
+    with pytest.raises(RunIdError):
+        run_metadata(tmp_path, run_id="../x")
 
 
 def test_write_timelines(tmp_path):

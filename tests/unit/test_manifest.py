@@ -1,18 +1,55 @@
-"""Unit tests for harness.manifest: sealing a run's evidence and verifying it."""
+"""Unit tests for harness.manifest: sealing a run's evidence, verifying it, and the chain of runs.
+
+Every sealed run here is made by the real sealing function, ``harness.cli.report_and_manifest``
+(what ``kdrill run`` and the pytest plugin call at the end of a run), with a signing key in a
+temporary state directory.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 
 from harness import manifest as manifest_mod
-from harness.manifest import MANIFEST_NAME, ManifestError, file_digest, verify_manifest, write_manifest
-from harness.report import build_report
+from harness.cli import report_and_manifest
+from harness.evidence import RunIdError
+from harness.manifest import (
+    FORMAT,
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    SIGNING_KEY_ENV,
+    AlreadySealedError,
+    PublicKeyInfo,
+    SigningKeyError,
+    default_key_path,
+    file_digest,
+    load_signing_key,
+    normalise_fingerprint,
+    previous_run,
+    seal_run,
+    verify_history,
+    verify_run,
+)
 
 T0 = 1_700_000_000.0
+RUN_ID = "20250101T000000Z-abc123"
+
+
+@pytest.fixture(autouse=True)
+def key_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private state directory: the local signing key is created there, never in ~."""
+    state = tmp_path / "state"
+    monkeypatch.setenv("KDRILL_STATE_DIR", str(state))
+    monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)
+    return state
 
 
 def write(path: Path, data: object) -> None:
@@ -24,13 +61,14 @@ def write(path: Path, data: object) -> None:
 
 
 def make_run(run_dir: Path) -> Path:
-    """A run as the plugin leaves it: records, timeline, junit, allure, logs, report."""
-    write(run_dir / "run.json", {"run_id": "20250101T000000Z-abc123", "started_at": T0, "user": "u"})
+    """A finished, unsealed run as the plugin leaves it: records, timeline, junit, allure, logs."""
+    run_id = run_dir.name
+    write(run_dir / "run.json", {"run_id": run_id, "started_at": T0, "user": "u"})
     write(
         run_dir / "control-plane-stop.json",
         {
-            "run_id": "20250101T000000Z-abc123", "drill": "control-plane-stop", "case": None,
-            "title": "Control plane stop", "claim": "Pods keep serving.", "verdict": "passed",
+            "run_id": run_id, "drill": "control-plane-stop", "case": None,
+            "title": "Control plane stop", "claim": "Pods keep serving.", "verdict": "failed",
             "started_at": T0, "finished_at": T0 + 30, "duration_seconds": 30.0,
             "probes": {"http": {"samples": 3}},
             "evidence_files": {"timeline": "control-plane-stop.timeline.json"},
@@ -46,9 +84,17 @@ def make_run(run_dir: Path) -> Path:
     write(run_dir / "allure-results" / "attachment-1.txt", "probe log\n" * 50)
     write(run_dir / "logs" / "kind" / "kdrill-worker" / "kubelet.log", "I0101 kubelet started\n" * 100)
     write(run_dir / "logs" / "manifest.json", {"not": "the run manifest"})  # nested name clash
-    build_report(run_dir)
-    write_manifest(run_dir)
     return run_dir
+
+
+def sealed_run(run_dir: Path) -> Path:
+    make_run(run_dir)
+    assert report_and_manifest(run_dir) is True
+    return run_dir
+
+
+def manifest_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / MANIFEST_NAME).read_text())
 
 
 def flip_one_byte(path: Path, offset: int = 0) -> None:
@@ -57,35 +103,187 @@ def flip_one_byte(path: Path, offset: int = 0) -> None:
     path.write_bytes(bytes(data))
 
 
+def new_key_file(path: Path) -> tuple[Path, str]:
+    """An Ed25519 PEM key at ``path``; returns (path, fingerprint)."""
+    key = Ed25519PrivateKey.generate()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()))
+    path.chmod(0o600)
+    return path, PublicKeyInfo.from_key(key).fingerprint
+
+
+def local_fingerprint() -> str:
+    return PublicKeyInfo.from_key(load_signing_key()).fingerprint
+
+
 @pytest.fixture
-def run_dir(tmp_path: Path) -> Path:
-    return make_run(tmp_path / "20250101T000000Z-abc123")
+def reports(tmp_path: Path) -> Path:
+    return tmp_path / "reports"
 
 
-def test_manifest_lists_every_file_but_itself(run_dir: Path) -> None:
-    data = json.loads((run_dir / MANIFEST_NAME).read_text())
-    assert data["run_id"] == "20250101T000000Z-abc123"
-    assert data["algorithm"] == "sha256"
-    assert data["created_at"].endswith("Z")
-    on_disk = sorted(
-        p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file() and p.name != MANIFEST_NAME
-    ) + ["logs/manifest.json"]
-    assert sorted(data["files"]) == sorted(on_disk)
-    assert list(data["files"]) == sorted(data["files"])
-    assert MANIFEST_NAME not in data["files"]
-    assert "report.html" in data["files"]
-    assert "allure-results/0003-result.json" in data["files"]
+@pytest.fixture
+def run_dir(reports: Path) -> Path:
+    return sealed_run(reports / RUN_ID)
+
+
+# --------------------------------------------------------------------------- #
+# Sealing
+# --------------------------------------------------------------------------- #
+
+
+def test_manifest_lists_every_file_and_directory_with_digest_and_size(run_dir: Path) -> None:
+    data = manifest_of(run_dir)
+    assert data["format"] == FORMAT and data["algorithm"] == "sha256"
+    assert data["run_id"] == RUN_ID
+    assert data["sealed_at"].endswith("Z")
+    files = sorted(p.relative_to(run_dir).as_posix() for p in run_dir.rglob("*") if p.is_file())
+    files.remove(MANIFEST_NAME)
+    files.remove(SIGNATURE_NAME)
+    assert sorted(data["files"]) == files
+    assert "report.html" in data["files"] and "logs/manifest.json" in data["files"]
+    assert data["directories"] == ["allure-results", "logs", "logs/kind", "logs/kind/kdrill-worker"]
+    assert data["symlinks"] == {}
     for rel, entry in data["files"].items():
         content = (run_dir / rel).read_bytes()
         assert entry == {"sha256": hashlib.sha256(content).hexdigest(), "bytes": len(content)}
+    assert data["previous"] is None and data["report_error"] is None
 
 
-def test_untouched_run_verifies(run_dir: Path) -> None:
-    result = verify_manifest(run_dir)
-    assert result.ok
-    assert (result.changed, result.missing, result.added) == ([], [], [])
-    assert result.checked == 13
-    assert result.summary().startswith("OK: 13 files")
+def test_signature_is_ed25519_over_the_manifest_bytes_by_the_local_key(run_dir: Path) -> None:
+    data = manifest_of(run_dir)
+    signer = data["signer"]
+    assert signer["algorithm"] == "ed25519"
+    assert signer["fingerprint_sha256"] == local_fingerprint()
+    public = serialization.load_pem_public_key(signer["public_key"].encode())
+    der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    assert hashlib.sha256(der).hexdigest() == signer["fingerprint_sha256"]
+    public.verify((run_dir / SIGNATURE_NAME).read_bytes(), (run_dir / MANIFEST_NAME).read_bytes())
+
+
+def test_report_shows_the_signer_it_is_sealed_with(run_dir: Path) -> None:
+    page = (run_dir / "report.html").read_text()
+    assert local_fingerprint() in page
+    assert "BEGIN PUBLIC KEY" in page
+
+
+def test_local_key_is_created_once_with_mode_0600(reports: Path, key_env: Path) -> None:
+    first = sealed_run(reports / "r1")
+    path = default_key_path()
+    assert path == key_env / "signing-key.pem"
+    assert path.stat().st_mode & 0o777 == 0o600
+    second = sealed_run(reports / "r2")
+    assert manifest_of(first)["signer"] == manifest_of(second)["signer"]
+
+
+def test_configured_key_signs(reports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, fingerprint = new_key_file(tmp_path / "ci" / "key.pem")
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(path))
+    run = sealed_run(reports / "r1")
+    assert manifest_of(run)["signer"]["fingerprint_sha256"] == fingerprint
+    assert not default_key_path().exists(), "a configured key must not create the local one"
+
+
+def test_missing_configured_key_is_never_created_and_nothing_is_sealed(
+        reports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(tmp_path / "absent.pem"))
+    with pytest.raises(SigningKeyError, match="no such file"):
+        load_signing_key()
+    run = make_run(reports / "r1")
+    with pytest.raises(SystemExit, match="cannot seal"):
+        report_and_manifest(run)
+    assert not (tmp_path / "absent.pem").exists()
+    assert not (run / MANIFEST_NAME).exists() and not (run / SIGNATURE_NAME).exists()
+
+
+def test_unusable_keys_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rsa = generate_private_key(public_exponent=65537, key_size=2048)
+    write(tmp_path / "rsa.pem", rsa.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                  serialization.NoEncryption()))
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(tmp_path / "rsa.pem"))
+    with pytest.raises(SigningKeyError, match="Ed25519"):
+        load_signing_key()
+    encrypted = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret"))
+    write(tmp_path / "enc.pem", encrypted)
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(tmp_path / "enc.pem"))
+    with pytest.raises(SigningKeyError, match="encrypted"):
+        load_signing_key()
+
+
+def test_local_key_readable_by_others_is_refused() -> None:
+    load_signing_key()
+    default_key_path().chmod(0o644)
+    with pytest.raises(SigningKeyError, match="chmod 600"):
+        load_signing_key()
+
+
+def test_a_run_is_sealed_once(run_dir: Path) -> None:
+    before = {n: (run_dir / n).read_bytes() for n in (MANIFEST_NAME, SIGNATURE_NAME, "report.html")}
+    # kdrill run calls the sealing function again after its pytest child (the plugin) sealed.
+    assert report_and_manifest(run_dir) is True
+    assert {n: (run_dir / n).read_bytes() for n in before} == before
+    with pytest.raises(AlreadySealedError):
+        seal_run(run_dir, load_signing_key(), previous=None)
+
+
+def test_a_changed_sealed_run_is_not_sealed_again(run_dir: Path) -> None:
+    write(run_dir / "x.json", {"drill": "x", "verdict": "passed"})
+    before = (run_dir / MANIFEST_NAME).read_bytes()
+    with pytest.raises(SystemExit, match=r"(?s)no longer matches its seal.*extra: x\.json"):
+        report_and_manifest(run_dir)
+    assert (run_dir / MANIFEST_NAME).read_bytes() == before
+
+
+def test_deleting_both_seal_files_of_a_past_run_does_not_allow_resealing(reports: Path) -> None:
+    first = sealed_run(reports / "r1")
+    sealed_run(reports / "r2")
+    (first / MANIFEST_NAME).unlink()
+    (first / SIGNATURE_NAME).unlink()
+    with pytest.raises(SystemExit, match="run r2 names it as its previous run"):
+        report_and_manifest(first)
+    assert not (first / MANIFEST_NAME).exists()
+
+
+def test_report_failure_still_seals_and_records_why(reports: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import harness.report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("renderer exploded")
+
+    monkeypatch.setattr(harness.report, "build_report", broken)
+    run = make_run(reports / "r1")
+    assert report_and_manifest(run) is False
+    assert "renderer exploded" in manifest_of(run)["report_error"]
+    assert verify_run(run).ok
+
+
+def test_sealing_refuses_an_invalid_run_directory_name(tmp_path: Path) -> None:
+    bad = tmp_path / ".hidden"
+    bad.mkdir()
+    with pytest.raises(SystemExit, match="invalid run id"):
+        report_and_manifest(bad)
+    with pytest.raises(RunIdError):
+        seal_run(bad, load_signing_key(), previous=None)
+    assert not (bad / MANIFEST_NAME).exists()
+
+
+# --------------------------------------------------------------------------- #
+# Verifying one run
+# --------------------------------------------------------------------------- #
+
+
+def test_untouched_sealed_run_verifies(run_dir: Path) -> None:
+    result = verify_run(run_dir)
+    assert result.ok, result.problems
+    assert result.problems == []
+    assert result.files == 13 and result.directories == 4
+    assert result.run_id == RUN_ID
+    assert result.signer is not None and result.signer.fingerprint == local_fingerprint()
+    assert not result.pinned and "not pinned" in result.signer_line()
+    pinned = verify_run(run_dir, trusted_fingerprints=["SHA256:" + local_fingerprint().upper()])
+    assert pinned.ok and pinned.pinned and "a trusted key" in pinned.signer_line()
     assert not list(run_dir.glob(".manifest.*")), "temporary file left behind"
 
 
@@ -98,7 +296,6 @@ def test_untouched_run_verifies(run_dir: Path) -> None:
         "report.html",
         "junit.xml",
         "allure-results/0003-result.json",
-        "allure-results/attachment-1.txt",
         "logs/kind/kdrill-worker/kubelet.log",
         "logs/manifest.json",
     ],
@@ -106,83 +303,216 @@ def test_untouched_run_verifies(run_dir: Path) -> None:
 def test_one_changed_byte_is_named(run_dir: Path, rel: str) -> None:
     path = run_dir / rel
     flip_one_byte(path, offset=path.stat().st_size // 2)
-    result = verify_manifest(run_dir)
+    result = verify_run(run_dir)
     assert not result.ok
-    assert result.changed == [rel]
-    assert result.missing == [] and result.added == []
-    assert result.summary() == f"changed: {rel}"
+    assert result.kinds == ["changed"] and result.changed == [rel]
+    assert "sha256 differs" in str(result.problems[0])
 
 
-def test_changed_size_is_named(run_dir: Path) -> None:
-    with (run_dir / "junit.xml").open("a") as fh:
-        fh.write(" ")
-    assert verify_manifest(run_dir).changed == ["junit.xml"]
+def test_edited_verdict_is_named(run_dir: Path) -> None:
+    path = run_dir / "control-plane-stop.json"
+    path.write_text(path.read_text().replace('"failed"', '"passed"'))
+    assert verify_run(run_dir).changed == ["control-plane-stop.json"]
 
 
-def test_deleted_file_is_missing(run_dir: Path) -> None:
-    (run_dir / "allure-results" / "0001-result.json").unlink()
-    result = verify_manifest(run_dir)
+def test_added_file_and_directory_are_extra(run_dir: Path) -> None:
+    write(run_dir / "x.json", {"drill": "x", "verdict": "passed"})
+    (run_dir / "logs" / "later").mkdir()
+    result = verify_run(run_dir)
     assert not result.ok
-    assert result.missing == ["allure-results/0001-result.json"]
-    assert result.changed == [] and result.added == []
-    assert result.summary() == "missing: allure-results/0001-result.json"
+    assert result.extra == ["logs/later", "x.json"]
+    assert result.kinds == ["extra", "extra"]
+    assert str(result.problems[1]).startswith("extra: x.json (")
 
 
-def test_added_file_is_reported(run_dir: Path) -> None:
-    write(run_dir / "logs" / "extra.log", "later\n")
-    write(run_dir / "sneaky.json", {"drill": "x", "verdict": "passed"})
-    result = verify_manifest(run_dir)
-    assert not result.ok
-    assert result.added == ["logs/extra.log", "sneaky.json"]
-    assert result.changed == [] and result.missing == []
-
-
-def test_several_problems_one_line_each(run_dir: Path) -> None:
-    flip_one_byte(run_dir / "report.html")
+def test_deleted_file_and_directory_are_missing(run_dir: Path) -> None:
     (run_dir / "junit.xml").unlink()
-    write(run_dir / "new.txt", "x")
-    result = verify_manifest(run_dir)
-    assert result.summary().splitlines() == ["changed: report.html", "missing: junit.xml", "added: new.txt"]
+    shutil.rmtree(run_dir / "logs" / "kind")
+    result = verify_run(run_dir)
+    assert result.missing == ["junit.xml", "logs/kind", "logs/kind/kdrill-worker",
+                              "logs/kind/kdrill-worker/kubelet.log"]
+    assert set(result.kinds) == {"missing"}
 
 
-def test_rewriting_the_manifest_reseals(run_dir: Path) -> None:
-    write(run_dir / "late.txt", "x")
-    assert not verify_manifest(run_dir).ok
-    write_manifest(run_dir)
-    assert verify_manifest(run_dir).ok
+def test_symlinks_are_sealed_as_links_and_never_followed(reports: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("outside")
+    run = make_run(reports / "r1")
+    (run / "logs" / "link").symlink_to(outside)
+    report_and_manifest(run)
+    assert manifest_of(run)["symlinks"] == {"logs/link": str(outside)}
+    assert "logs/link" not in manifest_of(run)["files"]
+    outside.write_text("changed outside the run")  # not evidence: the link is, not its target
+    assert verify_run(run).ok
+    (run / "logs" / "link").unlink()
+    (run / "logs" / "link").symlink_to("/etc/hostname")
+    (run / "evil").symlink_to(tmp_path)
+    result = verify_run(run)
+    assert result.changed == ["logs/link"] and result.extra == ["evil"]
 
 
-def test_missing_manifest_raises(tmp_path: Path) -> None:
-    (tmp_path / "run").mkdir()
-    with pytest.raises(ManifestError, match=r"no manifest\.json in .*run"):
-        verify_manifest(tmp_path / "run")
+def test_deleted_manifest_is_named(run_dir: Path) -> None:
+    (run_dir / MANIFEST_NAME).unlink()
+    result = verify_run(run_dir)
+    assert not result.ok
+    assert result.kinds == ["not-sealed"]
+    assert "manifest was deleted" in str(result.problems[0])
 
 
-@pytest.mark.parametrize(
-    "content, message",
-    [
-        ("{not json", "cannot be read as JSON"),
-        (json.dumps({"algorithm": "sha256"}), "no 'files'"),
-        (json.dumps({"algorithm": "md5", "files": {}}), "only 'sha256'"),
-        (json.dumps({"algorithm": "sha256", "files": {"../x": {"sha256": "00", "bytes": 1}}}), "unsafe path"),
-    ],
-)
-def test_malformed_manifest_raises(tmp_path: Path, content: str, message: str) -> None:
-    write(tmp_path / MANIFEST_NAME, content)
-    with pytest.raises(ManifestError, match=message):
-        verify_manifest(tmp_path)
+def test_byte_appended_to_the_manifest_breaks_the_signature(run_dir: Path) -> None:
+    with (run_dir / MANIFEST_NAME).open("ab") as fh:
+        fh.write(b"\n")
+    result = verify_run(run_dir)
+    assert result.kinds == ["signature"]
+    assert "changed after sealing" in str(result.problems[0])
+    with (run_dir / MANIFEST_NAME).open("ab") as fh:
+        fh.write(b"x")
+    assert verify_run(run_dir).kinds == ["manifest"]
 
 
-def test_write_manifest_needs_a_directory(tmp_path: Path) -> None:
-    with pytest.raises(ManifestError, match="not a directory"):
-        write_manifest(tmp_path / "absent")
+def test_manifest_edited_to_match_an_edited_record_breaks_the_signature(run_dir: Path) -> None:
+    record = run_dir / "control-plane-stop.json"
+    record.write_text(record.read_text().replace('"failed"', '"passed"'))
+    data = manifest_of(run_dir)
+    sha, size = file_digest(record)
+    data["files"]["control-plane-stop.json"] = {"sha256": sha, "bytes": size}
+    (run_dir / MANIFEST_NAME).write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    assert verify_run(run_dir).kinds == ["signature"]
+    (run_dir / SIGNATURE_NAME).unlink()
+    assert verify_run(run_dir).kinds == ["signature"]
+    assert "missing" in str(verify_run(run_dir).problems[0])
 
 
-def test_run_id_falls_back_to_directory_name(tmp_path: Path) -> None:
-    write(tmp_path / "r7" / "a.txt", "a")
-    data = json.loads(write_manifest(tmp_path / "r7").read_text())
-    assert data["run_id"] == "r7"
-    assert data["files"] == {"a.txt": {"sha256": hashlib.sha256(b"a").hexdigest(), "bytes": 1}}
+def test_copy_resealed_with_another_key_fails_only_when_a_key_is_trusted(
+        run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trusted = local_fingerprint()
+    forged = tmp_path / "forged" / RUN_ID
+    shutil.copytree(run_dir, forged)
+    record = forged / "control-plane-stop.json"
+    record.write_text(record.read_text().replace('"failed"', '"passed"'))
+    (forged / MANIFEST_NAME).unlink()
+    (forged / SIGNATURE_NAME).unlink()
+    (forged / "report.html").unlink()
+    key_path, other = new_key_file(tmp_path / "attacker.pem")
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(key_path))
+    report_and_manifest(forged)
+
+    unpinned = verify_run(forged)
+    assert unpinned.ok and unpinned.signer.fingerprint == other and "not pinned" in unpinned.signer_line()
+    pinned = verify_run(forged, trusted_fingerprints=[trusted])
+    assert not pinned.ok
+    assert pinned.kinds == ["untrusted-key"]
+    assert other in str(pinned.problems[0]) and trusted in str(pinned.problems[0])
+    assert verify_run(run_dir, trusted_fingerprints=[trusted]).ok
+
+
+def test_renamed_run_directory_is_a_wrong_run_id(run_dir: Path) -> None:
+    renamed = run_dir.with_name("20250202T000000Z-ffffff")
+    run_dir.rename(renamed)
+    result = verify_run(renamed)
+    assert result.kinds == ["run-id"]
+    assert RUN_ID in str(result.problems[0]) and "renamed" in str(result.problems[0])
+
+
+def test_unsigned_manifest_of_an_older_kdrill_does_not_verify(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "old")
+    write(run / MANIFEST_NAME, {"run_id": "old", "algorithm": "sha256", "files": {}})
+    result = verify_run(run)
+    assert result.kinds == ["manifest"] and "kdrill-manifest/2" in str(result.problems[0])
+
+
+def test_unsafe_paths_in_a_manifest_are_problems_not_reads(run_dir: Path) -> None:
+    data = manifest_of(run_dir)
+    data["files"]["../outside"] = {"sha256": "00" * 32, "bytes": 1}
+    (run_dir / MANIFEST_NAME).write_text(json.dumps(data))
+    result = verify_run(run_dir)
+    assert "manifest" in result.kinds and "signature" in result.kinds
+    assert any(p.subject == "../outside" for p in result.problems)
+
+
+def test_fingerprints_are_normalised() -> None:
+    hexdigest = "ab" * 32
+    assert normalise_fingerprint("SHA256:" + ":".join(["AB"] * 32)) == hexdigest
+    with pytest.raises(ValueError, match="not a SHA-256"):
+        normalise_fingerprint("abc")
+
+
+# --------------------------------------------------------------------------- #
+# The chain
+# --------------------------------------------------------------------------- #
+
+
+def three_runs(reports: Path) -> list[Path]:
+    return [sealed_run(reports / name) for name in ("r1", "r2", "r3")]
+
+
+def test_each_manifest_links_the_previous_run(reports: Path) -> None:
+    runs = three_runs(reports)
+    assert manifest_of(runs[0])["previous"] is None
+    for earlier, later in zip(runs, runs[1:]):
+        assert manifest_of(later)["previous"] == {
+            "run_id": earlier.name,
+            "manifest_sha256": hashlib.sha256((earlier / MANIFEST_NAME).read_bytes()).hexdigest(),
+        }
+    assert previous_run(reports, "r4").run_id == "r3"
+
+
+def test_intact_history_verifies(reports: Path) -> None:
+    runs = three_runs(reports)
+    history = verify_history(reports, trusted_fingerprints=[local_fingerprint()])
+    assert history.ok, history.problems
+    assert [r.run_dir.name for r in history.runs] == ["r1", "r2", "r3"]
+    assert history.head.run_id == "r3"
+    assert history.head.manifest_sha256 == hashlib.sha256((runs[2] / MANIFEST_NAME).read_bytes()).hexdigest()
+
+
+def test_deleted_past_run_is_a_broken_link_naming_it(reports: Path) -> None:
+    three_runs(reports)
+    shutil.rmtree(reports / "r2")
+    history = verify_history(reports)
+    assert not history.ok
+    assert [(p.kind, p.subject, p.run) for p in history.problems] == [("broken-link", "r2", "r3")]
+    assert "deleted" in str(history.problems[0])
+
+
+def test_replaced_past_run_is_a_broken_link_naming_it(
+        reports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = three_runs(reports)
+    record = runs[1] / "control-plane-stop.json"
+    record.write_text(record.read_text().replace('"failed"', '"passed"'))
+    for name in (MANIFEST_NAME, SIGNATURE_NAME, "report.html"):
+        (runs[1] / name).unlink()
+    # Re-seal r2 by hand (report_and_manifest refuses: r3 names it) with a key of one's own.
+    key_path, _ = new_key_file(tmp_path / "attacker.pem")
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(key_path))
+    with monkeypatch.context() as m:
+        m.setattr(manifest_mod, "_sealed_siblings", lambda *a: iter(()))  # skip the "sealed before" guard
+        seal_run(runs[1], load_signing_key(), previous=None)
+    assert verify_run(runs[1]).ok  # a valid seal on its own ...
+    history = verify_history(reports)
+    broken = [p for p in history.problems if p.kind == "broken-link"]
+    assert [(p.subject, p.run) for p in broken] == [("r2", "r3")]  # ... but not the one r3 linked
+    assert "replaced or re-sealed" in str(broken[0])
+
+
+def test_unsealed_run_in_a_history_is_named(reports: Path) -> None:
+    three_runs(reports)
+    (reports / "r2" / MANIFEST_NAME).unlink()
+    history = verify_history(reports)
+    assert ("not-sealed", "r2") in [(p.kind, p.run) for p in history.problems]
+    assert ("broken-link", "r2") in [(p.kind, p.subject) for p in history.problems]
+
+
+def test_concurrent_runs_fork_the_chain_as_a_note(reports: Path) -> None:
+    sealed_run(reports / "r1")
+    key = load_signing_key()
+    link = previous_run(reports, "r2")
+    for name in ("r2", "r3"):
+        make_run(reports / name)
+        seal_run(reports / name, key, previous=link)  # both computed their link before either sealed
+    history = verify_history(reports)
+    assert history.ok
+    assert any("all follow r1" in note for note in history.notes)
 
 
 def test_digest_streams_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -210,3 +540,12 @@ def test_digest_streams_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(Path, "open", lambda self, *a, **k: CountingReader(real_open(self, *a, **k)))
     assert file_digest(tmp_path / "big.bin") == (hashlib.sha256(blob).hexdigest(), len(blob))
     assert len(reads) == len(blob) // (64 * 1024) + 2  # full chunks, the tail, the empty read
+
+
+def test_seal_files_are_created_exclusively(tmp_path: Path) -> None:
+    target = tmp_path / "f"
+    target.write_bytes(b"first")
+    with pytest.raises(FileExistsError):
+        manifest_mod._link_new(target, b"second", 0o644)
+    assert target.read_bytes() == b"first"
+    assert os.listdir(tmp_path) == ["f"]

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.report import MAX_MARKS, REPORT_NAME, ReportError, build_report, load_drill_records, timeline_svg
+from datetime import datetime, timezone
+
+from harness.report import (MAX_MARKS, REPORT_NAME, ReportError, build_report, load_drill_records, render_report,
+                            scan_records, timeline_svg)
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
@@ -141,7 +144,6 @@ def make_run(run_dir: Path, *, with_timelines: bool = True) -> Path:
                 {"workload-http": samples(start, 120, 0.5, start + 12, start + 22), "api-health": []},
             )
     write_json(run_dir / "manifest.json", {"files": {}})  # not a drill record
-    write_json(run_dir / "notes.json", {"drill": "x"})  # no verdict: not a drill record
     return run_dir
 
 
@@ -466,3 +468,79 @@ def test_odd_records_do_not_break_the_report(tmp_path: Path) -> None:
     assert "without a numeric time" in svg.attrs["data-note"]
     assert "nan seconds" in section.find_all("table", cls="expectations")[0].all_text()
     assert section.find_all("blockquote") == [] and "No documented claim" in section.all_text()
+
+
+# --------------------------------------------------------------------------- #
+# Records that do not parse, and the seal
+# --------------------------------------------------------------------------- #
+
+
+def truncate(path: Path, keep: int = 40) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+def test_truncated_failing_record_is_an_error_and_counted(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run-1"
+    write_json(run_dir / "run.json", {"run_id": "run-1", "started_at": T0})
+    write_json(run_dir / "a.json", record("a", None, "passed", T0))
+    write_json(run_dir / "b.json", record("b", None, "failed", T0 + 100))
+    truncate(run_dir / "b.json")
+    text = build_report(run_dir).read_text(encoding="utf-8")
+    dom = parse(text)
+    header = dom.find_all("header")[0].all_text()
+    assert "all 1 passed" not in text and "passed" not in header.replace("not passed", "")
+    assert "1 of 2 not passed (1 unreadable)" in header
+    section = dom.find_all("section", cls="unreadable")[0]
+    assert section.attrs["data-verdict"] == "error" and section.attrs["data-file"] == "b.json"
+    assert "does not parse as JSON" in section.all_text() and "truncated" in section.all_text()
+    rows = dom.find_all("table", cls="verdicts")[0].find_all("tr")[1:]
+    assert len(rows) == 2 and "row-fail" in rows[1].classes and "error" in rows[1].all_text()
+    assert "2 drill cases: 1 error, 1 passed." in dom.find_all("section", cls="summary")[0].all_text()
+
+
+def test_only_unreadable_records_still_render_as_errors(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir).mkdir()
+    (run_dir / "x.json").write_text("{", encoding="utf-8")
+    header = parse(build_report(run_dir).read_text(encoding="utf-8")).find_all("header")[0].all_text()
+    assert "1 of 1 not passed (1 unreadable)" in header
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (json.dumps({"drill": "x"}), "no 'verdict' key"),
+        (json.dumps({"verdict": "passed"}), "no 'drill' key"),
+        (json.dumps(["drill", "verdict"]), "not an object"),
+        ("", "does not parse as JSON"),
+        ("\xff\xfe", "does not parse as JSON"),
+    ],
+)
+def test_json_that_is_not_a_record_is_never_dropped(run_dir: Path, content: str, reason: str) -> None:
+    (run_dir / "x.json").write_bytes(content.encode("latin-1"))
+    records, unreadable = scan_records(run_dir)
+    assert [p.name for p, _ in records] == ["control-plane-stop--paused.json", "dns-outage.json"]
+    assert [(p.name, reason in why) for p, why in unreadable] == [("x.json", True)]
+    assert [p.name for p, _ in load_drill_records(run_dir)] == [p.name for p, _ in records]
+    dom = parse(build_report(run_dir).read_text(encoding="utf-8"))
+    assert "2 of 3 not passed (1 unreadable)" in dom.find_all("header")[0].all_text()
+
+
+def test_seal_section_shows_the_signer_and_previous_run(run_dir: Path) -> None:
+    seal = {"public_key": "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n",
+            "fingerprint_sha256": "ab" * 32, "previous": {"run_id": "run-0", "manifest_sha256": "cd" * 32}}
+    dom = parse(build_report(run_dir, seal=seal).read_text(encoding="utf-8"))
+    section = dom.find_all("section", cls="seal")[0]
+    assert "ab" * 32 in section.all_text() and "BEGIN PUBLIC KEY" in section.all_text()
+    assert "run-0" in section.all_text() and "cd" * 32 in section.all_text()
+    assert f"kdrill verify run-1 --fingerprint {'ab' * 32}" in section.all_text()
+    unsealed = parse(build_report(run_dir).read_text(encoding="utf-8")).find_all("section", cls="seal")[0]
+    assert "without a seal" in unsealed.all_text()
+
+
+def test_rendering_is_reproducible(run_dir: Path) -> None:
+    when = datetime(2025, 1, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    seal = {"public_key": "PEM", "fingerprint_sha256": "ab" * 32, "previous": None}
+    first = render_report(run_dir, seal=seal, generated_at=when)
+    assert render_report(run_dir, seal=seal, generated_at=when) == first
+    assert "2025-01-01T12:00:00.123Z" in first
