@@ -75,9 +75,9 @@ def validate_run_id(run_id: object) -> str:
 def create_run_dir(reports_root: Path, run_id: str) -> Path:
     """Creates and returns ``<reports_root>/<run_id>/`` for a new run.
 
-    Refuses to reuse a run id: RunExistsError when that path exists and is anything but an
-    empty directory (an empty one holds no evidence: ``kdrill run`` creates it before its pytest
-    child calls this again). Raises RunIdError for an invalid run id, OSError when the
+    Refuses to reuse a run id: RunExistsError when that path exists and is anything but a
+    directory with no evidence in it yet (``kdrill run`` creates it before its pytest child calls
+    this again, and pytest's Allure plugin makes its empty ``allure-results`` first). Raises RunIdError for an invalid run id, OSError when the
     directory cannot be created.
     """
     validate_run_id(run_id)
@@ -87,7 +87,8 @@ def create_run_dir(reports_root: Path, run_id: str) -> Path:
     try:
         path.mkdir()
     except FileExistsError:
-        if path.is_symlink() or not path.is_dir() or any(path.iterdir()):
+        started = [p for p in path.iterdir() if not (p.name == "allure-results" and p.is_dir() and not any(p.iterdir()))]
+        if path.is_symlink() or not path.is_dir() or started:
             raise RunExistsError(f"run {run_id} already exists in {root}; evidence is never overwritten: "
                                  "choose another run id") from None
     return path

@@ -17,6 +17,13 @@ with verdict "error" and counted in the headline.
 All times in the evidence are epoch seconds; the report shows absolute times as
 UTC ISO-8601 and chart/expectation times as seconds relative to the drill's
 ``started_at``. Everything taken from the evidence is HTML-escaped.
+
+Besides its verdict, each drill shows its vital signs (``record["vital_signs"]``,
+harness/vitals.py) in a "What else broke" panel: a sign that degraded with no
+expectation about it is FLAGGED there, at the top of the drill's section, in the
+verdicts summary and in the page's headline, so a passed verdict cannot hide it.
+Every injection window of ``record["observations"]["injections"]`` is a row of
+the drill's injections-and-reverts table.
 """
 
 from __future__ import annotations
@@ -610,10 +617,20 @@ def _header(run: _Run) -> tuple[str, str]:
     total = len(records) + len(run.unreadable)
     failing = sum(1 for r in records if r.get("verdict") != "passed") + len(run.unreadable)
     unreadable = f" ({len(run.unreadable)} unreadable)" if run.unreadable else ""
+    # A verdict says nothing about what the drill did not assert: drills whose vital signs were
+    # flagged are named in the headline too, so a green verdict cannot hide them.
+    flagged = sum(1 for r in records if _vitals_state(r)[1])
+    passed_flagged = sum(1 for r in records if r.get("verdict") == "passed" and _vitals_state(r)[1])
+    with_flagged = f"{flagged} with flagged vital signs"
     if not total:
         overall = '<span class="badge badge-unknown">no drill records</span>'
     elif failing:
         overall = f'<span class="badge badge-fail">{failing} of {total} not passed{unreadable}</span>'
+        if flagged:
+            overall += f' <span class="badge badge-flagged headline-flagged">{with_flagged}</span>'
+    elif passed_flagged:
+        overall = (f'<span class="badge badge-flagged headline-flagged">{total} drill{"s" if total != 1 else ""} '
+                   f"passed, {with_flagged}</span>")
     else:
         overall = f'<span class="badge badge-pass">all {total} passed</span>'
     run_id = meta.get("run_id") or (records[0].get("run_id") if records else None) or run.run_dir.name
@@ -690,17 +707,35 @@ def _summary(records: list[tuple[Path, dict[str, Any]]], unreadable: Sequence[tu
             '<p class="notice">This run has no drill records.</p></section>'
         )
     counts: dict[str, int] = {}
+    vitals: dict[str, int] = {}
+    flagged_names: list[str] = []
     rows = []
     for path, r in records:
         verdict = r.get("verdict")
         counts[str(verdict)] = counts.get(str(verdict), 0) + 1
-        cls = "row-fail" if verdict in _FAILING else ""
+        state, flagged = _vitals_state(r)
+        vitals[state if not flagged else "flagged"] = vitals.get(state if not flagged else "flagged", 0) + 1
+        cls = "row-fail" if verdict in _FAILING else "row-flagged" if flagged else ""
         case = r.get("case")
+        if flagged:
+            flagged_names.append(
+                f'<a href="#{_anchor(path)}-vitals"><code>{_e(_drill_label(r))}</code></a> '
+                f"({', '.join(_e(n) for n in flagged)})"
+            )
+            vitals_cell = (f'<a href="#{_anchor(path)}-vitals" class="badge badge-flagged">FLAGGED</a> '
+                           + ", ".join(f"<code>{_e(n)}</code>" for n in flagged))
+        elif state == "recorded":
+            vitals_cell = '<span class="ok-text">nothing flagged</span>'
+        elif state == "error":
+            vitals_cell = '<span class="badge badge-warn">not watched</span>'
+        else:
+            vitals_cell = '<span class="muted">not recorded</span>'
         rows.append(
             f'<tr class="{cls}"><td><a href="#{_anchor(path)}">{_e(r.get("drill"))}</a></td>'
             f'<td>{_e(case) if case not in (None, "") else "<span class=muted>—</span>"}</td>'
             f"<td>{_e(r.get('title') or '')}</td><td>{_badge(verdict)}</td>"
             f'<td class="nowrap">{_tally(r.get("expectations"))}</td>'
+            f'<td class="vitals-cell">{vitals_cell}</td>'
             f'<td class="num">{_seconds(r.get("duration_seconds"))}</td></tr>'
         )
     for path, reason in unreadable:
@@ -708,12 +743,25 @@ def _summary(records: list[tuple[Path, dict[str, Any]]], unreadable: Sequence[tu
         rows.append(
             f'<tr class="row-fail unreadable"><td><a href="#{_anchor(path)}"><code>{_e(path.name)}</code></a></td>'
             f'<td><span class=muted>—</span></td><td>unreadable record: {_e(reason)}</td><td>{_badge("error")}</td>'
-            '<td class="nowrap">unknown</td><td class="num">—</td></tr>'
+            '<td class="nowrap">unknown</td><td><span class="muted">unknown</span></td><td class="num">—</td></tr>'
         )
     tally = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()))
+    flagged_html = ""
+    if flagged_names:
+        n = len(flagged_names)
+        flagged_html = (
+            f'<div class="flagged-banner summary-flagged"><strong>{n} drill case{"s" if n != 1 else ""} with '
+            f"flagged vital signs</strong> (degraded with no expectation about it, whatever the verdict): "
+            + "; ".join(flagged_names) + ".</div>"
+        )
+    others = [f"{vitals[k]} {label}" for k, label in (("recorded", "with nothing flagged"),
+                                                       ("error", "not watched"), ("not recorded", "not recorded"))
+              if vitals.get(k)]
+    vitals_line = f'<p class="muted small">Vital signs: {", ".join(others)}.</p>' if others and records else ""
     return (
         f'<section class="summary"><h2>Verdicts</h2><p>{len(records) + len(unreadable)} drill cases: {tally}.</p>'
-        + _table(["Drill", "Case", "Title", "Verdict", "Expectations", "Duration"], rows, "verdicts")
+        + flagged_html + vitals_line
+        + _table(["Drill", "Case", "Title", "Verdict", "Expectations", "Vital signs", "Duration"], rows, "verdicts")
         + "</section>"
     )
 
@@ -737,11 +785,17 @@ def _sources_html(source: Any) -> str:
     return f'<ul class="sources">{"".join(out)}</ul>'
 
 
-def _fault_html(fault: Any, t0: float | None) -> tuple[str, str]:
-    """Returns (fault section html, reverts section html)."""
+def _fault_html(fault: Any, t0: float | None, injections: Any = None) -> tuple[str, str]:
+    """Returns (fault section html, injections-and-reverts section html).
+
+    ``injections`` is ``record["observations"]["injections"]`` (harness/drill.py ``inject``):
+    one entry per window of a drill that injects more than once; every one is a row.
+    """
     if not isinstance(fault, dict):
-        msg = '<p class="muted">No fault recorded.</p>'
-        return msg, msg
+        windows = _injections({}, injections)
+        return '<p class="muted">No fault recorded.</p>', (
+            _injections_table(windows, t0) if windows else '<p class="muted">No fault recorded.</p>'
+        )
     params = fault.get("params")
     params_html = (
         _kv_table(((str(k), _value_html(v)) for k, v in params.items()), "kv params")
@@ -785,21 +839,346 @@ def _fault_html(fault: Any, t0: float | None) -> tuple[str, str]:
         ("Injected → reverted (UTC)", window),
         ("Revert verified", verified_html),
     ]
-    row_cls = "" if reverted is not None and verified is True else ' class="row-fail"'
-    reverted_text = _utc(reverted) if reverted is not None else "<strong class='fail-text'>not reverted</strong>"
+    windows = _injections(fault, injections)
+    if len(windows) > 1:
+        pairs.append(("Injections", f"{len(windows)} windows; every one is listed under Injections and reverts"))
     reverts = (
-        _table(
-            ["Fault", "Reverted at (UTC)", "Since drill start", "Revert verified"],
-            [
-                f"<tr{row_cls}><td><code>{_e(fault.get('kind') or 'unknown')}</code></td><td>{reverted_text}</td>"
-                f"<td class='num'>{_rel(reverted, t0)}</td><td>{verified_html}</td></tr>"
-            ],
-            "reverts",
-        )
-        if injected is not None or reverted is not None
+        _injections_table(windows, t0)
+        if windows
         else '<p class="muted">No fault was injected, so nothing was reverted.</p>'
     )
     return _kv_table(pairs, "kv fault"), reverts
+
+
+# Keys of an injection window that have their own column; any other key is the fault's own
+# evidence (``Fault.evidence()``, e.g. ``restore_seconds``) and is shown in the last column.
+_INJECTION_COLUMNS = ("kind", "method", "where", "injected_at", "revert_started_at", "reverted_at",
+                      "revert_verified")
+
+
+def _injections(fault: Mapping[str, Any], injections: Any) -> list[dict[str, Any]]:
+    """Every injection window: ``observations.injections`` when recorded, else the one window of
+    ``fault`` (older records, or a drill that failed before ``inject`` recorded its window)."""
+    windows = [i for i in injections if isinstance(i, dict)] if isinstance(injections, list) else []
+    if windows:
+        return windows
+    if fault.get("injected_at") is not None or fault.get("reverted_at") is not None:
+        return [{k: fault.get(k) for k in ("kind", "where", "injected_at", "reverted_at", "revert_verified")}]
+    return []
+
+
+def _where_compact(where: Any) -> str:
+    items = where if isinstance(where, list) else [where] if where not in (None, "", []) else []
+    if not items:
+        return '<span class="muted">—</span>'
+    return "<br>".join(
+        f"<code>{_e(_json_compact(w) if isinstance(w, (dict, list)) else w)}</code>" for w in items
+    )
+
+
+def _time_cell(epoch: Any, t0: float | None, missing: str = "—") -> str:
+    """A time relative to the drill start, with its UTC time below in small print."""
+    if _as_float(epoch) is None:
+        return missing
+    return f'{_rel(epoch, t0)}<div class="muted small utc">{_utc(epoch).replace("T", "T<wbr>", 1)}</div>'
+
+
+def _extra_value_html(key: str, value: Any) -> str:
+    """One extra key of an injection window, compactly: ``{node: seconds}`` as ``node 0.26 s``,
+    ``{node: [log lines]}`` (e.g. ``restore_journal``) and anything long in a closed <details>."""
+    unit = " s" if key.endswith("_seconds") else ""
+    if isinstance(value, dict) and value and all(isinstance(v, list) for v in value.values()):
+        lines = sum(len(v) for v in value.values())
+        body = "".join(
+            f'<div class="journal-node"><code>{_e(k)}</code> <span class="muted">({len(v)} line{"" if len(v) == 1 else "s"})</span></div>'
+            f'<pre class="journal">{_e(chr(10).join(str(line) for line in v))}</pre>'
+            for k, v in value.items()
+        )
+        return (
+            f'<details class="extra {_e(key)}"><summary><code>{_e(key)}</code>: {len(value)} '
+            f"{'entry' if len(value) == 1 else 'entries'}, {lines} line{'' if lines == 1 else 's'}</summary>"
+            f"{body}</details>"
+        )
+    if isinstance(value, dict) and value and all(
+        v is None or isinstance(v, (str, int, float, bool)) for v in value.values()
+    ):
+        items = "".join(
+            f"<li><code>{_e(k)}</code> "
+            + (_e(f"{_num(v)}{unit}") if _as_float(v) is not None else _e("—" if v is None else v))
+            + "</li>"
+            for k, v in value.items()
+        )
+        return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>:<ul class="extra-kv">{items}</ul></div>'
+    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(str(v) for v in value)
+        if len(text) > 160:
+            return (
+                f'<details class="extra {_e(key)}"><summary><code>{_e(key)}</code>: {len(value)} items</summary>'
+                f"<pre>{_e(chr(10).join(str(v) for v in value))}</pre></details>"
+            )
+        return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>: {_e(text)}</div>'
+    if isinstance(value, (dict, list)):
+        text = _json_compact(value)
+        if len(text) > 160:
+            return (
+                f'<details class="extra {_e(key)}"><summary><code>{_e(key)}</code></summary>'
+                f"<pre>{_e(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre></details>"
+            )
+        return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>: <code>{_e(text)}</code></div>'
+    shown = _num(value) + unit if _as_float(value) is not None else value
+    return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>: {_e("—" if shown is None else shown)}</div>'
+
+
+def _injections_table(windows: Sequence[Mapping[str, Any]], t0: float | None) -> str:
+    """One row per injection window (see :func:`_injections`); times since the drill start."""
+    rows = []
+    for n, w in enumerate(windows, 1):
+        injected, reverted = _as_float(w.get("injected_at")), _as_float(w.get("reverted_at"))
+        verified = w.get("revert_verified")
+        ok = reverted is not None and verified is True
+        window = (
+            f'<div class="muted small">window {_num(reverted - injected)} s</div>'
+            if injected is not None and reverted is not None
+            else ""
+        )
+        extras = sorted(
+            (_extra_value_html(str(k), v) for k, v in w.items()
+             if k not in _INJECTION_COLUMNS and v not in (None, [], {}, "")),
+            key=lambda h: h.startswith("<details"),  # the collapsed (long) ones last
+        )
+        rows.append(
+            f'<tr class="{"injection" if ok else "injection row-fail"}">'
+            f'<td class="num">{n}</td>'
+            f"<td class='kind'><code>{_e(w.get('kind') or 'unknown')}</code></td>"
+            f"<td>{_e(w.get('method') or '—')}</td>"
+            f"<td class='where'>{_where_compact(w.get('where'))}</td>"
+            f'<td class="num">{_time_cell(injected, t0)}</td>'
+            f'<td class="num">{_time_cell(w.get("revert_started_at"), t0)}</td>'
+            f'<td class="num">{_time_cell(reverted, t0, "<strong class=fail-text>not reverted</strong>")}'
+            f"{window}</td>"
+            f"<td>{'<span class=ok-text>yes</span>' if verified is True else '<strong class=fail-text>no</strong>'}</td>"
+            f'<td class="detail">{"".join(extras) or "<span class=muted>—</span>"}</td></tr>'
+        )
+    return _table(
+        ["#", "Fault", "Method", "Where", "Injected", "Revert started", "Reverted", "Revert verified",
+         "The fault's own evidence"],
+        rows,
+        "reverts injections",
+    )
+
+
+def _first_injection(record: Mapping[str, Any]) -> float | None:
+    """Epoch seconds of the drill's first injection, or None when it injected nothing."""
+    fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
+    observations = record.get("observations") if isinstance(record.get("observations"), dict) else {}
+    times = [_as_float(w.get("injected_at")) for w in _injections(fault, observations.get("injections"))]
+    found = [t for t in times if t is not None]
+    return min(found) if found else None
+
+
+# --------------------------------------------------------------------------- #
+# Vital signs ("What else broke")
+# --------------------------------------------------------------------------- #
+
+#: Mirrors harness.vitals.HEALTHY_RATIO (not imported: the report reads evidence only and must
+#: not need the Kubernetes client); a window below it is drawn as degraded.
+_HEALTHY_RATIO = 0.99
+_VITAL_WINDOWS = (("baseline", "Baseline"), ("fault", "During fault"), ("after", "After"))
+_VITAL_SIGNS = {
+    "api_read": "LIST through the API server, from the host",
+    "api_write": "UPDATE through the API server, from the host",
+    "service_name": "HTTP to a Service by its DNS name, from a pod (CoreDNS)",
+    "service_clusterip": "HTTP to the same Service by ClusterIP, from a pod",
+    "nodes_ready": "share of samples with every node Ready",
+    "kube_system_restarts": "container restarts added in kube-system",
+}
+
+
+def _vitals_state(record: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """(state, flagged sign names) of a record's vital signs; state is ``"recorded"``,
+    ``"not recorded"`` (no or empty ``vital_signs``: older records) or ``"error"``."""
+    vs = record.get("vital_signs")
+    if not isinstance(vs, dict) or not vs:
+        return "not recorded", []
+    signs = vs.get("signs")
+    if not isinstance(signs, dict):
+        return "error", []
+    listed = vs.get("flagged") if isinstance(vs.get("flagged"), list) else []
+    flagged = [str(n) for n in listed]
+    flagged += [str(n) for n, v in signs.items() if isinstance(v, dict) and v.get("flagged") is True
+                and str(n) not in flagged]
+    order = list(_VITAL_SIGNS)
+    flagged.sort(key=lambda n: (order.index(n) if n in order else len(order), n))
+    return "recorded", flagged
+
+
+def _ratio_cell(value: Any) -> str:
+    r = _as_float(value)
+    if r is None:
+        return '<td class="num ratio muted" title="no sample in this window">—</td>'
+    pct = r * 100
+    # Never round a degraded ratio up to 100 %: truncate to one decimal below 1.
+    text = "100" if r >= 1 else f"{math.floor(pct * 10) / 10:.1f}".removesuffix(".0")
+    cls = "num ratio" + (" low" if r < _HEALTHY_RATIO else "")
+    return f'<td class="{cls}">{_e(text)} %</td>'
+
+
+def _sign_order(signs: Mapping[str, Any]) -> list[str]:
+    known = [n for n in _VITAL_SIGNS if n in signs]
+    return known + sorted(str(n) for n in signs if n not in _VITAL_SIGNS)
+
+
+def _restart_counts(value: Any) -> dict[str, Any]:
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _restarts_text(counts: Mapping[str, Any]) -> str:
+    total = sum(int(v) for v in counts.values() if isinstance(v, (int, float)) and not isinstance(v, bool))
+    pods = len(counts)
+    return f"{total} restart{'' if total == 1 else 's'} in {pods} pod{'' if pods == 1 else 's'}"
+
+
+def _restart_list(counts: Mapping[str, Any]) -> str:
+    return "".join(f"<li><code>{_e(pod)}</code> +{_e(n)}</li>" for pod, n in sorted(counts.items()))
+
+
+def _vitals_html(record: Mapping[str, Any], t0: float | None) -> str:
+    """The "What else broke" panel: every vital sign of ``record["vital_signs"]``
+    (harness/vitals.py) per window, its status, and the details of restarts and nodes."""
+    vs = record.get("vital_signs")
+    state, flagged_signs = _vitals_state(record)
+    if state == "not recorded":
+        return ('<div class="vitals vitals-missing"><p class="muted">Vital signs not recorded: this record '
+                "predates them, so nothing beyond the drill's own probes was watched.</p></div>")
+    if state == "error":
+        reason = vs.get("error") if isinstance(vs, dict) else None
+        return (
+            '<div class="vitals vitals-error"><p class="notice">Vital signs could not be watched in this drill, '
+            "so what else broke is unknown: "
+            f"<code>{_e(reason or 'no signs recorded')}</code></p></div>"
+        )
+    signs = vs["signs"]
+    rows = []
+    extra_blocks = []
+    first = _first_injection(record)
+    for name in _sign_order(signs):
+        sign = signs[name] if isinstance(signs[name], dict) else {}
+        flagged = name in flagged_signs
+        degraded = sign.get("degraded") is True
+        covered = sign.get("covered_by")
+        error = sign.get("error")
+        if flagged:
+            status = ('<span class="badge badge-flagged">FLAGGED</span> '
+                      '<span class="fail-text small">degraded, and no expectation is about it</span>')
+            cls = "row-flagged"
+        elif degraded and covered:
+            status = f'<span class="covered">degraded (covered by <code>{_e(covered)}</code>)</span>'
+            cls = "row-covered"
+        elif degraded:
+            status = '<span class="covered">degraded</span>'
+            cls = "row-covered"
+        elif error:
+            status = '<span class="badge badge-warn">not read</span>'
+            cls = "row-warn"
+        elif "degraded" in sign:
+            status = '<span class="ok-text">ok</span>'
+            cls = "row-ok"
+        else:
+            status = '<span class="muted">not assessed</span>'
+            cls = "row-other"
+        detail = []
+        if name == "kube_system_restarts" or "added" in sign:
+            added, by_design = _restart_counts(sign.get("added")), _restart_counts(sign.get("by_design"))
+            summary = (
+                f'<td colspan="3" class="restarts">'
+                + (f'<strong class="fail-text">{_restarts_text(added)} not caused by the fault</strong>'
+                   if added else "no unexpected restarts")
+                + (f' <span class="muted">· {_restarts_text(by_design)} by design</span>' if by_design else "")
+                + "</td>"
+            )
+            ratios = summary
+            if added or by_design:
+                block = '<div class="vital-detail restarts"><h4>kube-system restarts</h4>'
+                if added:
+                    block += (f'<p class="fail-text small">Unexpected: {_restarts_text(added)}</p>'
+                              f'<ul class="restarts-added">{_restart_list(added)}</ul>')
+                if by_design:
+                    block += (
+                        '<details class="restarts-by-design"><summary>By design: '
+                        f"{_restarts_text(by_design)} the fault restarts on purpose</summary>"
+                        f"<ul>{_restart_list(by_design)}</ul></details>"
+                    )
+                extra_blocks.append(block + "</div>")
+        else:
+            ratios = "".join(_ratio_cell(sign.get(w)) for w, _ in _VITAL_WINDOWS)
+        if name == "nodes_ready" or isinstance(sign.get("transitions"), list):
+            extra_blocks.append(_node_transitions_html(sign.get("transitions"), first, t0))
+        if error:
+            detail.append(f'<div class="sign-error"><code>{_e(error)}</code></div>')
+        description = _VITAL_SIGNS.get(name)
+        rows.append(
+            f'<tr class="vital {cls}" data-sign="{_e(name)}" data-flagged="{"true" if flagged else "false"}">'
+            f"<td><code>{_e(name)}</code>"
+            + (f'<div class="muted small">{_e(description)}</div>' if description else "")
+            + f"</td>{ratios}<td>{status}{''.join(detail)}</td></tr>"
+        )
+    windows = vs.get("windows") if isinstance(vs.get("windows"), dict) else {}
+    spans = []
+    for key, label in _VITAL_WINDOWS:
+        parts = [f"{_rel(a, t0)} → {_rel(b, t0)}" for span in windows.get(key) or []
+                 if isinstance(span, (list, tuple)) and len(span) == 2 for a, b in [span]]
+        spans.append(f"{label.lower()} {', '.join(parts) if parts else 'none'}")
+    intro = (
+        '<p class="muted small">Watched in every drill whatever its claim; a window below '
+        f"{_num(_HEALTHY_RATIO * 100)} % (a node not Ready, any kube-system restart) is degraded, and "
+        "flagged unless the scenario names an expectation about it. Windows since drill start: "
+        f"{_e('; '.join(spans))}.</p>"
+    )
+    table = _table(["Vital sign", "Baseline", "During fault", "After", "Status"], rows, "vitals-table")
+    return f'<div class="vitals">{intro}{table}{"".join(b for b in extra_blocks if b)}</div>'
+
+
+def _node_transitions_html(transitions: Any, first: float | None, t0: float | None) -> str:
+    """The not-Ready transitions of ``nodes_ready`` (and each node's return to Ready), with
+    times since the first injection (since the drill start when nothing was injected)."""
+    items = [t for t in transitions if isinstance(t, dict)] if isinstance(transitions, list) else []
+    origin, origin_label = (first, "first injection") if first is not None else (t0, "drill start")
+    rows = []
+    seen_bad: set[str] = set()
+    nodes = []
+    for t in items:
+        node = str(t.get("node"))
+        if node not in nodes:
+            nodes.append(node)
+        taints = t.get("taints") if isinstance(t.get("taints"), list) else []
+        bad = t.get("ready") != "True" or bool(taints)
+        if not bad and node not in seen_bad:
+            continue  # first sight of a healthy node, or no change worth listing
+        if bad:
+            seen_bad.add(node)
+            label = f'<strong class="fail-text">{_e(t.get("ready") or "no Ready condition")}</strong>'
+        else:
+            seen_bad.discard(node)
+            label = f'<span class="ok-text">{_e(t.get("ready"))}</span> <span class="muted small">(Ready again)</span>'
+        taints_html = "<br>".join(f"<code>{_e(x)}</code>" for x in taints) or '<span class="muted">none</span>'
+        rows.append(
+            f'<tr class="{"row-fail" if bad else "row-ok"} transition"><td><code>{_e(node)}</code></td>'
+            f"<td>{label}</td><td>{taints_html}</td>"
+            f'<td class="num">{_rel(t.get("t"), origin)}</td></tr>'
+        )
+    cap = ('<p class="muted small">The record keeps the first 50 changes; later ones are not shown.</p>'
+           if len(items) >= 50 else "")
+    if not rows:
+        if not items:
+            return ""
+        return (f'<div class="vital-detail nodes"><h4>Nodes</h4><p class="muted small">Every node seen '
+                f"({len(nodes)}) stayed Ready with no lifecycle taint.</p></div>")
+    return (
+        f'<div class="vital-detail nodes"><h4>Nodes not Ready</h4>'
+        + _table(["Node", "Ready", "Taints", f"Since {origin_label}"], rows, "node-transitions")
+        + cap
+        + "</div>"
+    )
 
 
 def _expectations_html(expectations: Any, t0: float | None) -> str:
@@ -874,7 +1253,10 @@ def _observations_html(observations: Any) -> str:
         return '<p class="muted">No observations recorded.</p>'
     pairs = []
     for k, v in observations.items():
-        if isinstance(v, (dict, list)):
+        if k == "injections" and isinstance(v, list) and v:
+            pairs.append((str(k), f'<span class="muted">{len(v)} window{"s" if len(v) != 1 else ""}, '
+                                  "listed under Injections and reverts</span>"))
+        elif isinstance(v, (dict, list)):
             pairs.append((str(k), f"<pre>{_e(json.dumps(v, indent=2, sort_keys=True, default=str))}</pre>"))
         else:
             pairs.append((str(k), _value_html(v)))
@@ -951,7 +1333,9 @@ def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> 
     timeline, _, timeline_problem = _load_timeline(run_dir, record_path, record)
     t0 = _drill_t0(record, timeline)
     verdict = record.get("verdict")
-    fault_html, reverts_html = _fault_html(record.get("fault"), t0)
+    observations = record.get("observations") if isinstance(record.get("observations"), dict) else {}
+    fault_html, reverts_html = _fault_html(record.get("fault"), t0, observations.get("injections"))
+    vitals_state, flagged = _vitals_state(record)
     if timeline_problem:
         charts = f'<p class="notice missing-timeline">{_e(timeline_problem)}</p>'
     elif t0 is None:
@@ -974,20 +1358,41 @@ def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> 
     )
     glance = [f"Expectations: {_tally(record.get('expectations'))}"]
     fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
-    if fault.get("injected_at") is not None:
-        reverted = fault.get("reverted_at") is not None and fault.get("revert_verified") is True
-        glance.append(
-            "fault reverted and verified"
-            if reverted
-            else "<strong class='fail-text'>fault revert not verified</strong>"
-        )
+    windows = _injections(fault, observations.get("injections"))
+    if any(w.get("injected_at") is not None for w in windows):
+        bad = sum(1 for w in windows if w.get("reverted_at") is None or w.get("revert_verified") is not True)
+        if len(windows) == 1:
+            glance.append("fault reverted and verified" if not bad
+                          else "<strong class='fail-text'>fault revert not verified</strong>")
+        else:
+            glance.append(f"all {len(windows)} injections reverted and verified" if not bad
+                          else f"<strong class='fail-text'>{bad} of {len(windows)} injections: revert not verified</strong>")
+    if flagged:
+        glance.append(f"<strong class='flag-text'>{len(flagged)} flagged vital sign{'s' if len(flagged) != 1 else ''}</strong>")
+    elif vitals_state == "recorded":
+        glance.append("vital signs: nothing flagged")
+    else:
+        glance.append(f"<span class='muted'>vital signs {'not recorded' if vitals_state == 'not recorded' else 'not watched'}</span>")
     if isinstance(errors, list) and errors:
         glance.append(f"<strong class='fail-text'>{len(errors)} error{'s' if len(errors) != 1 else ''}</strong>")
     case = record.get("case")
     open_tag = _el(
-        "section", "", class_=f"drill verdict-{_verdict_class(verdict)}", id=_anchor(record_path),
-        data_drill=record.get("drill"), data_case=case if case is not None else "", data_verdict=verdict,
+        "section", "", class_=f"drill verdict-{_verdict_class(verdict)}" + (" has-flagged-vitals" if flagged else ""),
+        id=_anchor(record_path), data_drill=record.get("drill"), data_case=case if case is not None else "",
+        data_verdict=verdict, data_vitals=vitals_state, data_flagged_vitals=" ".join(flagged) or None,
     ).removesuffix("</section>")
+    flagged_badge = (
+        f'<span class="badge badge-flagged">{len(flagged)} flagged vital sign{"s" if len(flagged) != 1 else ""}</span>'
+        if flagged else ""
+    )
+    flagged_banner = (
+        '<div class="flagged-banner"><strong>FLAGGED vital signs:</strong> '
+        + ", ".join(f"<code>{_e(n)}</code>" for n in flagged)
+        + f". {'They' if len(flagged) > 1 else 'It'} degraded during this drill and no expectation is about "
+        f"{'them' if len(flagged) > 1 else 'it'}, so the verdict ({_e(verdict)}) does not account for "
+        f'{"them" if len(flagged) > 1 else "it"}: see <a href="#{_anchor(record_path)}-vitals">What else broke</a>.</div>'
+        if flagged else ""
+    )
     meta = [
         f"<code>{_e(_drill_label(record))}</code>",
         f"started {_utc(record.get('started_at'))}",
@@ -1004,9 +1409,10 @@ def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> 
     )
     return f"""
 {open_tag}
-<div class="drill-head"><h2>{_e(record.get("title") or _drill_label(record))}</h2>{_badge(verdict)}</div>
+<div class="drill-head"><h2>{_e(record.get("title") or _drill_label(record))}</h2><div class="badges">{flagged_badge}{_badge(verdict)}</div></div>
 <p class="drill-meta">{" · ".join(meta)}</p>
 <p class="glance">{" · ".join(glance)}</p>
+{flagged_banner}
 <h3>Documented claim</h3>
 {claim_html}
 <h3>Fault</h3>
@@ -1015,12 +1421,14 @@ def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> 
 {charts}
 <h3>Expectations</h3>
 {_expectations_html(record.get("expectations"), t0)}
+<h3 id="{_anchor(record_path)}-vitals">What else broke (vital signs)</h3>
+{_vitals_html(record, t0)}
 <h3>Probes</h3>
 {_probes_table(record.get("probes"), t0)}
 <h3>Observations</h3>
 {_observations_html(record.get("observations"))}
 {errors_html}
-<h3>Reverts performed</h3>
+<h3>Injections and reverts</h3>
 {reverts_html}
 <h3>Evidence files</h3>
 {_evidence_html(run_dir, record_path, record)}
@@ -1117,6 +1525,31 @@ tr.row-other td { background: #f9fafb; }
 .badge-fail, .badge-error { background: var(--fail); color: #fff; }
 .badge-warn { background: var(--warn-bg); color: var(--warn); }
 .badge-skip, .badge-unknown { background: #e5e7eb; color: #374151; }
+.badge-flagged { background: #c2410c; color: #fff; text-decoration: none; }
+.badges { display:flex; gap:8px; align-items:center; }
+.flag-text { color: #c2410c; font-weight: 700; }
+.flagged-banner { background: #fff7ed; border: 2px solid #c2410c; color: #7c2d12; padding: 8px 12px;
+  border-radius: 6px; margin: 10px 0 0; }
+section.summary .flagged-banner { margin: 0 0 10px; }
+section.drill.has-flagged-vitals.verdict-pass { border-left-color: #c2410c; }
+tr.row-flagged td { background: #ffedd5; }
+tr.row-flagged td:first-child { box-shadow: inset 4px 0 0 #c2410c; }
+tr.row-covered td { background: #f9fafb; }
+.covered { color: #92400e; }
+td.ratio.low { color: var(--fail); font-weight: 600; }
+.vital-detail h4 { font-size: 12.5px; margin: 12px 0 4px; color: #374151; }
+.vital-detail ul { margin: 0; padding-left: 18px; font-size: 12.5px; columns: 2; }
+table.vitals-table th:first-child { width: 34%; }
+table.vitals-table th:nth-child(2), table.vitals-table th:nth-child(3), table.vitals-table th:nth-child(4) { width: 105px; }
+table.injections td.where code { white-space: nowrap; }
+table.injections td.detail { min-width: 230px; }
+table.injections td.detail code { word-break: break-word; }
+ul.extra-kv { margin: 0; padding-left: 16px; }
+table.node-transitions { width: auto; min-width: 60%; }
+.utc { font-size: 11px; }
+details.extra summary { cursor: pointer; }
+pre.journal { background: #f3f4f6; padding: 6px 8px; border-radius: 4px; font-size: 11px; max-height: 24em; overflow: auto; }
+.extra + .extra, .extra + details, details + .extra { margin-top: 4px; }
 .title-row .badge { font-size: 14px; padding: 4px 14px; }
 .muted { color: var(--muted); }
 .small { font-size: 12px; }

@@ -19,6 +19,14 @@ component is down for N seconds" needs the kubelet to stand aside. Two ways exis
   node's kubelet is not running for the window (its node lease is not renewed; its pods keep
   running, but a crashed one is not restarted until the kubelet returns).
 
+  The same trap waits at the restart when only the member was killed: a starting kubelet first
+  registers its node and syncs it through its own kube-apiserver, which is running but hangs on
+  every request without its member (each request times out after ~34 s); the kubelet started no
+  static pod for 165 to 171 s, measured here. A kube-apiserver that cannot reach its member serves
+  nothing, so the restore stops it too (:func:`restart_kubelet`): the kubelet's requests are then
+  refused at once, it starts the static pods from their manifests as at bootstrap, and the member
+  and its kube-apiserver come back together.
+
 Source: Kubernetes "Create static Pods"
 (https://kubernetes.io/docs/tasks/configure-pod-container/static-pod/) and "Operating etcd
 clusters for Kubernetes" (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/).
@@ -50,6 +58,18 @@ def stop_kubelet_and_kill(cluster: Cluster, node: str, components: list[str] | t
 def start_kubelet(cluster: Cluster, node: str) -> None:
     """Start the kubelet on ``node`` (a no-op when it runs). Raises ProviderError."""
     cluster.node_exec(node, ["systemctl", "start", "kubelet"], timeout_seconds=60)
+
+
+def restart_kubelet(cluster: Cluster, node: str) -> bool:
+    """Bring a node whose etcd member was killed back: when the kubelet is stopped and etcd does
+    not run, first kill the node's kube-apiserver (it hangs without its member, and a starting
+    kubelet would wait on it; see the module doc), then start the kubelet. Returns whether the
+    kube-apiserver was killed. Idempotent. Raises ProviderError."""
+    script = ("if ! systemctl is-active -q kubelet && [ -z \"$(crictl ps -q --state Running --name '^etcd$')\" ]; then "
+              "for c in $(crictl ps -q --state Running --name '^kube-apiserver$'); do "
+              "crictl stop --timeout 0 $c >/dev/null; echo killed; done; fi; systemctl start kubelet")
+    out = cluster.node_exec(node, ["sh", "-c", script], timeout_seconds=60).stdout
+    return "killed" in out
 
 
 def kubelet_active(cluster: Cluster, node: str) -> bool:

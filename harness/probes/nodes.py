@@ -62,3 +62,21 @@ def node_transitions(timeline: Timeline, start: float | None = None) -> list[dic
                 changes.append({"t": sample.t, "node": node, **state})
                 last[node] = state
     return changes
+
+
+def nodes_not_ready_seconds(transitions: list[dict], start: float, end: float) -> dict[str, float]:
+    """node -> seconds it was not Ready within [start, end] (epoch seconds), from
+    :func:`node_transitions` (a node still not Ready at ``end`` counts up to ``end``); only nodes
+    that were not Ready at some point are listed."""
+    state: dict[str, tuple[str | None, float]] = {}
+    total: dict[str, float] = {}
+    for change in sorted(transitions, key=lambda c: c["t"]):
+        node, t = change["node"], change["t"]
+        previous = state.get(node)
+        if previous and previous[0] != "True":
+            total[node] = total.get(node, 0.0) + max(0.0, min(t, end) - max(previous[1], start))
+        state[node] = (change["ready"], t)
+    for node, (ready, since) in state.items():
+        if ready != "True" and since < end:
+            total[node] = total.get(node, 0.0) + max(0.0, end - max(since, start))
+    return {node: seconds for node, seconds in total.items() if seconds > 0}

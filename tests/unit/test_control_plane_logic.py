@@ -109,3 +109,14 @@ def test_case_expectation_bool_bound_needs_equality(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_scenario(path)
     assert info.value.field == "cases[0].expectations[0].bound.value"
+
+
+def test_nodes_not_ready_seconds_within_the_window():
+    from harness.probes.nodes import nodes_not_ready_seconds
+
+    changes = [{"t": 0, "node": "a", "ready": "True"}, {"t": 0, "node": "b", "ready": "True"},
+               {"t": 12, "node": "a", "ready": "Unknown"}, {"t": 15, "node": "a", "ready": "True"},
+               {"t": 14, "node": "b", "ready": "False"}]
+    assert nodes_not_ready_seconds(changes, 10, 20) == {"a": 3.0, "b": 6.0}
+    assert nodes_not_ready_seconds(changes, 16, 20) == {"b": 4.0}
+    assert nodes_not_ready_seconds(changes[:2], 0, 20) == {}

@@ -122,6 +122,12 @@ def test_create_run_dir_refuses_to_reuse_a_run_id(tmp_path):
     run_dir = create_run_dir(reports, "r1")
     assert run_dir == reports / "r1" and run_dir.is_dir()
     assert create_run_dir(reports, "r1") == run_dir  # still empty: kdrill run made it for its pytest child
+    (run_dir / "allure-results").mkdir()  # pytest's Allure plugin makes it before the run starts
+    assert create_run_dir(reports, "r1") == run_dir
+    (run_dir / "allure-results" / "x-result.json").write_text("{}")
+    with pytest.raises(RunExistsError):
+        create_run_dir(reports, "r1")
+    (run_dir / "allure-results" / "x-result.json").unlink()
     (run_dir / "run.json").write_text("{}")
     with pytest.raises(RunExistsError, match="r1 already exists"):
         create_run_dir(reports, "r1")

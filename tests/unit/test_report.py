@@ -157,6 +157,7 @@ class Element:
         self.tag, self.attrs, self.parent = tag, attrs, parent
         self.children: list[Element] = []
         self.text: list[str] = []
+        self.content: list[Element | str] = []  # children and text, in document order
 
     @property
     def classes(self) -> set[str]:
@@ -179,6 +180,13 @@ class Element:
     def all_text(self) -> str:
         return " ".join("".join(e.text) for e in self.iter())
 
+    def flat_text(self) -> str:
+        """The text as a reader sees it: in document order, whitespace collapsed."""
+        block = {"div", "p", "li", "ul", "tr", "td", "th", "summary", "pre", "br", "h2", "h3", "h4", "details"}
+        parts = [c if isinstance(c, str) else f" {c.flat_text()} " if c.tag in block else c.flat_text()
+                 for c in self.content]
+        return " ".join("".join(parts).split())
+
 
 class TreeBuilder(HTMLParser):
     VOID = {"meta", "br", "img", "input", "link", "hr", "col", "area", "base", "source", "wbr"}
@@ -191,11 +199,14 @@ class TreeBuilder(HTMLParser):
     def handle_starttag(self, tag, attrs):
         el = Element(tag, {k: v or "" for k, v in attrs}, self.current)
         self.current.children.append(el)
+        self.current.content.append(el)
         if tag not in self.VOID:
             self.current = el
 
     def handle_startendtag(self, tag, attrs):
-        self.current.children.append(Element(tag, {k: v or "" for k, v in attrs}, self.current))
+        el = Element(tag, {k: v or "" for k, v in attrs}, self.current)
+        self.current.children.append(el)
+        self.current.content.append(el)
 
     def handle_endtag(self, tag):
         node = self.current
@@ -206,6 +217,7 @@ class TreeBuilder(HTMLParser):
 
     def handle_data(self, data):
         self.current.text.append(data)
+        self.current.content.append(data)
 
 
 def parse(html_text: str) -> Element:
@@ -544,3 +556,233 @@ def test_rendering_is_reproducible(run_dir: Path) -> None:
     first = render_report(run_dir, seal=seal, generated_at=when)
     assert render_report(run_dir, seal=seal, generated_at=when) == first
     assert "2025-01-01T12:00:00.123Z" in first
+
+
+# --------------------------------------------------------------------------- #
+# Vital signs ("What else broke") and every injection window
+# --------------------------------------------------------------------------- #
+
+
+def vital_signs(start: float, **signs: dict) -> dict:
+    """A ``record["vital_signs"]`` as harness/vitals.py writes it; ``signs`` override the healthy defaults."""
+    healthy = {"baseline": 1.0, "fault": 1.0, "after": 1.0, "degraded": False, "flagged": False, "covered_by": None}
+    all_signs = {
+        "api_read": dict(healthy),
+        "api_write": dict(healthy),
+        "service_name": dict(healthy),
+        "service_clusterip": dict(healthy),
+        "nodes_ready": dict(healthy, transitions=[]),
+        "kube_system_restarts": {"added": {}, "by_design": {}, "degraded": False, "flagged": False,
+                                 "covered_by": None},
+    }
+    for name, sign in signs.items():
+        all_signs[name] = {**all_signs.get(name, healthy), **sign}
+    return {
+        "windows": {"baseline": [[start, start + 10]], "fault": [[start + 10, start + 30]],
+                    "after": [[start + 30, start + 60]]},
+        "signs": all_signs,
+        "flagged": sorted(n for n, s in all_signs.items() if s.get("flagged")),
+    }
+
+
+def render_one(tmp_path: Path, rec: dict, name: str = "d") -> tuple[str, Element]:
+    run_dir = tmp_path / "run"
+    write_json(run_dir / f"{name}.json", rec)
+    text = build_report(run_dir).read_text(encoding="utf-8")
+    return text, parse(text)
+
+
+def vital_row(dom: Element, sign: str) -> Element:
+    rows = dom.find_all("tr", cls="vital", data_sign=sign)
+    assert len(rows) == 1, f"one row for {sign}"
+    return rows[0]
+
+
+def test_flagged_vital_sign_is_flagged_in_its_row_its_section_and_the_headline(tmp_path: Path) -> None:
+    # A drill that passed while the Service's ClusterIP failed and nothing asserted on it.
+    vs = vital_signs(T0, service_clusterip={"fault": 0.4, "after": 0.9014, "degraded": True, "flagged": True})
+    text, dom = render_one(tmp_path, record("d", None, "passed", T0, vital_signs=vs))
+    row = vital_row(dom, "service_clusterip")
+    assert row.attrs["data-flagged"] == "true" and "row-flagged" in row.classes
+    assert "FLAGGED" in row.all_text()
+    assert "40 %" in row.all_text() and "90.1 %" in row.all_text() and "100 %" in row.all_text()
+    assert vital_row(dom, "api_read").attrs["data-flagged"] == "false"
+    assert "ok" in vital_row(dom, "api_read").all_text()
+    # At the top of the drill's section, before any of its content ...
+    section = dom.find_all("section", cls="drill")[0]
+    assert section.attrs["data-flagged-vitals"] == "service_clusterip"
+    banner = section.find_all("div", cls="flagged-banner")[0]
+    assert "FLAGGED" in banner.all_text() and "service_clusterip" in banner.all_text()
+    assert text.index("flagged-banner", text.index("<section class=\"drill")) < text.index("Documented claim")
+    assert "1 flagged vital sign" in section.find_all("div", cls="drill-head")[0].all_text()
+    # ... and in the headline and the summary: a green verdict does not hide it.
+    header = dom.find_all("header")[0].all_text()
+    assert "1 drill passed, 1 with flagged vital signs" in header
+    assert "all 1 passed" not in text
+    summary = dom.find_all("section", cls="summary")[0]
+    assert "1 drill case with flagged vital signs" in summary.all_text()
+    verdict_row = summary.find_all("table", cls="verdicts")[0].find_all("tr")[1]
+    assert "FLAGGED" in verdict_row.all_text() and "service_clusterip" in verdict_row.all_text()
+
+
+def test_flagged_vital_signs_are_counted_next_to_failures_in_the_headline(run_dir: Path) -> None:
+    rec = json.loads((run_dir / "dns-outage.json").read_text())
+    rec["vital_signs"] = vital_signs(T0, nodes_ready={"after": 0.5, "degraded": True, "flagged": True})
+    write_json(run_dir / "dns-outage.json", rec)
+    header = parse(build_report(run_dir).read_text(encoding="utf-8")).find_all("header")[0].all_text()
+    assert "1 of 2 not passed" in header and "1 with flagged vital signs" in header
+
+
+def test_degraded_sign_covered_by_an_expectation_is_not_flagged(tmp_path: Path) -> None:
+    vs = vital_signs(T0, api_read={"fault": 0.0, "degraded": True, "flagged": False,
+                                   "covered_by": "api_success_ratio_while_stopped"})
+    text, dom = render_one(tmp_path, record("d", None, "passed", T0, vital_signs=vs))
+    row = vital_row(dom, "api_read")
+    assert row.attrs["data-flagged"] == "false" and "row-flagged" not in row.classes
+    assert "degraded (covered by api_success_ratio_while_stopped)" in row.flat_text()
+    assert "FLAGGED" not in text and not dom.find_all(cls="flagged-banner")
+    assert "data-flagged-vitals" not in text
+    assert "all 1 passed" in dom.find_all("header")[0].all_text()
+    assert "nothing flagged" in dom.find_all("table", cls="verdicts")[0].all_text()
+
+
+def test_a_degraded_ratio_is_never_rounded_up_to_100_percent(tmp_path: Path) -> None:
+    vs = vital_signs(T0, api_write={"after": 0.9999, "fault": None, "degraded": False})
+    _, dom = render_one(tmp_path, record("d", None, "passed", T0, vital_signs=vs))
+    cells = [c.all_text().strip() for c in vital_row(dom, "api_write").find_all("td", cls="ratio")]
+    assert cells == ["100 %", "—", "99.9 %"]
+
+
+def test_report_threshold_matches_the_vital_signs_threshold() -> None:
+    from harness import report
+    from harness.vitals import HEALTHY_RATIO
+
+    assert report._HEALTHY_RATIO == HEALTHY_RATIO
+
+
+def test_kube_system_restarts_show_unexpected_and_by_design(tmp_path: Path) -> None:
+    vs = vital_signs(T0, kube_system_restarts={
+        "added": {"coredns-abc": 2}, "by_design": {"etcd-cp1": 1, "kube-apiserver-cp1": 1},
+        "degraded": True, "flagged": True})
+    _, dom = render_one(tmp_path, record("d", None, "passed", T0, vital_signs=vs))
+    row = vital_row(dom, "kube_system_restarts")
+    assert "FLAGGED" in row.all_text()
+    assert "2 restarts in 1 pod not caused by the fault" in row.all_text()
+    assert "2 restarts in 2 pods by design" in row.all_text()
+    added = dom.find_all("ul", cls="restarts-added")[0].all_text()
+    assert "coredns-abc" in added and "+2" in added and "etcd-cp1" not in added
+    by_design = dom.find_all("details", cls="restarts-by-design")[0]
+    assert "etcd-cp1" in by_design.all_text() and "kube-apiserver-cp1" in by_design.all_text()
+
+
+def test_node_transitions_are_listed_relative_to_the_first_injection(tmp_path: Path) -> None:
+    transitions = [
+        {"t": T0 + 1, "node": "cp1", "ready": "True", "taints": []},  # first sight: not a transition
+        {"t": T0 + 1, "node": "w1", "ready": "True", "taints": []},
+        {"t": T0 + 25.5, "node": "cp1", "ready": "Unknown", "taints": ["node.kubernetes.io/unreachable:NoSchedule"]},
+        {"t": T0 + 40, "node": "cp1", "ready": "True", "taints": []},
+    ]
+    vs = vital_signs(T0, nodes_ready={"after": 0.8, "degraded": True, "flagged": True, "transitions": transitions})
+    rec = record("d", None, "passed", T0, vital_signs=vs)  # first (only) injection at T0 + 10
+    _, dom = render_one(tmp_path, rec)
+    table = dom.find_all("table", cls="node-transitions")[0]
+    assert "Since first injection" in table.all_text()
+    rows = table.find_all("tr")[1:]
+    assert [r.all_text().split()[:2] for r in rows] == [["cp1", "Unknown"], ["cp1", "True"]]
+    assert "node.kubernetes.io/unreachable:NoSchedule" in rows[0].all_text() and "+15.5 s" in rows[0].all_text()
+    assert "+30 s" in rows[1].all_text() and "Ready again" in rows[1].all_text()
+    assert "w1" not in table.all_text()
+
+
+def test_record_without_vital_signs_says_not_recorded(tmp_path: Path) -> None:
+    rec = record("d", None, "passed", T0)
+    assert "vital_signs" not in rec
+    text, dom = render_one(tmp_path, rec)
+    section = dom.find_all("section", cls="drill")[0]
+    assert section.attrs["data-vitals"] == "not recorded"
+    assert "Vital signs not recorded" in section.find_all("div", cls="vitals-missing")[0].all_text()
+    assert "not recorded" in dom.find_all("table", cls="verdicts")[0].all_text()
+    assert not dom.find_all("table", cls="vitals-table")
+    assert "all 1 passed" in dom.find_all("header")[0].all_text()
+
+
+def test_vital_signs_that_could_not_be_watched_show_the_error(tmp_path: Path) -> None:
+    rec = record("d", None, "passed", T0, vital_signs={"error": "vital signs not watched: ApiException: 503"})
+    _, dom = render_one(tmp_path, rec)
+    section = dom.find_all("section", cls="drill")[0]
+    assert section.attrs["data-vitals"] == "error"
+    assert "ApiException: 503" in section.find_all("div", cls="vitals-error")[0].all_text()
+    assert "not watched" in dom.find_all("table", cls="verdicts")[0].all_text()
+
+
+def injection(start: float, n: int, **extra: object) -> dict:
+    return {"kind": "etcd-member-loss", "method": "stop-member", "where": [f"cp{n}"],
+            "injected_at": start + 10 * n, "revert_started_at": start + 10 * n + 4,
+            "reverted_at": start + 10 * n + 5, "revert_verified": True, "restarts_by_design": [f"etcd-cp{n}"],
+            **extra}
+
+
+def test_every_injection_window_is_a_row(tmp_path: Path) -> None:
+    injections = [
+        injection(T0, 1, restore_seconds={"cp1": 0.2611885}),
+        injection(T0, 2, restore_seconds={"cp1": 1.5, "cp2": 2.25},
+                  restore_journal={"cp1": ["kubelet started", "mirror pod created"], "cp2": ["kubelet started"]}),
+        injection(T0, 3, reverted_at=None, revert_verified=False),
+    ]
+    rec = record("d", None, "failed", T0, observations={"injections": injections, "restarts": 0})
+    _, dom = render_one(tmp_path, rec)
+    table = dom.find_all("table", cls="reverts")[0]
+    rows = table.find_all("tr", cls="injection")
+    assert len(rows) == 3
+    assert [r.find_all("td")[0].all_text() for r in rows] == ["1", "2", "3"]
+    assert ["cp1" in rows[0].all_text(), "cp2" in rows[1].all_text(), "cp3" in rows[2].all_text()] == [True] * 3
+    second = rows[1].all_text()
+    assert "stop-member" in second and "+20 s" in second and "+24 s" in second and "+25 s" in second
+    assert "window 5 s" in second and "yes" in second
+    assert "restore_seconds: cp1 1.5 s cp2 2.25 s" in rows[1].flat_text()
+    assert "0.261 s" in rows[0].all_text()
+    journal = rows[1].find_all("details", cls="restore_journal")
+    assert len(journal) == 1 and "open" not in journal[0].attrs  # collapsed
+    assert "restore_journal: 2 entries, 3 lines" in journal[0].find_all("summary")[0].flat_text()
+    assert "mirror pod created" in journal[0].all_text() and "cp2 (1 line)" in journal[0].flat_text()
+    assert "row-fail" in rows[2].classes and "not reverted" in rows[2].all_text()
+    assert "row-fail" not in rows[0].classes
+    # The glance line looks at every window, not only the last one recorded in "fault".
+    assert "revert not verified" in dom.find_all("p", cls="glance")[0].all_text()
+    # The windows are not repeated as a JSON blob among the observations.
+    observations = dom.find_all("table", cls="observations")[0].all_text()
+    assert "3 windows" in observations and "mirror pod created" not in observations
+
+
+def test_hostile_names_are_escaped_in_vital_signs_and_injections(tmp_path: Path) -> None:
+    evil = '<img src=x onerror="alert(1)">'
+    transitions = [{"t": T0 + 20, "node": evil, "ready": evil, "taints": [evil]}]
+    vs = vital_signs(T0, nodes_ready={"degraded": True, "flagged": True, "transitions": transitions,
+                                      "error": evil},
+                     api_read={"degraded": True, "covered_by": evil},
+                     kube_system_restarts={"added": {evil: 1}, "by_design": {evil: 1}, "degraded": True,
+                                           "flagged": True})
+    vs["signs"][evil] = {"baseline": evil, "degraded": True, "flagged": True}
+    vs["flagged"].append(evil)
+    injections = [injection(T0, 1, where=[evil], kind=evil, method=evil, restore_seconds={evil: 1.0},
+                            restore_journal={evil: [evil]}, **{evil: evil})]
+    rec = record("d", None, "passed", T0, vital_signs=vs, observations={"injections": injections})
+    text, dom = render_one(tmp_path, rec)
+    assert "<img" not in text and "onerror=\"" not in text
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in text
+    assert not dom.find_all("img")
+    assert evil in dom.find_all("table", cls="node-transitions")[0].all_text()
+    assert evil in dom.find_all("table", cls="reverts")[0].all_text()
+    assert evil in dom.find_all("div", cls="flagged-banner")[0].all_text()
+
+
+@pytest.mark.parametrize("vs", [
+    "junk", [], {"signs": "junk"}, {"signs": {"api_read": "junk"}, "flagged": "api_read"},
+    {"signs": {"nodes_ready": {"transitions": "junk", "baseline": "x"}, "kube_system_restarts": {"added": [1]}},
+     "windows": {"fault": [[1]]}},
+])
+def test_odd_vital_signs_do_not_break_the_report(tmp_path: Path, vs: object) -> None:
+    _, dom = render_one(tmp_path, record("d", None, "passed", T0, vital_signs=vs))
+    section = dom.find_all("section", cls="drill")[0]
+    assert section.attrs["data-vitals"] in ("recorded", "not recorded", "error")
+    assert section.find_all("div", cls="vitals")
