@@ -34,7 +34,7 @@ from harness.probes.http import HttpProbe
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.nodes import NodeReadyProbe, node_transitions, nodes_not_ready_seconds
 from harness.probes.pods import (NodeContainerProbe, kube_system_snapshot, node_containers, pod_snapshot,
-                                 restarts_between, running_container_ids)
+                                 restarts_between, restarts_outside_control_plane, running_container_ids)
 from harness.timeline import longest_gap_seconds, success_ratio
 from harness.workloads import (TOOLBOX_IMAGE, delete_namespace, deploy_http_server, http_server_deployment,
                                wait_deployment_available)
@@ -49,7 +49,6 @@ BOTH = f"app in ({APP},{RESTART})"
 # kube-controller-manager's --node-monitor-grace-period, the v1.35 default (kubeadm sets none):
 # a node not heard from for longer is marked Ready=Unknown and its pods not Ready.
 NODE_MONITOR_GRACE_PERIOD_SECONDS = 50.0
-CONTROL_PLANE_APPS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler")
 
 
 def job_manifest(name: str) -> client.V1Job:
@@ -305,7 +304,7 @@ def test_control_plane_stop(drill):
     drill.observe("kube_system_restarts_added", added)
     # The four components stop (or lose their leader lease when frozen, and exit): their restarts
     # are the fault. Anything else in kube-system restarting is not.
-    others = {pod: n for pod, n in added.items() if kube_system_before.get(pod, {}).get("app") not in CONTROL_PLANE_APPS}
+    others = restarts_outside_control_plane(added, kube_system_before)
     drill.measure("kube_system_restarts_outside_control_plane", sum(others.values()),
                   detail=f"outside the control-plane components: {others or 'none'}; theirs: "
                          f"{ {p: n for p, n in added.items() if p not in others} or 'none'}")

@@ -23,7 +23,7 @@ from harness.probes.api import ApiReadProbe, ApiWriteProbe
 from harness.probes.etcd import EtcdQuorumProbe
 from harness.probes.http import HttpProbe
 from harness.probes.incluster import InClusterProbe, service_targets
-from harness.probes.pods import pod_snapshot
+from harness.probes.pods import kube_system_snapshot, pod_snapshot, restarts_between, restarts_outside_control_plane
 from harness.timeline import latency_percentile, success_ratio
 from harness.etcd import etcd_members
 from harness.workloads import delete_namespace, deploy_http_server
@@ -61,6 +61,7 @@ def test_etcd_member_loss(drill):
         drill.say(f"{n} etcd members: quorum {q}, tolerates {tolerance} failed member(s)")
         assert tolerance >= 1, f"{n} member(s) tolerate no failure: this drill needs an HA control plane"
         pods_before = pod_snapshot(cluster, ns, f"app={APP}")
+        kube_system_before = kube_system_snapshot(cluster)
         # Callers inside the cluster, by Service name, ClusterIP and pod IP, from a worker.
         incluster = InClusterProbe(cluster, ns, "incluster-probe", service_targets(cluster, ns, APP, f"app={APP}"),
                                    interval_seconds=drill.interval_seconds, duration_seconds=900,
@@ -223,6 +224,13 @@ def test_etcd_member_loss(drill):
             lost.append(f"{name}: HTTP {exc.status}")
     drill.measure("acknowledged_writes_lost", len(lost),
                   detail=f"{len(acknowledged)} acknowledged writes read back" + (f"; lost: {lost[:5]}" if lost else ""))
+    added = restarts_between(kube_system_before, kube_system_snapshot(cluster))
+    others = restarts_outside_control_plane(added, kube_system_before)
+    drill.observe("kube_system_restarts_added", added)
+    drill.measure("kube_system_restarts_outside_control_plane", sum(others.values()),
+                  detail=f"outside the control-plane components: {others or 'none'}; theirs (the stopped members, "
+                         "the kube-apiservers restarted with them, and controller-manager/scheduler instances that "
+                         f"could not renew their leader lease without quorum): { {p: n for p, n in added.items() if p not in others} or 'none'}")
     members_after = etcd_members(cluster, control_plane[0])
     drill.observe("members_after", [vars(m) for m in members_after])
     drill.observe("leader_after", node_of.get(current_leader()))

@@ -94,7 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
           f"{'context ' + (args.context or 'current') if args.kubeconfig else 'kind config ' + configs[0]}")
     files = sorted({str(REPO_ROOT / s.drill) for s in scenarios})
     cmd = [sys.executable, "-m", "pytest", *files, "-p", "no:cacheprovider", "-o", "addopts=",
-           "--rootdir", str(REPO_ROOT), "-q", "-s", "--no-header", "-r", "fEs",
+           "--rootdir", str(REPO_ROOT), "-q", "-s", "--no-header", "-r", "fEs", "--tb=short",
            f"--junitxml={run_dir / 'junit.xml'}", f"--alluredir={run_dir / 'allure-results'}",
            f"--kdrill-reports={args.reports}", f"--kdrill-run-id={run_id}",
            f"--kdrill-scenarios-dir={scenarios_dir}"]

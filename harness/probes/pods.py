@@ -108,3 +108,15 @@ def restarts_between(before: dict[str, dict], after: dict[str, dict]) -> dict[st
         if delta:
             added[name] = delta
     return added
+
+
+# kubeadm's control-plane static pods, by the ``component`` label kube_system_snapshot reads.
+CONTROL_PLANE_APPS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler")
+
+
+def restarts_outside_control_plane(added: dict[str, int], before: dict[str, dict]) -> dict[str, int]:
+    """The part of :func:`restarts_between` that is not a control-plane component: the add-ons
+    (CoreDNS, kube-proxy, the pod network) that a control-plane fault must leave running.
+    kube-controller-manager and kube-scheduler exit when they cannot renew their leader lease,
+    so their restarts are a control-plane fault's own consequence."""
+    return {pod: n for pod, n in added.items() if before.get(pod, {}).get("app") not in CONTROL_PLANE_APPS}

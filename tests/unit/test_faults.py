@@ -128,3 +128,25 @@ def test_recover_keeps_entries_it_cannot_revert_and_drops_those_whose_cluster_is
     assert [r["reverted"] for r in results.values()] == [True, False]
     assert "nothing to revert" in list(results.values())[0]["error"]
     assert [e.target["name"] for e in ledger.entries()] == ["i"]
+
+
+def test_revert_times_bracket_the_revert(cluster, tmp_path):
+    ledger = Ledger(tmp_path / "ledger")
+    fault = Flag(cluster, "times")
+    with injected(fault, ledger):
+        pass
+    assert fault.injected_at <= fault.revert_started_at <= fault.reverted_at
+
+
+def test_control_plane_stop_method_is_checked_and_old_entries_are_pauses():
+    from harness.faults import FaultError
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    cluster = Cluster(name="k", provider="kind", kubeconfig=Path("/nonexistent"), context=None, node_access=True,
+                      nodes_by_role={"control-plane": ["cp1", "cp2"]})
+    with pytest.raises(FaultError, match="method must be one of"):
+        ControlPlaneStop(cluster, method="reboot")
+    assert ControlPlaneStop(cluster).target() == {"method": "stop-components", "nodes": ["cp1", "cp2"]}
+    old = ControlPlaneStop.from_target(cluster, {"nodes": ["cp1"]})  # written before there were methods
+    assert old.method == "pause-node-containers" and old.restarts_by_design() == []
+    assert "kube-apiserver-cp1" in ControlPlaneStop(cluster).restarts_by_design()
