@@ -58,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # Bad input is refused before anything is touched: the run id and the signing key first.
     try:
-        run_id = validate_run_id(args.run_id) if args.run_id else new_run_id()
+        run_id = validate_run_id(args.run_id) if args.run_id is not None else new_run_id()
         if (Path(args.reports) / run_id).exists():
             raise RunIdError(f"run id {run_id!r} names an existing run in {args.reports}; choose another")
         load_signing_key()

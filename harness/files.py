@@ -22,3 +22,18 @@ def write_text_atomic(path: Path, text: str, mode: int = 0o644) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync ``directory`` itself; never raises (some platforms cannot open directories)."""
+    # A rename is only durable once the directory entry itself is on disk.
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # platforms that cannot open directories
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from harness.files import write_text_atomic
+from harness.files import fsync_dir, write_text_atomic
 
 _KIND = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
@@ -41,22 +41,10 @@ def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> Path:
     text = json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, text, mode)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
 
 
-def _fsync_dir(directory: Path) -> None:
-    # The rename is only durable once the directory entry itself is on disk.
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return  # platforms that cannot open directories
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 @dataclass
@@ -157,7 +145,7 @@ class Ledger:
         """Delete the entry (after a verified revert). A missing entry is fine."""
         self._path(entry_id).unlink(missing_ok=True)
         if self.directory.is_dir():
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
 
     def entries(self) -> list[LedgerEntry]:
         """All entries, oldest first. Unreadable files come back as entries with

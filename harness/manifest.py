@@ -54,6 +54,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from harness.evidence import RunIdError, validate_run_id
+from harness.files import fsync_dir
 
 __all__ = [
     "MANIFEST_NAME",
@@ -236,20 +237,7 @@ def _link_new(path: Path, data: bytes, mode: int) -> None:
         os.link(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 # --------------------------------------------------------------------------- #

@@ -56,7 +56,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "scenario(name): the scenario a drill test runs")
-    config._kdrill_run_id = config.getoption("--kdrill-run-id") or new_run_id()
+    from harness.evidence import RunIdError, validate_run_id
+
+    given = config.getoption("--kdrill-run-id")
+    # An empty id (e.g. an unset variable) is a mistake to refuse, not a request for a new one;
+    # refused here, before any cluster is touched.
+    try:
+        config._kdrill_run_id = new_run_id() if given is None else validate_run_id(given)
+    except RunIdError as exc:
+        raise pytest.UsageError(f"--kdrill-run-id / KDRILL_RUN_ID: {exc}") from None
 
 
 def _scenario_of(item_or_func) -> str | None:
@@ -143,6 +151,13 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         provider = KindProvider(opt("--kdrill-cluster-config"), name=opt("--kdrill-cluster-name"))
     except ProviderError as exc:
         pytest.fail(str(exc), pytrace=False)
+    from harness.session_lock import ClusterBusy, SessionLock
+
+    try:
+        lock = SessionLock(provider.name).acquire()
+    except ClusterBusy as exc:
+        pytest.exit(f"kdrill: {exc}")
+    request.addfinalizer(lock.release)
     created = False
     if not provider.exists():
         seconds = provider.create()

@@ -1068,8 +1068,9 @@ def _vitals_html(record: Mapping[str, Any], t0: float | None) -> str:
         covered = sign.get("covered_by")
         error = sign.get("error")
         if flagged:
+            why = sign.get("reason") or "degraded, and no expectation is about it"
             status = ('<span class="badge badge-flagged">FLAGGED</span> '
-                      '<span class="fail-text small">degraded, and no expectation is about it</span>')
+                      f'<span class="fail-text small">{_e(why)}</span>')
             cls = "row-flagged"
         elif degraded and covered:
             status = f'<span class="covered">degraded (covered by <code>{_e(covered)}</code>)</span>'

@@ -11,6 +11,7 @@ Loading only ever reads the file.
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +30,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # "x-expected" is our own annotation: the human text used when a value is
 # rejected. Draft 2020-12 ignores unknown keywords, so the schema stays valid.
-_NAME = {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]*$",
-         "x-expected": "lowercase letters, digits and '-', starting with a letter or digit"}
+# Names become file names (<scenario>--<case>.json) and namespaces: no "--", which joins the two.
+MAX_NAME_LENGTH = 50
+_NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,
+         "x-expected": f"lowercase letters and digits in words joined by single '-', at most {MAX_NAME_LENGTH} characters"}
 _TEXT = {"type": "string", "minLength": 1, "x-expected": "a non-empty string"}
 _MAPPING = {"type": "object"}  # free-form: whatever the fault or workload needs
 
@@ -63,8 +66,8 @@ SCHEMA: dict[str, Any] = {
     "properties": {
         "name": _NAME,
         "title": _TEXT,
-        "drill": {"type": "string", "pattern": r"^[^/].*\.py$",
-                  "x-expected": "a pytest file path relative to the repo root, ending in .py"},
+        "drill": {"type": "string", "pattern": r"^drills/[A-Za-z0-9_][A-Za-z0-9_-]*\.py$",
+                  "x-expected": "a drill file in the repository's drills/ directory, e.g. drills/test_x.py"},
         "claim": _TEXT,
         "source": {
             "type": "array", "minItems": 1,
@@ -395,9 +398,22 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _no_alias(self: _StrictLoader, *args: Any) -> Any:
+    if self.check_event(yaml.events.AliasEvent):
+        event = self.peek_event()
+        raise yaml.composer.ComposerError(None, None, "anchors and aliases are not allowed in scenario files "
+                                          "(they can expand without bound)", event.start_mark)
+    return yaml.composer.Composer.compose_node(self, *args)
+
+
+_StrictLoader.compose_node = _no_alias  # type: ignore[method-assign]
+
+
 def _parse_yaml(path: Path, text: str) -> Any:
     try:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
+    except RecursionError:
+        raise ScenarioError(path, "<file>", "YAML nested a sane number of levels deep", "nesting too deep") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -510,6 +526,9 @@ def _check_rules(path: Path, data: dict) -> None:
                     f"a name unique within the file ({list_name}[{first_index[item['name']]}] already uses it)",
                     repr(item["name"]))
             first_index[item["name"]] = i
+    for where, value in _numbers(data):
+        if not math.isfinite(value):
+            raise ScenarioError(path, where or "<file>", "a finite number", repr(value))
     every_name = {e["name"] for e in data["expectations"]}
     every_name |= {e["name"] for case in data.get("cases", []) for e in case.get("expectations") or []}
     for vital, expectation in (data.get("vital_signs") or {}).items():
@@ -555,3 +574,16 @@ def _expectation_specs(items: list[dict]) -> tuple[ExpectationSpec, ...]:
     return tuple(ExpectationSpec(e["name"], e["description"], Bound(e["bound"]["op"], e["bound"]["value"]),
                                  e["unit"], e.get("phase"))
                  for e in items)
+
+
+def _numbers(value: Any, where: tuple[str | int, ...] = ()) -> Iterable[tuple[str, float]]:
+    """(field path, value) of every float in a loaded scenario: NaN and infinity mean nothing as
+    a duration or a bound (``<= .inf`` can never fail), so none is accepted anywhere."""
+    if isinstance(value, float):
+        yield _format_field(where), value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers(item, where + (str(key),))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _numbers(item, where + (i,))

@@ -75,17 +75,31 @@ def nodes_ready_in(samples: list[Sample], spans: list[tuple[float, float]]) -> f
     return sum(all(n["ready"] == "True" for n in json.loads(s.detail).values()) for s in answered) / len(answered)
 
 
-def assess(summary: dict[str, dict[str, Any]], covered: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Add ``degraded`` (bool) and ``flagged`` (degraded and no covering expectation) and
-    ``covered_by`` to each vital sign's summary, in place; returns it."""
+def assess(summary: dict[str, dict[str, Any]], covered: dict[str, str],
+           windows: dict[str, list] | None = None) -> dict[str, dict[str, Any]]:
+    """Add ``degraded`` (bool), ``covered_by``, ``unmeasured`` (windows of the drill with no
+    sample of this sign) and ``flagged`` with its ``reason`` to each vital sign's summary, in
+    place; returns it. Flagged: degraded with no covering expectation, not measured in a window
+    the drill had, or not readable (``error``): a sign nobody saw is not a healthy one."""
+    windows = windows or {w: [] for w in WINDOWS}
     for name, vital in summary.items():
         if name == "kube_system_restarts":
-            degraded = bool(vital.get("added"))
+            degraded, unmeasured = bool(vital.get("added")), []
         else:
             degraded = any(vital.get(w) is not None and vital[w] < HEALTHY_RATIO for w in WINDOWS)
+            unmeasured = [w for w in WINDOWS if windows.get(w) and vital.get(w) is None]
         vital["degraded"] = degraded
         vital["covered_by"] = covered.get(name)
-        vital["flagged"] = degraded and name not in covered
+        vital["unmeasured"] = unmeasured
+        reasons = []
+        if degraded and name not in covered:
+            reasons.append("degraded with no expectation about it")
+        if unmeasured:
+            reasons.append(f"not measured: {', '.join(unmeasured)}")
+        if vital.get("error"):
+            reasons.append(f"not readable: {vital['error']}")
+        vital["flagged"] = bool(reasons)
+        vital["reason"] = "; ".join(reasons)
     return summary
 
 
@@ -128,7 +142,7 @@ class DrillVitals:
                                                "by_design": {p: n for p, n in added.items() if p in by_design}}
         except Exception as exc:
             summary["kube_system_restarts"] = {"added": {}, "error": f"{type(exc).__name__}: {exc}"[:300]}
-        assess(summary, covered)
+        assess(summary, covered, windows)
         self.timelines = timelines
         return {"windows": windows, "signs": summary,
                 "flagged": sorted(n for n, v in summary.items() if v["flagged"])}

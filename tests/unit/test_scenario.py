@@ -180,7 +180,7 @@ def test_bad_name_pattern(tmp_path):
     data["name"] = "Control_Plane"
     err = load_error(tmp_path, data)
     assert err.field == "name" and err.got == "'Control_Plane'"
-    assert "lowercase letters, digits and '-'" in err.expected
+    assert "lowercase letters and digits in words joined by single '-'" in err.expected
 
 
 def test_bad_expectation_name_pattern(tmp_path):
@@ -376,3 +376,51 @@ def test_find_unknown_name_lists_known(tmp_path):
         find_scenario("etcd-loss", d)
     message = str(info.value)
     assert "'etcd-loss'" in message and "'control-plane-stop'" in message and "'dns-outage'" in message
+
+
+@pytest.mark.parametrize("field, value", [
+    (("fault", "params", "hold_seconds"), float("nan")),
+    (("fault", "params", "hold_seconds"), float("inf")),
+    (("expectations", 0, "bound", "value"), float("inf")),
+    (("probes", "interval_seconds"), float("nan")),
+])
+def test_non_finite_numbers_are_refused_anywhere(tmp_path, field, value):
+    data = example_data()
+    target = data
+    for part in field[:-1]:
+        target = target.setdefault(part, {}) if isinstance(part, str) else target[part]
+    target[field[-1]] = value
+    err = load_error(tmp_path, data)
+    assert "finite number" in err.expected or "number" in err.expected, err
+
+
+@pytest.mark.parametrize("name", ["a--b", "x" * 51, "-a", "a-"])
+def test_names_that_would_collide_or_overflow_as_file_names_are_refused(tmp_path, name):
+    data = example_data()
+    data["name"] = name
+    assert load_error(tmp_path, data).field == "name"
+
+
+@pytest.mark.parametrize("drill_file", ["../outside/test_evil.py", "/abs/test_x.py", "drills/../../x.py",
+                                        "tests/test_x.py"])
+def test_drill_files_outside_drills_are_refused(tmp_path, drill_file):
+    data = example_data()
+    data["drill"] = drill_file
+    assert load_error(tmp_path, data).field == "drill"
+
+
+def test_aliases_are_refused_before_they_expand(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]" for i in range(8)]
+    path.write_text("\n".join(levels) + "\n")
+    with pytest.raises(ScenarioError, match="aliases are not allowed"):
+        load_scenario(path)
+
+
+def test_deep_nesting_is_a_clear_error(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("name: " + "[" * 20000 + "]" * 20000 + "\n")
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.field == "<file>"

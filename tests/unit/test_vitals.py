@@ -45,3 +45,13 @@ def test_degraded_sign_is_flagged_unless_an_expectation_covers_it():
     assert summary["service_name"]["flagged"] is True
     assert summary["service_clusterip"]["degraded"] is False and summary["service_clusterip"]["flagged"] is False
     assert summary["kube_system_restarts"]["flagged"] is True
+
+
+def test_a_sign_with_no_sample_in_a_window_of_the_drill_is_flagged():
+    windows = {"baseline": [(0, 10)], "fault": [(10, 20)], "after": []}
+    summary = {"service_name": {"baseline": 1.0, "fault": None, "after": None},
+               "api_read": {"baseline": 1.0, "fault": 1.0, "after": None, "error": "log not readable"}}
+    assess(summary, {}, windows)
+    assert summary["service_name"]["flagged"] and summary["service_name"]["unmeasured"] == ["fault"]
+    assert "not measured: fault" in summary["service_name"]["reason"]
+    assert summary["api_read"]["flagged"] and "not readable" in summary["api_read"]["reason"]
