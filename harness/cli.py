@@ -123,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def check_references(scenario) -> None:
     """What a scenario names must exist: its drill file, cluster config and fault module.
     Raises ScenarioError naming the file and field."""
-    from harness.faults import FaultError, fault_class
+    from harness.faults import FaultError, check_params, fault_class
     from harness.scenario import ScenarioError
 
     if not (REPO_ROOT / scenario.drill).is_file():
@@ -136,6 +136,7 @@ def check_references(scenario) -> None:
     except FaultError as exc:
         raise ScenarioError(scenario.path, "fault.kind", f"a fault kind with a module in harness/faults ({exc})",
                             scenario.fault_kind) from None
+    check_params(scenario)
 
 
 def run_until_reverted(cmd: list[str]) -> int:

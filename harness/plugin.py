@@ -78,7 +78,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("scenario")
     if marker is None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid} uses the drill fixture without @pytest.mark.scenario")
+    from harness.faults import FaultError, check_params
+    from harness.scenario import ScenarioError
+
     scenario = find_scenario(marker.args[0], metafunc.config.getoption("--kdrill-scenarios-dir"))
+    try:
+        check_params(scenario)  # before any cluster is made or touched
+    except (ScenarioError, FaultError) as exc:
+        raise pytest.UsageError(f"kdrill: {exc}") from None
     cases = [c.name for c in scenario.cases] or [None]
     metafunc.parametrize("drill_case", cases, ids=[c or "default" for c in cases], scope="function")
 

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator
 
 from harness.ledger import Ledger
+from harness.params import Param
 from harness.providers import Cluster, ClusterGone
 
 log = logging.getLogger("kdrill.faults")
@@ -45,6 +46,8 @@ class Fault(abc.ABC):
 
     kind: ClassVar[str]
     needs_node_access: ClassVar[bool] = False
+    # The scenario parameters (``fault.params``, cases' ``params``) this fault and its drill take.
+    params: ClassVar[dict[str, Param]] = {}
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -105,6 +108,14 @@ def fault_class(kind: str) -> type[Fault]:
         if isinstance(value, type) and issubclass(value, Fault) and getattr(value, "kind", None) == kind:
             return value
     raise FaultError(f"{module_name} defines no Fault with kind {kind!r}")
+
+
+def check_params(scenario) -> None:
+    """Check a scenario's fault params (and its cases') against its fault's declared ``params``.
+    Raises ScenarioError naming the file and field (FaultError for an unknown fault kind)."""
+    from harness import params
+
+    params.check(scenario, fault_class(scenario.fault_kind).params)
 
 
 @contextmanager

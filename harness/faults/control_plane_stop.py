@@ -27,6 +27,7 @@ from typing import Any
 
 from harness import static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.params import Param
 from harness.providers import Cluster
 
 METHODS = ("stop-components", "pause-node-containers")
@@ -57,6 +58,11 @@ class ControlPlaneStop(Fault):
 
     kind = "control-plane-stop"
     needs_node_access = True
+    params = {
+        "method": Param("choice", "how the control plane stops", choices=METHODS),
+        "hold_seconds": Param("seconds", "how long it stays stopped", minimum=10, maximum=600),
+        "recovery_seconds": Param("seconds", "how long the probes go on after the revert", minimum=10, maximum=600),
+    }
 
     def __init__(self, cluster: Cluster, nodes: list[str] | None = None, method: str = "stop-components") -> None:
         super().__init__(cluster)

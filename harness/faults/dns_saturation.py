@@ -30,6 +30,7 @@ from kubernetes.client.exceptions import ApiException
 from harness import dns
 from harness.expectations import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.params import Param
 from harness.providers import Cluster
 from harness.workloads import TOOLBOX_IMAGE
 
@@ -73,6 +74,16 @@ class DnsSaturation(Fault):
     """
 
     kind = "dns-saturation"
+    params = {
+        "replicas": Param("integer", "CoreDNS replicas during the flood", minimum=1, maximum=10),
+        "cpu_limit": Param("quantity", "CoreDNS's CPU limit during the flood"),
+        "qps": Param("integer", "queries per second the load sends", minimum=1, maximum=5000),
+        "clients": Param("integer", "dnsperf clients", minimum=1, maximum=64),
+        "max_outstanding": Param("integer", "dnsperf's outstanding queries", minimum=1, maximum=10000),
+        "query_timeout_seconds": Param("seconds", "dnsperf's per-query timeout", minimum=0.1, maximum=30),
+        "load_seconds": Param("seconds", "how long the flood lasts", minimum=5, maximum=300),
+        "load_pods": Param("integer", "load generator pods", minimum=1, maximum=4),
+    }
     method = "limit-and-flood"
     step = "saturate"
 

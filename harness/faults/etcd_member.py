@@ -27,6 +27,7 @@ from typing import Any
 
 from harness import static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.params import Param
 from harness.providers import Cluster
 
 # Left by the method used before ``stop-kubelet-kill-container``; a ledger entry from that
@@ -50,6 +51,12 @@ class EtcdMember(Fault):
     kind = "etcd-member"
     method = "stop-kubelet-kill-container"
     needs_node_access = True
+    params = {
+        "one_down_hold_seconds": Param("seconds", "how long one member stays stopped", minimum=11, maximum=600),
+        "quorum_lost_hold_seconds": Param("seconds", "how long quorum stays lost", minimum=11, maximum=600),
+        "settle_seconds": Param("seconds", "failures this soon after a stop are the load balancer's and the "
+                                "election's, reported apart (must be below both holds)", minimum=0, maximum=60),
+    }
 
     def __init__(self, cluster: Cluster, nodes: list[str]) -> None:
         super().__init__(cluster)

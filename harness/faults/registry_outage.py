@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.params import Param
 from harness.providers import Cluster
 from harness.registry import LocalRegistry, RegistryError
 
@@ -37,6 +38,10 @@ class RegistryOutage(Fault):
     malformed ``verify_image``."""
 
     kind = "registry-outage"
+    params = {
+        "mode": Param("choice", "how the registry stops serving", choices=tuple(MODES)),
+        "hold_seconds": Param("seconds", "how long the registry stays down", minimum=10, maximum=600),
+    }
     # Acts on a container of the host's Docker engine beside the kind nodes: a kind-only fault.
     needs_node_access = True
 

@@ -31,6 +31,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness.expectations import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.params import Param
 from harness.providers import Cluster
 
 log = logging.getLogger("kdrill.faults.webhook_outage")
@@ -54,6 +55,15 @@ class WebhookOutage(Fault):
     (or given back by :meth:`from_target`). Raises FaultError for an unknown mode."""
 
     kind = "webhook-outage"
+    params = {
+        "mode": Param("choice", "how the webhook's backend fails", choices=tuple(MODES)),
+        "failure_policy": Param("choice", "the webhook's failurePolicy", choices=("Fail", "Ignore")),
+        "timeout_seconds": Param("integer", "the webhook's timeoutSeconds (the API allows 1 to 30)", minimum=1,
+                                 maximum=30),
+        "writes_per_check": Param("integer", "writes sent per check", minimum=1, maximum=50),
+        "admission_policy": Param("bool", "also check a ValidatingAdmissionPolicy during the outage"),
+        "way_out": Param("bool", "also check that deleting the configuration is the way out"),
+    }
     needs_node_access = False
 
     def __init__(self, cluster: Cluster, mode: str, namespace: str, deployment: str, service: str,

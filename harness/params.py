@@ -1,0 +1,83 @@
+"""Fault parameters, declared and checked before anything is touched.
+
+Every fault declares the parameters a scenario may give it (``fault.params`` and each case's
+``params``): name, kind, unit, range. A scenario is checked against them when it is loaded for a
+run, and a problem is a :class:`~harness.scenario.ScenarioError` naming the file, the field, what
+was expected and what was there; an unknown name is refused with the nearest known one. Durations
+have an upper bound, so a typo cannot hold a fault for a day.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from harness.scenario import Scenario, ScenarioError
+
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Mi|Gi|Ki)?$")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter. ``kind``: "seconds", "number", "integer", "choice", "bool" or "quantity"
+    (a Kubernetes resource quantity such as "30m"); ``minimum``/``maximum`` bound numbers
+    (inclusive); ``choices`` lists the allowed strings of a "choice"."""
+
+    kind: str
+    help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    required: bool = True
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with ``value`` (as the expected text), or None when it is fine."""
+        if self.kind == "bool":
+            return None if isinstance(value, bool) else "true or false"
+        if self.kind == "choice":
+            return None if value in self.choices else f"one of {', '.join(repr(c) for c in self.choices)}"
+        if self.kind == "quantity":
+            return None if isinstance(value, str) and _QUANTITY.match(value) else "a resource quantity such as '30m'"
+        unit = " seconds" if self.kind == "seconds" else ""
+        what = "a whole number" if self.kind == "integer" else "a number"
+        span = f"{what}{unit} from {_fmt(self.minimum)} to {_fmt(self.maximum)}"
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return span
+        if self.kind == "integer" and not isinstance(value, int):
+            return span
+        if (self.minimum is not None and value < self.minimum) or (self.maximum is not None and value > self.maximum):
+            return span
+        return None
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else (str(int(value)) if float(value).is_integer() else str(value))
+
+
+def check(scenario: Scenario, declared: dict[str, Param]) -> None:
+    """Check the scenario's fault params and every case's against ``declared``.
+    Raises ScenarioError for the first problem (unknown name, bad value, required name missing)."""
+    sets = [("fault.params", scenario.fault_params)]
+    sets += [(f"cases[{i}].params", case.params) for i, case in enumerate(scenario.cases)]
+    for where, params in sets:
+        for name, value in params.items():
+            param = declared.get(name)
+            if param is None:
+                near = difflib.get_close_matches(str(name), list(declared), n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                raise ScenarioError(scenario.path, f"{where}.{name}",
+                                    f"a parameter of fault {scenario.fault_kind!r} "
+                                    f"(known: {', '.join(sorted(declared))}){hint}", None)
+            problem = param.problem(value)
+            if problem:
+                raise ScenarioError(scenario.path, f"{where}.{name}", f"{problem} ({param.help})", repr(value))
+    for case in scenario.cases or [None]:
+        merged = scenario.params_for(case.name if case else None)
+        for name, param in declared.items():
+            if param.required and name not in merged:
+                raise ScenarioError(scenario.path, f"fault.params.{name}",
+                                    f"{param.help} (required{f', missing in case {case.name!r}' if case else ''})",
+                                    "nothing")

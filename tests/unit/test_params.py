@@ -1,0 +1,53 @@
+"""Fault parameters are checked against what the fault declares, before anything is touched."""
+
+import copy
+
+import pytest
+import yaml
+
+from harness.faults import check_params
+from harness.scenario import REPO_ROOT, ScenarioError, load_scenario
+
+ORIGINAL = REPO_ROOT / "scenarios" / "control-plane-stop.yaml"
+
+
+def scenario_with(tmp_path, edit):
+    data = yaml.safe_load(ORIGINAL.read_text())
+    edit(data)
+    path = tmp_path / "control-plane-stop.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_scenario(path)
+
+
+def error_for(tmp_path, edit) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        check_params(scenario_with(tmp_path, edit))
+    return info.value
+
+
+def test_the_shipped_scenario_passes(tmp_path):
+    check_params(scenario_with(tmp_path, lambda d: None))
+
+
+def test_a_misspelt_name_is_refused_with_the_nearest_known_one(tmp_path):
+    err = error_for(tmp_path, lambda d: d["fault"]["params"].update(hold_secnds=60))
+    assert err.field == "fault.params.hold_secnds" and "did you mean 'hold_seconds'" in err.expected
+
+
+@pytest.mark.parametrize("value", ["sixty", "1e9", -5, 0, True, 10 ** 9, [1], 1e9])
+def test_bad_durations_are_refused(tmp_path, value):
+    err = error_for(tmp_path, lambda d: d["fault"]["params"].update(hold_seconds=value))
+    assert err.field == "fault.params.hold_seconds"
+    assert "seconds from 10 to 600" in err.expected and err.got == repr(value)
+
+
+def test_a_case_is_checked_too(tmp_path):
+    err = error_for(tmp_path, lambda d: d["cases"][1]["params"].update(method="reboot"))
+    assert err.field == "cases[1].params.method" and "'pause-node-containers'" in err.expected
+
+
+def test_a_required_parameter_missing_everywhere_is_refused(tmp_path):
+    def drop(d):
+        del d["fault"]["params"]["recovery_seconds"]
+    err = error_for(tmp_path, drop)
+    assert err.field == "fault.params.recovery_seconds" and "required" in err.expected
