@@ -117,7 +117,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(summary(run_dir))
     report_and_manifest(run_dir)
     print(f"evidence: {run_dir}  (report: {run_dir / 'report.html'}; check with `kdrill verify {run_id}`)")
-    return 0 if status == 0 else 1
+    # Exit 0 only when pytest passed and every record the run left says passed: a skipped,
+    # refused or unrun drill that was asked for is not a success.
+    from harness.report import scan_records
+
+    records, unreadable = scan_records(run_dir)
+    all_passed = bool(records) and not unreadable and all(r.get("verdict") == "passed" for _, r in records)
+    return 0 if status == 0 and all_passed else 1
 
 
 def check_references(scenario) -> None:

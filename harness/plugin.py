@@ -92,14 +92,35 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     wanted = set(config.getoption("--kdrill-scenario"))
-    if not wanted:
-        return
-    keep, drop = [], []
-    for item in items:
-        name = _scenario_of(item)
-        (keep if name in wanted else drop).append(item)
-    config.hook.pytest_deselected(items=drop)
-    items[:] = keep
+    if wanted:
+        keep, drop = [], []
+        for item in items:
+            name = _scenario_of(item)
+            (keep if name in wanted else drop).append(item)
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Every drill case still selected (after -k, -m and --kdrill-scenario) gets a record at the
+    # end, whether it ran or not.
+    session.config._kdrill_planned = [(item, _scenario_of(item), item.callspec.params.get("drill_case"))
+                                      for item in session.items if _scenario_of(item) and hasattr(item, "callspec")]
+
+
+def _record_not_run(config: pytest.Config, writer: EvidenceWriter, scenario_name: str, case: str | None,
+                    verdict: str, reason: str) -> None:
+    """A record for a planned drill case that did not run to its end: ``verdict`` is "skipped",
+    "refused", "error" or "not-run", ``reason`` says why (the record's ``errors``)."""
+    from harness.evidence import DrillRecord
+
+    scenario = find_scenario(scenario_name, config.getoption("--kdrill-scenarios-dir"))
+    record = DrillRecord.for_scenario(writer.run_dir.name, scenario, case)
+    record.verdict = verdict
+    # The head says what happened, the tail of a traceback where: keep both.
+    record.errors.append(reason if len(reason) <= 2000 else f"{reason[:300]} [...] {reason[-1600:]}")
+    record.finish()
+    writer.write_record(record)
 
 
 @pytest.fixture(scope="session")
@@ -197,17 +218,20 @@ def kdrill_vitals(kdrill_cluster, kdrill_topology):
 
 
 @pytest.fixture
-def drill(request: pytest.FixtureRequest, drill_case, kdrill_cluster, kdrill_topology, kdrill_run, kdrill_vitals):
+def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster, kdrill_topology, kdrill_vitals):
     """A :class:`harness.drill.Drill` for the test's scenario and case; its evidence is written
-    after the test body whatever happened."""
+    after the test body whatever happened (and a record says why when it does not run)."""
     scenario = find_scenario(_scenario_of(request.node), request.config.getoption("--kdrill-scenarios-dir"))
     if scenario.needs_node_access and not kdrill_cluster.node_access:
-        pytest.skip(f"{scenario.name} needs node access (docker exec into kind node containers); "
-                    f"{kdrill_cluster.name} is an existing cluster reached through a kubeconfig")
+        reason = (f"{scenario.name} needs node access (docker exec into kind node containers); "
+                  f"{kdrill_cluster.name} is an existing cluster reached through a kubeconfig")
+        _record_not_run(request.config, kdrill_run["writer"], scenario.name, drill_case, "skipped", reason)
+        pytest.skip(reason)
     if kdrill_cluster.provider != "kind":
         try:
             check_destructive_allowed(kdrill_cluster.context or "", request.config.getoption("--kdrill-allow-context"))
         except ProviderError as exc:
+            _record_not_run(request.config, kdrill_run["writer"], scenario.name, drill_case, "refused", str(exc))
             pytest.skip(f"refused: {exc}")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
 
@@ -248,6 +272,8 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_cluster, kdrill_top
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if report.when == "setup" and report.failed:
+        item._kdrill_setup_error = report.longreprtext
     if report.when == "call":
         item._kdrill_call_report = report
         if call.excinfo is not None:
@@ -256,11 +282,39 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Drills ran: write the HTML report and the evidence manifest of the run (``kdrill run``
-    rewrites both after pytest's own JUnit XML is on disk)."""
-    run_dir = getattr(session.config, "_kdrill_run_dir", None)
-    if run_dir is None or not any(run_dir.glob("*.timeline.json")):
+    """Drills were planned: give every planned case that left no record one that says why
+    ("error" when its setup failed, "not-run" when the session ended first), then write the HTML
+    report and seal the run (pytest's JUnit XML is on disk by then)."""
+    config = session.config
+    planned = getattr(config, "_kdrill_planned", [])
+    run_dir = getattr(config, "_kdrill_run_dir", None)
+    if not planned and run_dir is None:
         return
+    if run_dir is None:  # nothing started (e.g. the cluster could not be made): the run still has its records
+        from harness.evidence import RunIdError
+
+        try:
+            writer = EvidenceWriter.for_new_run(Path(config.getoption("--kdrill-reports")), config._kdrill_run_id)
+        except RunIdError as exc:
+            log.warning("no evidence written: %s", exc)
+            return
+        meta = run_metadata(REPO_ROOT, config._kdrill_run_id)
+        meta["finished_at"] = time.time()
+        writer.write_run_metadata(meta)
+        run_dir = writer.run_dir
+    else:
+        writer = EvidenceWriter(run_dir)
+    for item, scenario_name, case in planned:
+        stem = scenario_name + (f"--{case}" if case else "")
+        if (run_dir / f"{stem}.json").exists():
+            continue
+        setup_error = getattr(item, "_kdrill_setup_error", None)
+        if setup_error:
+            last = next((line for line in reversed(setup_error.splitlines()) if line.strip()), "")
+            _record_not_run(config, writer, scenario_name, case, "error", f"setup failed: {last}\n{setup_error}")
+        else:
+            _record_not_run(config, writer, scenario_name, case, "not-run",
+                            f"not run: the session ended first (pytest exit status {int(exitstatus)})")
     from harness.cli import report_and_manifest
 
     report_and_manifest(run_dir)

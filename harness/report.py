@@ -260,7 +260,8 @@ def _value_html(value: Any, unit: str | None = None) -> str:
 
 def _verdict_class(verdict: Any) -> str:
     v = str(verdict).lower() if verdict is not None else ""
-    return {"passed": "pass", "failed": "fail", "error": "error", "skipped": "skip"}.get(v, "unknown")
+    return {"passed": "pass", "failed": "fail", "error": "error", "skipped": "skip", "refused": "skip",
+            "not-run": "skip"}.get(v, "unknown")
 
 
 def _badge(verdict: Any) -> str:

@@ -1,0 +1,59 @@
+"""Every planned drill case leaves a record, whatever happened: here the cluster cannot be
+reached, so setup fails before the drill, and the record says "error" with the reason; the run is
+sealed all the same. Runs a real pytest session (pytester) with kdrill's plugin; no cluster."""
+
+import json
+
+pytest_plugins = ["pytester"]
+
+SCENARIO = """
+name: unreachable
+title: "A drill whose cluster cannot be reached"
+drill: drills/test_unreachable.py
+claim: "nothing"
+source: [{title: "Kubernetes Components", url: "https://kubernetes.io/docs/concepts/overview/components/"}]
+cluster: {config: ha}
+fault: {kind: registry-outage, method: m, params: {mode: refused, hold_seconds: 60}}
+expectations:
+  - {name: x, description: d, bound: {op: "==", value: 0}, unit: count}
+cases:
+  - {name: one}
+  - {name: two}
+"""
+
+KUBECONFIG = """
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: kind-unreachable, context: {cluster: c, user: u}}]
+current-context: kind-unreachable
+"""
+
+DRILL = """
+import pytest
+
+@pytest.mark.scenario("unreachable")
+def test_unreachable(drill):
+    raise AssertionError("never reached: the cluster cannot be reached")
+"""
+
+
+def test_each_planned_case_gets_a_record_when_setup_fails(pytester, tmp_path, monkeypatch):
+    monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
+    scenarios = pytester.mkdir("scenarios")
+    (scenarios / "unreachable.yaml").write_text(SCENARIO)
+    kubeconfig = pytester.makefile(".yaml", kubeconfig=KUBECONFIG)
+    pytester.makepyfile(test_unreachable=DRILL)
+    reports = tmp_path / "reports"
+    result = pytester.runpytest_subprocess(
+        f"--kdrill-scenarios-dir={scenarios}", f"--kdrill-kubeconfig={kubeconfig}",
+        f"--kdrill-reports={reports}", "--kdrill-run-id=r1", "-p", "no:cacheprovider")
+    assert result.ret != 0
+    run = reports / "r1"
+    records = {p.name: json.loads(p.read_text()) for p in run.glob("unreachable--*.json") if "timeline" not in p.name}
+    assert sorted(records) == ["unreachable--one.json", "unreachable--two.json"]
+    for record in records.values():
+        assert record["verdict"] == "error"
+        assert record["errors"] and record["errors"][0].startswith("setup failed:")
+    assert (run / "manifest.json").is_file()
