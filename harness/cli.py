@@ -80,18 +80,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         else load_scenarios(scenarios_dir)
     for s in scenarios:
         check_references(s)
-    if not args.kubeconfig:
+    if not (args.kubeconfig or args.context):
         prepare_kind()
     try:
         run_dir = create_run_dir(Path(args.reports), run_id)
     except RunIdError as exc:
         raise SystemExit(f"kdrill: {exc}") from None
     configs = sorted({s.cluster_config for s in scenarios})
-    if len(configs) > 1 and not args.kubeconfig:
+    if len(configs) > 1 and not (args.kubeconfig or args.context):
         raise SystemExit(f"kdrill: the chosen scenarios need different cluster configs ({', '.join(configs)}); "
                          "run them separately")
     print(f"kdrill run {run_id}: {len(scenarios)} drill(s) on "
-          f"{'context ' + (args.context or 'current') if args.kubeconfig else 'kind config ' + configs[0]}")
+          f"{'context ' + (args.context or 'current') if args.kubeconfig or args.context else 'kind config ' + configs[0]}")
     files = sorted({str(REPO_ROOT / s.drill) for s in scenarios})
     cmd = [sys.executable, "-m", "pytest", *files, "-p", "no:cacheprovider", "-o", "addopts=",
            "--rootdir", str(REPO_ROOT), "-q", "-s", "--no-header", "-r", "fEs", "--tb=short",
@@ -100,8 +100,9 @@ def cmd_run(args: argparse.Namespace) -> int:
            f"--kdrill-scenarios-dir={scenarios_dir}"]
     for s in scenarios:
         cmd.append(f"--kdrill-scenario={s.name}")
-    if args.kubeconfig:
-        cmd += [f"--kdrill-kubeconfig={args.kubeconfig}"]
+    if args.kubeconfig or args.context:  # $KUBECONFIG and --context alone work as with kubectl
+        if args.kubeconfig:
+            cmd += [f"--kdrill-kubeconfig={args.kubeconfig}"]
         if args.context:
             cmd.append(f"--kdrill-context={args.context}")
         for ctx in args.allow_context:
@@ -112,6 +113,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             cmd.append(f"--kdrill-cluster-name={args.cluster_name}")
         if args.keep_cluster:
             cmd.append("--kdrill-keep-cluster")
+    if args.ticket:
+        cmd.append(f"--kdrill-ticket={args.ticket}")
+    if args.approved_by:
+        cmd.append(f"--kdrill-approved-by={args.approved_by}")
     cmd += args.pytest_args
     status = run_until_reverted(cmd)
     print(summary(run_dir))
@@ -494,10 +499,13 @@ def parser() -> argparse.ArgumentParser:
                      help="read scenarios from here (e.g. a copy with other bounds); default: scenarios/")
     run.add_argument("--cluster-name", help="kind cluster name (default: the config's; reused if it exists)")
     run.add_argument("--keep-cluster", action="store_true", help="keep the kind cluster this run creates")
-    run.add_argument("--kubeconfig", help="run against an existing cluster (no node access)")
+    run.add_argument("--kubeconfig", help="run against an existing cluster (no node access); $KUBECONFIG works too "
+                     "with --context")
     run.add_argument("--context", help="context in --kubeconfig (default: current)")
     run.add_argument("--allow-context", action="append", default=[],
                      help="let destructive drills run on this non-kind context")
+    run.add_argument("--ticket", help="the change or incident ticket this run belongs to (in the evidence)")
+    run.add_argument("--approved-by", help="who approved breaking the cluster for the drills (in the evidence)")
     run.set_defaults(func=cmd_run)
 
     ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")

@@ -258,8 +258,29 @@ def run_metadata(repo_root: Path, run_id: str | None = None) -> dict[str, Any]:
         "git_dirty": None if status is None else bool(status),
         "kdrill_version": __version__,
         "python": platform.python_version(),
+        "dependencies": dependency_versions(),
+        "clock": {"source": "the host's clock (time.time(), epoch seconds); node offsets in cluster.clock_offsets"},
         "command": shlex.join(sys.argv),
     }
+
+
+def dependency_versions() -> dict[str, str | None]:
+    """name -> installed version of each package kdrill depends on (pyproject's dependencies),
+    None when it is not installed."""
+    from importlib import metadata
+
+    try:
+        requirements = metadata.requires("kdrill") or []
+    except metadata.PackageNotFoundError:
+        requirements = []
+    names = sorted({re.split(r"[<>=!~ ;\[]", r, maxsplit=1)[0] for r in requirements if "extra ==" not in r})
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
 
 
 def _git(repo_root: Path, *args: str) -> str | None:

@@ -30,7 +30,7 @@ from harness.drill import Drill
 from harness.evidence import EvidenceWriter, new_run_id, run_metadata
 from harness.ledger import Ledger
 from harness.providers import ProviderError
-from harness.providers.existing import check_destructive_allowed, existing_cluster
+from harness.providers.existing import check_destructive_allowed, existing_cluster, kind_clusters, server_of
 from harness.scenario import find_scenario
 from harness.topology import discover
 
@@ -50,6 +50,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kdrill-scenario", action="append", default=[])
     group.addoption("--kdrill-reports", default=os.environ.get("KDRILL_REPORTS", str(REPO_ROOT / "reports")))
     group.addoption("--kdrill-run-id", default=os.environ.get("KDRILL_RUN_ID"))
+    group.addoption("--kdrill-ticket", default=os.environ.get("KDRILL_TICKET"),
+                    help="the change or incident ticket this run belongs to (recorded in the evidence)")
+    group.addoption("--kdrill-approved-by", default=os.environ.get("KDRILL_APPROVED_BY"),
+                    help="who approved breaking this cluster for the drills (recorded in the evidence)")
     group.addoption("--kdrill-scenarios-dir", default=str(REPO_ROOT / "scenarios"),
                     help="where drills find their scenario files (default: scenarios/)")
 
@@ -136,6 +140,8 @@ def kdrill_run(request: pytest.FixtureRequest):
         pytest.exit(f"kdrill: {exc}")
     run_dir = writer.run_dir
     meta = run_metadata(REPO_ROOT, run_id)
+    meta["ticket"] = request.config.getoption("--kdrill-ticket")
+    meta["approved_by"] = request.config.getoption("--kdrill-approved-by")
     writer.write_run_metadata(meta)
     request.config._kdrill_run_dir = run_dir
     yield {"run_id": run_id, "run_dir": run_dir, "writer": writer, "meta": meta}
@@ -148,8 +154,17 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     """The cluster for this session: an existing one from a kubeconfig, or a kind cluster that is
     reused when it exists and otherwise created (and deleted at the end unless kept)."""
     opt = request.config.getoption
-    if opt("--kdrill-kubeconfig"):
-        yield existing_cluster(opt("--kdrill-kubeconfig"), opt("--kdrill-context"))
+    if opt("--kdrill-kubeconfig") or opt("--kdrill-context"):
+        try:
+            cluster = existing_cluster(opt("--kdrill-kubeconfig"), opt("--kdrill-context"))
+            # Consent is checked before any request reaches the cluster, and bound to the cluster,
+            # not to its name (harness.providers.existing).
+            check_destructive_allowed(cluster.context or "", server_of(cluster.kubeconfig, cluster.context or ""),
+                                      opt("--kdrill-allow-context"), kind_clusters())
+        except ProviderError as exc:
+            request.config._kdrill_refused = str(exc)
+            pytest.exit(f"kdrill: refused: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        yield cluster
         return
     from harness.doctor import docker_problem
     from harness.images import BuildError, ensure_built
@@ -208,6 +223,17 @@ def kdrill_topology(kdrill_cluster):
 
 
 @pytest.fixture(scope="session")
+def kdrill_identity(kdrill_cluster, kdrill_topology, kdrill_run):
+    """The cluster's identity and clock offsets (harness.topology.cluster_identity), read once and
+    kept in run.json (written again at the end of the run)."""
+    from harness.topology import cluster_identity
+
+    identity = cluster_identity(kdrill_cluster, kdrill_topology)
+    kdrill_run["meta"]["cluster"] = identity
+    return identity
+
+
+@pytest.fixture(scope="session")
 def kdrill_vitals(kdrill_cluster, kdrill_topology):
     """The session's vital-sign fixtures (harness/vitals.py), set up by the first drill."""
     from harness.vitals import VitalSigns
@@ -218,7 +244,8 @@ def kdrill_vitals(kdrill_cluster, kdrill_topology):
 
 
 @pytest.fixture
-def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster, kdrill_topology, kdrill_vitals):
+def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster, kdrill_topology, kdrill_identity,
+          kdrill_vitals):
     """A :class:`harness.drill.Drill` for the test's scenario and case; its evidence is written
     after the test body whatever happened (and a record says why when it does not run)."""
     scenario = find_scenario(_scenario_of(request.node), request.config.getoption("--kdrill-scenarios-dir"))
@@ -227,12 +254,6 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
                   f"{kdrill_cluster.name} is an existing cluster reached through a kubeconfig")
         _record_not_run(request.config, kdrill_run["writer"], scenario.name, drill_case, "skipped", reason)
         pytest.skip(reason)
-    if kdrill_cluster.provider != "kind":
-        try:
-            check_destructive_allowed(kdrill_cluster.context or "", request.config.getoption("--kdrill-allow-context"))
-        except ProviderError as exc:
-            _record_not_run(request.config, kdrill_run["writer"], scenario.name, drill_case, "refused", str(exc))
-            pytest.skip(f"refused: {exc}")
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
 
     def progress(line: str) -> None:
@@ -241,6 +262,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
 
     d = Drill(scenario, drill_case, kdrill_cluster, kdrill_topology, Ledger(), kdrill_run["writer"],
               kdrill_run["run_id"], progress=progress)
+    d.record.cluster.update({k: kdrill_identity[k] for k in ("server", "kube_system_uid", "clock_offsets")})
     # The platform's vital signs, whatever the drill's own claim looks at.
     try:
         vitals = kdrill_vitals.watch()
@@ -309,7 +331,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if (run_dir / f"{stem}.json").exists():
             continue
         setup_error = getattr(item, "_kdrill_setup_error", None)
-        if setup_error:
+        refused = getattr(config, "_kdrill_refused", None)
+        if refused:
+            _record_not_run(config, writer, scenario_name, case, "refused", f"refused: {refused}")
+        elif setup_error:
             last = next((line for line in reversed(setup_error.splitlines()) if line.strip()), "")
             _record_not_run(config, writer, scenario_name, case, "error", f"setup failed: {last}\n{setup_error}")
         else:

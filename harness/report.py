@@ -657,7 +657,21 @@ def _header(run: _Run) -> tuple[str, str]:
         ("kdrill version", _e(meta.get("kdrill_version") or "unknown")),
         ("Python", _e(meta.get("python") or "unknown")),
         ("Command", f"<code>{_e(command or 'unknown')}</code>"),
+        ("Ticket", _e(meta.get("ticket") or "none given")),
+        ("Approved by", _e(meta.get("approved_by") or "nobody named")),
     ]
+    cluster = meta.get("cluster") if isinstance(meta.get("cluster"), dict) else {}
+    if cluster:
+        offsets = cluster.get("clock_offsets") if isinstance(cluster.get("clock_offsets"), dict) else {}
+        worst = [abs(v["offset_seconds"]) for v in offsets.values()
+                 if isinstance(v, dict) and isinstance(v.get("offset_seconds"), (int, float))]
+        pairs += [
+            ("Cluster", f"<code>{_e(cluster.get('name'))}</code> ({_e(cluster.get('provider'))}) at "
+                        f"<code>{_e(cluster.get('server'))}</code>"),
+            ("kube-system UID", f"<code>{_e(cluster.get('kube_system_uid'))}</code>"),
+            ("Node clocks", f"largest offset from the host {max(worst):.3f} s over {len(worst)} nodes" if worst
+             else _e(offsets.get("note") or "not compared")),
+        ]
     problems = "".join(f'<p class="notice">{_e(p)}</p>' for p in run.problems)
     header = (
         '<header class="report-header">'

@@ -7,6 +7,7 @@ existing cluster they are left empty with the reason.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 
 from kubernetes import client
@@ -51,3 +52,33 @@ def discover(cluster: Cluster) -> Topology:
     else:
         topology.etcd_note = "etcd members need node access (not available on an existing cluster)"
     return topology
+
+
+def cluster_identity(cluster: Cluster, topology: Topology) -> dict:
+    """Which cluster this is, beyond its (free-text) name: the kube-system namespace's UID (unique
+    per cluster), the API server URL, the nodes with their kubelet versions, and, with node access,
+    each node's clock offset from the host in seconds (node minus host, with half the round trip as
+    its uncertainty), so every time in the evidence can be placed. Never raises: what cannot be
+    read says why."""
+    identity: dict = {"name": cluster.name, "provider": cluster.provider, "context": cluster.context,
+                      "server": cluster.api.configuration.host, "kubernetes_version": topology.kubernetes_version,
+                      "nodes": topology.nodes()}
+    try:
+        identity["kube_system_uid"] = cluster.core.read_namespace("kube-system", _request_timeout=10).metadata.uid
+    except Exception as exc:  # evidence, not a reason to stop
+        identity["kube_system_uid"] = f"not read: {type(exc).__name__}"
+    offsets: dict = {}
+    if cluster.node_access:
+        for node in topology.control_plane + topology.workers:
+            try:
+                before = time.time()
+                out = cluster.node_exec(node, ["date", "+%s.%N"], timeout_seconds=10).stdout.strip()
+                after = time.time()
+                offsets[node] = {"offset_seconds": round(float(out) - (before + after) / 2, 4),
+                                 "uncertainty_seconds": round((after - before) / 2, 4)}
+            except Exception as exc:
+                offsets[node] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
+    else:
+        offsets = {"note": "no node access: node clocks not compared"}
+    identity["clock_offsets"] = offsets
+    return identity

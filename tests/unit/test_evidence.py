@@ -180,8 +180,11 @@ def test_write_run_metadata(tmp_path):
 def test_run_metadata_outside_git(tmp_path):
     meta = run_metadata(tmp_path)
     assert set(meta) == {"run_id", "started_at", "user", "host", "git_commit", "git_dirty", "kdrill_version",
-                         "python", "command"}
+                         "python", "dependencies", "clock", "command"}
     assert meta["git_commit"] is None and meta["git_dirty"] is None
+    # the exact versions of what kdrill ran with, e.g. the YAML and Kubernetes clients
+    assert meta["dependencies"]["PyYAML"] == __import__("yaml").__version__
+    assert meta["dependencies"]["kubernetes"] == __import__("kubernetes").__version__
     assert meta["python"] == ".".join(map(str, sys.version_info[:3]))
     assert meta["kdrill_version"] == harness.__version__
     assert meta["command"]  # sys.argv is never empty under pytest

@@ -51,3 +51,15 @@ def test_a_required_parameter_missing_everywhere_is_refused(tmp_path):
         del d["fault"]["params"]["recovery_seconds"]
     err = error_for(tmp_path, drop)
     assert err.field == "fault.params.recovery_seconds" and "required" in err.expected
+
+
+def test_local_kind_means_listed_by_kind_and_served_on_loopback():
+    from harness.providers.existing import ContextNotAllowed, check_destructive_allowed, local_kind_cluster
+
+    assert local_kind_cluster("kind-a", "https://127.0.0.1:39000", ["a"])
+    assert not local_kind_cluster("kind-prod", "https://127.0.0.1:6443", ["a"])  # not a kind cluster here
+    assert not local_kind_cluster("kind-a", "https://10.0.0.5:6443", ["a"])  # not this machine
+    assert not local_kind_cluster("a", "https://127.0.0.1:6443", ["a"])
+    with pytest.raises(ContextNotAllowed, match="--allow-context kind-prod"):
+        check_destructive_allowed("kind-prod", "https://prod.example:6443", [], ["a"])
+    check_destructive_allowed("kind-prod", "https://prod.example:6443", ["kind-prod"], ["a"])

@@ -39,7 +39,7 @@ def test_unreachable(drill):
 """
 
 
-def test_each_planned_case_gets_a_record_when_setup_fails(pytester, tmp_path, monkeypatch):
+def run_session(pytester, tmp_path, monkeypatch, *args):
     monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
     scenarios = pytester.mkdir("scenarios")
     (scenarios / "unreachable.yaml").write_text(SCENARIO)
@@ -48,12 +48,27 @@ def test_each_planned_case_gets_a_record_when_setup_fails(pytester, tmp_path, mo
     reports = tmp_path / "reports"
     result = pytester.runpytest_subprocess(
         f"--kdrill-scenarios-dir={scenarios}", f"--kdrill-kubeconfig={kubeconfig}",
-        f"--kdrill-reports={reports}", "--kdrill-run-id=r1", "-p", "no:cacheprovider")
-    assert result.ret != 0
+        f"--kdrill-reports={reports}", "--kdrill-run-id=r1", "-p", "no:cacheprovider", *args)
     run = reports / "r1"
     records = {p.name: json.loads(p.read_text()) for p in run.glob("unreachable--*.json") if "timeline" not in p.name}
     assert sorted(records) == ["unreachable--one.json", "unreachable--two.json"]
+    assert (run / "manifest.json").is_file()
+    return result, records
+
+
+def test_each_planned_case_gets_a_record_when_setup_fails(pytester, tmp_path, monkeypatch):
+    # Consent given, so the session gets as far as asking the (unreachable) API server.
+    result, records = run_session(pytester, tmp_path, monkeypatch, "--kdrill-allow-context=kind-unreachable")
+    assert result.ret != 0
     for record in records.values():
         assert record["verdict"] == "error"
         assert record["errors"] and record["errors"][0].startswith("setup failed:")
-    assert (run / "manifest.json").is_file()
+
+
+def test_a_context_named_kind_is_refused_unless_kind_lists_it(pytester, tmp_path, monkeypatch):
+    # "kind-unreachable" is a name, not a kind cluster of this machine: refused before any request.
+    result, records = run_session(pytester, tmp_path, monkeypatch)
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*refused*kind-unreachable*not one of this machine's kind clusters*"])
+    for record in records.values():
+        assert record["verdict"] == "refused" and "--allow-context kind-unreachable" in record["errors"][0]
