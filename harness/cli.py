@@ -270,13 +270,17 @@ def cmd_recover(args: argparse.Namespace) -> int:
     from harness.faults import recover
     from harness.ledger import Ledger
 
+    if args.ledger_dir and not Path(args.ledger_dir).is_dir():
+        # A misspelt directory must not read as "nothing to revert".
+        print(f"kdrill recover: no ledger directory {args.ledger_dir}", file=sys.stderr)
+        return 2
     ledger = Ledger(Path(args.ledger_dir) if args.ledger_dir else None)
     entries = ledger.entries()
     if not entries:
         print(f"kdrill recover: the ledger ({ledger.directory}) holds no fault; nothing to revert")
         return 0
     print(f"kdrill recover: {len(entries)} fault(s) in {ledger.directory}")
-    results = recover(ledger, cluster_for_entry)
+    results = recover(ledger, cluster_for_entry, force=args.force)
     for r in results:
         print(f"  {'reverted' if r['reverted'] else 'NOT REVERTED'}  {r['kind']}  {r['id']}"
               + (f"  ({r['error']})" if r["error"] else ""))
@@ -514,6 +518,8 @@ def parser() -> argparse.ArgumentParser:
 
     rec = sub.add_parser("recover", help="revert every fault still in the ledger")
     rec.add_argument("--ledger-dir")
+    rec.add_argument("--force", action="store_true",
+                     help="also revert entries whose recording process still seems alive (its pid may be reused)")
     rec.set_defaults(func=cmd_recover)
 
     doc = sub.add_parser("doctor", help="check prerequisites and say how to fix them")

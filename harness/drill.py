@@ -99,12 +99,25 @@ class Drill:
             self.say(f"{fault.kind} reverted (verified: {fault.revert_verified})")
 
     def fresh_namespace(self, labels: dict[str, str] | None = None) -> str:
-        """Delete what an interrupted earlier run left in the drill's namespace, then create it."""
-        from harness.workloads import delete_namespace, ensure_namespace
+        """Delete what an interrupted earlier run left in the drill's namespace, then create it,
+        recorded in the ledger first (kind ``drill-namespace``) so ``kdrill recover`` removes it
+        after a crash; :meth:`remove_namespace` deletes it and drops the entry."""
+        from harness.faults.drill_namespace import DrillNamespace
 
-        delete_namespace(self.cluster, self.namespace, wait_seconds=180)
-        ensure_namespace(self.cluster, self.namespace, labels)
+        self._namespace = DrillNamespace(self.cluster, self.namespace, labels)
+        self._namespace_entry = self.ledger.record(DrillNamespace.kind, cluster=self.cluster.describe(),
+                                                   target=self._namespace.target(), drill=self.name)
+        self._namespace.inject()
         return self.namespace
+
+    def remove_namespace(self) -> None:
+        """Delete the drill's namespace and, once it is gone, its ledger entry. Raises
+        FaultNotReverted (the entry stays) when it is still there after the deadline."""
+        from harness.faults import revert_and_verify
+
+        if getattr(self, "_namespace_entry", None) is not None:
+            revert_and_verify(self._namespace, self.ledger, self._namespace_entry.id)
+            self._namespace_entry = None
 
     def add_timelines(self, timelines: dict[str, Timeline]) -> None:
         self.timelines.update(timelines)

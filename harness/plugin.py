@@ -58,7 +58,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where drills find their scenario files (default: scenarios/)")
 
 
+def _terminate_as_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C: faults revert in their finally blocks,
+    # fixtures clean up, and every planned drill still gets its record and the run its seal.
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     config.addinivalue_line("markers", "scenario(name): the scenario a drill test runs")
     from harness.evidence import RunIdError, validate_run_id
 
@@ -275,17 +286,21 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     if call is not None and call.failed and error is None:
         error = RuntimeError(call.longreprtext[-2000:])
     if vitals is not None:
-        covered = {sign: name for sign, name in scenario.vital_signs.items() if name in d.expectations}
+        covered = {sign: next(name for name in names if name in d.expectations)
+                   for sign, names in scenario.vital_signs.items() if any(name in d.expectations for name in names)}
         d.record.vital_signs = vitals.finish(d.record.observations.get("injections", []), covered)
         d.add_timelines(vitals.timelines)
         for sign in d.record.vital_signs["flagged"]:
-            d.say(f"FLAGGED vital sign {sign} degraded with no expectation about it: "
-                  f"{ {k: v for k, v in d.record.vital_signs['signs'][sign].items() if k in ('baseline', 'fault', 'after', 'added')} }")
+            vital = d.record.vital_signs["signs"][sign]
+            d.say(f"FLAGGED vital sign {sign}: {vital['reason']}: "
+                  f"{ {k: v for k, v in vital.items() if k in ('baseline', 'fault', 'after', 'added')} }")
     d.finish(error)
-    # Whatever the drill left in its namespace goes, so the next drill starts clean.
+    # Whatever the drill left in its namespace goes, so the next drill starts clean (and its
+    # ledger entry with it: only a namespace that is gone leaves the ledger).
     try:
         from harness.workloads import delete_namespace
 
+        d.remove_namespace()
         delete_namespace(kdrill_cluster, d.namespace, wait_seconds=120)
     except Exception as exc:  # cleanup must not mask the drill's own outcome
         log.warning("could not delete namespace %s: %s", d.namespace, exc)

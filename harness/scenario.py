@@ -120,8 +120,10 @@ SCHEMA: dict[str, Any] = {
         "vital_signs": {
             "type": "object",
             "propertyNames": {"enum": list(VITAL_SIGNS)},
-            "additionalProperties": {"type": "string", "pattern": "^[a-z0-9_]+$",
-                                     "x-expected": "the name of an expectation of this scenario"},
+            "additionalProperties": {
+                "anyOf": [{"type": "string", "pattern": "^[a-z0-9_]+$"},
+                          {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": "^[a-z0-9_]+$"}}],
+                "x-expected": "the name of an expectation of this scenario, or a list of them (one per case)"},
         },
         "cases": {
             "type": "array",
@@ -262,7 +264,8 @@ class Scenario:
     expectations: tuple[ExpectationSpec, ...]
     cases: tuple[Case, ...]
     path: Path
-    vital_signs: dict[str, str] = field(default_factory=dict, hash=False)
+    # vital sign -> the expectations that may cover it (the first one a case has covers it there)
+    vital_signs: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
 
     def expectation(self, name: str) -> ExpectationSpec:
         """The spec called ``name``. Raises KeyError listing the known names."""
@@ -307,7 +310,7 @@ class Scenario:
             "probes": {"interval_seconds": self.probe_interval_seconds},
             "expectations": [e.to_dict() for e in self.expectations],
             "cases": [c.to_dict() for c in self.cases],
-            "vital_signs": dict(self.vital_signs),
+            "vital_signs": {sign: list(names) for sign, names in self.vital_signs.items()},
             "path": str(self.path),
         }
 
@@ -531,10 +534,11 @@ def _check_rules(path: Path, data: dict) -> None:
             raise ScenarioError(path, where or "<file>", "a finite number", repr(value))
     every_name = {e["name"] for e in data["expectations"]}
     every_name |= {e["name"] for case in data.get("cases", []) for e in case.get("expectations") or []}
-    for vital, expectation in (data.get("vital_signs") or {}).items():
-        if expectation not in every_name:
-            raise ScenarioError(path, f"vital_signs.{vital}", "the name of an expectation of this scenario "
-                                f"(one of {', '.join(sorted(every_name))})", repr(expectation))
+    for vital, names in (data.get("vital_signs") or {}).items():
+        for expectation in [names] if isinstance(names, str) else names:
+            if expectation not in every_name:
+                raise ScenarioError(path, f"vital_signs.{vital}", "the name of an expectation of this scenario "
+                                    f"(one of {', '.join(sorted(every_name))})", repr(expectation))
     lists = [("expectations", data["expectations"])]
     lists += [(f"cases[{c}].expectations", case.get("expectations") or [])
               for c, case in enumerate(data.get("cases", []))]
@@ -563,7 +567,8 @@ def _build(path: Path, data: dict) -> Scenario:
         workload=copy.deepcopy(data.get("workload") or {}),
         probe_interval_seconds=float(data.get("probes", {}).get("interval_seconds", MAX_PROBE_INTERVAL_SECONDS)),
         expectations=_expectation_specs(data["expectations"]),
-        vital_signs=dict(data.get("vital_signs") or {}),
+        vital_signs={sign: (names,) if isinstance(names, str) else tuple(names)
+                     for sign, names in (data.get("vital_signs") or {}).items()},
         cases=tuple(Case(c["name"], copy.deepcopy(c.get("params") or {}), _expectation_specs(c.get("expectations") or []))
                     for c in data.get("cases", [])),
         path=path,

@@ -142,7 +142,10 @@ def _revert_not_interruptible() -> Iterator[None]:
         yield
         return
 
+    held: list[int] = []
+
     def hold(signum, frame):
+        held.append(signum)
         log.warning("revert in progress; it finishes first (the fault stays in the ledger until then)")
 
     prev_int = signal.signal(signal.SIGINT, hold)
@@ -152,6 +155,8 @@ def _revert_not_interruptible() -> Iterator[None]:
     finally:
         signal.signal(signal.SIGINT, prev_int)
         signal.signal(signal.SIGTERM, prev_term)
+    if held:  # the interrupt was only postponed: the run stops now that the fault is reverted
+        raise KeyboardInterrupt(f"signal {held[0]} during the revert")
 
 
 def revert_and_verify(fault: Fault, ledger: Ledger, entry_id: str) -> None:
@@ -206,23 +211,29 @@ def _owner_alive(entry) -> bool:
     return state not in ("Z", "X")
 
 
-def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster]) -> list[dict]:
+def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool = False) -> list[dict]:
     """Revert every fault still in ``ledger``; returns one result per entry.
 
     ``cluster_for`` turns an entry's ``cluster`` dict into a Cluster. An entry whose revert
-    fails is kept, with the error in its result, so ``kdrill recover`` can be run again.
+    fails is kept, with the error in its result, so ``kdrill recover`` can be run again. An entry
+    whose recording process is alive is left to it, unless ``force`` (the pid may have been reused
+    by an unrelated process).
     """
     results = []
-    for entry in ledger.entries():
+    # Newest first, as a finally would: a drill's namespace goes after the fault made inside it
+    # is reverted (deleting it needs the control plane that fault may have stopped).
+    for entry in reversed(ledger.entries()):
         result = {"id": entry.id, "kind": getattr(entry, "kind", None), "reverted": False, "error": None}
-        if _owner_alive(entry):
+        if not force and _owner_alive(entry):
             # A live kdrill on this machine owns it and will revert it in its own finally.
-            result["error"] = f"owned by running kdrill pid {entry.pid}; left to it"
+            result["error"] = (f"owned by running kdrill pid {entry.pid}; left to it "
+                               "(if that process is not kdrill, run kdrill recover --force)")
             results.append(result)
             continue
         try:
             if getattr(entry, "corrupt", False):
-                raise FaultError(f"ledger entry {entry.id} cannot be read; inspect it by hand")
+                raise FaultError(f"ledger entry {getattr(entry, 'path', entry.id)} cannot be read "
+                                 f"({getattr(entry, 'error', 'unknown error')}); inspect it by hand")
             try:
                 cluster = cluster_for(entry.cluster)
             except ClusterGone as gone:

@@ -74,7 +74,8 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path):
             os.killpg(run.pid, signal.SIGKILL)
     # The crash left the fault in place, and the ledger says so.
     assert stopped(), "nothing was left stopped: the kill came too late"
-    assert [e.kind for e in ledger.entries()] == ["control-plane-stop"]
+    # The fault, and the drill's namespace (holding NodePort 30080) it was made in.
+    assert sorted(e.kind for e in ledger.entries()) == ["control-plane-stop", "drill-namespace"]
 
     try:
         recover = kdrill("recover", env=env, log=tmp_path / "recover.log")
@@ -86,7 +87,12 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path):
         ControlPlaneStop(kdrill_cluster, method="stop-components").revert()
     healthy = wait_healthy(kdrill_cluster, 300)
     assert healthy.ok, healthy.last_error
-    delete_namespace(kdrill_cluster, "kdrill-control-plane-stop-components", wait_seconds=180)
+    # recover removed the killed drill's namespace too: the next drill can have its NodePort.
+    namespaces = [n.metadata.name for n in kdrill_cluster.core.list_namespace(_request_timeout=10).items]
+    try:
+        assert "kdrill-control-plane-stop-components" not in namespaces
+    finally:
+        delete_namespace(kdrill_cluster, "kdrill-control-plane-stop-components", wait_seconds=180)
 
 
 def test_failed_expectation_still_reverts_the_fault(kdrill_cluster, tmp_path):
