@@ -121,6 +121,8 @@ class DrillRecord:
     expectations: list[dict[str, Any]] = field(default_factory=list)
     probes: dict[str, dict[str, Any]] = field(default_factory=dict)
     observations: dict[str, Any] = field(default_factory=dict)
+    # every measurement of an expectation that a later one replaced, in order
+    replaced_measurements: list[dict[str, Any]] = field(default_factory=list)
     # harness/vitals.py: {"windows", "signs": {sign: {...}}, "flagged": [sign, ...]}
     vital_signs: dict[str, Any] = field(default_factory=dict)
     source: list[dict[str, Any]] = field(default_factory=list)
@@ -157,6 +159,9 @@ class DrillRecord:
         """Store the outcomes and set the verdict from them; any entry in
         ``errors`` makes the verdict "error"."""
         self.expectations = [o.to_dict() for o in expectations.outcomes()]
+        # A measurement that was replaced by a later one leaves its trace here.
+        latest = {id(o) for o in expectations.outcomes()}
+        self.replaced_measurements = [o.to_dict() for o in expectations.history if id(o) not in latest]
         self.verdict = worst_verdict([expectations.verdict()] + (["error"] if self.errors else []))
 
     def finish(self, finished_at: float | None = None) -> None:

@@ -21,7 +21,7 @@ EXAMPLE = Path(__file__).parent / "data" / "example-drill.yaml"
 RECORD_KEYS = {
     "run_id", "drill", "case", "title", "claim", "verdict", "started_at", "finished_at", "duration_seconds",
     "cluster", "fault", "phases", "expectations", "probes", "observations", "source", "scenario", "errors",
-    "evidence_files", "kdrill_version", "vital_signs",
+    "evidence_files", "kdrill_version", "vital_signs", "replaced_measurements",
 }
 
 
@@ -205,3 +205,16 @@ def test_run_metadata_in_git_repo(tmp_path):
     assert meta["git_dirty"] is False
     (tmp_path / "f.txt").write_text("changed")
     assert run_metadata(tmp_path)["git_dirty"] is True
+
+
+def test_a_replaced_measurement_leaves_its_trace():
+    scenario = load_scenario(EXAMPLE)
+    record = DrillRecord.for_scenario("r", scenario)
+    exp = Expectations(scenario.expectations)
+    exp.measure("api_recovery_seconds", 400.0, detail="first try")
+    exp.measure("api_recovery_seconds", 4.2, detail="measured again")
+    record.apply_expectations(exp)
+    latest = next(o for o in record.expectations if o["name"] == "api_recovery_seconds")
+    assert latest["measured"] == 4.2
+    assert [(o["measured"], o["verdict"], o["detail"]) for o in record.replaced_measurements] == [
+        (400.0, "failed", "first try")]
