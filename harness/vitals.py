@@ -215,8 +215,11 @@ class VitalSigns:
         return DrillVitals(self, probes, before)
 
     def delete(self) -> None:
-        """Remove the namespace (and with it the probe pod); never raises."""
+        """Remove the namespace (and with it the probe pod) and wait until it is gone, so a
+        session that follows does not meet it terminating; never raises."""
+        from harness.workloads import delete_namespace
+
         try:
-            self.cluster.core.delete_namespace(NAMESPACE, grace_period_seconds=0, _request_timeout=10)
+            delete_namespace(self.cluster, NAMESPACE, wait_seconds=180)
         except Exception as exc:
             log.warning("could not delete namespace %s: %s", NAMESPACE, exc)
