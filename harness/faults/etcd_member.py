@@ -38,8 +38,8 @@ PARKED = "/etc/kubernetes/kdrill-parked/etcd.yaml"
 # A deadline for the revert's verification, not an expectation: how long to wait for a restored
 # member before declaring the revert failed (and keeping the ledger entry). The drill's bound on
 # the restore time is in the scenario; this only has to be well above any real restore on a
-# loaded 2-core machine (168 s with the parked manifest, 171 s starting the kubelet beside a
-# hanging kube-apiserver; see harness/static_pods.py).
+# loaded 2-core machine (168 s with the parked manifest, 123 s starting the kubelet beside a
+# hanging kube-apiserver, 3 to 7 s with this method; see harness/static_pods.py).
 RESTORE_DEADLINE_SECONDS = 300
 
 JOURNAL_PATTERN = "etcd|mirror pod|[Mm]irror"
