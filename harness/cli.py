@@ -19,6 +19,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -137,8 +138,15 @@ def check_references(scenario) -> None:
     from harness.faults import FaultError, check_params, fault_class
     from harness.scenario import ScenarioError
 
-    if not (REPO_ROOT / scenario.drill).is_file():
-        raise ScenarioError(scenario.path, "drill", f"an existing test file under {REPO_ROOT}", scenario.drill)
+    drill_file = (REPO_ROOT / scenario.drill).resolve()
+    if not drill_file.is_file() or (REPO_ROOT / "drills").resolve() not in drill_file.parents:
+        raise ScenarioError(scenario.path, "drill", f"an existing test file in {REPO_ROOT / 'drills'}", scenario.drill)
+    # A drill runs for the scenarios its tests are marked with: a new name needs a test of its own.
+    marked = set(re.findall(r"""mark\.scenario\(\s*["']([a-z0-9-]+)["']""", drill_file.read_text(encoding="utf-8")))
+    if scenario.name not in marked:
+        raise ScenarioError(scenario.path, "name", f"a scenario that a test in {scenario.drill} is marked with "
+                            f"(@pytest.mark.scenario: {', '.join(sorted(marked)) or 'none'}); a copy with other "
+                            "bounds keeps its name, a new name needs a test of its own", repr(scenario.name))
     if not (REPO_ROOT / "clusters" / f"{scenario.cluster_config}.yaml").is_file():
         known = ", ".join(sorted(p.stem for p in (REPO_ROOT / "clusters").glob("*.yaml")))
         raise ScenarioError(scenario.path, "cluster.config", f"one of {known}", scenario.cluster_config)
@@ -349,8 +357,15 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from harness.health import unhealthy
     from harness.providers.kind import KindProvider
 
+    from harness.session_lock import ClusterBusy, SessionLock
+
     prepare_kind(build=args.action == "create")
     provider = KindProvider(args.config, name=args.name)
+    if args.action in ("create", "delete"):
+        try:  # never under a session that is running drills on it
+            SessionLock(provider.name).acquire()
+        except ClusterBusy as exc:
+            raise SystemExit(f"kdrill cluster {args.action}: {exc}") from None
     if args.action == "create":
         if provider.exists():
             print(f"kind cluster {provider.name} exists; reusing it")

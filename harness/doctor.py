@@ -156,10 +156,16 @@ def check_build_tools() -> Check:
 def check_ledger() -> Check:
     from harness.ledger import Ledger
 
+    from harness.faults import _owner_alive
+
     entries = Ledger().entries()
+    live = [e for e in entries if _owner_alive(e)]
+    if live and len(live) == len(entries):
+        return Check("fault ledger", True, f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} held by running "
+                     f"kdrill (pid {', '.join(sorted({str(e.pid) for e in live}))}): a drill is in progress")
     if entries:
-        return Check("fault ledger", False, f"{len(entries)} fault(s) not reverted: "
-                     + ", ".join(e.id for e in entries), "kdrill recover")
+        return Check("fault ledger", False, f"{len(entries) - len(live)} fault(s) not reverted by a kdrill that is "
+                     "no longer running: " + ", ".join(e.id for e in entries if e not in live), "kdrill recover")
     return Check("fault ledger", True, "empty: no fault is left injected")
 
 

@@ -87,6 +87,15 @@ def _scenario_of(item_or_func) -> str | None:
     return marker.args[0] if marker else None
 
 
+def _scenario(config: pytest.Config, name: str):
+    """The scenario ``name`` as it was when this session first read it: files edited while a run
+    goes on do not change its drills midway. Raises ScenarioError."""
+    cache = config.__dict__.setdefault("_kdrill_scenarios", {})
+    if name not in cache:
+        cache[name] = find_scenario(name, config.getoption("--kdrill-scenarios-dir"))
+    return cache[name]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "drill" not in metafunc.fixturenames:
         return
@@ -96,8 +105,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from harness.faults import FaultError, check_params
     from harness.scenario import ScenarioError
 
-    scenario = find_scenario(marker.args[0], metafunc.config.getoption("--kdrill-scenarios-dir"))
+    name = marker.args[0]
+    wanted = set(metafunc.config.getoption("--kdrill-scenario"))
+    if wanted and name not in wanted:
+        # Not asked for (it will be deselected): its scenario need not be in the directory,
+        # e.g. a copy of one scenario with other bounds in a directory of its own.
+        metafunc.parametrize("drill_case", [None], ids=["not-selected"], scope="function")
+        return
     try:
+        scenario = _scenario(metafunc.config, name)
         check_params(scenario)  # before any cluster is made or touched
     except (ScenarioError, FaultError) as exc:
         raise pytest.UsageError(f"kdrill: {exc}") from None
@@ -121,6 +137,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # end, whether it ran or not.
     session.config._kdrill_planned = [(item, _scenario_of(item), item.callspec.params.get("drill_case"))
                                       for item in session.items if _scenario_of(item) and hasattr(item, "callspec")]
+    # The names go into run.json, so the report can tell a drill that left no record at all.
+    session.config._kdrill_planned_names = [name + (f"--{case}" if case else "")
+                                            for _, name, case in session.config._kdrill_planned]
 
 
 def _record_not_run(config: pytest.Config, writer: EvidenceWriter, scenario_name: str, case: str | None,
@@ -129,8 +148,12 @@ def _record_not_run(config: pytest.Config, writer: EvidenceWriter, scenario_name
     "refused", "error" or "not-run", ``reason`` says why (the record's ``errors``)."""
     from harness.evidence import DrillRecord
 
-    scenario = find_scenario(scenario_name, config.getoption("--kdrill-scenarios-dir"))
-    record = DrillRecord.for_scenario(writer.run_dir.name, scenario, case)
+    try:
+        scenario = _scenario(config, scenario_name)
+        record = DrillRecord.for_scenario(writer.run_dir.name, scenario, case)
+    except Exception as exc:  # the record is written even when the scenario cannot be read
+        record = DrillRecord(run_id=writer.run_dir.name, drill=scenario_name, case=case, started_at=time.time())
+        reason = f"{reason}\nscenario not readable: {exc}"
     record.verdict = verdict
     # The head says what happened, the tail of a traceback where: keep both.
     record.errors.append(reason if len(reason) <= 2000 else f"{reason[:300]} [...] {reason[-1600:]}")
@@ -151,12 +174,16 @@ def kdrill_run(request: pytest.FixtureRequest):
         pytest.exit(f"kdrill: {exc}")
     run_dir = writer.run_dir
     meta = run_metadata(REPO_ROOT, run_id)
+    meta["planned"] = getattr(request.config, "_kdrill_planned_names", [])
     meta["ticket"] = request.config.getoption("--kdrill-ticket")
     meta["approved_by"] = request.config.getoption("--kdrill-approved-by")
     writer.write_run_metadata(meta)
     request.config._kdrill_run_dir = run_dir
     yield {"run_id": run_id, "run_dir": run_dir, "writer": writer, "meta": meta}
     meta["finished_at"] = time.time()
+    # Scenarios are read once, but drills' code is not: say if the tree changed during the run.
+    end = run_metadata(REPO_ROOT, run_id)
+    meta["git_at_end"] = {"commit": end["git_commit"], "dirty": end["git_dirty"]}
     writer.write_run_metadata(meta)
 
 
@@ -259,7 +286,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
           kdrill_vitals):
     """A :class:`harness.drill.Drill` for the test's scenario and case; its evidence is written
     after the test body whatever happened (and a record says why when it does not run)."""
-    scenario = find_scenario(_scenario_of(request.node), request.config.getoption("--kdrill-scenarios-dir"))
+    scenario = _scenario(request.config, _scenario_of(request.node))
     if scenario.needs_node_access and not kdrill_cluster.node_access:
         reason = (f"{scenario.name} needs node access (docker exec into kind node containers); "
                   f"{kdrill_cluster.name} is an existing cluster reached through a kubeconfig")
@@ -336,6 +363,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             log.warning("no evidence written: %s", exc)
             return
         meta = run_metadata(REPO_ROOT, config._kdrill_run_id)
+        meta["planned"] = getattr(config, "_kdrill_planned_names", [])
         meta["finished_at"] = time.time()
         writer.write_run_metadata(meta)
         run_dir = writer.run_dir

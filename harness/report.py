@@ -614,10 +614,16 @@ def _header(run: _Run) -> tuple[str, str]:
     """Returns (page header html, run metadata section html)."""
     meta = run.meta
     records = [r for _, r in run.records]
+    # A drill that was planned (run.json) and left no record at all counts as not passed too.
+    stems = {str(r.get("drill")) + (f"--{r['case']}" if r.get("case") else "") for r in records}
+    planned = [str(p) for p in meta.get("planned") or [] if isinstance(p, str)]
+    missing = [p for p in planned if p not in stems]
     # An unreadable record counts as a drill that did not pass: its verdict is unknown.
-    total = len(records) + len(run.unreadable)
-    failing = sum(1 for r in records if r.get("verdict") != "passed") + len(run.unreadable)
+    total = len(records) + len(run.unreadable) + len(missing)
+    failing = sum(1 for r in records if r.get("verdict") != "passed") + len(run.unreadable) + len(missing)
     unreadable = f" ({len(run.unreadable)} unreadable)" if run.unreadable else ""
+    if missing:
+        unreadable += f" ({len(missing)} planned, no record: {', '.join(missing)})"
     # A verdict says nothing about what the drill did not assert: drills whose vital signs were
     # flagged are named in the headline too, so a green verdict cannot hide them.
     flagged = sum(1 for r in records if _vitals_state(r)[1])
@@ -1404,8 +1410,8 @@ def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> 
     flagged_banner = (
         '<div class="flagged-banner"><strong>FLAGGED vital signs:</strong> '
         + ", ".join(f"<code>{_e(n)}</code>" for n in flagged)
-        + f". {'They' if len(flagged) > 1 else 'It'} degraded during this drill and no expectation is about "
-        f"{'them' if len(flagged) > 1 else 'it'}, so the verdict ({_e(verdict)}) does not account for "
+        + ". " + "; ".join(f"<code>{_e(n)}</code>: {_e(_sign_reason(record, n))}" for n in flagged)
+        + f". The verdict ({_e(verdict)}) does not account for "
         f'{"them" if len(flagged) > 1 else "it"}: see <a href="#{_anchor(record_path)}-vitals">What else broke</a>.</div>'
         if flagged else ""
     )
@@ -1673,3 +1679,11 @@ def build_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
     """
     page = render_report(run_dir, seal=seal, generated_at=generated_at)
     return write_text_atomic(Path(run_dir) / REPORT_NAME, page)
+
+
+def _sign_reason(record: dict[str, Any], sign: str) -> str:
+    """Why a vital sign is flagged, as the record says (older records: degraded, not covered)."""
+    vitals = record.get("vital_signs") if isinstance(record.get("vital_signs"), dict) else {}
+    signs = vitals.get("signs") if isinstance(vitals.get("signs"), dict) else {}
+    entry = signs.get(sign) if isinstance(signs.get(sign), dict) else {}
+    return str(entry.get("reason") or "degraded, and no expectation is about it")

@@ -2,7 +2,7 @@
 
 Chromium only ever opens the report's own file:// URL: every host lookup is
 mapped to NOTFOUND and the report's Content-Security-Policy forbids loads.
-The screenshot is kept in ``reports/browser-test/`` at the repo root.
+The screenshot is kept in ``build/browser-test/`` at the repo root (not in reports/, which holds runs).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Callable
 from harness.report import build_report
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-KEEP_DIR = REPO_ROOT / "reports" / "browser-test"
+# Kept for a person to look at, outside reports/ (which holds only runs, sealed into one chain).
+KEEP_DIR = REPO_ROOT / "build" / "browser-test"
 WINDOW = (1400, 4000)
 
 # Colours the chart draws with (sRGB): succeeded, failed, latency line.

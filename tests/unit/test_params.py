@@ -63,3 +63,13 @@ def test_local_kind_means_listed_by_kind_and_served_on_loopback():
     with pytest.raises(ContextNotAllowed, match="--allow-context kind-prod"):
         check_destructive_allowed("kind-prod", "https://prod.example:6443", [], ["a"])
     check_destructive_allowed("kind-prod", "https://prod.example:6443", ["kind-prod"], ["a"])
+
+
+def test_a_renamed_copy_is_refused_because_no_drill_test_is_marked_with_it(tmp_path):
+    from harness.cli import check_references
+
+    scenario = scenario_with(tmp_path, lambda d: d.update(name="control-plane-stop-short"))
+    with pytest.raises(ScenarioError) as info:
+        check_references(scenario)
+    assert info.value.field == "name" and "needs a test of its own" in info.value.expected
+    check_references(scenario_with(tmp_path, lambda d: d["fault"]["params"].update(hold_seconds=30)))

@@ -786,3 +786,18 @@ def test_odd_vital_signs_do_not_break_the_report(tmp_path: Path, vs: object) -> 
     section = dom.find_all("section", cls="drill")[0]
     assert section.attrs["data-vitals"] in ("recorded", "not recorded", "error")
     assert section.find_all("div", cls="vitals")
+
+
+def test_a_planned_drill_without_a_record_is_not_passed(tmp_path):
+    import json as _json
+
+    from harness.report import render_report
+
+    run = tmp_path / "r1"
+    run.mkdir()
+    (run / "run.json").write_text(_json.dumps({"run_id": "r1", "planned": ["a", "b--x"]}))
+    (run / "a.json").write_text(_json.dumps({"run_id": "r1", "drill": "a", "case": None, "verdict": "passed",
+                                             "expectations": []}))
+    page = render_report(run)
+    assert "1 of 2 not passed" in page
+    assert "planned, no record: b--x" in page
