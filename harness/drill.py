@@ -48,6 +48,7 @@ class Drill:
         self.record.cluster = {"name": cluster.name, "provider": cluster.provider, "context": cluster.context,
                                "kubernetes_version": topology.kubernetes_version, "nodes": topology.nodes()}
         self.timelines: dict[str, Timeline] = {}
+        self.vitals = None  # harness.vitals.DrillVitals, set by the plugin
         self.interval_seconds = scenario.probe_interval_seconds
         suffix = f"-{case}" if case else ""
         self.namespace = f"kdrill-{scenario.name}{suffix}"[:63].rstrip("-")
@@ -118,6 +119,23 @@ class Drill:
         if getattr(self, "_namespace_entry", None) is not None:
             revert_and_verify(self._namespace, self.ledger, self._namespace_entry.id)
             self._namespace_entry = None
+
+    @contextmanager
+    def quiet_vitals(self, why: str) -> Iterator[None]:
+        """Stop the in-cluster vital-sign probe for the block (its lookups reach CoreDNS): for a
+        measurement that counts every query CoreDNS answers. The pause and ``why`` are recorded
+        (``observations.vital_signs_paused``); the probe starts again after the block."""
+        started = time.time()
+        session = getattr(self.vitals, "session", None)
+        if session is not None:
+            session.pause_probe()
+        try:
+            yield
+        finally:
+            if session is not None:
+                session.ensure()
+            self.record.observations.setdefault("vital_signs_paused", []).append(
+                {"from": started, "to": time.time(), "why": why})
 
     def add_timelines(self, timelines: dict[str, Timeline]) -> None:
         self.timelines.update(timelines)

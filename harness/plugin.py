@@ -303,7 +303,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     d.record.cluster.update({k: kdrill_identity[k] for k in ("server", "kube_system_uid", "clock_offsets")})
     # The platform's vital signs, whatever the drill's own claim looks at.
     try:
-        vitals = kdrill_vitals.watch()
+        vitals = d.vitals = kdrill_vitals.watch()
     except Exception as exc:  # recorded: a cluster that cannot run them is itself a finding
         vitals = None
         d.record.vital_signs = {"error": f"vital signs not watched: {type(exc).__name__}: {exc}"[:500]}

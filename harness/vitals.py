@@ -184,6 +184,20 @@ class VitalSigns:
                 raise
         self.probe.start()
 
+    def pause_probe(self) -> None:
+        """Delete the in-cluster probe pod until the next :meth:`ensure` (for a drill that counts
+        every query CoreDNS answers, where the probe's own lookups would be counted). Raises
+        ApiException."""
+        try:
+            self.cluster.core.delete_namespaced_pod(PROBE_POD, NAMESPACE, grace_period_seconds=0, _request_timeout=10)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        from harness.expectations import wait_until
+
+        wait_until(lambda: not self._probe_exists(), 60)
+        self.probe = None
+
     def _probe_exists(self) -> bool:
         try:
             self.cluster.core.read_namespaced_pod(PROBE_POD, NAMESPACE, _request_timeout=5)
