@@ -54,6 +54,11 @@ class SealedRunError(RuntimeError):
     """Something tried to write into a run that has been sealed."""
 
 
+def record_stem(drill: str, case: str | None) -> str:
+    """A record's file stem: ``<drill>`` or ``<drill>--<case>``."""
+    return drill if case is None else f"{drill}--{case}"
+
+
 def new_run_id() -> str:
     """``YYYYmmddTHHMMSSZ-<6 hex>`` in UTC, e.g. ``20250101T120000Z-a1b2c3``."""
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
@@ -150,7 +155,7 @@ class DrillRecord:
         for part in (self.drill, self.case):
             if part is not None and not _STEM_PART.match(part):
                 raise ValueError(f"unsafe drill/case name for a file name: {part!r}")
-        return self.drill if self.case is None else f"{self.drill}--{self.case}"
+        return record_stem(self.drill, self.case)
 
     def add_phase(self, name: str, started_at: float, ended_at: float | None = None) -> None:
         self.phases.append({"name": name, "started_at": started_at, "ended_at": ended_at})

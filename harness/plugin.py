@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from harness.drill import Drill
-from harness.evidence import EvidenceWriter, new_run_id, run_metadata
+from harness.evidence import EvidenceWriter, new_run_id, record_stem, run_metadata
 from harness.ledger import Ledger
 from harness.providers import ProviderError
 from harness.providers.existing import check_destructive_allowed, existing_cluster, kind_clusters, server_of
@@ -58,18 +58,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where drills find their scenario files (default: scenarios/)")
 
 
-def _terminate_as_interrupt(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def pytest_configure(config: pytest.Config) -> None:
     # SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C: faults revert in their finally blocks,
     # fixtures clean up, and every planned drill still gets its record and the run its seal.
     import signal
     import threading
 
+    from harness.faults import raise_interrupt
+
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+        signal.signal(signal.SIGTERM, raise_interrupt)
     config.addinivalue_line("markers", "scenario(name): the scenario a drill test runs")
     from harness.evidence import RunIdError, validate_run_id
 
@@ -138,8 +136,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     session.config._kdrill_planned = [(item, _scenario_of(item), item.callspec.params.get("drill_case"))
                                       for item in session.items if _scenario_of(item) and hasattr(item, "callspec")]
     # The names go into run.json, so the report can tell a drill that left no record at all.
-    session.config._kdrill_planned_names = [name + (f"--{case}" if case else "")
-                                            for _, name, case in session.config._kdrill_planned]
+    session.config._kdrill_planned_names = [record_stem(name, case) for _, name, case in session.config._kdrill_planned]
 
 
 def _record_not_run(config: pytest.Config, writer: EvidenceWriter, scenario_name: str, case: str | None,
@@ -370,7 +367,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     else:
         writer = EvidenceWriter(run_dir)
     for item, scenario_name, case in planned:
-        stem = scenario_name + (f"--{case}" if case else "")
+        stem = record_stem(scenario_name, case)
         if (run_dir / f"{stem}.json").exists():
             continue
         setup_error = getattr(item, "_kdrill_setup_error", None)

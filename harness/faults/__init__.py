@@ -118,6 +118,11 @@ def check_params(scenario) -> None:
     params.check(scenario, fault_class(scenario.fault_kind).params)
 
 
+def raise_interrupt(signum, frame) -> None:
+    """A signal handler that raises KeyboardInterrupt, so SIGTERM unwinds like Ctrl-C."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM raises KeyboardInterrupt like Ctrl-C, so ``finally`` blocks revert on both."""
@@ -125,10 +130,7 @@ def _terminate_as_interrupt() -> Iterator[None]:
         yield
         return
 
-    def on_term(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, on_term)
+    previous = signal.signal(signal.SIGTERM, raise_interrupt)
     try:
         yield
     finally:
