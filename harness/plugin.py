@@ -342,6 +342,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
+# trylast: after pytest's own session teardown (run by its runner plugin's sessionfinish), so an
+# interrupted drill's fixture has written its record before the run is sealed.
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Drills were planned: give every planned case that left no record one that says why
     ("error" when its setup failed, "not-run" when the session ended first), then write the HTML
