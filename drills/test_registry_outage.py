@@ -21,14 +21,15 @@ import pytest
 from kubernetes import client
 
 from harness.expectations import wait_until
+from harness.faults import revert_and_verify
+from harness.faults.drill_registry import DrillRegistry
 from harness.faults.registry_outage import RegistryOutage
 from harness.ledger import Ledger
 from harness.probes import Probe
 from harness.probes.incluster import InClusterProbe
 from harness.probes.pods import node_containers, pod_snapshot
-from harness.registry import (REGISTRY_HOST, REGISTRY_PORT, LocalRegistry, configure_nodes, image_tag,
-                              max_retry_wait_after_restore, node_has_image, remove_image_from_nodes,
-                              remove_registry_images, unconfigure_nodes)
+from harness.registry import (REGISTRY_HOST, REGISTRY_PORT, LocalRegistry, image_tag,
+                              max_retry_wait_after_restore, node_has_image, remove_image_from_nodes)
 from harness.timeline import Sample, first_time, success_ratio
 from harness.workloads import delete_namespace, http_server_deployment, wait_deployment_available
 
@@ -50,23 +51,27 @@ def local_registry(kdrill_cluster):
         pytest.skip(f"the registry drills need node access; {kdrill_cluster.name} has none")
     registry = LocalRegistry.for_cluster(kdrill_cluster)
     nodes = kdrill_cluster.nodes_by_role.get("control-plane", []) + kdrill_cluster.nodes_by_role.get("worker", [])
-    registry.ensure(kdrill_cluster.name)
-    configure_nodes(kdrill_cluster, nodes, registry)
+    # The container and the nodes' configuration are in the ledger from before they exist, so
+    # `kdrill recover` removes them after a crash.
+    ledger = Ledger()
+    setup = DrillRegistry(kdrill_cluster, registry.name, nodes)
+    entry = ledger.record(setup.kind, cluster=kdrill_cluster.describe(), target=setup.target(),
+                          drill="registry drills")
+    setup.inject()
     left = {"namespaces": set()}
     yield registry, left
     # Pods first: while one may still pull, its node keeps the configuration and the registry.
     for namespace in sorted(left["namespaces"]):
         delete_namespace(kdrill_cluster, namespace)
-    # Also what an interrupted earlier run left: every image pulled from the drill's registry host.
-    remove_registry_images(kdrill_cluster, nodes)
-    unconfigure_nodes(kdrill_cluster, nodes)
-    pending = [e.id for e in Ledger().entries() if getattr(e, "kind", None) == RegistryOutage.kind
+    pending = [e.id for e in ledger.entries() if getattr(e, "kind", None) == RegistryOutage.kind
                and (e.target or {}).get("container") == registry.name]
     if pending:
-        # A revert failed: the container is what `kdrill recover` restores, so it stays.
+        # A revert failed: the container is what `kdrill recover` restores, so it stays (and the
+        # drill-registry entry with it, which recover undoes after the outage).
         log.warning("keeping registry container %s for kdrill recover (ledger entries %s)", registry.name, pending)
         return
-    registry.remove()
+    # Also what an interrupted earlier run left: every image pulled from the drill's registry host.
+    revert_and_verify(setup, ledger, entry.id)
 
 
 # --- workload --------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from harness.webhook import (POLICY_SCOPE_LABEL, SCOPE_LABEL, WebhookTLS, genera
                              policy_message, tls_secret, validating_admission_policy,
                              validating_admission_policy_binding, validating_webhook_configuration,
                              webhook_deployment, webhook_service)
-from harness.workloads import DRILL_LABEL, TOOLBOX_IMAGE, ensure_namespace, wait_deployment_available
+from harness.workloads import DRILL_LABEL, TOOLBOX_IMAGE, wait_deployment_available
 
 WEBHOOK = "webhook"  # the admitting Deployment and the Service the API server calls
 BLACKHOLE = "webhook-blackhole"  # the never-answering backend (blackhole mode)
@@ -308,16 +308,18 @@ def run_webhook_outage(drill) -> None:
     # The fail-closed configurations exist from setup on, before the outage is injected: the
     # ledger knows them from the start, so `kdrill recover` deletes them after a crash in setup
     # or baseline too (with no original replicas or selector recorded, that revert only deletes).
-    setup_entry = drill.ledger.record(fault.kind, cluster=cluster.describe(), target=fault.target(),
-                                      drill=f"{drill.name} setup")
+    # The namespaces are ledgered before the configurations, so `kdrill recover` (newest first)
+    # deletes the fail-closed configurations before the namespaces their webhook guards.
+    setup_entry = None
     try:
         with drill.phase("setup"):
             remove_leftovers(cluster, drill.scenario.name, ns)
-            for name in (ns.matched, ns.webhook):
-                ensure_namespace(cluster, name, {SCOPE_LABEL: vwc})
-            ensure_namespace(cluster, ns.canary, {SCOPE_LABEL: canary})
-            ensure_namespace(cluster, ns.excluded)
-            ensure_namespace(cluster, ns.policy, {POLICY_SCOPE_LABEL: vwc})
+            for name, labels in ((ns.matched, {SCOPE_LABEL: vwc}), (ns.webhook, {SCOPE_LABEL: vwc}),
+                                 (ns.canary, {SCOPE_LABEL: canary}), (ns.excluded, {}),
+                                 (ns.policy, {POLICY_SCOPE_LABEL: vwc})):
+                drill.fresh_namespace(labels, name=name)
+            setup_entry = drill.ledger.record(fault.kind, cluster=cluster.describe(), target=fault.target(),
+                                              drill=f"{drill.name} setup")
             tls = deploy_webhook(cluster, ns, mode)
             for name, scope, policy_on_failure in ((vwc, vwc, failure_policy), (canary, canary, "Fail")):
                 admission(cluster).create_validating_webhook_configuration(validating_webhook_configuration(
@@ -375,7 +377,7 @@ def run_webhook_outage(drill) -> None:
         drill.add_timelines(writer.timelines)
         # Normally already gone with the fault's revert; this covers a failure during setup.
         delete_admission_objects(cluster, [vwc, canary], policy)
-        if not admission_objects_left(cluster, [vwc, canary], policy):
+        if setup_entry is not None and not admission_objects_left(cluster, [vwc, canary], policy):
             drill.ledger.remove(setup_entry.id)
         delete_namespaces(cluster, ns.all())
     drill.expectations.assert_all()

@@ -52,6 +52,7 @@ class Drill:
         self.interval_seconds = scenario.probe_interval_seconds
         suffix = f"-{case}" if case else ""
         self.namespace = f"kdrill-{scenario.name}{suffix}"[:63].rstrip("-")
+        self._namespaces: list[tuple[Any, Any]] = []  # (DrillNamespace, ledger entry)
 
     @property
     def name(self) -> str:
@@ -99,26 +100,30 @@ class Drill:
                  **fault.evidence()})
             self.say(f"{fault.kind} reverted (verified: {fault.revert_verified})")
 
-    def fresh_namespace(self, labels: dict[str, str] | None = None) -> str:
-        """Delete what an interrupted earlier run left in the drill's namespace, then create it,
-        recorded in the ledger first (kind ``drill-namespace``) so ``kdrill recover`` removes it
-        after a crash; :meth:`remove_namespace` deletes it and drops the entry."""
+    def fresh_namespace(self, labels: dict[str, str] | None = None, name: str | None = None) -> str:
+        """Delete what an interrupted earlier run left in namespace ``name`` (default: the
+        drill's own), then create it, recorded in the ledger first (kind ``drill-namespace``) so
+        ``kdrill recover`` removes it after a crash; :meth:`remove_namespace` deletes every
+        namespace made here and drops their entries. Returns the name."""
         from harness.faults.drill_namespace import DrillNamespace
 
-        self._namespace = DrillNamespace(self.cluster, self.namespace, labels)
-        self._namespace_entry = self.ledger.record(DrillNamespace.kind, cluster=self.cluster.describe(),
-                                                   target=self._namespace.target(), drill=self.name)
-        self._namespace.inject()
-        return self.namespace
+        namespace = DrillNamespace(self.cluster, name or self.namespace, labels)
+        entry = self.ledger.record(DrillNamespace.kind, cluster=self.cluster.describe(),
+                                   target=namespace.target(), drill=self.name)
+        self._namespaces.append((namespace, entry))
+        namespace.inject()
+        return namespace.namespace
 
     def remove_namespace(self) -> None:
-        """Delete the drill's namespace and, once it is gone, its ledger entry. Raises
-        FaultNotReverted (the entry stays) when it is still there after the deadline."""
+        """Delete the namespaces made by :meth:`fresh_namespace`, newest first, each ledger
+        entry going once its namespace is gone. Raises FaultNotReverted (the entries stay) when
+        one is still there after the deadline."""
         from harness.faults import revert_and_verify
 
-        if getattr(self, "_namespace_entry", None) is not None:
-            revert_and_verify(self._namespace, self.ledger, self._namespace_entry.id)
-            self._namespace_entry = None
+        while self._namespaces:
+            namespace, entry = self._namespaces[-1]
+            revert_and_verify(namespace, self.ledger, entry.id)
+            self._namespaces.pop()
 
     @contextmanager
     def quiet_vitals(self, why: str) -> Iterator[None]:

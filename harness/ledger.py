@@ -52,8 +52,9 @@ class LedgerEntry:
     """One recorded fault.
 
     ``cluster``: e.g. ``{"provider": "kind", "name": "kdrill-ha", "kubeconfig": ..., "context": ...}``.
-    ``target``: everything needed to revert. ``recorded_at``/``updated_at``:
-    epoch seconds. ``path``/``corrupt``/``error`` describe the file and are not
+    ``target``: everything needed to revert. ``recorded_at``/``updated_at``/``injected_at``:
+    epoch seconds; ``injected_at`` is set once the fault's inject returned (None: recorded, and
+    perhaps partly injected, when the process stopped). ``path``/``corrupt``/``error`` describe the file and are not
     stored in it; a corrupt entry has ``corrupt=True``, ``error`` set, and
     whatever fields could not be read left empty.
     """
@@ -67,6 +68,7 @@ class LedgerEntry:
     pid: int | None
     host: str | None
     updated_at: float | None = None
+    injected_at: float | None = None
     path: Path | None = field(default=None, compare=False)
     corrupt: bool = False
     error: str | None = None
@@ -75,7 +77,7 @@ class LedgerEntry:
         """The stored fields; corrupt entries also carry ``corrupt``, ``path`` and ``error``."""
         data = {"id": self.id, "kind": self.kind, "cluster": self.cluster, "target": self.target,
                 "drill": self.drill, "recorded_at": self.recorded_at, "pid": self.pid,
-                "host": self.host, "updated_at": self.updated_at}
+                "host": self.host, "updated_at": self.updated_at, "injected_at": self.injected_at}
         if self.corrupt:
             data.update(corrupt=True, path=str(self.path) if self.path else None, error=self.error)
         return data
@@ -91,7 +93,8 @@ class LedgerEntry:
                 raise ValueError(f"field {key!r} missing or of the wrong type: {data.get(key)!r}")
         return cls(id=data["id"], kind=data["kind"], cluster=data["cluster"], target=data["target"],
                    drill=data.get("drill"), recorded_at=float(data["recorded_at"]), pid=data.get("pid"),
-                   host=data.get("host"), updated_at=data.get("updated_at"), path=path)
+                   host=data.get("host"), updated_at=data.get("updated_at"),
+                   injected_at=data.get("injected_at"), path=path)
 
 
 class Ledger:
@@ -138,6 +141,14 @@ class Ledger:
         entry = self.get(entry_id)
         entry.target.update(target_updates)
         entry.updated_at = time.time()
+        self._write(entry)
+        return entry
+
+    def mark_injected(self, entry_id: str, at: float | None = None) -> LedgerEntry:
+        """Note that the fault's inject returned (``injected_at``, epoch seconds; default now).
+        Raises KeyError for a missing entry, ValueError for a corrupt one."""
+        entry = self.get(entry_id)
+        entry.injected_at = time.time() if at is None else at
         self._write(entry)
         return entry
 

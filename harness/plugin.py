@@ -273,7 +273,7 @@ def kdrill_vitals(kdrill_cluster, kdrill_topology):
     """The session's vital-sign fixtures (harness/vitals.py), set up by the first drill."""
     from harness.vitals import VitalSigns
 
-    vitals = VitalSigns(kdrill_cluster, (kdrill_topology.workers or [None])[-1])
+    vitals = VitalSigns(kdrill_cluster, (kdrill_topology.workers or [None])[-1], ledger=Ledger())
     yield vitals
     vitals.delete()
 

@@ -18,7 +18,8 @@ failure nobody asserted on is in the record and the report instead of behind a g
 
 The Service and the in-cluster probe pod are set up once per session (:meth:`VitalSigns.ensure`)
 and removed at its end (:meth:`VitalSigns.delete`); the probe pod stops by itself after
-``max_seconds``. Everything stays inside the cluster: the name asked is the cluster's own.
+``max_seconds``. The namespace is in the fault ledger (kind ``drill-namespace``) from before it is
+created until it is gone, so ``kdrill recover`` removes it after a crash like a drill's own. Everything stays inside the cluster: the name asked is the cluster's own.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from harness.expectations import wait_until_or_raise
+from harness.faults import revert_and_verify
+from harness.faults.drill_namespace import DrillNamespace
+from harness.ledger import Ledger
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiUpdateProbe
 from harness.probes.incluster import InClusterProbe, service_targets
@@ -152,14 +157,23 @@ class VitalSigns:
     """Session-wide vital-sign fixtures on ``cluster``; the probe pod runs on ``node``."""
 
     def __init__(self, cluster: Cluster, node: str | None, interval_seconds: float = 1.0,
-                 max_seconds: float = 3 * 3600) -> None:
+                 max_seconds: float = 3 * 3600, ledger: Ledger | None = None) -> None:
         self.cluster, self.node = cluster, node
         self.interval_seconds, self.max_seconds = interval_seconds, max_seconds
         self.probe: InClusterProbe | None = None
+        self.ledger = ledger
+        self._namespace = DrillNamespace(cluster, NAMESPACE)
+        self._entry = None
 
     def ensure(self) -> None:
         """Create the namespace, the Service with 2 HTTP pods, and the probe pod, unless they run
-        already. Raises ApiException or ConditionTimeout when the cluster cannot run them."""
+        already. A namespace still terminating (an earlier session's) is waited out first.
+        Raises ApiException or ConditionTimeout when the cluster cannot run them."""
+        if self.ledger is not None and self._entry is None:
+            self._entry = self.ledger.record(DrillNamespace.kind, cluster=self.cluster.describe(),
+                                             target=self._namespace.target(), drill="vital-signs")
+        wait_until_or_raise(self._namespace_usable, 240, interval_seconds=1.0,
+                            description=f"namespace {NAMESPACE} not terminating")
         ensure_namespace(self.cluster, NAMESPACE)
         try:
             self.cluster.apps.read_namespaced_deployment(SERVICE, NAMESPACE, _request_timeout=10)
@@ -198,6 +212,15 @@ class VitalSigns:
         wait_until(lambda: not self._probe_exists(), 60)
         self.probe = None
 
+    def _namespace_usable(self) -> bool:
+        try:
+            namespace = self.cluster.core.read_namespace(NAMESPACE, _request_timeout=5)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return namespace.metadata.deletion_timestamp is None
+
     def _probe_exists(self) -> bool:
         try:
             self.cluster.core.read_namespaced_pod(PROBE_POD, NAMESPACE, _request_timeout=5)
@@ -230,10 +253,13 @@ class VitalSigns:
 
     def delete(self) -> None:
         """Remove the namespace (and with it the probe pod) and wait until it is gone, so a
-        session that follows does not meet it terminating; never raises."""
-        from harness.workloads import delete_namespace
-
+        session that follows does not meet it terminating; its ledger entry goes only then.
+        Never raises (a namespace left behind keeps its entry for ``kdrill recover``)."""
         try:
-            delete_namespace(self.cluster, NAMESPACE, wait_seconds=180)
+            if self._entry is not None and self.ledger is not None:
+                revert_and_verify(self._namespace, self.ledger, self._entry.id)
+                self._entry = None
+            else:
+                self._namespace.revert()
         except Exception as exc:
             log.warning("could not delete namespace %s: %s", NAMESPACE, exc)

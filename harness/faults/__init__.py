@@ -190,6 +190,7 @@ def injected(fault: Fault, ledger: Ledger, drill: str | None = None) -> Iterator
             log.info("%s injecting: %s", fault.kind, fault.target())
             fault.inject()
             fault.checkpoint()
+            ledger.mark_injected(entry.id)
             yield fault
         finally:
             revert_and_verify(fault, ledger, entry.id)

@@ -1,5 +1,5 @@
-"""Faults always revert: after a SIGKILL mid-fault (``kdrill recover``), and when an expectation
-fails. Both run the real ``kdrill`` command against the session's kind cluster, with a private
+"""Faults always revert: after a SIGKILL mid-fault of every drill (``kdrill recover``), and when an
+expectation fails. Both run the real ``kdrill`` command against the session's kind cluster, with a private
 ledger directory, and check the cluster is healthy afterwards."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ import yaml
 
 from harness.expectations import wait_until
 from harness import static_pods
+from harness.faults import fault_class
 from harness.faults.control_plane_stop import ControlPlaneStop
 from harness.health import wait_healthy
 from harness.ledger import Ledger
-from harness.workloads import delete_namespace
+from harness.registry import LocalRegistry
 
 pytestmark = [pytest.mark.cluster, pytest.mark.destructive, pytest.mark.node_access]
 
@@ -46,53 +47,77 @@ def scenario_copy(tmp_path: Path, name: str, edit) -> Path:
     return directory
 
 
-def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path):
-    """SIGKILL of kdrill while the control plane is stopped (kubelets stopped, static-pod
-    containers killed); ``kdrill recover`` must bring every component back."""
+# Every drill, killed while its fault is in force: (scenario, case, the fault kind to wait for,
+# how many of its injections at once: the DNS drill saturates CoreDNS inside its drill-zone fault).
+SIGKILLED = [
+    ("webhook-outage", None, "webhook-outage", 1),
+    ("registry-outage", None, "registry-outage", 1),
+    ("dns-saturation", None, "dns-saturation", 2),
+    ("etcd-member-loss", None, "etcd-member", 1),
+    ("control-plane-stop", "components", "control-plane-stop", 1),
+    ("control-plane-stop", "node-loss", "control-plane-stop", 1),
+]
+
+
+@pytest.mark.parametrize("scenario, case, fault_kind, injections", SIGKILLED,
+                         ids=[f"{s}-{c}" if c else s for s, c, _, _ in SIGKILLED])
+def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path, scenario, case, fault_kind, injections):
+    """SIGKILL of ``kdrill run`` (the whole process group, no cleanup) once the drill's fault is
+    injected (its ledger entry says inject returned); ``kdrill recover`` must revert the fault and
+    remove everything the drill made (namespaces with their NodePorts, the vital-signs namespace,
+    the registry container), so the next drill, the next test here, runs on a healthy cluster."""
     if kdrill_cluster.provider != "kind":
-        pytest.skip("needs a kind cluster: the fault stops kubelets inside node containers")
+        pytest.skip("needs a kind cluster: these faults act on node containers")
     env = {**os.environ, "KDRILL_STATE_DIR": str(tmp_path / "state")}
     ledger = Ledger(tmp_path / "state" / "ledger")
-    control_plane = kdrill_cluster.nodes_by_role["control-plane"]
 
-    def stopped() -> list[str]:
-        return [n for n in control_plane
-                if not static_pods.kubelet_active(kdrill_cluster, n)
-                and not static_pods.running(kdrill_cluster, n, "kube-apiserver")]
+    def in_force() -> bool:
+        return len([e for e in ledger.entries() if e.kind == fault_kind and e.injected_at is not None]) >= injections
 
     log = tmp_path / "run.log"
-    run = kdrill("--reports", str(tmp_path / "reports"), "run", "control-plane-stop",
-                 "--cluster-name", kdrill_cluster.name, "--", "-k", "components",
-                 env=env, log=log, start_new_session=True)
+    extra = ["--", "-k", case] if case else []
+    run = kdrill("--reports", str(tmp_path / "reports"), "run", scenario, "--cluster-name", kdrill_cluster.name,
+                 *extra, env=env, log=log, start_new_session=True)
     try:
-        reached = wait_until(lambda: ledger.entries() and len(stopped()) == len(control_plane), 300)
-        assert reached.ok, f"the drill never reached its fault:\n{tail(log)}"
-        os.killpg(run.pid, signal.SIGKILL)  # the whole kdrill/pytest process group, no cleanup
+        reached = wait_until(in_force, 600, interval_seconds=0.5)
+        assert reached.ok, f"the drill never injected {fault_kind} (last error {reached.last_error}):\n{tail(log)}"
+        os.killpg(run.pid, signal.SIGKILL)
         run.wait(timeout=30)
     finally:
         if run.poll() is None:
             os.killpg(run.pid, signal.SIGKILL)
-    # The crash left the fault in place, and the ledger says so.
-    assert stopped(), "nothing was left stopped: the kill came too late"
-    # The fault, and the drill's namespace (holding NodePort 30080) it was made in.
-    assert sorted(e.kind for e in ledger.entries()) == ["control-plane-stop", "drill-namespace"]
+    left = ledger.entries()
+    kinds = {e.kind for e in left}
+    # The crash left the fault, and what the drill made, in the ledger.
+    assert fault_kind in kinds and "drill-namespace" in kinds, kinds
+    namespaces = sorted(e.target["namespace"] for e in left if e.kind == "drill-namespace")
+    assert "kdrill-vitals" in namespaces, namespaces
+    if scenario == "control-plane-stop" and case == "components":
+        assert _stopped(kdrill_cluster), "nothing was left stopped: the kill came too late"
 
     try:
         recover = kdrill("recover", env=env, log=tmp_path / "recover.log")
-        assert recover.wait(timeout=400) == 0, tail(tmp_path / "recover.log")
-        assert ledger.entries() == []
-        assert stopped() == []
+        assert recover.wait(timeout=600) == 0, tail(tmp_path / "recover.log")
+        assert ledger.entries() == [], tail(tmp_path / "recover.log")
+        # Independently of recover's own verification: each fault and each made thing is gone.
+        for entry in left:
+            fault_class(entry.kind).from_target(kdrill_cluster, entry.target).verify_reverted()
     finally:
         # Whatever the assertions said, the next tests get a running control plane.
-        ControlPlaneStop(kdrill_cluster, method="stop-components").revert()
+        if scenario == "control-plane-stop":
+            ControlPlaneStop(kdrill_cluster, method="stop-components").revert()
     healthy = wait_healthy(kdrill_cluster, 300)
     assert healthy.ok, healthy.last_error
-    # recover removed the killed drill's namespace too: the next drill can have its NodePort.
-    namespaces = [n.metadata.name for n in kdrill_cluster.core.list_namespace(_request_timeout=10).items]
-    try:
-        assert "kdrill-control-plane-stop-components" not in namespaces
-    finally:
-        delete_namespace(kdrill_cluster, "kdrill-control-plane-stop-components", wait_seconds=180)
+    present = {n.metadata.name for n in kdrill_cluster.core.list_namespace(_request_timeout=10).items}
+    assert not present & set(namespaces), sorted(present & set(namespaces))
+    if scenario.startswith("registry"):
+        assert LocalRegistry.for_cluster(kdrill_cluster).state() is None, "the registry container is still there"
+
+
+def _stopped(cluster) -> list[str]:
+    """Control-plane nodes whose kubelet and kube-apiserver are both stopped."""
+    return [n for n in cluster.nodes_by_role["control-plane"]
+            if not static_pods.kubelet_active(cluster, n) and not static_pods.running(cluster, n, "kube-apiserver")]
 
 
 def test_failed_expectation_still_reverts_the_fault(kdrill_cluster, tmp_path):

@@ -69,6 +69,21 @@ def test_the_ledger_has_the_entry_before_inject_acts_and_not_after_a_verified_re
     assert ledger.entries() == []
 
 
+def test_the_entry_says_whether_inject_returned(cluster, ledger):
+    """A crash inside inject leaves an entry with no ``injected_at``; once inject returned, it is set."""
+    class Broken(Flag):
+        def inject(self):
+            assert ledger.entries()[0].injected_at is None
+            raise RuntimeError("half-way")
+
+    with pytest.raises(RuntimeError):
+        with injected(Broken(cluster, "c", ledger=ledger), ledger):
+            pass
+    with injected(Flag(cluster, "d"), ledger):
+        (entry,) = ledger.entries()
+        assert entry.injected_at is not None and entry.injected_at >= entry.recorded_at
+
+
 def test_an_error_in_the_drill_still_reverts(cluster, ledger):
     with pytest.raises(RuntimeError):
         with injected(Flag(cluster, "b"), ledger):
