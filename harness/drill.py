@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 import allure
 
 from harness.evidence import DrillRecord, EvidenceWriter
-from harness.expectations import ExpectationFailed, Expectations
+from harness.expectations import ExpectationFailed, Expectations, WaitLog, log_waits
 from harness.faults import Fault, injected
 from harness.ledger import Ledger
 from harness.providers import Cluster
@@ -53,6 +53,9 @@ class Drill:
         suffix = f"-{case}" if case else ""
         self.namespace = f"kdrill-{scenario.name}{suffix}"[:63].rstrip("-")
         self._namespaces: list[tuple[Any, Any]] = []  # (DrillNamespace, ledger entry)
+        # Every wait from here to finish() is in the record, with the last error it met.
+        self.waits = WaitLog()
+        log_waits(self.waits)
 
     @property
     def name(self) -> str:
@@ -159,6 +162,9 @@ class Drill:
         Allure. Called by the fixture after the test body, whatever happened."""
         if error is not None and not isinstance(error, ExpectationFailed):
             self.record.errors.append(f"{type(error).__name__}: {error}")
+        log_waits(None)
+        self.record.waits = self.waits.to_list()
+        self.record.waits_dropped = self.waits.dropped
         self.record.probes = {name: summarize(name, tl.samples()) for name, tl in self.timelines.items()}
         self.record.apply_expectations(self.expectations)
         self.record.finish()

@@ -128,6 +128,9 @@ class DrillRecord:
     observations: dict[str, Any] = field(default_factory=dict)
     # every measurement of an expectation that a later one replaced, in order
     replaced_measurements: list[dict[str, Any]] = field(default_factory=list)
+    # harness/expectations.py WaitLog: every wait of the drill, how it ended and its last error
+    waits: list[dict[str, Any]] = field(default_factory=list)
+    waits_dropped: int = 0
     # harness/vitals.py: {"windows", "signs": {sign: {...}}, "flagged": [sign, ...]}
     vital_signs: dict[str, Any] = field(default_factory=dict)
     source: list[dict[str, Any]] = field(default_factory=list)

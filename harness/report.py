@@ -1232,6 +1232,41 @@ def _expectations_html(expectations: Any, t0: float | None) -> str:
     )
 
 
+def _waits_html(record: Mapping[str, Any], t0: float | None) -> str:
+    """The drill's waits that did not hold or met errors on the way, with the last error."""
+    waits = record.get("waits")
+    if not isinstance(waits, list):
+        return '<p class="muted">No waits recorded (a record from before kdrill recorded them).</p>'
+    shown = [w for w in waits if isinstance(w, dict) and (w.get("ok") is not True or w.get("errors"))]
+    dropped = record.get("waits_dropped") or 0
+    head = (f'<p class="muted">{len(waits)} wait{"s" if len(waits) != 1 else ""} recorded'
+            + (f" ({_e(dropped)} clean ones not kept)" if dropped else "")
+            + f"; {len(shown)} did not hold or met errors.</p>")
+    if not shown:
+        return head
+    rows = [
+        f'<tr class="{"row-pass" if w.get("ok") is True else "row-fail"}"><td>{_e(w.get("what") or "—")}'
+        f'<div class="muted small"><code>{_e(w.get("where"))}</code></div></td>'
+        f'<td>{"held" if w.get("ok") is True else "did not hold"}</td>'
+        f'<td class="num">{_rel(w.get("started_at"), t0)}</td>'
+        f'<td class="num">{_seconds(w.get("elapsed_seconds"))} of {_seconds(w.get("timeout_seconds"))}</td>'
+        f'<td class="num">{_e(w.get("attempts"))} / {_e(w.get("errors"))}</td>'
+        f'<td class="detail">{_e(w.get("last_error") or "")}</td></tr>'
+        for w in shown
+    ]
+    return head + _table(["Wait", "Outcome", "Started", "Took (of deadline)", "Attempts / errors", "Last error"],
+                         rows, "waits")
+
+
+def _replaced_html(record: Mapping[str, Any], t0: float | None) -> str:
+    """Measurements of an expectation that a later measurement replaced (none is silently lost)."""
+    replaced = record.get("replaced_measurements")
+    if not isinstance(replaced, list) or not replaced:
+        return ""
+    return ("<h3>Replaced measurements</h3><p class='muted'>Earlier measurements of an expectation, "
+            "replaced by the one in the table above.</p>" + _expectations_html(replaced, t0))
+
+
 def _probes_table(probes: Any, t0: float | None) -> str:
     if not isinstance(probes, dict) or not probes:
         return '<p class="muted">No probe summaries recorded.</p>'
@@ -1449,6 +1484,9 @@ def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> 
 {_probes_table(record.get("probes"), t0)}
 <h3>Observations</h3>
 {_observations_html(record.get("observations"))}
+{_replaced_html(record, t0)}
+<h3>Waits</h3>
+{_waits_html(record, t0)}
 {errors_html}
 <h3>Injections and reverts</h3>
 {reverts_html}

@@ -225,3 +225,31 @@ def test_wait_until_or_raise():
     assert err.description == "pods ready" and err.timeout_seconds == 0.05
     assert err.last_error.startswith("ConnectionError: refused")
     assert "pods ready did not hold within 0.05 seconds" in str(err) and err.result.attempts >= 2
+
+
+def test_a_wait_log_keeps_how_each_wait_ended_and_its_last_error():
+    from harness.expectations import WaitLog, log_waits
+
+    log = WaitLog(limit=3)
+    log_waits(log)
+    try:
+        def refuse():
+            raise ConnectionRefusedError("connection refused")
+
+        wait_until(refuse, 0.05, interval_seconds=0.01, description="API answers")
+        wait_until(lambda: True, 1, description="clean")
+        wait_until_or_raise(lambda: True, 1, description="clean too")
+        wait_until(lambda: True, 1, description="clean three")  # over the limit: a clean one goes
+    finally:
+        log_waits(None)
+    wait_until(lambda: True, 1, description="after the log stopped")
+    entries = log.to_list()
+    assert [e["what"] for e in entries] == ["API answers", "clean too", "clean three"]
+    assert log.dropped == 1
+    failed = entries[0]
+    assert failed["ok"] is False and failed["errors"] >= 1
+    assert failed["last_error"] == "ConnectionRefusedError: connection refused"
+    # where: the test that waited, not the harness's own wrapper
+    module, function, line = entries[1]["where"].split(":")
+    assert module.endswith("test_expectations") and line.isdigit()
+    assert function == "test_a_wait_log_keeps_how_each_wait_ended_and_its_last_error"

@@ -801,3 +801,26 @@ def test_a_planned_drill_without_a_record_is_not_passed(tmp_path):
     page = render_report(run)
     assert "1 of 2 not passed" in page
     assert "planned, no record: b--x" in page
+
+
+def test_waits_that_did_not_hold_and_replaced_measurements_are_shown(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    waits = [
+        {"what": "API answers", "where": "drills.x:run:12", "ok": False, "timeout_seconds": 60,
+         "elapsed_seconds": 60.0, "attempts": 31, "errors": 31, "last_error": "SSLEOFError: <eof>",
+         "started_at": T0 + 5},
+        {"what": "pods ready", "where": "drills.x:run:20", "ok": True, "timeout_seconds": 60,
+         "elapsed_seconds": 2.0, "attempts": 3, "errors": 0, "last_error": None, "started_at": T0 + 70},
+    ]
+    replaced = [{"name": "gap_seconds", "measured": 3.0, "verdict": "passed", "detail": "first try"}]
+    write_json(run_dir / "x.json", record("x", None, "passed", T0, waits=waits, waits_dropped=4,
+                                          replaced_measurements=replaced))
+    write_json(run_dir / "x.timeline.json", {})
+    root = parse(build_report(run_dir).read_text(encoding="utf-8"))
+    (table,) = root.find_all("table", cls="waits")
+    text = table.all_text()
+    assert "API answers" in text and "SSLEOFError: <eof>" in text
+    assert "pods ready" not in text  # a clean wait is counted, not listed
+    page = root.all_text()
+    assert "2 waits recorded (4 clean ones not kept); 1 did not hold or met errors." in page
+    assert "Replaced measurements" in page and "first try" in page
