@@ -42,6 +42,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from harness import __version__
 
 from harness.files import write_text_atomic
+from harness.scenario import Bound
 
 __all__ = [
     "REPORT_NAME",
@@ -131,6 +132,42 @@ def load_drill_records(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     return scan_records(run_dir)[0]
 
 
+def checked_verdict(record: Mapping[str, Any]) -> tuple[Any, str | None]:
+    """The verdict a drill record's own content supports, and why it differs from the one it
+    states (None when it does not). A record that says "passed" is an "error" unless it has
+    expectations, each one "passed" with a measured value that satisfies its bound, and no
+    errors: a hand-edited verdict does not turn a failure green in the report."""
+    stated = record.get("verdict")
+    if stated != "passed":
+        return stated, None
+    problems = []
+    expectations = record.get("expectations")
+    if not isinstance(expectations, list) or not expectations:
+        problems.append("it has no expectations")
+    else:
+        for x in expectations:
+            if not isinstance(x, dict):
+                problems.append("an expectation is not an object")
+                continue
+            name = x.get("name")
+            if x.get("verdict") != "passed":
+                problems.append(f"expectation {name} is {x.get('verdict')}")
+                continue
+            bound = x.get("bound") if isinstance(x.get("bound"), dict) else {}
+            try:
+                holds = Bound(bound.get("op"), bound.get("value")).holds(x.get("measured"))
+            except (ValueError, TypeError):
+                holds = False
+            if not holds:
+                problems.append(f"expectation {name}: measured {x.get('measured')!r} does not satisfy "
+                                f"{bound.get('op')} {bound.get('value')!r}")
+    if record.get("errors"):
+        problems.append("it records errors")
+    if problems:
+        return "error", "the record says passed, but " + "; ".join(problems)
+    return "passed", None
+
+
 def _load_run(run_dir: Path) -> _Run:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -149,6 +186,14 @@ def _load_run(run_dir: Path) -> _Run:
         except (OSError, ValueError) as exc:
             problems.append(f"run.json could not be read ({exc}); run metadata not shown")
     records, unreadable = scan_records(run_dir)
+    for _, record in records:
+        # The report shows the verdict a record's own expectations support, not only what it says.
+        verdict, why = checked_verdict(record)
+        if why:
+            record["stated_verdict"], record["verdict"] = record.get("verdict"), verdict
+            record.setdefault("errors", [])
+            if isinstance(record["errors"], list):
+                record["errors"] = [f"report: {why}"] + record["errors"]
     if not has_run_json and not records and not unreadable:
         raise ReportError(
             f"cannot build a report: {run_dir} has no run.json and no drill records "

@@ -6,6 +6,7 @@ enough here; tests/browser renders the same kind of report in Chromium.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from html.parser import HTMLParser
@@ -95,10 +96,10 @@ def record(drill: str, case: str | None, verdict: str, start: float, **overrides
                 "bound": {"op": ">=", "value": 0.99},
                 "bound_text": ">= 0.99",
                 "unit": "ratio",
-                "measured": None,
+                "measured": 1.0 if verdict == "passed" else None,
                 "verdict": verdict,
                 "became_true_at": None,
-                "detail": "not measured",
+                "detail": "" if verdict == "passed" else "not measured",
                 "phase": "control-plane-down",
             },
         ],
@@ -796,8 +797,9 @@ def test_a_planned_drill_without_a_record_is_not_passed(tmp_path):
     run = tmp_path / "r1"
     run.mkdir()
     (run / "run.json").write_text(_json.dumps({"run_id": "r1", "planned": ["a", "b--x"]}))
+    passing = {"name": "x", "bound": {"op": ">=", "value": 1}, "measured": 1, "verdict": "passed"}
     (run / "a.json").write_text(_json.dumps({"run_id": "r1", "drill": "a", "case": None, "verdict": "passed",
-                                             "expectations": []}))
+                                             "expectations": [passing]}))
     page = render_report(run)
     assert "1 of 2 not passed" in page
     assert "planned, no record: b--x" in page
@@ -824,3 +826,21 @@ def test_waits_that_did_not_hold_and_replaced_measurements_are_shown(tmp_path: P
     page = root.all_text()
     assert "2 waits recorded (4 clean ones not kept); 1 did not hold or met errors." in page
     assert "Replaced measurements" in page and "first try" in page
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda r: r["expectations"][0].update(measured=45.0), "measured 45.0 does not satisfy <= 30"),
+    (lambda r: r["expectations"][1].update(verdict="failed"), "expectation workload_http_success_ratio is failed"),
+    (lambda r: r.update(expectations=[]), "it has no expectations"),
+    (lambda r: r.update(errors=["TimeoutError: x"]), "it records errors"),
+])
+def test_a_passed_verdict_its_own_expectations_do_not_support_is_an_error(tmp_path: Path, edit, why) -> None:
+    """A hand-edited verdict (or values edited under it) does not turn the report green."""
+    run_dir = tmp_path / "run"
+    rec = record("x", None, "passed", T0)
+    edit(rec)
+    write_json(run_dir / "x.json", rec)
+    write_json(run_dir / "x.timeline.json", {})
+    page = build_report(run_dir).read_text(encoding="utf-8")
+    assert "1 of 1 not passed" in page and "all 1 passed" not in page
+    assert "the record says passed, but" in page and html.escape(why) in page
