@@ -58,6 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.scenario import find_scenario, load_scenarios
 
     # Bad input is refused before anything is touched: the run id and the signing key first.
+    baseline = _run_dir(args.reports, args.baseline) if args.baseline else None
     try:
         run_id = validate_run_id(args.run_id) if args.run_id is not None else new_run_id()
         if (Path(args.reports) / run_id).exists():
@@ -129,7 +130,63 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     records, unreadable = scan_records(run_dir)
     all_passed = bool(records) and not unreadable and all(r.get("verdict") == "passed" for _, r in records)
-    return 0 if status == 0 and all_passed else 1
+    regressed = False
+    if baseline is not None:
+        regressed = print_comparison(baseline, run_dir, args.any_platform) != 0
+    write_history_index(Path(args.reports))
+    return 0 if status == 0 and all_passed and not regressed else 1
+
+
+def print_comparison(base_dir: Path, run_dir: Path, any_platform: bool, as_json: bool = False) -> int:
+    """Print every expectation of the two runs side by side; 1 if any regressed, else 0. Raises
+    SystemExit (one line) when they cannot be compared."""
+    from harness.compare import CompareError, compare_runs, format_table
+
+    try:
+        comparison = compare_runs(base_dir, run_dir, allow_mismatch=any_platform)
+    except CompareError as exc:
+        raise SystemExit(f"kdrill compare: {exc}") from None
+    if as_json:
+        print(json.dumps(comparison.to_dict(), indent=2))
+    else:
+        print(f"kdrill compare {comparison.base} -> {comparison.run}: {len(comparison.rows)} expectations, "
+              f"{len(comparison.regressions)} regression(s)")
+        print(format_table(comparison))
+        for note in comparison.notes:
+            print(f"note: {note}")
+    return 1 if comparison.regressions else 0
+
+
+def write_history_index(reports: Path) -> Path | None:
+    """Rewrite ``<reports>/index.html`` (every run, its verdicts and seal, trends); never raises."""
+    from harness.history import write_index
+
+    try:
+        return write_index(reports)
+    except Exception as exc:  # the index is a view: a failure to draw it must not fail the run
+        logging.getLogger("kdrill").warning("could not write %s/index.html: %s", reports, exc)
+        return None
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare two sealed runs; exit 1 on a regression, 0 otherwise."""
+    return print_comparison(_run_dir(args.reports, args.base), _run_dir(args.reports, args.run),
+                            args.any_platform, args.json)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    """List every run under --reports with its verdicts, platform and seal; write index.html."""
+    from harness.history import format_runs, list_runs
+
+    reports = Path(args.reports)
+    if not reports.is_dir():
+        raise SystemExit(f"kdrill history: {reports} is not a directory (set --reports)")
+    runs = list_runs(reports)
+    print(format_runs(runs))
+    index = write_history_index(reports)
+    if index is not None:
+        print(f"index: {index}")
+    return 0
 
 
 def check_references(scenario) -> None:
@@ -525,7 +582,22 @@ def parser() -> argparse.ArgumentParser:
                      help="let destructive drills run on this non-kind context")
     run.add_argument("--ticket", help="the change or incident ticket this run belongs to (in the evidence)")
     run.add_argument("--approved-by", help="who approved breaking the cluster for the drills (in the evidence)")
+    run.add_argument("--baseline", metavar="RUN", help="compare with this earlier run at the end (kdrill compare); "
+                     "a regression makes the exit status 1")
+    run.add_argument("--any-platform", action="store_true",
+                     help="with --baseline: compare even when platform or kdrill version differ")
     run.set_defaults(func=cmd_run)
+
+    cmp_ = sub.add_parser("compare", help="put every expectation of two runs side by side; exit 1 on a regression")
+    cmp_.add_argument("base", help="the baseline run (id under --reports, or a path)")
+    cmp_.add_argument("run", help="the run to judge (id under --reports, or a path)")
+    cmp_.add_argument("--any-platform", action="store_true",
+                      help="compare even when the platform or the kdrill version differ (said in the output)")
+    cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    cmp_.set_defaults(func=cmd_compare)
+
+    his = sub.add_parser("history", help="list every run with verdicts, platform and seal; write reports/index.html")
+    his.set_defaults(func=cmd_history)
 
     ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")
     ls.add_argument("--claims", action="store_true")

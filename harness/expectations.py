@@ -44,15 +44,19 @@ class Outcome:
     became_true_at: float | None = None
     detail: str = ""
     phase: str | None = None
+    tolerance: dict[str, float] | None = None  # the scenario's drift tolerance (harness/compare.py)
 
     def to_dict(self) -> dict[str, Any]:
         measured = self.measured
         if isinstance(measured, float) and not math.isfinite(measured):
             measured = str(measured)  # JSON has no NaN/Infinity; keep the fact readable
-        return {"name": self.name, "description": self.description, "bound": self.bound.to_dict(),
+        data = {"name": self.name, "description": self.description, "bound": self.bound.to_dict(),
                 "bound_text": self.bound.describe(), "unit": self.unit, "measured": measured,
                 "verdict": self.verdict, "became_true_at": self.became_true_at,
                 "detail": self.detail, "phase": self.phase}
+        if self.tolerance is not None:
+            data["tolerance"] = dict(self.tolerance)
+        return data
 
     def line(self) -> str:
         """E.g. ``"api_recovery_seconds: measured 41.2 seconds, bound <= 30"``."""
@@ -106,7 +110,7 @@ class Expectations:
                 became_true_at: float | None) -> Outcome:
         outcome = Outcome(name=spec.name, description=spec.description, bound=spec.bound, unit=spec.unit,
                           measured=measured, verdict=verdict, became_true_at=became_true_at,
-                          detail=detail, phase=spec.phase)
+                          detail=detail, phase=spec.phase, tolerance=spec.tolerance)
         self._latest[spec.name] = outcome  # last measurement wins
         self.history.append(outcome)
         return outcome
@@ -136,7 +140,8 @@ class Expectations:
         """Latest outcome per spec, in spec order; unmeasured specs are "error" / "not measured"."""
         return [self._latest.get(name) or Outcome(
                     name=spec.name, description=spec.description, bound=spec.bound, unit=spec.unit,
-                    measured=None, verdict="error", detail="not measured", phase=spec.phase)
+                    measured=None, verdict="error", detail="not measured", phase=spec.phase,
+                    tolerance=spec.tolerance)
                 for name, spec in self._specs.items()]
 
     def verdict(self) -> str:

@@ -54,6 +54,17 @@ _EXPECTATION: dict[str, Any] = {
         },
         "unit": _TEXT,
         "phase": _TEXT,
+        # How far the measured value may drift, in the worse direction, from a baseline run's
+        # before `kdrill compare` calls it a regression (harness/compare.py has the defaults).
+        "tolerance": {
+            "type": "object", "additionalProperties": False, "minProperties": 1,
+            "properties": {
+                "relative": {"type": "number", "minimum": 0, "maximum": 100,
+                             "x-expected": "a fraction of the baseline value, e.g. 0.5 for 50 %"},
+                "absolute": {"type": "number", "minimum": 0,
+                             "x-expected": "a number in the expectation's unit, 0 or more"},
+            },
+        },
     },
 }
 
@@ -223,10 +234,15 @@ class ExpectationSpec:
     bound: Bound
     unit: str
     phase: str | None = None
+    # {"relative": fraction, "absolute": in ``unit``}: the drift `kdrill compare` tolerates
+    tolerance: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "bound": self.bound.to_dict(),
+        data = {"name": self.name, "description": self.description, "bound": self.bound.to_dict(),
                 "unit": self.unit, "phase": self.phase}
+        if self.tolerance is not None:
+            data["tolerance"] = dict(self.tolerance)
+        return data
 
 
 @dataclass(frozen=True)
@@ -577,7 +593,7 @@ def _build(path: Path, data: dict) -> Scenario:
 
 def _expectation_specs(items: list[dict]) -> tuple[ExpectationSpec, ...]:
     return tuple(ExpectationSpec(e["name"], e["description"], Bound(e["bound"]["op"], e["bound"]["value"]),
-                                 e["unit"], e.get("phase"))
+                                 e["unit"], e.get("phase"), dict(e["tolerance"]) if "tolerance" in e else None)
                  for e in items)
 
 

@@ -1,0 +1,248 @@
+"""Compare the measurements of two sealed runs: CI regression of platform behaviour.
+
+A bound says what the documents allow; a baseline says what this platform did last time. An API
+recovery that went from 3 s to 60 s under a 90 s bound is still green, and only a comparison
+shows it. Each expectation measured in both runs is put side by side, with the change, and is a
+*regression* when
+
+- its verdict was "passed" in the baseline and is not in the run, or
+- it moved in the worse direction (the direction its bound forbids: up for ``<=``/``<``, down for
+  ``>=``/``>``, any change for ``==``) by more than its tolerance: the scenario's per-expectation
+  ``tolerance: {relative, absolute}`` or :data:`DEFAULT_TOLERANCES` for its unit; the allowed
+  drift is the larger of ``relative * |baseline|`` and ``absolute``, or
+- the drill ran in both and the expectation has no measurement in the run.
+
+Both runs must verify (harness/manifest.py) before anything is read. Runs from different
+platforms (provider, Kubernetes version, node roles, platform profile) or kdrill versions are
+compared only when asked (``allow_mismatch``), and the result says they differ.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from harness.manifest import verify_run
+from harness.report import checked_verdict, scan_records
+
+# unit -> the drift tolerated by default; a unit not listed gets "other".
+DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
+    # Timings on a shared 2-core machine spread by about 2x between runs (see the scenarios'
+    # measured ranges); a regression is a drift beyond that noise.
+    "seconds": {"relative": 0.5, "absolute": 1.0},
+    # A success ratio of 0.99 that becomes 0.97 is two lost requests in a hundred.
+    "ratio": {"relative": 0.0, "absolute": 0.02},
+    "other": {"relative": 0.5, "absolute": 0.0},
+}
+
+
+class CompareError(Exception):
+    """A run cannot be compared (not a run, does not verify, other platform without consent)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One expectation in both runs. ``change`` = run - baseline in ``unit`` (None unless both
+    are numbers); ``relative_change`` = change / |baseline| (None when the baseline is 0)."""
+
+    drill: str
+    case: str | None
+    name: str
+    unit: str
+    bound: str
+    base: Any
+    run: Any
+    base_verdict: str | None
+    run_verdict: str | None
+    change: float | None
+    relative_change: float | None
+    allowed: float | None
+    regression: bool
+    why: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.drill}{'[' + self.case + ']' if self.case else ''}.{self.name}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "drill": self.drill, "case": self.case, "name": self.name, "unit": self.unit,
+                "bound": self.bound, "base": self.base, "run": self.run, "base_verdict": self.base_verdict,
+                "run_verdict": self.run_verdict, "change": self.change, "relative_change": self.relative_change,
+                "allowed": self.allowed, "regression": self.regression, "why": self.why}
+
+
+@dataclass
+class Comparison:
+    base: str
+    run: str
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.regression]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"base": self.base, "run": self.run, "regressions": len(self.regressions),
+                "rows": [r.to_dict() for r in self.rows], "notes": self.notes}
+
+
+def tolerance_for(expectation: dict[str, Any]) -> dict[str, float]:
+    """The expectation's own ``tolerance`` over its unit's default."""
+    unit = str(expectation.get("unit") or "")
+    default = DEFAULT_TOLERANCES.get(unit, DEFAULT_TOLERANCES["other"])
+    own = expectation.get("tolerance") if isinstance(expectation.get("tolerance"), dict) else {}
+    return {"relative": float(own.get("relative", default["relative"])),
+            "absolute": float(own.get("absolute", default["absolute"]))}
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _worse_sign(op: str | None) -> int:
+    """+1: a larger value is worse; -1: a smaller one; 0: any change (``==``)."""
+    return {"<=": 1, "<": 1, ">=": -1, ">": -1}.get(op or "", 0)
+
+
+def compare_expectation(drill: str, case: str | None, base: dict[str, Any] | None,
+                        run: dict[str, Any] | None) -> Row:
+    """One row; ``base``/``run`` are record expectation entries (None: absent in that run)."""
+    spec = run or base or {}
+    bound = spec.get("bound") if isinstance(spec.get("bound"), dict) else {}
+    bound_text = spec.get("bound_text") or f"{bound.get('op', '')} {bound.get('value', '')}".strip()
+    name, unit = str(spec.get("name")), str(spec.get("unit") or "")
+    b = base.get("measured") if base else None
+    r = run.get("measured") if run else None
+    bv = base.get("verdict") if base else None
+    rv = run.get("verdict") if run else None
+    nb, nr = _number(b), _number(r)
+    change = round(nr - nb, 6) if nb is not None and nr is not None else None
+    relative = round(change / abs(nb), 6) if change is not None and nb else None
+    tolerance = tolerance_for(spec)
+    allowed = max(tolerance["relative"] * abs(nb), tolerance["absolute"]) if nb is not None else None
+
+    def row(regression: bool, why: str) -> Row:
+        return Row(drill, case, name, unit, bound_text, b, r, bv, rv, change, relative,
+                   round(allowed, 6) if allowed is not None else None, regression, why)
+
+    if base is None:
+        return row(False, "new: not in the baseline")
+    if run is None:
+        return row(True, "not measured in the run (the drill ran)")
+    if bv == "passed" and rv != "passed":
+        return row(True, f"verdict {bv} -> {rv}")
+    if r is None:
+        return row(bv is not None and b is not None, "no measurement in the run")
+    if change is None:
+        # booleans, flags: any change of value is the change
+        if b != r:
+            return row(rv != "passed", f"{b!r} -> {r!r}")
+        return row(False, "unchanged")
+    sign = _worse_sign(bound.get("op"))
+    worse = abs(change) if sign == 0 else change * sign
+    if worse > allowed:
+        return row(True, f"{'+' if change > 0 else ''}{_fmt(change)} {unit}, beyond the tolerated "
+                         f"{_fmt(allowed)} {unit} in the worse direction")
+    return row(False, "within tolerance" if change else "unchanged")
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def _load(run_dir: Path) -> tuple[dict[str, Any], dict[tuple[str, str | None], dict[str, Any]]]:
+    """(run.json, {(drill, case): record}) of a run that verifies. Raises CompareError."""
+    import json
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise CompareError(f"{run_dir} is not a run directory")
+    result = verify_run(run_dir)
+    if not result.ok:
+        raise CompareError(f"{run_dir} does not verify, so its figures prove nothing: "
+                           + "; ".join(str(p) for p in result.problems[:5]))
+    try:
+        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CompareError(f"{run_dir}/run.json cannot be read: {exc}") from None
+    records, unreadable = scan_records(run_dir)
+    if unreadable:
+        raise CompareError(f"{run_dir} has unreadable records: {', '.join(p.name for p, _ in unreadable)}")
+    by_case = {}
+    for _, record in records:
+        verdict, _why = checked_verdict(record)
+        by_case[(str(record.get("drill")), record.get("case"))] = {**record, "verdict": verdict}
+    return meta, by_case
+
+
+def platform_of(meta: dict[str, Any], records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """What must match for two runs to be compared: kdrill version, provider, Kubernetes version,
+    node roles, and the platform profile's hash when the run has one."""
+    cluster = meta.get("cluster") if isinstance(meta.get("cluster"), dict) else {}
+    first = next(iter(records), {})
+    rc = first.get("cluster") if isinstance(first.get("cluster"), dict) else {}
+    nodes = cluster.get("nodes") or rc.get("nodes") or []
+    roles = sorted("+".join(n.get("roles") or []) or "worker" for n in nodes if isinstance(n, dict))
+    platform = meta.get("platform") if isinstance(meta.get("platform"), dict) else {}
+    return {"kdrill_version": meta.get("kdrill_version"), "provider": cluster.get("provider") or rc.get("provider"),
+            "kubernetes_version": cluster.get("kubernetes_version") or rc.get("kubernetes_version"),
+            "node_roles": roles, "platform": platform.get("hash")}
+
+
+def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False) -> Comparison:
+    """Every expectation of every drill case in either run. Raises CompareError when a run does
+    not verify, or the two differ in platform or kdrill version and ``allow_mismatch`` is False."""
+    base_meta, base = _load(base_dir)
+    run_meta, run = _load(run_dir)
+    comparison = Comparison(base=Path(base_dir).name, run=Path(run_dir).name)
+    pb, pr = platform_of(base_meta, base.values()), platform_of(run_meta, run.values())
+    differ = {k: (pb[k], pr[k]) for k in pb if pb[k] != pr[k]}
+    if differ:
+        text = "; ".join(f"{k}: {a!r} vs {b!r}" for k, (a, b) in differ.items())
+        if not allow_mismatch:
+            raise CompareError(f"the runs differ in {text}; compare them anyway with --any-platform")
+        comparison.notes.append(f"compared across a difference the user accepted: {text}")
+    for key in sorted(set(base) | set(run), key=lambda k: (k[0], k[1] or "")):
+        drill, case = key
+        if key not in run:
+            comparison.notes.append(f"{drill}{'[' + case + ']' if case else ''}: in the baseline only (not run)")
+            continue
+        if key not in base:
+            comparison.notes.append(f"{drill}{'[' + case + ']' if case else ''}: new in the run")
+        base_x = {x.get("name"): x for x in (base.get(key, {}).get("expectations") or []) if isinstance(x, dict)}
+        run_x = {x.get("name"): x for x in (run[key].get("expectations") or []) if isinstance(x, dict)}
+        if key in base and run[key].get("verdict") in ("skipped", "refused", "not-run"):
+            comparison.notes.append(f"{drill}: {run[key].get('verdict')} in the run")
+        for name in list(base_x) + [n for n in run_x if n not in base_x]:
+            if key not in base:
+                comparison.rows.append(compare_expectation(drill, case, None, run_x[name]))
+            else:
+                comparison.rows.append(compare_expectation(drill, case, base_x.get(name), run_x.get(name)))
+    return comparison
+
+
+def format_table(comparison: Comparison) -> str:
+    """A plain-text table, one line per expectation, regressions marked."""
+    header = ("", "expectation", "unit", "bound", "baseline", "run", "change", "why")
+    lines = [header]
+    for r in comparison.rows:
+        change = "—" if r.change is None else (f"{'+' if r.change > 0 else ''}{_fmt(r.change)}"
+                                               + (f" ({r.relative_change:+.0%})" if r.relative_change is not None else ""))
+        lines.append(("REGRESSION" if r.regression else "", r.key, r.unit, r.bound, _cell(r.base), _cell(r.run),
+                      change, r.why))
+    widths = [max(len(str(line[i])) for line in lines) for i in range(len(header) - 1)]
+    out = ["  ".join(str(c).ljust(w) for c, w in zip(line[:-1], widths)) + "  " + str(line[-1]) for line in lines]
+    return "\n".join(out)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return _fmt(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)

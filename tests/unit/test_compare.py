@@ -1,0 +1,161 @@
+"""``kdrill compare``, ``kdrill history`` and the index: runs are written by hand and sealed by
+the real sealing function, as ``kdrill run`` seals them (no cluster)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from harness.cli import main, report_and_manifest
+from harness.compare import CompareError, compare_expectation, compare_runs
+from harness.history import list_runs
+from harness.manifest import MANIFEST_NAME, SIGNATURE_NAME, SIGNING_KEY_ENV
+
+T0 = 1_700_000_000.0
+BASE, RUN, FORGED = "20250101T000000Z-aaaaaa", "20250102T000000Z-bbbbbb", "20250103T000000Z-cccccc"
+
+
+@pytest.fixture(autouse=True)
+def key_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)
+
+
+def expectation(name, measured, op, value, unit, verdict="passed", **extra):
+    return {"name": name, "measured": measured, "bound": {"op": op, "value": value}, "bound_text": f"{op} {value}",
+            "unit": unit, "verdict": verdict, **extra}
+
+
+def sealed_run(reports: Path, run_id: str, api_recovery: float = 3.0, ratio: float = 1.0,
+               kubernetes_version: str = "v1.35.4", started: float = T0) -> Path:
+    run_dir = reports / run_id
+    run_dir.mkdir(parents=True)
+    cluster = {"provider": "kind", "kubernetes_version": kubernetes_version,
+               "nodes": [{"name": "cp", "roles": ["control-plane"]}, {"name": "w", "roles": []}]}
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_id, "started_at": started, "finished_at": started + 9,
+                                                  "kdrill_version": "0.1.0", "planned": ["control-plane-stop"]}))
+    record = {"run_id": run_id, "drill": "control-plane-stop", "case": None, "verdict": "passed",
+              "started_at": started, "cluster": cluster, "errors": [],
+              "expectations": [expectation("api_recovery_seconds", api_recovery, "<=", 90, "seconds"),
+                               expectation("workload_http_success_ratio", ratio, ">=", 0.9, "ratio"),
+                               expectation("pods_rescheduled", 0, "==", 0, "count")]}
+    (run_dir / "control-plane-stop.json").write_text(json.dumps(record, indent=2))
+    report_and_manifest(run_dir)
+    return run_dir
+
+
+def kdrill(reports: Path, *args: str) -> int:
+    try:
+        return main(["--reports", str(reports), *args])
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code)
+            return 2
+        return int(exc.code or 0)
+
+
+def test_two_runs_show_every_expectation_side_by_side(tmp_path: Path, capsys) -> None:
+    reports = tmp_path / "reports"
+    sealed_run(reports, BASE, api_recovery=3.0)
+    sealed_run(reports, RUN, api_recovery=3.4, started=T0 + 100)
+    assert kdrill(reports, "compare", BASE, RUN) == 0
+    out = capsys.readouterr().out
+    assert "3 expectations, 0 regression(s)" in out
+    for name in ("api_recovery_seconds", "workload_http_success_ratio", "pods_rescheduled"):
+        assert f"control-plane-stop.{name}" in out
+    assert "+0.4 (+13%)" in out
+
+
+def test_a_resealed_copy_with_one_timing_doubled_is_a_regression(tmp_path: Path, capsys, monkeypatch) -> None:
+    """The issue's check: a copy of a run, one timing doubled, re-sealed with a test key."""
+    reports = tmp_path / "reports"
+    base = sealed_run(reports, BASE, api_recovery=20.0)
+    forged = reports / FORGED
+    shutil.copytree(base, forged)
+    for name in (MANIFEST_NAME, SIGNATURE_NAME, "report.html"):
+        (forged / name).unlink()
+    for name in ("run.json", "control-plane-stop.json"):
+        path = forged / name
+        path.write_text(path.read_text().replace(BASE, FORGED).replace('"measured": 20.0', '"measured": 40.0'))
+    key = tmp_path / "test-key.pem"
+    key.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key.chmod(0o600)
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(key))
+    report_and_manifest(forged)
+    assert kdrill(reports, "compare", BASE, FORGED) == 1
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "api_recovery_seconds" in line)
+    assert line.startswith("REGRESSION") and "+20 (+100%)" in line
+    assert "1 regression(s)" in out
+
+
+def test_a_run_that_does_not_verify_is_not_compared(tmp_path: Path, capsys) -> None:
+    reports = tmp_path / "reports"
+    sealed_run(reports, BASE)
+    run = sealed_run(reports, RUN, started=T0 + 100)
+    record = run / "control-plane-stop.json"
+    record.write_text(record.read_text().replace('"measured": 3.0', '"measured": 2.0'))
+    assert kdrill(reports, "compare", BASE, RUN) == 2
+    assert "does not verify" in capsys.readouterr().out
+
+
+def test_other_platforms_are_compared_only_when_asked(tmp_path: Path, capsys) -> None:
+    reports = tmp_path / "reports"
+    sealed_run(reports, BASE)
+    sealed_run(reports, RUN, kubernetes_version="v1.36.0", started=T0 + 100)
+    assert kdrill(reports, "compare", BASE, RUN) == 2
+    assert "kubernetes_version: 'v1.35.4' vs 'v1.36.0'" in capsys.readouterr().out
+    assert kdrill(reports, "compare", BASE, RUN, "--any-platform") == 0
+    assert "compared across a difference the user accepted" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("base, run, regression", [
+    (expectation("t", 10.0, "<=", 90, "seconds"), expectation("t", 15.9, "<=", 90, "seconds"), True),   # +59 %
+    (expectation("t", 10.0, "<=", 90, "seconds"), expectation("t", 14.9, "<=", 90, "seconds"), False),  # +49 %
+    (expectation("t", 10.0, "<=", 90, "seconds"), expectation("t", 2.0, "<=", 90, "seconds"), False),   # better
+    (expectation("t", 0.5, "<=", 90, "seconds"), expectation("t", 1.4, "<=", 90, "seconds"), False),    # < 1 s
+    (expectation("r", 1.0, ">=", 0.9, "ratio"), expectation("r", 0.97, ">=", 0.9, "ratio"), True),      # 3 in 100
+    (expectation("r", 1.0, ">=", 0.9, "ratio"), expectation("r", 0.99, ">=", 0.9, "ratio"), False),
+    (expectation("c", 0, "==", 0, "count"), expectation("c", 1, "==", 0, "count", verdict="failed"), True),
+    (expectation("t", 10.0, "<=", 90, "seconds", tolerance={"relative": 0.1}),
+     expectation("t", 11.5, "<=", 90, "seconds", tolerance={"relative": 0.1}), True),                  # own tolerance
+    (expectation("t", 10.0, "<=", 90, "seconds"), expectation("t", None, "<=", 90, "seconds", verdict="error"), True),
+    (expectation("b", True, "==", True, "bool"), expectation("b", True, "==", True, "bool"), False),
+])
+def test_regression_rules(base, run, regression) -> None:
+    row = compare_expectation("d", None, base, run)
+    assert row.regression is regression, row.why
+
+
+def test_an_expectation_missing_from_a_drill_that_ran_is_a_regression() -> None:
+    row = compare_expectation("d", None, expectation("t", 1.0, "<=", 9, "seconds"), None)
+    assert row.regression and "not measured" in row.why
+
+
+def test_compare_runs_refuses_what_is_not_a_run(tmp_path: Path) -> None:
+    with pytest.raises(CompareError, match="not a run directory"):
+        compare_runs(tmp_path / "nope", tmp_path / "nope2")
+
+
+def test_history_lists_runs_with_seal_and_the_index_draws_trends(tmp_path: Path, capsys) -> None:
+    reports = tmp_path / "reports"
+    sealed_run(reports, BASE, api_recovery=3.0)
+    run = sealed_run(reports, RUN, api_recovery=6.0, started=T0 + 100)
+    (run / "control-plane-stop.json").write_text((run / "control-plane-stop.json").read_text() + " ")
+    runs = list_runs(reports)
+    assert [(r.run_id, r.seal) for r in runs] == [(BASE, "intact"), (RUN, "not intact")]
+    assert kdrill(reports, "history") == 0
+    out = capsys.readouterr().out
+    assert BASE in out and "not intact" in out
+    page = (reports / "index.html").read_text()
+    assert 'data-seal="not intact"' in page
+    # trends take intact runs only: one point for api_recovery_seconds (3.0), none from the edited run
+    trend = page.split('data-expectation="control-plane-stop.api_recovery_seconds"')[1].split("</div>")[0]
+    assert trend.count("<circle") == 1 and "3 seconds" in trend
+    assert "<script" not in page and "http://" not in page and "https://" not in page
