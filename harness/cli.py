@@ -293,6 +293,13 @@ def report_and_manifest(run_dir: Path) -> bool:
             "previous": previous.to_dict() if previous else None}
     error = None
     try:
+        # The measurements for Prometheus/Grafana, sealed with the records they come from.
+        from harness import openmetrics
+
+        openmetrics.write(run_dir)
+    except Exception as exc:  # noqa: BLE001 - a view of the records; the records are the evidence
+        print(f"kdrill: {run_dir.name}: OpenMetrics file not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+    try:
         build_report(run_dir, seal=seal, generated_at=now)
     except Exception as exc:  # noqa: BLE001 - the evidence is sealed whether or not its page renders
         error = f"{type(exc).__name__}: {exc}"

@@ -159,3 +159,24 @@ def test_history_lists_runs_with_seal_and_the_index_draws_trends(tmp_path: Path,
     trend = page.split('data-expectation="control-plane-stop.api_recovery_seconds"')[1].split("</div>")[0]
     assert trend.count("<circle") == 1 and "3 seconds" in trend
     assert "<script" not in page and "http://" not in page and "https://" not in page
+
+
+def test_the_sealed_run_carries_its_measurements_as_openmetrics(tmp_path: Path) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from harness.manifest import verify_run
+    from harness.openmetrics import METRICS_NAME
+
+    run = sealed_run(tmp_path / "reports", BASE, api_recovery=3.5)
+    text = (run / METRICS_NAME).read_text()
+    assert text.endswith("# EOF\n")
+    samples = {(s.name, s.labels.get("expectation")): s for f in text_string_to_metric_families(text)
+               for s in f.samples}
+    measured = samples[("kdrill_expectation_measured", "api_recovery_seconds")]
+    assert measured.value == 3.5 and measured.labels == {"drill": "control-plane-stop", "case": "",
+                                                         "expectation": "api_recovery_seconds", "unit": "seconds"}
+    assert float(measured.timestamp) == T0  # the record's start (it has no finish time)
+    assert samples[("kdrill_expectation_bound", "api_recovery_seconds")].labels["op"] == "<="
+    assert samples[("kdrill_drill_passed", None)].value == 1.0
+    assert samples[("kdrill_run_info", None)].labels == {"run_id": BASE}
+    assert METRICS_NAME in json.loads((run / MANIFEST_NAME).read_text())["files"] and verify_run(run).ok
