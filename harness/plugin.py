@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import json
 import os
 import time
 from pathlib import Path
@@ -297,6 +298,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
 
     d = Drill(scenario, drill_case, kdrill_cluster, kdrill_topology, Ledger(), kdrill_run["writer"],
               kdrill_run["run_id"], progress=progress)
+    _label_for_allure(scenario, drill_case)
     d.record.cluster.update({k: kdrill_identity[k] for k in ("server", "kube_system_uid", "clock_offsets")})
     # The platform's vital signs, whatever the drill's own claim looks at.
     try:
@@ -319,6 +321,13 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
             d.say(f"FLAGGED vital sign {sign}: {vital['reason']}: "
                   f"{ {k: v for k, v in vital.items() if k in ('baseline', 'fault', 'after', 'added')} }")
     d.finish(error)
+    # JUnit XML: each expectation's measured value and bound as properties of the test case
+    # (pytest writes the teardown report's user_properties).
+    for x in d.record.expectations:
+        request.node.user_properties += [(f"{x['name']}.measured", x["measured"]),
+                                         (f"{x['name']}.bound", x["bound_text"]),
+                                         (f"{x['name']}.unit", x["unit"]), (f"{x['name']}.verdict", x["verdict"])]
+    request.node.user_properties.append(("kdrill.verdict", d.record.verdict))
     # Whatever the drill left in its namespace goes, so the next drill starts clean (and its
     # ledger entry with it: only a namespace that is gone leaves the ledger).
     try:
@@ -328,6 +337,18 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
         delete_namespace(kdrill_cluster, d.namespace, wait_seconds=120)
     except Exception as exc:  # cleanup must not mask the drill's own outcome
         log.warning("could not delete namespace %s: %s", d.namespace, exc)
+
+
+def _label_for_allure(scenario, case: str | None) -> None:
+    """Title, severity, the fault as a tag, and a link to each source document."""
+    import allure
+
+    allure.dynamic.title(scenario.title + (f" [{case}]" if case else ""))
+    allure.dynamic.severity(allure.severity_level(scenario.severity))
+    allure.dynamic.tag(scenario.fault_kind)
+    allure.dynamic.label("scenario", scenario.name)
+    for source in scenario.sources:
+        allure.dynamic.link(source.url, name=source.title + (f": {source.section}" if source.section else ""))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -383,6 +404,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         else:
             _record_not_run(config, writer, scenario_name, case, "not-run",
                             f"not run: the session ended first (pytest exit status {int(exitstatus)})")
+    _finish_allure_results(config, run_dir)
     from harness.cli import report_and_manifest
 
     report_and_manifest(run_dir)
+
+
+def _finish_allure_results(config: pytest.Config, run_dir: Path) -> None:
+    """Environment, categories and history beside allure-pytest's results (harness/allure_results.py),
+    when the run writes them (``--alluredir``); sealed with the run. Never raises."""
+    alluredir = getattr(config.option, "allure_report_dir", None)
+    if not alluredir:
+        return
+    from harness import allure_results
+    from harness.manifest import previous_run
+
+    try:
+        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        previous = previous_run(run_dir.parent, run_dir.name)
+        allure_results.finish(Path(alluredir), meta if isinstance(meta, dict) else {},
+                              run_dir.parent / previous.run_id if previous else None)
+    except Exception as exc:  # a view for Allure; the records are the evidence
+        log.warning("Allure environment/categories/history not written: %s", exc)

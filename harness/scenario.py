@@ -32,6 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # rejected. Draft 2020-12 ignores unknown keywords, so the schema stays valid.
 # Names become file names (<scenario>--<case>.json) and namespaces: no "--", which joins the two.
 MAX_NAME_LENGTH = 50
+SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,
          "x-expected": f"lowercase letters and digits in words joined by single '-', at most {MAX_NAME_LENGTH} characters"}
 _TEXT = {"type": "string", "minLength": 1, "x-expected": "a non-empty string"}
@@ -126,6 +127,8 @@ SCHEMA: dict[str, Any] = {
             "type": "array", "minItems": 1,
             "items": _EXPECTATION,
         },
+        # How bad it is for the platform when the claim does not hold (Allure's severity levels).
+        "severity": {"enum": list(SEVERITIES)},
         # vital sign -> the expectation that covers it: its degradation is the drill's point,
         # not an unnoticed side effect (harness/vitals.py)
         "vital_signs": {
@@ -282,6 +285,7 @@ class Scenario:
     path: Path
     # vital sign -> the expectations that may cover it (the first one a case has covers it there)
     vital_signs: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    severity: str = "normal"  # one of SEVERITIES
 
     def expectation(self, name: str) -> ExpectationSpec:
         """The spec called ``name``. Raises KeyError listing the known names."""
@@ -327,6 +331,7 @@ class Scenario:
             "expectations": [e.to_dict() for e in self.expectations],
             "cases": [c.to_dict() for c in self.cases],
             "vital_signs": {sign: list(names) for sign, names in self.vital_signs.items()},
+            "severity": self.severity,
             "path": str(self.path),
         }
 
@@ -585,6 +590,7 @@ def _build(path: Path, data: dict) -> Scenario:
         expectations=_expectation_specs(data["expectations"]),
         vital_signs={sign: (names,) if isinstance(names, str) else tuple(names)
                      for sign, names in (data.get("vital_signs") or {}).items()},
+        severity=data.get("severity", "normal"),
         cases=tuple(Case(c["name"], copy.deepcopy(c.get("params") or {}), _expectation_specs(c.get("expectations") or []))
                     for c in data.get("cases", [])),
         path=path,

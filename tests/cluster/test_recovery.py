@@ -146,6 +146,21 @@ def test_failed_expectation_still_reverts_the_fault(kdrill_cluster, tmp_path):
     failed = [e["name"] for e in record["expectations"] if e["verdict"] != "passed"]
     assert failed == ["follower_down_write_success_ratio"], failed
     assert all(i["revert_verified"] for i in record["observations"]["injections"])
+    # Where CI tools look: the JUnit test case carries the measured values and bounds, the run an
+    # OpenMetrics file, the Allure results their environment and categories.
+    import xml.etree.ElementTree as ET
+
+    properties = {p.get("name"): p.get("value")
+                  for p in ET.parse(reports / "forced-failure" / "junit.xml").iter("property")}
+    assert properties["follower_down_write_success_ratio.bound"] == ">= 1.01", properties
+    assert properties["follower_down_write_success_ratio.verdict"] == "failed"
+    assert float(properties["leader_election_seconds.measured"]) > 0
+    assert properties["kdrill.verdict"] == "failed"
+    metrics = (reports / "forced-failure" / "metrics.openmetrics.txt").read_text()
+    assert 'kdrill_expectation_passed{case="",drill="etcd-member-loss",expectation="follower_down_write_success_ratio"' in metrics
+    allure = reports / "forced-failure" / "allure-results"
+    assert "kubernetes.version=" in (allure / "environment.properties").read_text()
+    assert (allure / "categories.json").is_file()
     assert Ledger(tmp_path / "state" / "ledger").entries() == []
     healthy = wait_healthy(kdrill_cluster, 240)
     assert healthy.ok, healthy.last_error
