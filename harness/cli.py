@@ -63,7 +63,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_id = validate_run_id(args.run_id) if args.run_id is not None else new_run_id()
         if (Path(args.reports) / run_id).exists():
             raise RunIdError(f"run id {run_id!r} names an existing run in {args.reports}; choose another")
-        load_signing_key()
+        if not args.plan:
+            load_signing_key()
     except (RunIdError, SigningKeyError) as exc:
         raise SystemExit(f"kdrill: {exc}") from None
 
@@ -82,6 +83,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         else load_scenarios(scenarios_dir)
     for s in scenarios:
         check_references(s)
+    if args.plan:
+        from harness.plan import plan
+
+        target = (f"context {args.context or 'current'}" if args.kubeconfig or args.context
+                  else f"kind config {sorted({s.cluster_config for s in scenarios})[0]}")
+        print(plan(scenarios, Path(args.reports), target)[0])
+        return 0
     if not (args.kubeconfig or args.context):
         prepare_kind()
     try:
@@ -309,6 +317,26 @@ def report_and_manifest(run_dir: Path) -> bool:
     except (ManifestError, OSError) as exc:
         raise SystemExit(f"kdrill: {run_dir} was NOT sealed: {exc}") from None
     return error is None
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check each scenario file as ``kdrill run`` would before touching anything; exit 2 if any
+    is refused (each refusal names file, field, expected and got)."""
+    from harness.scenario import ScenarioError, load_scenario
+
+    bad = 0
+    for file in args.files:
+        try:
+            scenario = load_scenario(Path(file))
+            check_references(scenario)
+        except (ScenarioError, OSError) as exc:
+            bad += 1
+            print(f"refused: {exc}")
+            continue
+        cases = f", cases {', '.join(c.name for c in scenario.cases)}" if scenario.cases else ""
+        print(f"ok: {file}: {scenario.name} (fault {scenario.fault_kind}, "
+              f"{len(scenario.expectations)} expectations{cases})")
+    return 2 if bad else 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -593,7 +621,13 @@ def parser() -> argparse.ArgumentParser:
                      "a regression makes the exit status 1")
     run.add_argument("--any-platform", action="store_true",
                      help="with --baseline: compare even when platform or kdrill version differ")
+    run.add_argument("--plan", action="store_true",
+                     help="print what would run (faults, windows, access, expected duration) and touch nothing")
     run.set_defaults(func=cmd_run)
+
+    val = sub.add_parser("validate", help="check scenario files (schema, fault parameters, references); no cluster")
+    val.add_argument("files", nargs="+", metavar="FILE")
+    val.set_defaults(func=cmd_validate)
 
     cmp_ = sub.add_parser("compare", help="put every expectation of two runs side by side; exit 1 on a regression")
     cmp_.add_argument("base", help="the baseline run (id under --reports, or a path)")

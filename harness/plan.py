@@ -1,0 +1,72 @@
+"""``kdrill run --plan``: what a run would do, read from the scenarios and past runs only.
+
+Nothing is touched: no cluster, no Docker, no ledger. For each drill case: the fault (kind,
+method, what it acts on, from the fault's own description), its windows (every ``*_seconds``
+parameter), whether it needs node access, the expectations it checks, and its expected duration:
+the duration of its record in the most recent intact run under the reports directory that has
+one (harness/history.py), or "unknown".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.faults import fault_class
+from harness.history import list_runs
+from harness.scenario import Scenario
+
+
+def _first_sentence(text: str | None) -> str:
+    text = " ".join((text or "").split())
+    return text.split(". ")[0].rstrip(".") + "." if text else "(no description)"
+
+
+def past_durations(reports: Path) -> dict[str, tuple[float, str]]:
+    """``drill`` or ``drill[case]`` -> (seconds, run id) from the newest intact run that has it."""
+    from harness.report import scan_records
+
+    found: dict[str, tuple[float, str]] = {}
+    if not Path(reports).is_dir():
+        return found
+    for run in reversed(list_runs(Path(reports))):
+        if run.seal != "intact":
+            continue
+        for _, record in scan_records(Path(reports) / run.run_id)[0]:
+            label = str(record.get("drill")) + (f"[{record['case']}]" if record.get("case") else "")
+            seconds = record.get("duration_seconds")
+            if label not in found and isinstance(seconds, (int, float)) and record.get("verdict") != "not-run":
+                found[label] = (float(seconds), run.run_id)
+    return found
+
+
+def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, float | None]:
+    """The plan as text, and the expected total in seconds (None when a drill has no past run)."""
+    durations = past_durations(reports)
+    lines = [f"kdrill run --plan: {len(scenarios)} scenario(s) on {target}; nothing is touched"]
+    total: float | None = 0.0
+    for s in scenarios:
+        fault = fault_class(s.fault_kind)
+        for case in [c.name for c in s.cases] or [None]:
+            label = s.name + (f"[{case}]" if case else "")
+            params: dict[str, Any] = s.params_for(case)
+            windows = {k: v for k, v in params.items() if k.endswith("_seconds")}
+            past = durations.get(label)
+            if past is None:
+                total = None
+            elif total is not None:
+                total += past[0]
+            expected = f"about {past[0]:.0f} s (run {past[1]})" if past else "unknown (no intact past run)"
+            lines += [
+                f"\n{label}: {s.title}",
+                f"  fault      {s.fault_kind}" + (f" (method {params['method']})" if params.get("method") else "")
+                + f": {_first_sentence(fault.__doc__)}",
+                f"  windows    {', '.join(f'{k} {v}' for k, v in windows.items()) or 'none declared'}",
+                f"  access     {'node containers (kind) and the API' if s.needs_node_access else 'the API only'}; "
+                f"cluster config {s.cluster_config}",
+                f"  checks     {len(s.expectations_for(case))} expectations, and the vital signs",
+                f"  expected   {expected}",
+            ]
+    lines.append(f"\nexpected drill time: {'about ' + format(total / 60, '.0f') + ' min' if total is not None else 'unknown'}"
+                 " (plus the cluster's creation when it does not exist)")
+    return "\n".join(lines), total

@@ -1,0 +1,53 @@
+"""``kdrill validate`` and ``kdrill run --plan``: both work with no cluster and touch nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import cli
+from harness.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def nothing_may_be_touched(monkeypatch: pytest.MonkeyPatch) -> None:
+    def touched(*args, **kwargs):
+        raise AssertionError("the plan touched kind, Docker or pytest")
+
+    monkeypatch.setattr(cli, "prepare_kind", touched)
+    monkeypatch.setattr(cli, "run_until_reverted", touched)
+    monkeypatch.setattr(cli.subprocess, "run", touched)
+    monkeypatch.setattr(cli.subprocess, "Popen", touched)
+
+
+def test_validate_accepts_the_shipped_scenarios(capsys) -> None:
+    files = sorted(str(p) for p in (REPO / "scenarios").glob("*.yaml"))
+    assert main(["validate", *files]) == 0
+    assert capsys.readouterr().out.count("ok: ") == len(files)
+
+
+def test_validate_names_file_field_expected_and_got(tmp_path: Path, capsys) -> None:
+    data = yaml.safe_load((REPO / "scenarios" / "etcd-member-loss.yaml").read_text())
+    data["fault"]["params"]["one_down_hold_secnds"] = data["fault"]["params"].pop("one_down_hold_seconds")
+    bad = tmp_path / "etcd-member-loss.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    good = REPO / "scenarios" / "dns-saturation.yaml"
+    assert main(["validate", str(good), str(bad)]) == 2
+    out = capsys.readouterr().out
+    assert f"ok: {good}" in out
+    refusal = next(line for line in out.splitlines() if line.startswith("refused"))
+    assert str(bad) in refusal and "one_down_hold_secnds" in refusal and "one_down_hold_seconds" in refusal
+
+
+def test_plan_prints_faults_windows_and_expected_time_without_a_cluster(tmp_path: Path, capsys) -> None:
+    reports = tmp_path / "reports"
+    assert main(["--reports", str(reports), "run", "--plan", "etcd-member-loss", "control-plane-stop"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing is touched" in out
+    assert "control-plane-stop[components]" in out and "control-plane-stop[node-loss]" in out
+    assert "one_down_hold_seconds 20" in out and "unknown (no intact past run)" in out
+    assert not reports.exists()  # no run directory, no index
