@@ -56,6 +56,7 @@ SIGKILLED = [
     ("etcd-member-loss", None, "etcd-member", None),
     ("control-plane-stop", "components", "control-plane-stop", None),
     ("control-plane-stop", "node-loss", "control-plane-stop", None),
+    ("leader-failover", "controller-manager", "leader-kill", None),
 ]
 
 
