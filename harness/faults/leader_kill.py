@@ -64,6 +64,7 @@ class LeaderKill(Fault):
                                  minimum=20, maximum=180),
         "scale_to": Param("integer", "replicas the drill's Deployment is scaled to right after the kill",
                           minimum=2, maximum=6),
+        "recovery_seconds": Param("seconds", "how long the probes go on after the revert", minimum=5, maximum=300),
     }
 
     def __init__(self, cluster: Cluster, component: str, node: str | None = None, holder_identity: str | None = None):
