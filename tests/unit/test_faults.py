@@ -181,3 +181,25 @@ def test_a_signal_during_the_revert_waits_for_it_then_stops_the_run(cluster, tmp
         with injected(fault, ledger):
             pass
     assert fault.revert_verified and not STATE["late-signal"] and ledger.entries() == []
+
+
+def test_the_leader_is_found_from_the_lease_holder_identity():
+    from harness.faults.leader_kill import node_of
+
+    assert node_of("kdrill-ha-control-plane2_e9f3b8c4-a1e6-4686-90ad-620e4623b890") == "kdrill-ha-control-plane2"
+    assert node_of(None) is None and node_of("no-uuid") is None
+
+
+def test_new_faults_refuse_targets_they_cannot_act_on(tmp_path):
+    from harness.faults import FaultError
+    from harness.faults.leader_kill import LeaderKill
+    from harness.faults.node_freeze import NodeFreeze
+
+    cluster = Cluster(name="unit", provider="kind", kubeconfig=tmp_path / "k", context="kind-unit", node_access=True,
+                      nodes_by_role={"control-plane": ["unit-control-plane"], "worker": ["unit-worker"]})
+    with pytest.raises(FaultError, match="kube-controller-manager, kube-scheduler"):
+        LeaderKill(cluster, "kube-apiserver")
+    with pytest.raises(FaultError, match="takes a worker"):
+        NodeFreeze(cluster, "unit-control-plane")
+    fault = NodeFreeze(cluster, "unit-worker")
+    assert NodeFreeze.from_target(cluster, fault.target()).node == "unit-worker"
