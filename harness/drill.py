@@ -84,6 +84,8 @@ class Drill:
         """Inject ``fault`` through the ledger (see :func:`harness.faults.injected`), and record
         what, where and when in the evidence, including the revert."""
         self.record.fault.update({"kind": fault.kind, "where": fault.where()})
+        if self.vitals is not None and not self.record.observations.get("injections"):
+            self.vitals.await_baseline()  # the platform's vital signs have a baseline too
         self.say(f"injecting {fault.kind} on {fault.where()}")
         try:
             with allure.step(f"fault: {fault.kind} on {fault.where()}"):

@@ -117,6 +117,19 @@ class DrillVitals:
     kube_system_before: dict[str, dict]
     started_at: float = field(default_factory=time.time)
 
+    def await_baseline(self, samples: int = 2, timeout_seconds: float = 30.0) -> bool:
+        """Wait until every host-side vital sign has ``samples`` answers, so the baseline window
+        before a drill's first injection is measured however short the drill's own baseline is.
+        Returns whether they did (a drill goes on either way: a sign not measured is flagged)."""
+        from harness.expectations import wait_until
+
+        def enough() -> bool:
+            return all(sum(1 for x in tl.samples() if x.t >= self.started_at) >= samples
+                       for tl in self.probes.timelines().values())
+
+        return wait_until(enough, timeout_seconds, interval_seconds=0.25,
+                          description="vital signs sampled before the fault").ok
+
     def finish(self, injections: list[dict], covered: dict[str, str]) -> dict[str, Any]:
         """Stop the probes and summarise every vital sign over the drill's windows (see module
         doc). Never raises: a vital sign that cannot be read says why in ``error``."""
@@ -248,8 +261,9 @@ class VitalSigns:
             NodeReadyProbe("nodes", self.cluster, interval_seconds=2.0, max_seconds=bound),
         )
         before = kube_system_snapshot(self.cluster)
+        started = time.time()  # before the first sample, so the baseline window holds it
         probes.start()
-        return DrillVitals(self, probes, before)
+        return DrillVitals(self, probes, before, started_at=started)
 
     def delete(self) -> None:
         """Remove the namespace (and with it the probe pod) and wait until it is gone, so a
