@@ -56,8 +56,11 @@ def write_environment(results: Path, meta: dict[str, Any]) -> Path:
 
 
 def _property(value: Any) -> str:
-    # java.util.Properties: backslash escapes, one line
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("=", "\\=").replace(":", "\\:")
+    # java.util.Properties: one logical line; backslash escapes for the separators and line ends
+    text = str(value)[:500].replace("\\", "\\\\")
+    for char, escaped in (("\n", "\\n"), ("\r", "\\r"), ("=", "\\="), (":", "\\:"), ("#", "\\#"), ("!", "\\!")):
+        text = text.replace(char, escaped)
+    return "".join(c if c.isprintable() or c == " " else f"\\u{ord(c):04x}" for c in text)
 
 
 def write_categories(results: Path) -> Path:
@@ -93,6 +96,22 @@ def _statistic(statuses: list[str]) -> dict[str, int]:
     return counts
 
 
+def _millis(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 10**15 else None
+
+
+def _status(value: Any) -> str:
+    return value if value in STATUSES else "unknown"
+
+
+def _trend(entries: Any) -> list[dict[str, Any]]:
+    """Earlier trend entries worth carrying on: objects with a whole-number buildOrder."""
+    if not isinstance(entries, list):
+        return []
+    return [e for e in entries if isinstance(e, dict) and _millis(e.get("buildOrder")) is not None
+            and isinstance(e.get("data"), dict)]
+
+
 def build_history(previous_results: Path, previous_name: str, build_order: int) -> dict[str, Any]:
     """The ``history/`` files for the run after the one whose results are ``previous_results``:
     that run's own history extended with its results (what ``allure generate`` would have put in
@@ -102,42 +121,45 @@ def build_history(previous_results: Path, previous_name: str, build_order: int) 
     old = previous_results / "history"
     history = _read_json(old / "history.json", {})
     history = history if isinstance(history, dict) else {}
+    history = {k: v for k, v in history.items() if isinstance(k, str) and isinstance(v, dict)}
     for r in results:
-        item = {"uid": r.get("uuid"), "reportUrl": "", "status": r.get("status", "unknown"),
-                "statusDetails": (r.get("statusDetails") or {}).get("message", "")[:200],
-                "time": {"start": r.get("start"), "stop": r.get("stop"),
-                         "duration": (r.get("stop") or 0) - (r.get("start") or 0)}}
-        entry = history.setdefault(r["historyId"], {"statistic": _statistic([]), "items": []})
-        entry["items"] = ([item] + list(entry.get("items") or []))[:HISTORY_LIMIT]
-        entry["statistic"] = _statistic([i.get("status", "unknown") for i in entry["items"]])
-    statuses = [r.get("status", "unknown") for r in results]
-    trend = _read_json(old / "history-trend.json", [])
+        details = r.get("statusDetails") if isinstance(r.get("statusDetails"), dict) else {}
+        start, stop = _millis(r.get("start")), _millis(r.get("stop"))
+        item = {"uid": str(r.get("uuid")), "reportUrl": "", "status": _status(r.get("status")),
+                "statusDetails": str(details.get("message") or "")[:200],
+                "time": {"start": start, "stop": stop, "duration": (stop - start) if start and stop else 0}}
+        entry = history.setdefault(str(r["historyId"]), {"statistic": _statistic([]), "items": []})
+        items = [i for i in entry.get("items") or [] if isinstance(i, dict)]
+        entry["items"] = ([item] + items)[:HISTORY_LIMIT]
+        entry["statistic"] = _statistic([_status(i.get("status")) for i in entry["items"]])
+    statuses = [_status(r.get("status")) for r in results]
+    trend = _trend(_read_json(old / "history-trend.json", []))
     trend = [{"buildOrder": build_order, "reportName": previous_name, "reportUrl": "",
-              "data": _statistic(statuses)}] + (trend if isinstance(trend, list) else [])
-    starts = [r["start"] for r in results if isinstance(r.get("start"), int)]
-    stops = [r["stop"] for r in results if isinstance(r.get("stop"), int)]
-    duration = _read_json(old / "duration-trend.json", [])
+              "data": _statistic(statuses)}] + trend
+    starts = [s for s in (_millis(r.get("start")) for r in results) if s]
+    stops = [s for s in (_millis(r.get("stop")) for r in results) if s]
     duration = [{"buildOrder": build_order, "reportName": previous_name, "reportUrl": "",
                  "data": {"duration": (max(stops) - min(starts)) if starts and stops else 0}}] + \
-        (duration if isinstance(duration, list) else [])
+        _trend(_read_json(old / "duration-trend.json", []))
     return {"history.json": history, "history-trend.json": trend[:HISTORY_LIMIT],
             "duration-trend.json": duration[:HISTORY_LIMIT]}
 
 
 def write_history(results: Path, previous_run: Path | None) -> list[Path]:
     """Write ``history/`` into ``results`` from ``previous_run`` (a run directory with
-    ``allure-results/``); nothing when there is none. Raises OSError."""
+    ``allure-results/``, which the caller has verified); nothing when there is none. Malformed
+    entries in it are skipped. Raises OSError."""
     if previous_run is None or not (Path(previous_run) / "allure-results").is_dir():
         return []
     previous_results = Path(previous_run) / "allure-results"
-    trend = _read_json(previous_results / "history" / "history-trend.json", [])
-    order = 1 + max([t.get("buildOrder", 0) for t in trend if isinstance(t, dict)] or [0])
+    trend = _trend(_read_json(previous_results / "history" / "history-trend.json", []))
+    order = 1 + max([t["buildOrder"] for t in trend] or [0])
     files = build_history(previous_results, Path(previous_run).name, order)
     directory = Path(results) / "history"
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name, data in files.items():
-        (directory / name).write_text(json.dumps(data, indent=2), encoding="utf-8")
+        (directory / name).write_text(json.dumps(data, indent=2, allow_nan=False), encoding="utf-8")
         written.append(directory / name)
     return written
 

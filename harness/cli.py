@@ -140,29 +140,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     all_passed = bool(records) and not unreadable and all(r.get("verdict") == "passed" for _, r in records)
     regressed = False
     if baseline is not None:
-        regressed = print_comparison(baseline, run_dir, args.any_platform) != 0
+        regressed = print_comparison(baseline, run_dir, args.any_platform) != 0  # 2: not comparable
     write_history_index(Path(args.reports))
     return 0 if status == 0 and all_passed and not regressed else 1
 
 
-def print_comparison(base_dir: Path, run_dir: Path, any_platform: bool, as_json: bool = False) -> int:
-    """Print every expectation of the two runs side by side; 1 if any regressed, else 0. Raises
-    SystemExit (one line) when they cannot be compared."""
+def print_comparison(base_dir: Path, run_dir: Path, any_platform: bool, as_json: bool = False,
+                     trusted: list[str] | None = None) -> int:
+    """Print every expectation of the two runs side by side; 1 if any regressed, 0 if none, 2
+    (with one line on stderr) when they cannot be compared."""
     from harness.compare import CompareError, compare_runs, format_table
+    from harness.compare import _printable as printable
 
     try:
-        comparison = compare_runs(base_dir, run_dir, allow_mismatch=any_platform)
+        comparison = compare_runs(base_dir, run_dir, allow_mismatch=any_platform, trusted_fingerprints=trusted or [])
     except CompareError as exc:
-        raise SystemExit(f"kdrill compare: {exc}") from None
+        print(f"kdrill compare: {printable(exc)}", file=sys.stderr)
+        return 2
     if as_json:
-        print(json.dumps(comparison.to_dict(), indent=2))
+        print(json.dumps(_json_safe(comparison.to_dict()), indent=2, allow_nan=False))
     else:
         print(f"kdrill compare {comparison.base} -> {comparison.run}: {len(comparison.rows)} expectations, "
               f"{len(comparison.regressions)} regression(s)")
         print(format_table(comparison))
         for note in comparison.notes:
-            print(f"note: {note}")
+            print(f"note: {printable(note)}")
     return 1 if comparison.regressions else 0
+
+
+def _json_safe(value):
+    """NaN and infinities (which a record may hold) as strings: JSON has neither."""
+    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def write_history_index(reports: Path) -> Path | None:
@@ -178,8 +192,13 @@ def write_history_index(reports: Path) -> Path | None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare two sealed runs; exit 1 on a regression, 0 otherwise."""
-    return print_comparison(_run_dir(args.reports, args.base), _run_dir(args.reports, args.run),
-                            args.any_platform, args.json)
+    try:
+        base, run = _run_dir(args.reports, args.base), _run_dir(args.reports, args.run)
+        trusted = _trusted_fingerprints(args)
+    except SystemExit as exc:  # a bad argument is "cannot compare" (2), not a regression (1)
+        print(exc.code, file=sys.stderr)
+        return 2
+    return print_comparison(base, run, args.any_platform, args.json, trusted)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -635,6 +654,10 @@ def parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--any-platform", action="store_true",
                       help="compare even when the platform or the kdrill version differ (said in the output)")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    cmp_.add_argument("--public-key", action="append", default=[], metavar="PEM",
+                      help="both runs must be signed by this Ed25519 public key (repeatable)")
+    cmp_.add_argument("--fingerprint", action="append", default=[], metavar="HEX",
+                      help="both runs must be signed by the key with this SHA-256 fingerprint (repeatable)")
     cmp_.set_defaults(func=cmd_compare)
 
     his = sub.add_parser("history", help="list every run with verdicts, platform and seal; write reports/index.html")
@@ -700,6 +723,9 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(exc, (ScenarioError, ProviderError)):
             print(f"kdrill: {exc}", file=sys.stderr)
+            return 2
+        if isinstance(exc, OSError) and exc.filename:  # e.g. a scenario path that is a directory
+            print(f"kdrill: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
             return 2
         raise
 

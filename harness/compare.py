@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.manifest import verify_run
-from harness.report import checked_verdict, scan_records
+from harness.report import checked_verdict, expectation_problem, scan_records
 
 # unit -> the drift tolerated by default; a unit not listed gets "other".
 DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
@@ -90,18 +90,26 @@ class Comparison:
 
 
 def tolerance_for(expectation: dict[str, Any]) -> dict[str, float]:
-    """The expectation's own ``tolerance`` over its unit's default."""
+    """The expectation's own ``tolerance`` over its unit's default (a value that is not a finite
+    number of 0 or more, as a scenario would have refused, counts as absent)."""
     unit = str(expectation.get("unit") or "")
     default = DEFAULT_TOLERANCES.get(unit, DEFAULT_TOLERANCES["other"])
     own = expectation.get("tolerance") if isinstance(expectation.get("tolerance"), dict) else {}
-    return {"relative": float(own.get("relative", default["relative"])),
-            "absolute": float(own.get("absolute", default["absolute"]))}
+    out = {}
+    for key in ("relative", "absolute"):
+        value = _number(own.get(key))
+        out[key] = value if value is not None and 0 <= value <= (100 if key == "relative" else 1e12) else default[key]
+    return out
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _worse_sign(op: str | None) -> int:
@@ -109,17 +117,27 @@ def _worse_sign(op: str | None) -> int:
     return {"<=": 1, "<": 1, ">=": -1, ">": -1}.get(op or "", 0)
 
 
+def _checked(x: dict[str, Any] | None) -> str | None:
+    """The verdict an expectation entry supports: its own only when its bound holds for it."""
+    if x is None:
+        return None
+    return "passed" if expectation_problem(x) is None else ("failed" if x.get("verdict") == "passed"
+                                                            else str(x.get("verdict")))
+
+
 def compare_expectation(drill: str, case: str | None, base: dict[str, Any] | None,
                         run: dict[str, Any] | None) -> Row:
-    """One row; ``base``/``run`` are record expectation entries (None: absent in that run)."""
-    spec = run or base or {}
+    """One row; ``base``/``run`` are record expectation entries (None: absent in that run). The
+    baseline's bound and tolerance judge the run (a run cannot loosen its own); verdicts are the
+    ones the entries' values and bounds support."""
+    spec = base or run or {}
     bound = spec.get("bound") if isinstance(spec.get("bound"), dict) else {}
-    bound_text = spec.get("bound_text") or f"{bound.get('op', '')} {bound.get('value', '')}".strip()
+    bound_text = f"{bound.get('op', '')} {bound.get('value', '')}".strip()
     name, unit = str(spec.get("name")), str(spec.get("unit") or "")
     b = base.get("measured") if base else None
     r = run.get("measured") if run else None
-    bv = base.get("verdict") if base else None
-    rv = run.get("verdict") if run else None
+    bv = _checked(base)
+    rv = _checked({**run, "bound": bound, "bound_text": None} if run and base else run)
     nb, nr = _number(b), _number(r)
     change = round(nr - nb, 6) if nb is not None and nr is not None else None
     relative = round(change / abs(nb), 6) if change is not None and nb else None
@@ -136,8 +154,9 @@ def compare_expectation(drill: str, case: str | None, base: dict[str, Any] | Non
         return row(True, "not measured in the run (the drill ran)")
     if bv == "passed" and rv != "passed":
         return row(True, f"verdict {bv} -> {rv}")
-    if r is None:
-        return row(bv is not None and b is not None, "no measurement in the run")
+    if r is None or (_number(r) is None and not isinstance(r, bool)):
+        return row(b is not None, f"no measurement in the run ({str(r)[:40]})" if r is not None
+                   else "no measurement in the run")
     if change is None:
         # booleans, flags: any change of value is the change
         if b != r:
@@ -155,14 +174,15 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
-def _load(run_dir: Path) -> tuple[dict[str, Any], dict[tuple[str, str | None], dict[str, Any]]]:
+def _load(run_dir: Path, trusted_fingerprints: Iterable[str] = ()
+          ) -> tuple[dict[str, Any], dict[tuple[str, str | None], dict[str, Any]]]:
     """(run.json, {(drill, case): record}) of a run that verifies. Raises CompareError."""
     import json
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise CompareError(f"{run_dir} is not a run directory")
-    result = verify_run(run_dir)
+    result = verify_run(run_dir, trusted_fingerprints=list(trusted_fingerprints))
     if not result.ok:
         raise CompareError(f"{run_dir} does not verify, so its figures prove nothing: "
                            + "; ".join(str(p) for p in result.problems[:5]))
@@ -173,10 +193,18 @@ def _load(run_dir: Path) -> tuple[dict[str, Any], dict[tuple[str, str | None], d
     records, unreadable = scan_records(run_dir)
     if unreadable:
         raise CompareError(f"{run_dir} has unreadable records: {', '.join(p.name for p, _ in unreadable)}")
-    by_case = {}
-    for _, record in records:
+    by_case: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for path, record in records:
         verdict, _why = checked_verdict(record)
-        by_case[(str(record.get("drill")), record.get("case"))] = {**record, "verdict": verdict}
+        case = record.get("case") or None
+        key = (str(record.get("drill")), case if isinstance(case, str) else None if case is None else str(case))
+        if key in by_case:
+            raise CompareError(f"{run_dir} has two records of {key[0]}{'[' + key[1] + ']' if key[1] else ''} "
+                               f"({path.name}): a run has one per drill case")
+        names = [str(x.get("name")) for x in record.get("expectations") or [] if isinstance(x, dict)]
+        if len(names) != len(set(names)):
+            raise CompareError(f"{run_dir}/{path.name} lists an expectation twice")
+        by_case[key] = {**record, "verdict": verdict}
     return meta, by_case
 
 
@@ -194,11 +222,13 @@ def platform_of(meta: dict[str, Any], records: Iterable[dict[str, Any]]) -> dict
             "node_roles": roles, "platform": platform.get("hash")}
 
 
-def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False) -> Comparison:
+def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
+                 trusted_fingerprints: Iterable[str] = ()) -> Comparison:
     """Every expectation of every drill case in either run. Raises CompareError when a run does
-    not verify, or the two differ in platform or kdrill version and ``allow_mismatch`` is False."""
-    base_meta, base = _load(base_dir)
-    run_meta, run = _load(run_dir)
+    not verify (by a trusted key, when fingerprints are given), or the two differ in platform or
+    kdrill version and ``allow_mismatch`` is False."""
+    base_meta, base = _load(base_dir, trusted_fingerprints)
+    run_meta, run = _load(run_dir, trusted_fingerprints)
     comparison = Comparison(base=Path(base_dir).name, run=Path(run_dir).name)
     pb, pr = platform_of(base_meta, base.values()), platform_of(run_meta, run.values())
     differ = {k: (pb[k], pr[k]) for k in pb if pb[k] != pr[k]}
@@ -216,8 +246,11 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False)
             comparison.notes.append(f"{drill}{'[' + case + ']' if case else ''}: new in the run")
         base_x = {x.get("name"): x for x in (base.get(key, {}).get("expectations") or []) if isinstance(x, dict)}
         run_x = {x.get("name"): x for x in (run[key].get("expectations") or []) if isinstance(x, dict)}
-        if key in base and run[key].get("verdict") in ("skipped", "refused", "not-run"):
-            comparison.notes.append(f"{drill}: {run[key].get('verdict')} in the run")
+        if key in base and base[key].get("verdict") == "passed" and run[key].get("verdict") != "passed":
+            # The drill case as a whole: an error or a skip is a change even if no value moved.
+            comparison.rows.append(Row(drill, case, "(drill verdict)", "", "", "passed", run[key].get("verdict"),
+                                       "passed", run[key].get("verdict"), None, None, None, True,
+                                       f"drill case passed -> {run[key].get('verdict')}"))
         for name in list(base_x) + [n for n in run_x if n not in base_x]:
             if key not in base:
                 comparison.rows.append(compare_expectation(drill, case, None, run_x[name]))
@@ -235,6 +268,7 @@ def format_table(comparison: Comparison) -> str:
                                                + (f" ({r.relative_change:+.0%})" if r.relative_change is not None else ""))
         lines.append(("REGRESSION" if r.regression else "", r.key, r.unit, r.bound, _cell(r.base), _cell(r.run),
                       change, r.why))
+    lines = [tuple(_printable(c) for c in line) for line in lines]
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header) - 1)]
     out = ["  ".join(str(c).ljust(w) for c, w in zip(line[:-1], widths)) + "  " + str(line[-1]) for line in lines]
     return "\n".join(out)
@@ -246,3 +280,9 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return _fmt(value)
     return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _printable(value: Any) -> str:
+    """Text from a record, safe on a terminal: control characters shown escaped, length bounded."""
+    text = str(value)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)[:200]

@@ -60,7 +60,12 @@ def list_runs(reports: Path) -> list[RunSummary]:
         except RunIdError:
             continue
         if path.is_dir() and ((path / "run.json").is_file() or is_sealed(path)):
-            runs.append(summarise(path))
+            try:
+                runs.append(summarise(path))
+            except Exception as exc:  # one damaged run must not hide the others
+                runs.append(RunSummary(run_id=path.name, started_at=None, verdicts={"error": 1}, planned=0,
+                                       seal="unreadable", seal_problems=[f"{type(exc).__name__}: {str(exc)[:200]}"],
+                                       platform={}, git_commit=None, ticket=None))
     return sorted(runs, key=lambda r: (r.started_at or 0, r.run_id))
 
 
@@ -90,26 +95,34 @@ def summarise(run_dir: Path) -> RunSummary:
     if unreadable:
         verdicts["error"] = verdicts.get("error", 0) + len(unreadable)
     planned = meta.get("planned") if isinstance(meta.get("planned"), list) else []
-    started = meta.get("started_at")
-    return RunSummary(run_id=run_dir.name, started_at=started if isinstance(started, (int, float)) else None,
+    started = _number(meta.get("started_at"))
+    platform = {k: (v if v is None or isinstance(v, list) else str(v)[:80])
+                for k, v in platform_of(meta, (r for _, r in records)).items()}
+    return RunSummary(run_id=run_dir.name, started_at=started,
                       verdicts=verdicts, planned=len(planned), seal=seal, seal_problems=problems,
-                      platform=platform_of(meta, (r for _, r in records)), git_commit=meta.get("git_commit"),
-                      ticket=meta.get("ticket"), values=values)
+                      platform=platform, git_commit=_text(meta.get("git_commit")),
+                      ticket=_text(meta.get("ticket")), values=values)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)[:200]
 
 
 def _utc(epoch: float | None) -> str:
-    if epoch is None:
+    try:
+        return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (TypeError, ValueError, OverflowError, OSError):
         return "—"
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def format_runs(runs: list[RunSummary]) -> str:
-    """One line per run, oldest first."""
+    """One line per run, oldest first (text from the runs with control characters escaped)."""
+    from harness.compare import _printable
     lines = [f"{'run':26} {'started':24} {'seal':11} {'verdicts':26} platform"]
     for r in runs:
         verdicts = ", ".join(f"{n} {v}" for v, n in sorted(r.verdicts.items())) or "no records"
         platform = f"{r.platform.get('provider')} {r.platform.get('kubernetes_version')} kdrill {r.platform.get('kdrill_version')}"
-        lines.append(f"{r.run_id:26} {_utc(r.started_at):24} {r.seal:11} {verdicts:26} {platform}")
+        lines.append(_printable(f"{r.run_id:26} {_utc(r.started_at):24} {r.seal:11} {verdicts:26} {platform}"))
     return "\n".join(lines)
 
 
@@ -150,9 +163,14 @@ def trends(runs: list[RunSummary], width: int = 360, height: int = 90) -> list[T
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    """A finite number small enough to draw (|x| < 1e15), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) and abs(number) < 1e15 else None
 
 
 def render_index(reports: Path) -> str:

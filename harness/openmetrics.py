@@ -35,9 +35,19 @@ METRICS_NAME = "metrics.openmetrics.txt"
 def _value(value: Any) -> float | None:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if isinstance(value, (int, float)) and math.isfinite(value):
-        return float(value)
+    if isinstance(value, (int, float)):
+        try:
+            number = float(value)
+        except OverflowError:
+            return None
+        return number if math.isfinite(number) else None
     return None
+
+
+def _time(value: Any) -> float | None:
+    """An epoch timestamp in seconds, or None (a boolean or an absurd value is no time)."""
+    number = None if isinstance(value, bool) else _value(value)
+    return number if number is not None and 0 < number < 1e11 else None
 
 
 class _RunCollector(Collector):
@@ -58,9 +68,13 @@ class _RunCollector(Collector):
                                          labels=drill_labels)
         duration = GaugeMetricFamily("kdrill_drill_duration_seconds", "How long the drill case took",
                                      labels=drill_labels, unit="seconds")
+        seen: set[tuple[str, ...]] = set()  # a series once: a record or expectation listed twice is the first
         for record in self.records:
             base = [str(record.get("drill")), str(record.get("case") or "")]
-            at = _value(record.get("finished_at")) or _value(record.get("started_at"))
+            if tuple(base) in seen:
+                continue
+            seen.add(tuple(base))
+            at = _time(record.get("finished_at")) or _time(record.get("started_at"))
             verdict, _ = checked_verdict(record)
             drill_passed.add_metric(base, 1.0 if verdict == "passed" else 0.0, timestamp=at)
             if _value(record.get("duration_seconds")) is not None:
@@ -69,6 +83,9 @@ class _RunCollector(Collector):
                 if not isinstance(x, dict):
                     continue
                 key = base + [str(x.get("name")), str(x.get("unit") or "")]
+                if tuple(key) in seen:
+                    continue
+                seen.add(tuple(key))
                 value = _value(x.get("measured"))
                 if value is not None:
                     measured.add_metric(key, value, timestamp=at)

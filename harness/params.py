@@ -44,7 +44,12 @@ class Param:
         unit = " seconds" if self.kind == "seconds" else ""
         what = "a whole number" if self.kind == "integer" else "a number"
         span = f"{what}{unit} from {_fmt(self.minimum)} to {_fmt(self.maximum)}"
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return span
+        try:
+            if not math.isfinite(value):
+                return span
+        except OverflowError:  # an integer too large for a float: out of any range
             return span
         if self.kind == "integer" and not isinstance(value, int):
             return span

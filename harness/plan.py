@@ -35,7 +35,8 @@ def past_durations(reports: Path) -> dict[str, tuple[float, str]]:
         for _, record in scan_records(Path(reports) / run.run_id)[0]:
             label = str(record.get("drill")) + (f"[{record['case']}]" if record.get("case") else "")
             seconds = record.get("duration_seconds")
-            if label not in found and isinstance(seconds, (int, float)) and record.get("verdict") != "not-run":
+            if (label not in found and isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+                    and 0 < seconds < 86400 and record.get("verdict") != "not-run"):
                 found[label] = (float(seconds), run.run_id)
     return found
 

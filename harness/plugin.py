@@ -417,12 +417,15 @@ def _finish_allure_results(config: pytest.Config, run_dir: Path) -> None:
     if not alluredir:
         return
     from harness import allure_results
-    from harness.manifest import previous_run
+    from harness.manifest import previous_run, verify_run
 
     try:
         meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
         previous = previous_run(run_dir.parent, run_dir.name)
-        allure_results.finish(Path(alluredir), meta if isinstance(meta, dict) else {},
-                              run_dir.parent / previous.run_id if previous else None)
+        previous_dir = run_dir.parent / previous.run_id if previous else None
+        if previous_dir is not None and not verify_run(previous_dir).ok:
+            log.warning("Allure history not carried from %s: it does not verify", previous_dir.name)
+            previous_dir = None
+        allure_results.finish(Path(alluredir), meta if isinstance(meta, dict) else {}, previous_dir)
     except Exception as exc:  # a view for Allure; the records are the evidence
         log.warning("Allure environment/categories/history not written: %s", exc)

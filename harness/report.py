@@ -105,8 +105,9 @@ def scan_records(run_dir: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list
         except OSError as exc:
             unreadable.append((path, f"cannot be read: {exc.strerror or exc}"))
             continue
-        except ValueError as exc:
-            unreadable.append((path, f"does not parse as JSON ({exc}); it may be truncated"))
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to be a record
+            unreadable.append((path, f"does not parse as JSON ({type(exc).__name__}: {str(exc)[:200]}); "
+                                     "it may be truncated"))
             continue
         if not isinstance(data, dict):
             unreadable.append((path, f"is JSON but not an object ({type(data).__name__})"))
@@ -132,12 +133,64 @@ def load_drill_records(run_dir: Path) -> list[tuple[Path, dict[str, Any]]]:
     return scan_records(run_dir)[0]
 
 
+# What a record's ``verdict`` may be (harness/plugin.py writes the last three for drills that did not run).
+RECORD_VERDICTS = ("passed", "failed", "error", "skipped", "refused", "not-run")
+
+
+def expectation_problem(x: Any) -> str | None:
+    """Why a record's expectation entry does not support "passed" (None when it does): its own
+    verdict, a measured value its bound does not hold for, a bound that is not finite or whose
+    text says something else."""
+    if not isinstance(x, dict):
+        return "entry is not an object"
+    name = x.get("name")
+    if x.get("verdict") != "passed":
+        return f"{name} is {str(x.get('verdict'))[:40]}"
+    bound = x.get("bound") if isinstance(x.get("bound"), dict) else {}
+    value = bound.get("value")
+    try:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("a bound must be finite")
+        spec = Bound(bound.get("op"), value)
+        holds = spec.holds(x.get("measured"))
+        measured = x.get("measured")
+        if isinstance(measured, float) and not math.isfinite(measured):
+            holds = False
+    except (ValueError, TypeError, OverflowError):
+        return f"{name}: its bound {str(bound)[:80]} is not a bound"
+    if not holds:
+        return f"{name}: measured {str(x.get('measured'))[:40]} does not satisfy {spec.describe()}"
+    if x.get("bound_text") not in (None, spec.describe()):
+        return f"{name}: its bound says {spec.describe()} but its text says {str(x.get('bound_text'))[:40]}"
+    return None
+
+
+def _against_scenario(record: Mapping[str, Any], expectations: list) -> list[str]:
+    """The record's expectations against the scenario it carries: each one there, with its bound."""
+    scenario = record.get("scenario") if isinstance(record.get("scenario"), dict) else {}
+    specs = scenario.get("expectations")
+    if not isinstance(specs, list):
+        return []
+    specs = list(specs)
+    for case in scenario.get("cases") or []:
+        if isinstance(case, dict) and case.get("name") == record.get("case"):
+            specs += case.get("expectations") or []
+    wanted = {str(e.get("name")): e.get("bound") for e in specs if isinstance(e, dict)}
+    got = {str(x.get("name")): x.get("bound") for x in expectations if isinstance(x, dict)}
+    problems = [f"expectation {n} of its scenario is missing" for n in wanted if n not in got]
+    problems += [f"expectation {n} has bound {got[n]} but its scenario says {wanted[n]}"
+                 for n in wanted if n in got and got[n] != wanted[n]]
+    return problems
+
+
 def checked_verdict(record: Mapping[str, Any]) -> tuple[Any, str | None]:
     """The verdict a drill record's own content supports, and why it differs from the one it
     states (None when it does not). A record that says "passed" is an "error" unless it has
     expectations, each one "passed" with a measured value that satisfies its bound, and no
     errors: a hand-edited verdict does not turn a failure green in the report."""
     stated = record.get("verdict")
+    if stated not in RECORD_VERDICTS:
+        return "error", f"the record's verdict {str(stated)[:40]!r} is none of {', '.join(RECORD_VERDICTS)}"
     if stated != "passed":
         return stated, None
     problems = []
@@ -145,22 +198,11 @@ def checked_verdict(record: Mapping[str, Any]) -> tuple[Any, str | None]:
     if not isinstance(expectations, list) or not expectations:
         problems.append("it has no expectations")
     else:
-        for x in expectations:
-            if not isinstance(x, dict):
-                problems.append("an expectation is not an object")
-                continue
-            name = x.get("name")
-            if x.get("verdict") != "passed":
-                problems.append(f"expectation {name} is {x.get('verdict')}")
-                continue
-            bound = x.get("bound") if isinstance(x.get("bound"), dict) else {}
-            try:
-                holds = Bound(bound.get("op"), bound.get("value")).holds(x.get("measured"))
-            except (ValueError, TypeError):
-                holds = False
-            if not holds:
-                problems.append(f"expectation {name}: measured {x.get('measured')!r} does not satisfy "
-                                f"{bound.get('op')} {bound.get('value')!r}")
+        problems += [f"expectation {problem}" for x in expectations for problem in [expectation_problem(x)] if problem]
+        names = [x.get("name") for x in expectations if isinstance(x, dict)]
+        if len(names) != len(set(map(str, names))):
+            problems.append("an expectation is listed twice")
+        problems += _against_scenario(record, expectations)
     if record.get("errors"):
         problems.append("it records errors")
     if problems:

@@ -32,6 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # rejected. Draft 2020-12 ignores unknown keywords, so the schema stays valid.
 # Names become file names (<scenario>--<case>.json) and namespaces: no "--", which joins the two.
 MAX_NAME_LENGTH = 50
+MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,
          "x-expected": f"lowercase letters and digits in words joined by single '-', at most {MAX_NAME_LENGTH} characters"}
@@ -551,8 +552,11 @@ def _check_rules(path: Path, data: dict) -> None:
                     repr(item["name"]))
             first_index[item["name"]] = i
     for where, value in _numbers(data):
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise ScenarioError(path, where or "<file>", "a finite number", repr(value))
+        if abs(value) > MAX_NUMBER:
+            raise ScenarioError(path, where or "<file>", f"a number of at most {MAX_NUMBER:g} in size",
+                                f"{str(value)[:20]}... ({len(str(value))} digits)" if len(str(value)) > 20 else repr(value))
     every_name = {e["name"] for e in data["expectations"]}
     every_name |= {e["name"] for case in data.get("cases", []) for e in case.get("expectations") or []}
     for vital, names in (data.get("vital_signs") or {}).items():
@@ -603,10 +607,11 @@ def _expectation_specs(items: list[dict]) -> tuple[ExpectationSpec, ...]:
                  for e in items)
 
 
-def _numbers(value: Any, where: tuple[str | int, ...] = ()) -> Iterable[tuple[str, float]]:
-    """(field path, value) of every float in a loaded scenario: NaN and infinity mean nothing as
-    a duration or a bound (``<= .inf`` can never fail), so none is accepted anywhere."""
-    if isinstance(value, float):
+def _numbers(value: Any, where: tuple[str | int, ...] = ()) -> Iterable[tuple[str, float | int]]:
+    """(field path, value) of every number in a loaded scenario: NaN and infinity mean nothing as
+    a duration or a bound (``<= .inf`` can never fail), nor does a 400-digit integer, so none is
+    accepted anywhere."""
+    if isinstance(value, (float, int)) and not isinstance(value, bool):
         yield _format_field(where), value
     elif isinstance(value, dict):
         for key, item in value.items():

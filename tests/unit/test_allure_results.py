@@ -53,3 +53,25 @@ def test_history_carries_the_previous_runs_results_and_trend(tmp_path: Path) -> 
     assert [(t["buildOrder"], t["reportName"], t["data"]["passed"]) for t in trend] == [(2, "run-2", 1), (1, "run-1", 1)]
     duration = json.loads((third / "history" / "duration-trend.json").read_text())
     assert duration[0]["data"]["duration"] == 7000 - 5000
+
+
+def test_malformed_earlier_results_are_skipped_not_fatal(tmp_path: Path) -> None:
+    first, second = (tmp_path / n / "allure-results" for n in ("run-1", "run-2"))
+    result(first, "etcd", "passed", 1000)
+    junk = [{"uuid": 1, "historyId": "hid-x", "status": "weird", "statusDetails": "text", "start": "soon"},
+            {"uuid": 2, "historyId": "hid-y", "statusDetails": {"message": 5}, "start": 1, "stop": None}]
+    for i, data in enumerate(junk):
+        (first / f"junk-{i}-result.json").write_text(json.dumps(data))
+    (first / "history").mkdir()
+    (first / "history" / "history-trend.json").write_text('[{"buildOrder": "x"}, 5, {"buildOrder": 3, "data": {}}]')
+    (first / "history" / "history.json").write_text('{"a": 5, "b": {"items": [7]}}')
+    allure_results.write_history(second, first.parent)
+    history = json.loads((second / "history" / "history.json").read_text())
+    assert history["hid-x"]["items"][0]["status"] == "unknown" and "a" not in history
+    trend = json.loads((second / "history" / "history-trend.json").read_text())
+    assert [t["buildOrder"] for t in trend] == [4, 3]
+
+
+def test_a_property_value_cannot_add_a_line(tmp_path: Path) -> None:
+    text = allure_results.write_environment(tmp_path, {"run_id": "r", "ticket": "T-1\rgit.commit FORGED\nx=y"}).read_text()
+    assert text.count("\n") == 2 and "ticket=T-1\\rgit.commit FORGED\\nx\\=y\n" in text

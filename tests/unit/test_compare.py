@@ -50,12 +50,13 @@ def sealed_run(reports: Path, run_id: str, api_recovery: float = 3.0, ratio: flo
 
 
 def kdrill(reports: Path, *args: str) -> int:
+    """The exit status the kdrill process would have (a SystemExit with a message is 1)."""
     try:
         return main(["--reports", str(reports), *args])
     except SystemExit as exc:
         if isinstance(exc.code, str):
             print(exc.code)
-            return 2
+            return 1
         return int(exc.code or 0)
 
 
@@ -102,7 +103,8 @@ def test_a_run_that_does_not_verify_is_not_compared(tmp_path: Path, capsys) -> N
     record = run / "control-plane-stop.json"
     record.write_text(record.read_text().replace('"measured": 3.0', '"measured": 2.0'))
     assert kdrill(reports, "compare", BASE, RUN) == 2
-    assert "does not verify" in capsys.readouterr().out
+    assert "does not verify" in capsys.readouterr().err
+    assert kdrill(reports, "compare", BASE, "nope") == 2  # not a run: cannot compare, not a regression
 
 
 def test_other_platforms_are_compared_only_when_asked(tmp_path: Path, capsys) -> None:
@@ -110,7 +112,7 @@ def test_other_platforms_are_compared_only_when_asked(tmp_path: Path, capsys) ->
     sealed_run(reports, BASE)
     sealed_run(reports, RUN, kubernetes_version="v1.36.0", started=T0 + 100)
     assert kdrill(reports, "compare", BASE, RUN) == 2
-    assert "kubernetes_version: 'v1.35.4' vs 'v1.36.0'" in capsys.readouterr().out
+    assert "kubernetes_version: 'v1.35.4' vs 'v1.36.0'" in capsys.readouterr().err
     assert kdrill(reports, "compare", BASE, RUN, "--any-platform") == 0
     assert "compared across a difference the user accepted" in capsys.readouterr().out
 
@@ -180,3 +182,73 @@ def test_the_sealed_run_carries_its_measurements_as_openmetrics(tmp_path: Path) 
     assert samples[("kdrill_drill_passed", None)].value == 1.0
     assert samples[("kdrill_run_info", None)].labels == {"run_id": BASE}
     assert METRICS_NAME in json.loads((run / MANIFEST_NAME).read_text())["files"] and verify_run(run).ok
+
+
+def forge(reports: Path, base: Path, run_id: str, edit, monkeypatch, tmp_path: Path) -> Path:
+    """A copy of ``base`` as ``run_id``, its record edited by ``edit(dict)``, re-sealed with a test key."""
+    forged = reports / run_id
+    shutil.copytree(base, forged)
+    for name in (MANIFEST_NAME, SIGNATURE_NAME, "report.html", "metrics.openmetrics.txt"):
+        (forged / name).unlink()
+    (forged / "run.json").write_text((forged / "run.json").read_text().replace(base.name, run_id))
+    record = json.loads((forged / "control-plane-stop.json").read_text())
+    record["run_id"] = run_id
+    edit(record)
+    (forged / "control-plane-stop.json").write_text(json.dumps(record))
+    key = tmp_path / f"key-{run_id}.pem"
+    key.write_bytes(Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key.chmod(0o600)
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(key))
+    report_and_manifest(forged)
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    return forged
+
+
+def recovery(record: dict) -> dict:
+    return next(x for x in record["expectations"] if x["name"] == "api_recovery_seconds")
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda r: recovery(r).update(measured=float("nan")), "verdict passed -> failed"),
+    (lambda r: recovery(r).update(measured="99"), "verdict passed -> failed"),
+    (lambda r: recovery(r).update(measured=40.0, bound={"op": "<=", "value": 1e9}), "+20 seconds, beyond"),
+    (lambda r: recovery(r).update(measured=40.0, tolerance={"relative": 100}), "+20 seconds, beyond"),
+    (lambda r: r.update(verdict="error", errors=["RuntimeError: x"]), "drill case passed -> error"),
+], ids=["nan", "string", "loosened-bound", "loosened-tolerance", "passed-to-error"])
+def test_a_forged_run_cannot_hide_a_regression(tmp_path: Path, monkeypatch, capsys, edit, why) -> None:
+    """Each forged copy is re-sealed with another key, so it verifies (no key pinned)."""
+    reports = tmp_path / "reports"
+    base = sealed_run(reports, BASE, api_recovery=20.0)
+    forge(reports, base, FORGED, edit, monkeypatch, tmp_path)
+    assert kdrill(reports, "compare", BASE, FORGED) == 1
+    out = capsys.readouterr().out
+    assert any(line.startswith("REGRESSION") and why in line for line in out.splitlines()), out
+
+
+def test_an_empty_case_is_no_case(tmp_path: Path, monkeypatch, capsys) -> None:
+    reports = tmp_path / "reports"
+    base = sealed_run(reports, BASE)
+    forge(reports, base, FORGED, lambda r: r.update(case=""), monkeypatch, tmp_path)
+    assert kdrill(reports, "compare", BASE, FORGED) == 0
+    assert "new in the run" not in capsys.readouterr().out
+
+
+def test_duplicate_records_or_expectations_cannot_be_compared(tmp_path: Path, monkeypatch, capsys) -> None:
+    reports = tmp_path / "reports"
+    base = sealed_run(reports, BASE)
+    forge(reports, base, FORGED, lambda r: r["expectations"].append(dict(recovery(r))), monkeypatch, tmp_path)
+    assert kdrill(reports, "compare", BASE, FORGED) == 2
+    assert "lists an expectation twice" in capsys.readouterr().err
+
+
+def test_a_trusted_key_is_required_when_given(tmp_path: Path, monkeypatch, capsys) -> None:
+    from harness.manifest import verify_run
+
+    reports = tmp_path / "reports"
+    base = sealed_run(reports, BASE)
+    forge(reports, base, FORGED, lambda r: None, monkeypatch, tmp_path)
+    ours = verify_run(base).signer.fingerprint
+    assert kdrill(reports, "compare", BASE, FORGED) == 0
+    assert kdrill(reports, "compare", BASE, FORGED, "--fingerprint", ours) == 2
+    assert "untrusted" in capsys.readouterr().err.lower()
