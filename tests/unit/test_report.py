@@ -833,6 +833,12 @@ def test_waits_that_did_not_hold_and_replaced_measurements_are_shown(tmp_path: P
     (lambda r: r["expectations"][1].update(verdict="failed"), "expectation workload_http_success_ratio is failed"),
     (lambda r: r.update(expectations=[]), "it has no expectations"),
     (lambda r: r.update(errors=["TimeoutError: x"]), "it records errors"),
+    (lambda r: r["expectations"][0].update(measured=500.0, bound={"op": "<=", "value": float("inf")}),
+     "is not a bound"),
+    (lambda r: r["expectations"][0].update(measured=50.0, bound={"op": "<=", "value": 60}), "its text says <= 30"),
+    (lambda r: r.update(scenario={"expectations": [{"name": "api_recovery_seconds", "bound": {"op": "<=", "value": 30}},
+                                                   {"name": "gone_one", "bound": {"op": "==", "value": 0}}]}),
+     "expectation gone_one of its scenario is missing"),
 ])
 def test_a_passed_verdict_its_own_expectations_do_not_support_is_an_error(tmp_path: Path, edit, why) -> None:
     """A hand-edited verdict (or values edited under it) does not turn the report green."""
@@ -844,3 +850,11 @@ def test_a_passed_verdict_its_own_expectations_do_not_support_is_an_error(tmp_pa
     page = build_report(run_dir).read_text(encoding="utf-8")
     assert "1 of 1 not passed" in page and "all 1 passed" not in page
     assert "the record says passed, but" in page and html.escape(why) in page
+
+
+def test_a_verdict_kdrill_never_writes_is_an_error(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    write_json(run_dir / "x.json", record("x", None, "PASSED", T0))
+    write_json(run_dir / "x.timeline.json", {})
+    page = build_report(run_dir).read_text(encoding="utf-8")
+    assert "1 of 1 not passed" in page and "is none of passed" in page
