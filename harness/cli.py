@@ -225,6 +225,17 @@ def check_references(scenario) -> None:
     drill_file = (REPO_ROOT / scenario.drill).resolve()
     if not drill_file.is_file() or (REPO_ROOT / "drills").resolve() not in drill_file.parents:
         raise ScenarioError(scenario.path, "drill", f"an existing test file in {REPO_ROOT / 'drills'}", scenario.drill)
+    if scenario.runner is not None:  # data-only: the runner's test runs it, its fault builds from data
+        try:
+            fault_type = fault_class(scenario.fault_kind)
+        except FaultError as exc:
+            raise ScenarioError(scenario.path, "fault.kind", f"a fault kind with a module in harness/faults ({exc})",
+                                scenario.fault_kind) from None
+        if not hasattr(fault_type, "for_scenario"):
+            raise ScenarioError(scenario.path, "fault.kind", "a fault a data-only scenario can use (one with "
+                                "for_scenario, e.g. scale-to-zero); others need a drill file", scenario.fault_kind)
+        check_params(scenario)
+        return
     # A drill runs for the scenarios its tests are marked with: a new name needs a test of its own.
     marked = set(re.findall(r"""mark\.scenario\(\s*["']([a-z0-9-]+)["']""", drill_file.read_text(encoding="utf-8")))
     if scenario.name not in marked:

@@ -136,6 +136,10 @@ class Expectations:
         """Record that the measurement could not be made. Raises KeyError for an unknown name."""
         return self._record(self._spec(name), None, "error", detail, None)
 
+    def specs(self) -> list[ExpectationSpec]:
+        """The expectations to check, in scenario order."""
+        return list(self._specs.values())
+
     def outcomes(self) -> list[Outcome]:
         """Latest outcome per spec, in spec order; unmeasured specs are "error" / "not measured"."""
         return [self._latest.get(name) or Outcome(

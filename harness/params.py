@@ -17,13 +17,14 @@ from typing import Any
 
 from harness.scenario import Scenario, ScenarioError
 
+_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Mi|Gi|Ki)?$")
 
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter. ``kind``: "seconds", "number", "integer", "choice", "bool" or "quantity"
-    (a Kubernetes resource quantity such as "30m"); ``minimum``/``maximum`` bound numbers
+    """One parameter. ``kind``: "seconds", "number", "integer", "choice", "bool", "name" (a
+    Kubernetes object name) or "quantity" (a Kubernetes resource quantity such as "30m"); ``minimum``/``maximum`` bound numbers
     (inclusive); ``choices`` lists the allowed strings of a "choice"."""
 
     kind: str
@@ -39,6 +40,9 @@ class Param:
             return None if isinstance(value, bool) else "true or false"
         if self.kind == "choice":
             return None if value in self.choices else f"one of {', '.join(repr(c) for c in self.choices)}"
+        if self.kind == "name":
+            return None if isinstance(value, str) and _NAME.match(value) else \
+                "a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253 characters)"
         if self.kind == "quantity":
             return None if isinstance(value, str) and _QUANTITY.match(value) else "a resource quantity such as '30m'"
         unit = " seconds" if self.kind == "seconds" else ""

@@ -52,6 +52,8 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
             label = s.name + (f"[{case}]" if case else "")
             params: dict[str, Any] = s.params_for(case)
             windows = {k: v for k, v in params.items() if k.endswith("_seconds")}
+            if s.runner is not None:  # a data-only scenario: the runner's windows
+                windows.update(s.runner["windows"])
             past = durations.get(label)
             if past is None:
                 total = None

@@ -70,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, raise_interrupt)
     config.addinivalue_line("markers", "scenario(name): the scenario a drill test runs")
+    config.addinivalue_line("markers", "data_scenarios: the test runs every data-only scenario (harness/runner.py)")
     from harness.evidence import RunIdError, validate_run_id
 
     given = config.getoption("--kdrill-run-id")
@@ -98,6 +99,9 @@ def _scenario(config: pytest.Config, name: str):
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "drill" not in metafunc.fixturenames:
         return
+    if metafunc.definition.get_closest_marker("data_scenarios") is not None:
+        _generate_data_scenarios(metafunc)
+        return
     marker = metafunc.definition.get_closest_marker("scenario")
     if marker is None:
         raise pytest.UsageError(f"{metafunc.definition.nodeid} uses the drill fixture without @pytest.mark.scenario")
@@ -118,6 +122,29 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         raise pytest.UsageError(f"kdrill: {exc}") from None
     cases = [c.name for c in scenario.cases] or [None]
     metafunc.parametrize("drill_case", cases, ids=[c or "default" for c in cases], scope="function")
+
+
+def _generate_data_scenarios(metafunc: pytest.Metafunc) -> None:
+    """One test case per case of every data-only scenario (harness/runner.py) in the scenarios
+    directory, each marked with its scenario like a drill file's test."""
+    from harness.faults import FaultError, check_params
+    from harness.scenario import ScenarioError, load_scenarios
+
+    wanted = set(metafunc.config.getoption("--kdrill-scenario"))
+    params = []
+    try:
+        for scenario in load_scenarios(metafunc.config.getoption("--kdrill-scenarios-dir")):
+            if scenario.runner is None or (wanted and scenario.name not in wanted):
+                continue
+            check_params(scenario)
+            metafunc.config.__dict__.setdefault("_kdrill_scenarios", {})[scenario.name] = scenario
+            params += [pytest.param(case, marks=pytest.mark.scenario(scenario.name),
+                                    id=scenario.name + (f"-{case}" if case else ""))
+                       for case in [c.name for c in scenario.cases] or [None]]
+    except (ScenarioError, FaultError, FileNotFoundError) as exc:
+        raise pytest.UsageError(f"kdrill: {exc}") from None
+    metafunc.parametrize("drill_case", params or [pytest.param(None, marks=pytest.mark.skip(
+        reason="no data-only scenario in the scenarios directory"), id="none")], scope="function")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -32,6 +32,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # rejected. Draft 2020-12 ignores unknown keywords, so the schema stays valid.
 # Names become file names (<scenario>--<case>.json) and namespaces: no "--", which joins the two.
 MAX_NAME_LENGTH = 50
+# Data-only scenarios (harness/runner.py): the runner's windows and the measures it computes.
+RUNNER_DRILL = "drills/test_data_scenarios.py"
+RUNNER_WINDOWS = ("baseline", "fault", "after")
+MEASURE_KINDS = ("success_ratio", "first_failure_seconds", "recovery_seconds", "longest_failure_seconds")
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,
@@ -56,6 +60,16 @@ _EXPECTATION: dict[str, Any] = {
         },
         "unit": _TEXT,
         "phase": _TEXT,
+        # Data-only scenarios: what the runner measures for it (harness/measures.py).
+        "measure": {
+            "type": "object", "additionalProperties": False, "required": ["kind", "probe", "window"],
+            "properties": {
+                "kind": {"enum": list(MEASURE_KINDS)},
+                "probe": {"type": "string", "pattern": "^[a-z0-9-]+$",
+                          "x-expected": "the name of a probe in runner.probes"},
+                "window": {"enum": list(RUNNER_WINDOWS)},
+            },
+        },
         # How far the measured value may drift, in the worse direction, from a baseline run's
         # before `kdrill compare` calls it a regression (harness/compare.py has the defaults).
         "tolerance": {
@@ -75,7 +89,7 @@ SCHEMA: dict[str, Any] = {
     "title": "kdrill scenario",
     "type": "object",
     "additionalProperties": False,
-    "required": ["name", "title", "drill", "claim", "source", "cluster", "fault", "expectations"],
+    "required": ["name", "title", "claim", "source", "cluster", "fault", "expectations"],
     "properties": {
         "name": _NAME,
         "title": _TEXT,
@@ -115,6 +129,31 @@ SCHEMA: dict[str, Any] = {
             },
         },
         "workload": _MAPPING,
+        # A scenario with no `drill` file is run by harness/runner.py from this.
+        "runner": {
+            "type": "object", "additionalProperties": False, "required": ["windows", "probes"],
+            "properties": {
+                "windows": {
+                    "type": "object", "additionalProperties": False,
+                    "required": ["baseline_seconds", "hold_seconds", "after_seconds"],
+                    "properties": {k: {"type": "number", "minimum": 5, "maximum": 600,
+                                       "x-expected": "a number of seconds from 5 to 600"}
+                                   for k in ("baseline_seconds", "hold_seconds", "after_seconds")},
+                },
+                "probes": {
+                    "type": "array", "minItems": 1,
+                    "items": {
+                        "type": "object", "additionalProperties": False, "required": ["name", "kind", "target"],
+                        "properties": {
+                            "name": {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 40,
+                                     "x-expected": "lowercase letters, digits and '-', at most 40 characters"},
+                            "kind": {"enum": ["incluster-http"]},
+                            "target": {"enum": ["name", "clusterip"]},
+                        },
+                    },
+                },
+            },
+        },
         "probes": {
             "type": "object", "additionalProperties": False,
             "properties": {
@@ -240,12 +279,16 @@ class ExpectationSpec:
     phase: str | None = None
     # {"relative": fraction, "absolute": in ``unit``}: the drift `kdrill compare` tolerates
     tolerance: dict[str, float] | None = None
+    # {"kind", "probe", "window"}: what the runner measures (data-only scenarios)
+    measure: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {"name": self.name, "description": self.description, "bound": self.bound.to_dict(),
                 "unit": self.unit, "phase": self.phase}
         if self.tolerance is not None:
             data["tolerance"] = dict(self.tolerance)
+        if self.measure is not None:
+            data["measure"] = dict(self.measure)
         return data
 
 
@@ -287,6 +330,8 @@ class Scenario:
     # vital sign -> the expectations that may cover it (the first one a case has covers it there)
     vital_signs: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
     severity: str = "normal"  # one of SEVERITIES
+    # data-only scenarios: {"windows": {...}, "probes": [...]} (harness/runner.py); None for a drill file
+    runner: dict[str, Any] | None = field(default=None, hash=False)
 
     def expectation(self, name: str) -> ExpectationSpec:
         """The spec called ``name``. Raises KeyError listing the known names."""
@@ -333,6 +378,7 @@ class Scenario:
             "cases": [c.to_dict() for c in self.cases],
             "vital_signs": {sign: list(names) for sign, names in self.vital_signs.items()},
             "severity": self.severity,
+            **({"runner": copy.deepcopy(self.runner)} if self.runner is not None else {}),
             "path": str(self.path),
         }
 
@@ -557,6 +603,7 @@ def _check_rules(path: Path, data: dict) -> None:
         if abs(value) > MAX_NUMBER:
             raise ScenarioError(path, where or "<file>", f"a number of at most {MAX_NUMBER:g} in size",
                                 f"{str(value)[:20]}... ({len(str(value))} digits)" if len(str(value)) > 20 else repr(value))
+    _check_runner(path, data)
     every_name = {e["name"] for e in data["expectations"]}
     every_name |= {e["name"] for case in data.get("cases", []) for e in case.get("expectations") or []}
     for vital, names in (data.get("vital_signs") or {}).items():
@@ -580,10 +627,42 @@ def _check_rules(path: Path, data: dict) -> None:
                                     f"(expectations[{common[item['name']]}] already uses it)", repr(item["name"]))
 
 
+def _check_runner(path: Path, data: dict) -> None:
+    """A scenario has a drill file or a runner section (data-only), not both; a data-only one says
+    for each expectation what the runner measures, on a probe it declares."""
+    if "drill" in data and "runner" in data:
+        raise ScenarioError(path, "runner", "no runner section: the drill file runs this scenario", "a runner section")
+    if "drill" not in data and "runner" not in data:
+        raise ScenarioError(path, "drill", "a drill file (drills/test_<x>.py), or a runner section for a "
+                            "data-only scenario", "neither")
+    lists = [("expectations", data["expectations"])]
+    lists += [(f"cases[{c}].expectations", case.get("expectations") or [])
+              for c, case in enumerate(data.get("cases", []))]
+    if "runner" not in data:
+        for where, items in lists:
+            for i, item in enumerate(items):
+                if "measure" in item:
+                    raise ScenarioError(path, f"{where}[{i}].measure", "no measure: the drill file measures "
+                                        "(measure is for data-only scenarios)", repr(item["measure"]))
+        return
+    probes = [p["name"] for p in data["runner"]["probes"]]
+    for i, name in enumerate(probes):
+        if probes.index(name) != i:
+            raise ScenarioError(path, f"runner.probes[{i}].name", "a probe name unique in the runner", repr(name))
+    for where, items in lists:
+        for i, item in enumerate(items):
+            if "measure" not in item:
+                raise ScenarioError(path, f"{where}[{i}].measure", "what the runner measures: {kind, probe, window}",
+                                    "nothing")
+            if item["measure"]["probe"] not in probes:
+                raise ScenarioError(path, f"{where}[{i}].measure.probe", f"one of runner.probes: {', '.join(probes)}",
+                                    repr(item["measure"]["probe"]))
+
+
 def _build(path: Path, data: dict) -> Scenario:
     fault = data["fault"]
     return Scenario(
-        name=data["name"], title=data["title"], drill=data["drill"], claim=data["claim"].strip(),
+        name=data["name"], title=data["title"], drill=data.get("drill", RUNNER_DRILL), claim=data["claim"].strip(),
         sources=tuple(Source(s["title"], s["url"], s.get("section")) for s in data["source"]),
         cluster_config=data["cluster"]["config"],
         needs_node_access=data["cluster"].get("needs_node_access", False),
@@ -595,6 +674,7 @@ def _build(path: Path, data: dict) -> Scenario:
         vital_signs={sign: (names,) if isinstance(names, str) else tuple(names)
                      for sign, names in (data.get("vital_signs") or {}).items()},
         severity=data.get("severity", "normal"),
+        runner=copy.deepcopy(data.get("runner")),
         cases=tuple(Case(c["name"], copy.deepcopy(c.get("params") or {}), _expectation_specs(c.get("expectations") or []))
                     for c in data.get("cases", [])),
         path=path,
@@ -603,7 +683,8 @@ def _build(path: Path, data: dict) -> Scenario:
 
 def _expectation_specs(items: list[dict]) -> tuple[ExpectationSpec, ...]:
     return tuple(ExpectationSpec(e["name"], e["description"], Bound(e["bound"]["op"], e["bound"]["value"]),
-                                 e["unit"], e.get("phase"), dict(e["tolerance"]) if "tolerance" in e else None)
+                                 e["unit"], e.get("phase"), dict(e["tolerance"]) if "tolerance" in e else None,
+                                 dict(e["measure"]) if "measure" in e else None)
                  for e in items)
 
 

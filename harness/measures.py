@@ -1,0 +1,78 @@
+"""Measures: the values a data-only scenario's expectations are checked against.
+
+An expectation of a data-only scenario names a measure (``kind``), the probe whose samples it
+reads and the window: ``baseline`` (before the injection), ``fault`` (from the injection until
+the revert starts) or ``after`` (from the revert's end to the end of the drill). Every measure
+takes the window's samples and returns a value in the expectation's unit, or None when the
+window holds nothing to measure (the expectation is then an error, never a pass).
+
+- ``success_ratio``: successful samples / samples (ratio);
+- ``first_failure_seconds``: from the window's start to its first failed sample (seconds; None
+  when none failed);
+- ``recovery_seconds``: from the window's start to the first successful sample after which every
+  sample of the window succeeded (seconds; None when the window ends failing);
+- ``longest_failure_seconds``: the longest run of consecutive failed samples, from its first
+  failure to the next success or the window's end (seconds; 0 when none failed).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from harness.scenario import MEASURE_KINDS
+from harness.timeline import Sample
+
+
+def in_window(samples: list[Sample], start: float, end: float) -> list[Sample]:
+    """The samples with ``start <= t < end`` (epoch seconds), in time order."""
+    return sorted((s for s in samples if start <= s.t < end), key=lambda s: s.t)
+
+
+def success_ratio(samples: list[Sample], start: float, end: float) -> float | None:
+    window = in_window(samples, start, end)
+    return sum(s.ok for s in window) / len(window) if window else None
+
+
+def first_failure_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    failed = next((s for s in in_window(samples, start, end) if not s.ok), None)
+    return failed.t - start if failed else None
+
+
+def recovery_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    window = in_window(samples, start, end)
+    if not window or not window[-1].ok:
+        return None
+    first_of_last_run = len(window) - 1
+    while first_of_last_run > 0 and window[first_of_last_run - 1].ok:
+        first_of_last_run -= 1
+    return window[first_of_last_run].t - start
+
+
+def longest_failure_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    window = in_window(samples, start, end)
+    if not window:
+        return None
+    longest, began = 0.0, None
+    for s in window:
+        if not s.ok and began is None:
+            began = s.t
+        elif s.ok and began is not None:
+            longest, began = max(longest, s.t - began), None
+    if began is not None:
+        longest = max(longest, end - began)
+    return longest
+
+
+MEASURES: dict[str, Callable[[list[Sample], float, float], float | None]] = {
+    "success_ratio": success_ratio,
+    "first_failure_seconds": first_failure_seconds,
+    "recovery_seconds": recovery_seconds,
+    "longest_failure_seconds": longest_failure_seconds,
+}
+assert set(MEASURES) == set(MEASURE_KINDS), "harness/scenario.py lists the measures the schema accepts"
+
+
+def measure(kind: str, samples: list[Sample], start: float, end: float) -> float | None:
+    """The ``kind`` measure of ``samples`` over ``[start, end)`` (epoch seconds). Raises KeyError
+    for an unknown kind."""
+    return MEASURES[kind](samples, start, end)
