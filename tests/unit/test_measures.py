@@ -1,0 +1,84 @@
+"""harness/measures.py and the data-only scenario schema: pure logic, no cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import measures
+from harness.scenario import REPO_ROOT, RUNNER_DRILL, ScenarioError, load_scenario
+from harness.timeline import Sample
+
+T = 1000.0
+
+
+def samples(pattern: str, every: float = 1.0) -> list[Sample]:
+    """One sample per character from T on: '+' ok, '-' failed."""
+    return [Sample(t=T + i * every, ok=c == "+") for i, c in enumerate(pattern)]
+
+
+@pytest.mark.parametrize("pattern, start, end, expected", [
+    ("++++", T, T + 4, {"success_ratio": 1.0, "first_failure_seconds": None, "recovery_seconds": 0.0,
+                        "longest_failure_seconds": 0.0}),
+    ("++--++", T, T + 6, {"success_ratio": 4 / 6, "first_failure_seconds": 2.0, "recovery_seconds": 4.0,
+                          "longest_failure_seconds": 2.0}),
+    ("+---", T, T + 4, {"success_ratio": 0.25, "first_failure_seconds": 1.0, "recovery_seconds": None,
+                        "longest_failure_seconds": 3.0}),       # still failing at the window's end
+    ("--+-+", T + 1, T + 4, {"success_ratio": 1 / 3, "first_failure_seconds": 0.0, "recovery_seconds": None,
+                             "longest_failure_seconds": 1.0}),  # only the samples inside the window
+    ("+++", T + 10, T + 20, {"success_ratio": None, "first_failure_seconds": None, "recovery_seconds": None,
+                             "longest_failure_seconds": None}),  # nothing to measure
+])
+def test_each_measure_over_its_window(pattern, start, end, expected) -> None:
+    got = {kind: measures.measure(kind, samples(pattern), start, end) for kind in expected}
+    assert got == pytest.approx(expected)
+
+
+def data_scenario(tmp_path: Path, edit=lambda d: None) -> Path:
+    data = yaml.safe_load((REPO_ROOT / "scenarios" / "service-without-endpoints.yaml").read_text())
+    edit(data)
+    path = tmp_path / "service-without-endpoints.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_a_data_only_scenario_runs_on_the_runner(tmp_path) -> None:
+    scenario = load_scenario(data_scenario(tmp_path))
+    assert scenario.runner is not None and scenario.drill == RUNNER_DRILL
+    assert scenario.expectations[0].measure == {"kind": "success_ratio", "probe": "by-clusterip", "window": "baseline"}
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d.update(drill="drills/test_x.py"), "runner"),                       # both
+    (lambda d: d.pop("runner"), "drill"),                                           # neither
+    (lambda d: d["expectations"][0].pop("measure"), "expectations[0].measure"),
+    (lambda d: d["expectations"][0]["measure"].update(probe="nope"), "expectations[0].measure.probe"),
+    (lambda d: d["expectations"][0]["measure"].update(kind="p42"), "expectations[0].measure.kind"),
+    (lambda d: d["runner"]["probes"].append(dict(d["runner"]["probes"][0])), "runner.probes[2].name"),
+    (lambda d: d["runner"]["windows"].update(hold_seconds=3600), "runner.windows.hold_seconds"),
+])
+def test_bad_data_only_scenarios_are_refused(tmp_path, edit, field) -> None:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(data_scenario(tmp_path, edit))
+    assert info.value.field == field, str(info.value)
+
+
+def test_a_fault_that_cannot_be_built_from_data_is_refused(tmp_path) -> None:
+    from harness.cli import check_references
+
+    def etcd(d):
+        d["fault"] = {"kind": "etcd-member", "method": "x", "params": {}}
+
+    with pytest.raises(ScenarioError, match="for_scenario"):
+        check_references(load_scenario(data_scenario(tmp_path, etcd)))
+
+
+def test_a_new_drill_is_one_file(tmp_path) -> None:
+    """A scenario written by someone new, reusing an existing fault: a copy under another name,
+    with no drill file, passes every check a run makes before touching anything."""
+    from harness.cli import check_references
+
+    path = data_scenario(tmp_path, lambda d: d.update(name="my-team-service-scaled-away"))
+    check_references(load_scenario(path))
