@@ -30,7 +30,9 @@ class ScaleToZero(Fault):
     method = "scale-subresource"
     params = {
         "target_kind": Param("choice", "what is scaled", choices=KINDS),
-        "target_name": Param("name", "its name, in the drill's namespace"),
+        "target_name": Param("name", "its name"),
+        "target_namespace": Param("name", "its namespace (default: the drill's own); e.g. kube-system to take "
+                                  "a platform component away", required=False),
     }
 
     def __init__(self, cluster: Cluster, namespace: str, name: str, target_kind: str = "Deployment",
@@ -44,7 +46,8 @@ class ScaleToZero(Fault):
 
     @classmethod
     def for_scenario(cls, cluster: Cluster, namespace: str, params: dict[str, Any]) -> "ScaleToZero":
-        return cls(cluster, namespace, params["target_name"], params.get("target_kind", "Deployment"))
+        return cls(cluster, params.get("target_namespace") or namespace, params["target_name"],
+                   params.get("target_kind", "Deployment"))
 
     def target(self) -> dict[str, Any]:
         return {"method": self.method, "namespace": self.namespace, "name": self.name,
