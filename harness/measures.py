@@ -1,6 +1,7 @@
 """Measures: the values a data-only scenario's expectations are checked against.
 
-An expectation of a data-only scenario names a measure (``kind``), the probe whose samples it
+An expectation of a data-only scenario names a measure (``kind``: a ``kdrill.measures`` entry
+point, so a plug-in package can add its own; kdrill's are below), the probe whose samples it
 reads and the window: ``baseline`` (before the injection), ``fault`` (from the injection until
 the revert starts) or ``after`` (from the revert's end to the end of the drill). Every measure
 takes the window's samples and returns a value in the expectation's unit, or None when the
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 from typing import Callable
 
-from harness.scenario import MEASURE_KINDS
 from harness.timeline import Sample
 
 
@@ -63,16 +63,28 @@ def longest_failure_seconds(samples: list[Sample], start: float, end: float) -> 
     return longest
 
 
-MEASURES: dict[str, Callable[[list[Sample], float, float], float | None]] = {
-    "success_ratio": success_ratio,
-    "first_failure_seconds": first_failure_seconds,
-    "recovery_seconds": recovery_seconds,
-    "longest_failure_seconds": longest_failure_seconds,
-}
-assert set(MEASURES) == set(MEASURE_KINDS), "harness/scenario.py lists the measures the schema accepts"
+ENTRY_POINTS = "kdrill.measures"
+
+
+def measure_kinds() -> list[str]:
+    """Every measure installed: the ``kdrill.measures`` entry points (kdrill's own and plug-ins')."""
+    from importlib.metadata import entry_points
+
+    return sorted(ep.name for ep in entry_points(group=ENTRY_POINTS))
+
+
+def measure_function(kind: str) -> Callable[[list[Sample], float, float], float | None]:
+    """The function registered for ``kind``: (samples, start, end) -> value or None. Raises
+    KeyError naming the known kinds."""
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group=ENTRY_POINTS) if ep.name == kind]
+    if not found:
+        raise KeyError(f"no measure {kind!r} is installed (known: {', '.join(measure_kinds())})")
+    return found[0].load()
 
 
 def measure(kind: str, samples: list[Sample], start: float, end: float) -> float | None:
     """The ``kind`` measure of ``samples`` over ``[start, end)`` (epoch seconds). Raises KeyError
     for an unknown kind."""
-    return MEASURES[kind](samples, start, end)
+    return measure_function(kind)(samples, start, end)

@@ -35,7 +35,6 @@ MAX_NAME_LENGTH = 50
 # Data-only scenarios (harness/runner.py): the runner's windows and the measures it computes.
 RUNNER_DRILL = "drills/test_data_scenarios.py"
 RUNNER_WINDOWS = ("baseline", "fault", "after")
-MEASURE_KINDS = ("success_ratio", "first_failure_seconds", "recovery_seconds", "longest_failure_seconds")
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,
@@ -64,7 +63,9 @@ _EXPECTATION: dict[str, Any] = {
         "measure": {
             "type": "object", "additionalProperties": False, "required": ["kind", "probe", "window"],
             "properties": {
-                "kind": {"enum": list(MEASURE_KINDS)},
+                "kind": {"type": "string", "pattern": "^[a-z0-9_]+$",
+                         "x-expected": "a measure: success_ratio, first_failure_seconds, recovery_seconds, "
+                                       "longest_failure_seconds, or one a plug-in installs"},
                 "probe": {"type": "string", "pattern": "^[a-z0-9-]+$",
                           "x-expected": "the name of a probe in runner.probes"},
                 "window": {"enum": list(RUNNER_WINDOWS)},
@@ -649,11 +650,17 @@ def _check_runner(path: Path, data: dict) -> None:
     for i, name in enumerate(probes):
         if probes.index(name) != i:
             raise ScenarioError(path, f"runner.probes[{i}].name", "a probe name unique in the runner", repr(name))
+    from harness.measures import measure_kinds
+
+    kinds = measure_kinds()
     for where, items in lists:
         for i, item in enumerate(items):
             if "measure" not in item:
                 raise ScenarioError(path, f"{where}[{i}].measure", "what the runner measures: {kind, probe, window}",
                                     "nothing")
+            if item["measure"]["kind"] not in kinds:
+                raise ScenarioError(path, f"{where}[{i}].measure.kind", f"an installed measure: {', '.join(kinds)}",
+                                    repr(item["measure"]["kind"]))
             if item["measure"]["probe"] not in probes:
                 raise ScenarioError(path, f"{where}[{i}].measure.probe", f"one of runner.probes: {', '.join(probes)}",
                                     repr(item["measure"]["probe"]))

@@ -6,7 +6,8 @@ Ctrl-C and on SIGTERM), verifies the revert, and only then removes the ledger en
 crash or ``kill -9`` the entry is still there, and ``kdrill recover`` (:func:`recover`) reverts it.
 
 One module per fault: ``harness/faults/<kind with - as _>.py`` defines one :class:`Fault`
-subclass whose ``kind`` is the scenario's ``fault.kind``.
+subclass whose ``kind`` is the scenario's ``fault.kind``, registered under the ``kdrill.faults``
+entry points (pyproject.toml), where another package can register faults of its own.
 """
 
 from __future__ import annotations
@@ -97,17 +98,33 @@ class Fault(abc.ABC):
         return target.get("nodes") or target.get("where") or [target]
 
 
+ENTRY_POINTS = "kdrill.faults"
+
+
+def fault_kinds() -> list[str]:
+    """Every fault kind installed: the ``kdrill.faults`` entry points (kdrill's own and plug-ins')."""
+    from importlib.metadata import entry_points
+
+    return sorted(ep.name for ep in entry_points(group=ENTRY_POINTS))
+
+
 def fault_class(kind: str) -> type[Fault]:
-    """The Fault subclass for ``kind``. Raises FaultError naming the module it looked in."""
-    module_name = f"harness.faults.{kind.replace('-', '_')}"
+    """The Fault subclass registered for ``kind`` in the ``kdrill.faults`` entry points. Raises
+    FaultError naming the known kinds, or what is wrong with the one registered."""
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group=ENTRY_POINTS) if ep.name == kind]
+    if not found:
+        raise FaultError(f"no fault kind {kind!r} is installed (known: {', '.join(fault_kinds()) or 'none'}; "
+                         f"a plug-in registers one under the {ENTRY_POINTS!r} entry points, and kdrill's own "
+                         "need `pip install -e .` after a new one is added)")
     try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise FaultError(f"no fault module {module_name} for fault kind {kind!r}") from exc
-    for value in vars(module).values():
-        if isinstance(value, type) and issubclass(value, Fault) and getattr(value, "kind", None) == kind:
-            return value
-    raise FaultError(f"{module_name} defines no Fault with kind {kind!r}")
+        value = found[0].load()
+    except Exception as exc:  # a broken plug-in is named, not a traceback
+        raise FaultError(f"fault kind {kind!r} ({found[0].value}) cannot be loaded: {type(exc).__name__}: {exc}") from exc
+    if not (isinstance(value, type) and issubclass(value, Fault) and getattr(value, "kind", None) == kind):
+        raise FaultError(f"{found[0].value}, registered as fault kind {kind!r}, is not a Fault with that kind")
+    return value
 
 
 def check_params(scenario) -> None:

@@ -203,3 +203,33 @@ def test_new_faults_refuse_targets_they_cannot_act_on(tmp_path):
         NodeFreeze(cluster, "unit-control-plane")
     fault = NodeFreeze(cluster, "unit-worker")
     assert NodeFreeze.from_target(cluster, fault.target()).node == "unit-worker"
+
+
+def test_every_fault_module_is_registered_as_a_plug_in():
+    """kdrill's own faults go through the same `kdrill.faults` entry points a plug-in uses."""
+    import importlib
+    import pkgutil
+
+    import harness.faults as package
+    from harness.faults import FaultError, fault_class, fault_kinds
+
+    defined = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"harness.faults.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, Fault) and value.__module__ == module.__name__:
+                defined.setdefault(value.kind, value)  # the first class of a kind is the registered one
+    assert sorted(defined) == fault_kinds()
+    for kind, cls in defined.items():
+        assert fault_class(kind) is cls
+    with pytest.raises(FaultError, match="known: control-plane-stop"):
+        fault_class("no-such-fault")
+
+
+def test_every_measure_is_registered_as_a_plug_in():
+    from harness import measures
+
+    assert measures.measure_kinds() == sorted(["success_ratio", "first_failure_seconds", "recovery_seconds",
+                                               "longest_failure_seconds"])
+    with pytest.raises(KeyError, match="known: first_failure_seconds"):
+        measures.measure_function("p99")
