@@ -369,6 +369,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 2 if bad else 0
 
 
+def cmd_new(args: argparse.Namespace) -> int:
+    """Write a commented data-only scenario skeleton; refuse a bad name or an existing file."""
+    from jinja2 import Environment, PackageLoader
+
+    from harness.faults import fault_class, fault_kinds
+    from harness.measures import measure_kinds
+    from harness.scenario import MAX_NAME_LENGTH
+
+    if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", args.name) or len(args.name) > MAX_NAME_LENGTH:
+        raise SystemExit(f"kdrill new: name {args.name!r}: expected lowercase letters and digits in words joined "
+                         f"by single '-', at most {MAX_NAME_LENGTH} characters")
+    path = Path(args.dir) / f"{args.name}.yaml"
+    if path.exists():
+        raise SystemExit(f"kdrill new: {path} exists; choose another name or --dir")
+    kinds = [k for k in fault_kinds() if hasattr(fault_class(k), "for_scenario")]
+    text = Environment(loader=PackageLoader("harness", "templates"), keep_trailing_newline=True).get_template(
+        "scenario.yaml.j2").render(name=args.name, path=path, kinds=", ".join(kinds),
+                                   measures=", ".join(measure_kinds()))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("x", encoding="utf-8") as out:
+        out.write(text)
+    print(f"wrote {path}: fill in the TODOs, then `kdrill validate {path}`")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     if args.claims:
         from harness.claims import format_claims, list_claims
@@ -654,6 +679,11 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--plan", action="store_true",
                      help="print what would run (faults, windows, access, expected duration) and touch nothing")
     run.set_defaults(func=cmd_run)
+
+    new = sub.add_parser("new", help="write a commented data-only scenario skeleton")
+    new.add_argument("name")
+    new.add_argument("--dir", default=".", help="where to write NAME.yaml (default: the current directory)")
+    new.set_defaults(func=cmd_new)
 
     val = sub.add_parser("validate", help="check scenario files (schema, fault parameters, references); no cluster")
     val.add_argument("files", nargs="+", metavar="FILE")

@@ -51,3 +51,14 @@ def test_plan_prints_faults_windows_and_expected_time_without_a_cluster(tmp_path
     assert "control-plane-stop[components]" in out and "control-plane-stop[node-loss]" in out
     assert "one_down_hold_seconds 20" in out and "unknown (no intact past run)" in out
     assert not reports.exists()  # no run directory, no index
+
+
+def test_new_writes_a_skeleton_that_validates_and_never_overwrites(tmp_path: Path, capsys) -> None:
+    assert main(["new", "my-team-drill", "--dir", str(tmp_path)]) == 0
+    path = tmp_path / "my-team-drill.yaml"
+    assert "TODO" in path.read_text()
+    assert main(["validate", str(path)]) == 0
+    with pytest.raises(SystemExit, match="exists"):
+        main(["new", "my-team-drill", "--dir", str(tmp_path)])
+    with pytest.raises(SystemExit, match="lowercase letters"):
+        main(["new", "../Evil", "--dir", str(tmp_path)])
