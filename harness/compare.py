@@ -102,14 +102,18 @@ def tolerance_for(expectation: dict[str, Any]) -> dict[str, float]:
     return out
 
 
-def _number(value: Any) -> float | None:
+def finite_number(value: Any, limit: float = math.inf) -> float | None:
+    """``value`` as a float when it is a number (not a bool), finite and below ``limit`` in size."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
         number = float(value)
     except OverflowError:
         return None
-    return number if math.isfinite(number) else None
+    return number if math.isfinite(number) and abs(number) < limit else None
+
+
+_number = finite_number
 
 
 def _worse_sign(op: str | None) -> int:

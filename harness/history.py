@@ -11,7 +11,6 @@ the trends.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from harness.compare import platform_of
+from harness.compare import finite_number, platform_of
 from harness.evidence import RunIdError, validate_run_id
 from harness.files import write_text_atomic
 from harness.manifest import is_sealed, verify_run
@@ -164,13 +163,7 @@ def trends(runs: list[RunSummary], width: int = 360, height: int = 90) -> list[T
 
 def _number(value: Any) -> float | None:
     """A finite number small enough to draw (|x| < 1e15), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) and abs(number) < 1e15 else None
+    return finite_number(value, limit=1e15)
 
 
 def render_index(reports: Path) -> str:
