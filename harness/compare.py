@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 from harness.manifest import verify_run
 from harness.report import checked_verdict, expectation_problem, scan_records
+from harness.scenario import Bound
 
 # unit -> the drift tolerated by default; a unit not listed gets "other".
 DEFAULT_TOLERANCES: dict[str, dict[str, float]] = {
@@ -136,7 +137,10 @@ def compare_expectation(drill: str, case: str | None, base: dict[str, Any] | Non
     ones the entries' values and bounds support."""
     spec = base or run or {}
     bound = spec.get("bound") if isinstance(spec.get("bound"), dict) else {}
-    bound_text = f"{bound.get('op', '')} {bound.get('value', '')}".strip()
+    try:
+        bound_text = Bound(bound.get("op"), bound.get("value")).describe()
+    except (ValueError, TypeError):
+        bound_text = f"{bound.get('op', '')} {bound.get('value', '')}".strip()
     name, unit = str(spec.get("name")), str(spec.get("unit") or "")
     b = base.get("measured") if base else None
     r = run.get("measured") if run else None
