@@ -208,8 +208,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     reports = Path(args.reports)
     if not reports.is_dir():
         raise SystemExit(f"kdrill history: {reports} is not a directory (set --reports)")
+    from harness.history import chain_status
+
     runs = list_runs(reports)
     print(format_runs(runs))
+    print(f"seal: each run's own; {chain_status(reports)}")
     index = write_history_index(reports)
     if index is not None:
         print(f"index: {index}")
@@ -357,6 +360,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     bad = 0
     for file in args.files:
         try:
+            if not Path(file).is_file():
+                raise ScenarioError(Path(file), "<file>", "a scenario file (validate takes files; `kdrill run` and "
+                                    "`--plan` also take scenario names)", "no such file")
             scenario = load_scenario(Path(file))
             check_references(scenario)
         except (ScenarioError, OSError) as exc:

@@ -166,12 +166,28 @@ def _number(value: Any) -> float | None:
     return finite_number(value, limit=1e15)
 
 
+def chain_status(reports: Path) -> str:
+    """One line on the chain of runs (harness/manifest.py verify_history): each run's seal says
+    nothing of a run deleted or replaced before it."""
+    from harness.manifest import ManifestError, verify_history
+
+    try:
+        history = verify_history(Path(reports))
+    except (ManifestError, OSError) as exc:
+        return f"chain not checked: {exc}"
+    if history.ok:
+        return f"chain of {len(history.runs)} sealed runs intact (kdrill verify --history)"
+    return (f"chain NOT INTACT: {len(history.problems)} problem(s), e.g. {history.problems[0]} "
+            "(kdrill verify --history lists them)")
+
+
 def render_index(reports: Path) -> str:
     """The index page (self-contained HTML, autoescaped)."""
     runs = list_runs(reports)
     env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
     return env.get_template("index.html.j2").render(
         runs=list(reversed(runs)), trends=trends(runs), utc=_utc, reports=Path(reports).name,
+        chain=chain_status(reports),
         generated=_utc(datetime.now(timezone.utc).timestamp()))
 
 

@@ -17,11 +17,6 @@ from harness.history import list_runs
 from harness.scenario import Scenario
 
 
-def _first_sentence(text: str | None) -> str:
-    text = " ".join((text or "").split())
-    return text.split(". ")[0].rstrip(".") + "." if text else "(no description)"
-
-
 def past_durations(reports: Path) -> dict[str, tuple[float, str]]:
     """``drill`` or ``drill[case]`` -> (seconds, run id) from the newest intact run that has it."""
     from harness.report import scan_records
@@ -45,31 +40,39 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
     """The plan as text, and the expected total in seconds (None when a drill has no past run)."""
     durations = past_durations(reports)
     lines = [f"kdrill run --plan: {len(scenarios)} scenario(s) on {target}; nothing is touched"]
-    total: float | None = 0.0
+    total, unknown = 0.0, []
     for s in scenarios:
         fault = fault_class(s.fault_kind)
         for case in [c.name for c in s.cases] or [None]:
             label = s.name + (f"[{case}]" if case else "")
             params: dict[str, Any] = s.params_for(case)
-            windows = {k: v for k, v in params.items() if k.endswith("_seconds")}
-            if s.runner is not None:  # a data-only scenario: the runner's windows
+            # Windows: the fault's declared durations (not its timeouts), or the runner's.
+            windows = {k: v for k, v in params.items() if getattr(fault.params.get(k), "kind", None) == "seconds"
+                       and "timeout" not in k}
+            if s.runner is not None:
                 windows.update(s.runner["windows"])
+            others = {k: v for k, v in params.items() if k not in windows}
             past = durations.get(label)
+            if past is None and s.runner is not None:  # at least its windows
+                past = (float(sum(s.runner["windows"].values())), "its windows, plus setup")
             if past is None:
-                total = None
-            elif total is not None:
+                unknown.append(label)
+            else:
                 total += past[0]
-            expected = f"about {past[0]:.0f} s (run {past[1]})" if past else "unknown (no intact past run)"
+            expected = (f"about {past[0]:.0f} s ({'run ' if not past[1].startswith('its') else ''}{past[1]})"
+                        if past else "unknown (no intact past run)")
             lines += [
                 f"\n{label}: {s.title}",
-                f"  fault      {s.fault_kind}" + (f" (method {params['method']})" if params.get("method") else "")
-                + f": {_first_sentence(fault.__doc__)}",
+                f"  file       {s.path}",
+                f"  fault      {s.fault_kind}: {', '.join(f'{k}={v}' for k, v in others.items()) or 'no parameters'}",
                 f"  windows    {', '.join(f'{k} {v}' for k, v in windows.items()) or 'none declared'}",
                 f"  access     {'node containers (kind) and the API' if s.needs_node_access else 'the API only'}; "
                 f"cluster config {s.cluster_config}",
                 f"  checks     {len(s.expectations_for(case))} expectations, and the vital signs",
                 f"  expected   {expected}",
             ]
-    lines.append(f"\nexpected drill time: {'about ' + format(total / 60, '.0f') + ' min' if total is not None else 'unknown'}"
-                 " (plus the cluster's creation when it does not exist)")
-    return "\n".join(lines), total
+    known = f"about {total / 60:.0f} min" if total else "nothing known"
+    lines.append(f"\nexpected drill time: {known}" + (f" for the cases with a past run; unknown for {', '.join(unknown)}"
+                                                     if unknown else "")
+                 + " (plus the cluster's creation when it does not exist)")
+    return "\n".join(lines), (None if unknown else total)

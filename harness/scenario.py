@@ -35,6 +35,9 @@ MAX_NAME_LENGTH = 50
 # Data-only scenarios (harness/runner.py): the runner's windows and the measures it computes.
 RUNNER_DRILL = "drills/test_data_scenarios.py"
 RUNNER_WINDOWS = ("baseline", "fault", "after")
+# The unit each of kdrill's own measures gives (a plug-in's is the scenario's to say).
+MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "recovery_seconds": "seconds",
+                 "longest_failure_seconds": "seconds"}
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,
@@ -604,6 +607,7 @@ def _check_rules(path: Path, data: dict) -> None:
         if abs(value) > MAX_NUMBER:
             raise ScenarioError(path, where or "<file>", f"a number of at most {MAX_NUMBER:g} in size",
                                 f"{str(value)[:20]}... ({len(str(value))} digits)" if len(str(value)) > 20 else repr(value))
+    _check_no_todo(path, data)
     _check_runner(path, data)
     every_name = {e["name"] for e in data["expectations"]}
     every_name |= {e["name"] for case in data.get("cases", []) for e in case.get("expectations") or []}
@@ -628,6 +632,18 @@ def _check_rules(path: Path, data: dict) -> None:
                                     f"(expectations[{common[item['name']]}] already uses it)", repr(item["name"]))
 
 
+def _check_no_todo(path: Path, data: dict) -> None:
+    """A skeleton from ``kdrill new`` is not a drill until its TODOs are replaced."""
+    texts = [("title", data.get("title")), ("claim", data.get("claim")),
+             ("fault.method", (data.get("fault") or {}).get("method"))]
+    texts += [(f"source[{i}].title", s.get("title")) for i, s in enumerate(data.get("source") or [])]
+    texts += [(f"expectations[{i}].description", e.get("description"))
+              for i, e in enumerate(data.get("expectations") or [])]
+    for field_name, text in texts:
+        if isinstance(text, str) and "TODO" in text:
+            raise ScenarioError(path, field_name, "your own text in place of the TODO", repr(text[:80]))
+
+
 def _check_runner(path: Path, data: dict) -> None:
     """A scenario has a drill file or a runner section (data-only), not both; a data-only one says
     for each expectation what the runner measures, on a probe it declares."""
@@ -646,6 +662,10 @@ def _check_runner(path: Path, data: dict) -> None:
                     raise ScenarioError(path, f"{where}[{i}].measure", "no measure: the drill file measures "
                                         "(measure is for data-only scenarios)", repr(item["measure"]))
         return
+    replicas = (data.get("workload") or {}).get("replicas", 2)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 20:
+        raise ScenarioError(path, "workload.replicas", "a whole number of pods from 1 to 20 for the runner's "
+                            "HTTP server", repr(replicas))
     probes = [p["name"] for p in data["runner"]["probes"]]
     for i, name in enumerate(probes):
         if probes.index(name) != i:
@@ -661,6 +681,10 @@ def _check_runner(path: Path, data: dict) -> None:
             if item["measure"]["kind"] not in kinds:
                 raise ScenarioError(path, f"{where}[{i}].measure.kind", f"an installed measure: {', '.join(kinds)}",
                                     repr(item["measure"]["kind"]))
+            unit = MEASURE_UNITS.get(item["measure"]["kind"])
+            if unit is not None and item["unit"] != unit:
+                raise ScenarioError(path, f"{where}[{i}].unit", f"{unit!r}, the unit of {item['measure']['kind']}",
+                                    repr(item["unit"]))
             if item["measure"]["probe"] not in probes:
                 raise ScenarioError(path, f"{where}[{i}].measure.probe", f"one of runner.probes: {', '.join(probes)}",
                                     repr(item["measure"]["probe"]))

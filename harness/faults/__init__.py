@@ -115,9 +115,12 @@ def fault_class(kind: str) -> type[Fault]:
 
     found = [ep for ep in entry_points(group=ENTRY_POINTS) if ep.name == kind]
     if not found:
-        raise FaultError(f"no fault kind {kind!r} is installed (known: {', '.join(fault_kinds()) or 'none'}; "
-                         f"a plug-in registers one under the {ENTRY_POINTS!r} entry points, and kdrill's own "
-                         "need `pip install -e .` after a new one is added)")
+        import difflib
+
+        near = difflib.get_close_matches(kind, fault_kinds(), n=1)
+        raise FaultError(f"no fault kind {kind!r} is installed" + (f"; did you mean {near[0]!r}?" if near else ".")
+                         + f" Known: {', '.join(fault_kinds()) or 'none'}. A plug-in registers one under the "
+                         f"{ENTRY_POINTS!r} entry points; kdrill's own need `pip install -e .` after one is added.")
     try:
         value = found[0].load()
     except Exception as exc:  # a broken plug-in is named, not a traceback

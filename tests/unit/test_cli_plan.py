@@ -57,6 +57,9 @@ def test_new_writes_a_skeleton_that_validates_and_never_overwrites(tmp_path: Pat
     assert main(["new", "my-team-drill", "--dir", str(tmp_path)]) == 0
     path = tmp_path / "my-team-drill.yaml"
     assert "TODO" in path.read_text()
+    assert main(["validate", str(path)]) == 2  # not a drill until its TODOs are filled in
+    assert "'title'" in capsys.readouterr().out
+    path.write_text(path.read_text().replace("TODO", "Done"))
     assert main(["validate", str(path)]) == 0
     with pytest.raises(SystemExit, match="exists"):
         main(["new", "my-team-drill", "--dir", str(tmp_path)])

@@ -58,6 +58,9 @@ def test_a_data_only_scenario_runs_on_the_runner(tmp_path) -> None:
     (lambda d: d["expectations"][0]["measure"].update(kind="p42"), "expectations[0].measure.kind"),
     (lambda d: d["runner"]["probes"].append(dict(d["runner"]["probes"][0])), "runner.probes[2].name"),
     (lambda d: d["runner"]["windows"].update(hold_seconds=3600), "runner.windows.hold_seconds"),
+    (lambda d: d["expectations"][0].update(unit="seconds"), "expectations[0].unit"),   # a ratio's unit
+    (lambda d: d["workload"].update(replicas=0), "workload.replicas"),
+    (lambda d: d.update(title="TODO: later"), "title"),
 ])
 def test_bad_data_only_scenarios_are_refused(tmp_path, edit, field) -> None:
     with pytest.raises(ScenarioError) as info:
