@@ -247,17 +247,29 @@ class DnsSaturation(Fault):
         wait_until(lambda: not self._load_left(), 60, description="load pods gone")
         if self.original_spec is None:
             return  # the spec was never read, so nothing was changed
-        deployment = self._deployment()
-        marked = LIMITED_ANNOTATION in (deployment.metadata.annotations or {})
-        if marked or _sanitize(deployment.spec) != self.original_spec:
+
+        def restored() -> bool:
+            deployment = self._deployment()
+            marked = LIMITED_ANNOTATION in (deployment.metadata.annotations or {})
+            if not marked and _sanitize(deployment.spec) == self.original_spec:
+                return True
             body = _sanitize(deployment)
             body.pop("status", None)
             body["metadata"].pop("managedFields", None)
             body["metadata"].get("annotations", {}).pop(LIMITED_ANNOTATION, None)
             body["spec"] = copy.deepcopy(self.original_spec)
             # replace, not patch: the whole saved spec goes back, fields the fault never touched too.
+            # It carries the resourceVersion just read: while the limited rollout is still going,
+            # the Deployment controller's status writes make it stale (409 Conflict, seen in CI
+            # from `kdrill recover`), so a conflict is "not yet": read again and replace again.
             self.cluster.apps.replace_namespaced_deployment(dns.COREDNS_DEPLOYMENT, dns.COREDNS_NAMESPACE, body,
                                                             _request_timeout=10)
+            return True
+
+        done = wait_until(restored, ROLLOUT_TIMEOUT_SECONDS, interval_seconds=0.5, description="coredns spec restored")
+        if not done.ok:
+            raise FaultError(f"the coredns Deployment's saved spec could not be put back within "
+                             f"{ROLLOUT_TIMEOUT_SECONDS:.0f} s (last error: {done.last_error})")
         replicas = int(self.original_spec.get("replicas", 1))
         wait_until(lambda: rollout_done(self._deployment(), replicas), ROLLOUT_TIMEOUT_SECONDS,
                    interval_seconds=1.0, description="coredns original rollout")

@@ -233,3 +233,46 @@ def test_every_measure_is_registered_as_a_plug_in():
                                                "longest_failure_seconds"])
     with pytest.raises(KeyError, match="known: first_failure_seconds"):
         measures.measure_function("p99")
+
+
+def test_the_coredns_revert_retries_a_conflict(tmp_path, monkeypatch):
+    """`kdrill recover` met 409 Conflict putting CoreDNS's saved spec back while its limited rollout
+    still wrote status (CI): a conflict is retried with a fresh read, not a failed revert."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    from harness.faults.dns_saturation import LIMITED_ANNOTATION, DnsSaturation, _sanitize
+
+    original = client.V1DeploymentSpec(replicas=2, selector=client.V1LabelSelector(match_labels={"k8s-app": "kube-dns"}),
+                                       template=client.V1PodTemplateSpec())
+    state = {"spec": client.V1DeploymentSpec(replicas=1, selector=original.selector, template=original.template),
+             "annotations": {LIMITED_ANNOTATION: "1 x 30m"}, "replaces": 0}
+
+    class Apps:
+        def read_namespaced_deployment(self, *args, **kwargs):
+            return client.V1Deployment(
+                metadata=client.V1ObjectMeta(name="coredns", annotations=dict(state["annotations"]), generation=2),
+                spec=state["spec"], status=client.V1DeploymentStatus(
+                    observed_generation=2, replicas=state["spec"].replicas, updated_replicas=state["spec"].replicas,
+                    ready_replicas=state["spec"].replicas, available_replicas=state["spec"].replicas))
+
+        def replace_namespaced_deployment(self, name, namespace, body, **kwargs):
+            state["replaces"] += 1
+            if state["replaces"] == 1:
+                raise ApiException(status=409, reason="Conflict")
+            state["spec"] = client.V1DeploymentSpec(replicas=body["spec"]["replicas"], selector=original.selector,
+                                                    template=original.template)
+            state["annotations"] = body["metadata"].get("annotations", {})
+
+    class Core:
+        def read_namespaced_pod(self, *args, **kwargs):
+            raise ApiException(status=404)
+
+        delete_namespaced_pod = read_namespaced_pod
+
+    cluster = Cluster(name="unit", provider="kind", kubeconfig=tmp_path / "k", context="kind-unit", node_access=True)
+    monkeypatch.setattr(Cluster, "apps", property(lambda self: Apps()), raising=False)
+    monkeypatch.setattr(Cluster, "core", property(lambda self: Core()), raising=False)
+    fault = DnsSaturation(cluster, "ns", ["a.example.com."], original_spec=_sanitize(original))
+    fault.revert()
+    assert state["replaces"] == 2 and state["spec"].replicas == 2 and LIMITED_ANNOTATION not in state["annotations"]
