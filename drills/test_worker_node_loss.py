@@ -167,6 +167,10 @@ def test_worker_node_loss(drill):
                   detail=f"{n} calls by ClusterIP from {kept} between the freeze and the drop; "
                          f"{len(on_lost)} of {replicas} endpoints were on the lost node")
     ratio, n = _window_ratio(calls, lost_until + 2.0, fault.revert_started_at)
+    failed = [f"{s.t - t0:.1f} s ({s.detail[:40]})" for s in calls.samples()
+              if lost_until + 2.0 <= s.t < fault.revert_started_at and not s.ok]
     drill.measure("clusterip_success_ratio_after_dropped", ratio,
-                  detail=f"{n} calls from 2 s after the drop (kube-proxy's update) until the revert")
+                  detail=f"{n} calls from 2 s after the drop (kube-proxy's update) until the revert; "
+                         f"failed at {', '.join(failed) or 'none'} after the freeze "
+                         f"(drop at {lost_until - t0:.1f} s)")
     drill.expectations.assert_all()
