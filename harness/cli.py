@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -657,12 +658,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kdrill", description=__doc__.split("\n")[0],
+    # No abbreviations: `run --scenario X` must not silently mean `--scenarios-dir X`.
+    p = argparse.ArgumentParser(prog="kdrill", description=__doc__.split("\n")[0], allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--reports", default=os.environ.get("KDRILL_REPORTS", str(REPO_ROOT / "reports")),
                    help="evidence root; each run writes <reports>/<run-id>/ (default: reports/)")
     p.add_argument("-v", "--verbose", action="store_true")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True,
+                           parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
 
     run = sub.add_parser("run", help="run drills and write the evidence")
     run.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="scenario names or files (default: all)")

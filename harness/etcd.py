@@ -132,3 +132,44 @@ def member_healthy(cluster: Cluster, node: str) -> bool:
         return any(e.get("health") for e in json.loads(result.stdout or "[]"))
     except json.JSONDecodeError:
         return False
+
+
+@dataclass
+class StoredKey:
+    """One key as etcd holds it: the raw value bytes (as kube-apiserver wrote them) and its revisions."""
+
+    key: str
+    value: bytes
+    create_revision: int
+    mod_revision: int
+
+
+class RevisionCompacted(RuntimeError):
+    """The revision asked for was compacted away (``mvcc: required revision has been compacted``)."""
+
+
+def get_key(cluster: Cluster, via_node: str, endpoint: str, key: str, revision: int | None = None,
+            serializable: bool = False) -> StoredKey | None:
+    """``etcdctl get KEY`` through ``endpoint`` (``-w json``: the value's raw bytes, base64 in
+    transit); None when the key does not exist at that revision. ``serializable`` reads the member's
+    own copy without asking the leader; ``revision`` reads the key's history. Raises
+    RevisionCompacted, or RuntimeError with etcdctl's error."""
+    import base64
+
+    args = ["get", key, "-w", "json"]
+    if revision is not None:
+        args.append(f"--rev={revision}")
+    if serializable:
+        args.append("--consistency=s")
+    result = etcdctl(cluster, via_node, [endpoint], *args)
+    if result.returncode != 0:
+        error = result.stderr.strip()
+        if "compacted" in error:
+            raise RevisionCompacted(f"{key} at revision {revision}: {error}")
+        raise RuntimeError(f"etcdctl get {key} via {endpoint} on {via_node}: {error[-300:]}")
+    kvs = json.loads(result.stdout).get("kvs") or []
+    if not kvs:
+        return None
+    kv = kvs[0]
+    return StoredKey(key=base64.b64decode(kv["key"]).decode(errors="replace"), value=base64.b64decode(kv.get("value", "")),
+                     create_revision=int(kv["create_revision"]), mod_revision=int(kv["mod_revision"]))

@@ -11,6 +11,7 @@ Loading only ever reads the file.
 from __future__ import annotations
 
 import copy
+import errno
 import math
 import os
 from dataclasses import dataclass, field
@@ -417,7 +418,7 @@ def load_scenarios(directory: Path | str) -> list[Scenario]:
     """
     directory = Path(directory)
     if not directory.is_dir():
-        raise FileNotFoundError(f"scenario directory not found: {directory}")
+        raise FileNotFoundError(errno.ENOENT, "scenario directory not found", str(directory))
     files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
     by_name: dict[str, Scenario] = {}
     for file in files:
