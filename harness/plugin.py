@@ -339,9 +339,12 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     if call is not None and call.failed and error is None:
         error = RuntimeError(call.longreprtext[-2000:])
     if vitals is not None:
+        injections = d.record.observations.get("injections", [])
+        if error is None:  # a failed drill ends at once; its unmeasured window is flagged, not waited for
+            vitals.await_after(injections)
         covered = {sign: next(name for name in names if name in d.expectations)
                    for sign, names in scenario.vital_signs.items() if any(name in d.expectations for name in names)}
-        d.record.vital_signs = vitals.finish(d.record.observations.get("injections", []), covered)
+        d.record.vital_signs = vitals.finish(injections, covered)
         d.add_timelines(vitals.timelines)
         for sign in d.record.vital_signs["flagged"]:
             vital = d.record.vital_signs["signs"][sign]

@@ -121,14 +121,26 @@ class DrillVitals:
         """Wait until every host-side vital sign has ``samples`` answers, so the baseline window
         before a drill's first injection is measured however short the drill's own baseline is.
         Returns whether they did (a drill goes on either way: a sign not measured is flagged)."""
+        return self.await_samples(self.started_at, samples, timeout_seconds, "vital signs sampled before the fault")
+
+    def await_after(self, injections: list[dict], samples: int = 2, timeout_seconds: float = 30.0) -> bool:
+        """The same after the last revert, so the ``after`` window is measured however soon the
+        drill ends once its fault is reverted (a no-op without an injection)."""
+        ends = [i.get("reverted_at") for i in injections if i.get("injected_at")]
+        if not ends or None in ends:
+            return True
+        return self.await_samples(max(ends), samples, timeout_seconds, "vital signs sampled after the revert")
+
+    def await_samples(self, since: float, samples: int, timeout_seconds: float, description: str) -> bool:
+        """Wait until every host-side vital sign has ``samples`` answers timed at or after
+        ``since`` (epoch seconds); returns whether they did within ``timeout_seconds``."""
         from harness.expectations import wait_until
 
         def enough() -> bool:
-            return all(sum(1 for x in tl.samples() if x.t >= self.started_at) >= samples
+            return all(sum(1 for x in tl.samples() if x.t >= since) >= samples
                        for tl in self.probes.timelines().values())
 
-        return wait_until(enough, timeout_seconds, interval_seconds=0.25,
-                          description="vital signs sampled before the fault").ok
+        return wait_until(enough, timeout_seconds, interval_seconds=0.25, description=description).ok
 
     def finish(self, injections: list[dict], covered: dict[str, str]) -> dict[str, Any]:
         """Stop the probes and summarise every vital sign over the drill's windows (see module
