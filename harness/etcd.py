@@ -173,3 +173,14 @@ def get_key(cluster: Cluster, via_node: str, endpoint: str, key: str, revision: 
     kv = kvs[0]
     return StoredKey(key=base64.b64decode(kv["key"]).decode(errors="replace"), value=base64.b64decode(kv.get("value", "")),
                      create_revision=int(kv["create_revision"]), mod_revision=int(kv["mod_revision"]))
+
+
+def db_size(cluster: Cluster, node: str) -> dict[str, int | None]:
+    """The member on ``node``'s backend database as it reports it: ``{"db_size_bytes": file size,
+    "db_size_in_use_bytes": logically in use}`` (None when it does not answer)."""
+    result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "endpoint", "status", "-w", "json")
+    try:
+        status = json.loads(result.stdout or "[]")[0]["Status"]
+    except (json.JSONDecodeError, IndexError, KeyError):
+        return {"db_size_bytes": None, "db_size_in_use_bytes": None}
+    return {"db_size_bytes": status.get("dbSize"), "db_size_in_use_bytes": status.get("dbSizeInUse")}

@@ -38,7 +38,7 @@ RUNNER_DRILL = "drills/test_data_scenarios.py"
 RUNNER_WINDOWS = ("baseline", "fault", "after")
 # The unit each of kdrill's own measures gives (a plug-in's is the scenario's to say).
 MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "recovery_seconds": "seconds",
-                 "longest_failure_seconds": "seconds"}
+                 "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds"}
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,

@@ -1,0 +1,138 @@
+"""Drill: defragment one etcd member while the cluster is in use (scenarios/etcd-defrag.yaml).
+
+The drill writes a bounded fill (ConfigMaps of 900 KiB) so the member has a database worth
+rebuilding, then defragments one member (a follower by default) with ``etcdctl defrag``. From the
+member's own node it polls the member's local health endpoint and the kube-apiserver beside it
+(which talks only to that member); from another control-plane node, another member's health;
+from the host, API writes through the load balancer. The claim: the defragmented member serves
+nothing while its database is rebuilt, so its co-located API server stalls with it, while the
+other members, and so the cluster's quorum, carry on.
+
+Why a Python drill: its probes run on control-plane nodes (the member's local endpoints), which
+no data-only probe does yet.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import os
+import threading
+import time
+
+import pytest
+from kubernetes import client
+
+from harness.etcd import db_size, endpoint_status, running_member_node
+from harness.faults.etcd_defrag import EtcdDefrag
+from harness.measures import longest_unanswered_seconds, success_ratio
+from harness.probes import Probes
+from harness.probes.api import ApiWriteProbe
+from harness.probes.node_http import NodeHttpProbe
+
+FILL_OBJECT_KIB = 900  # under the API's 1 MiB ConfigMap limit
+# kubeadm: etcd's health and metrics on plain HTTP, on the node's loopback only.
+MEMBER_HEALTH_URL = "http://127.0.0.1:2381/health"
+# The API server's own client certificate for kubelets, on every kubeadm control-plane node: the
+# only credential the node holds for its local API server (a GET of one object is a read from etcd).
+APISERVER_CLIENT = ["--cacert", "/etc/kubernetes/pki/ca.crt",
+                    "--cert", "/etc/kubernetes/pki/apiserver-kubelet-client.crt",
+                    "--key", "/etc/kubernetes/pki/apiserver-kubelet-client.key"]
+
+
+def _fill(cluster, ns: str, megabytes: int) -> tuple[int, float]:
+    """Create ceil(megabytes MiB / 900 KiB) ConfigMaps of random (incompressible) data; returns
+    (objects, seconds taken)."""
+    count = math.ceil(megabytes * 1024 / FILL_OBJECT_KIB)
+    started = time.time()
+    for i in range(count):
+        data = base64.b64encode(os.urandom(FILL_OBJECT_KIB * 1024 * 3 // 4)).decode()
+        cluster.core.create_namespaced_config_map(ns, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=f"fill-{i:04d}"), data={"fill": data}), _request_timeout=30)
+    return count, time.time() - started
+
+
+def _target_node(cluster, control_plane: list[str], role: str) -> tuple[str, str]:
+    """(node of the member with ``role``, the leader's member id) as etcd reports it."""
+    via = running_member_node(cluster, control_plane)
+    statuses = endpoint_status(cluster, via, ["https://127.0.0.1:2379"])
+    leader = next(iter(statuses.values())).leader_id
+    by_node = {}
+    for node in control_plane:
+        own = endpoint_status(cluster, node, ["https://127.0.0.1:2379"])["https://127.0.0.1:2379"]
+        by_node[node] = own.member_id
+    if leader is None or leader not in by_node.values():
+        raise RuntimeError(f"no etcd leader among {by_node} (leader {leader})")
+    chosen = [n for n, m in by_node.items() if (m == leader) == (role == "leader")]
+    return sorted(chosen)[0], leader
+
+
+@pytest.mark.cluster
+@pytest.mark.destructive
+@pytest.mark.node_access
+@pytest.mark.scenario("etcd-defrag")
+def test_etcd_defrag(drill):
+    cluster, ns, p = drill.cluster, drill.namespace, drill.params
+    control_plane = drill.topology.control_plane
+
+    with drill.phase("setup"):
+        drill.fresh_namespace()
+        node, leader = _target_node(cluster, control_plane, p["target_role"])
+        other = next(n for n in control_plane if n != node)
+        objects, seconds = _fill(cluster, ns, int(p["fill_megabytes"]))
+        cluster.core.create_namespaced_config_map(ns, client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name="read-me"), data={"k": "v"}), _request_timeout=10)
+        before = db_size(cluster, node)
+        drill.observe("target", {"node": node, "role": p["target_role"], "leader_member_id": leader, "other": other})
+        drill.observe("fill", {"objects": objects, "object_kib": FILL_OBJECT_KIB, "seconds": round(seconds, 2),
+                               **{f"{k}_before": v for k, v in before.items()}})
+
+    read_url = f"https://127.0.0.1:6443/api/v1/namespaces/{ns}/configmaps/read-me"
+    member = NodeHttpProbe("member-health", cluster, node, MEMBER_HEALTH_URL, max_seconds=300)
+    apiserver = NodeHttpProbe("colocated-apiserver-read", cluster, node, read_url, curl_args=APISERVER_CLIENT,
+                              max_seconds=300)
+    other_member = NodeHttpProbe("other-member-health", cluster, other, MEMBER_HEALTH_URL, max_seconds=300)
+    writes = ApiWriteProbe("api-write", cluster, ns, prefix="w", interval_seconds=drill.interval_seconds,
+                           timeout_seconds=5.0, max_seconds=300)
+    probes = Probes(member, apiserver, other_member, writes)
+    fault = EtcdDefrag(cluster, node)
+    probes.start()
+    try:
+        with drill.phase("baseline"):
+            threading.Event().wait(float(p["baseline_seconds"]))  # the baseline window's length
+        with drill.inject(fault):
+            pass  # inject returns when etcdctl defrag does: the window is the defragmentation
+        with drill.phase("after"):
+            threading.Event().wait(float(p["after_seconds"]))
+    finally:
+        timelines = probes.stop()
+    drill.add_timelines(timelines)
+    for probe in (member, apiserver, other_member):
+        if probe.error:
+            drill.observe(f"probe_error_{probe.name}", probe.error)
+
+    start, end = fault.injected_at, fault.injected_at + (fault.wall_seconds or 0.0)
+    took = fault.took_seconds
+    after = db_size(cluster, node)
+    drill.observe("defrag", {**fault.evidence(), **{f"{k}_after": v for k, v in after.items()}})
+    drill.measure("defrag_seconds", took, detail=f"etcdctl defrag on {node}: {fault.output[-120:]}")
+    baseline_start = start - float(p["baseline_seconds"])
+    drill.measure("member_health_baseline_ratio", success_ratio(timelines["member-health"].samples(), baseline_start, start),
+                  detail=f"{MEMBER_HEALTH_URL} on {node}, every 0.1 s")
+    for name, key in (("member-health", "member_stall_share_of_defrag"),
+                      ("colocated-apiserver-read", "colocated_apiserver_stall_share_of_defrag")):
+        stall = longest_unanswered_seconds(timelines[name].samples(), start, end)
+        drill.observe(f"{key.replace('_share_of_defrag', '')}_seconds", stall)
+        drill.measure(key, stall / took if stall is not None and took else None,
+                      detail=f"longest time without an answer from {name} on {node}: "
+                             f"{'-' if stall is None else f'{stall:.2f}'} s, defragmentation {took or 0:.2f} s")
+    other_stall = longest_unanswered_seconds(timelines["other-member-health"].samples(), start, end)
+    drill.measure("other_member_longest_unanswered_seconds", other_stall,
+                  detail=f"{MEMBER_HEALTH_URL} on {other} during the defragmentation")
+    write_samples = timelines["api-write"].samples()
+    drill.measure("write_success_ratio_during_defrag", success_ratio(write_samples, start - 1.0, end + 1.0),
+                  detail="ConfigMap creations through the load balancer from the host, from 1 s before to 1 s "
+                         "after the defragmentation (5 s timeout each)")
+    drill.measure("write_longest_unanswered_seconds", longest_unanswered_seconds(write_samples, start, end),
+                  detail="the longest time without an acknowledged write through the load balancer")
+    drill.expectations.assert_all()

@@ -1,0 +1,80 @@
+"""Probe from a node: a bounded loop of ``curl`` requests run on the node itself.
+
+For what only a node reaches: an etcd member's local health endpoint (kubeadm's
+``--listen-metrics-urls=http://127.0.0.1:2381``) or the API server beside it on
+``127.0.0.1:6443``, never through the load balancer. The loop runs in the node (one exec for the
+whole probe, so a sample costs a curl, not a ``docker exec``), prints one line per request
+(started, completed, HTTP code) and stops at its count, its duration or the stop file
+:meth:`NodeHttpProbe.stop` writes, whichever comes first. Samples reach the timeline when the
+loop ends.
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import uuid
+
+from harness.providers import Cluster
+from harness.timeline import Sample, Timeline
+
+
+class NodeHttpProbe:
+    """GET ``url`` from node ``node`` every ``interval_seconds`` (each request bounded by
+    ``timeout_seconds``) for at most ``max_seconds`` and ``max_samples``; ``curl_args`` adds
+    options such as client certificates (paths on the node). Same start/stop/timeline shape as
+    :class:`harness.probes.Probe`."""
+
+    def __init__(self, name: str, cluster: Cluster, node: str, url: str, curl_args: list[str] | None = None,
+                 interval_seconds: float = 0.1, timeout_seconds: float = 5.0, max_seconds: float = 300,
+                 max_samples: int = 5000) -> None:
+        self.name, self.cluster, self.node, self.url = name, cluster, node, url
+        self.curl_args = list(curl_args or [])
+        self.interval_seconds, self.timeout_seconds = interval_seconds, timeout_seconds
+        self.max_seconds, self.max_samples = max_seconds, max_samples
+        self.timeline = Timeline(name)
+        self.error = ""
+        self._stop_file = f"/tmp/kdrill-probe-{uuid.uuid4().hex[:12]}.stop"
+        self._thread = threading.Thread(target=self._run, name=f"probe-{name}", daemon=True)
+
+    def script(self) -> str:
+        curl = " ".join(shlex.quote(a) for a in ["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}",
+                                                   "-m", f"{self.timeout_seconds:g}", *self.curl_args, self.url])
+        return (f"end=$(( $(date +%s) + {int(self.max_seconds)} )); i=0\n"
+                f"while [ $i -lt {int(self.max_samples)} ] && [ $(date +%s) -lt $end ] "
+                f"&& [ ! -e {self._stop_file} ]; do\n"
+                f"  t0=$(date +%s.%N); code=$({curl}); t1=$(date +%s.%N)\n"
+                f"  echo \"$t0 $t1 $code\"; i=$((i+1)); sleep {self.interval_seconds:g}\n"
+                f"done\nrm -f {self._stop_file}\n")
+
+    def start(self) -> "NodeHttpProbe":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            result = self.cluster.node_exec(self.node, ["bash", "-c", self.script()],
+                                            timeout_seconds=self.max_seconds + 30, check=False)
+        except Exception as exc:  # recorded: a probe never dies of what it measures
+            self.error = f"{type(exc).__name__}: {exc}"[:500]
+            return
+        for line in result.stdout.splitlines():
+            try:
+                started, completed, code = line.split()
+                started_at, completed_at = float(started), float(completed)
+            except ValueError:
+                continue
+            self.timeline.add(Sample(t=started_at, ok=code == "200", latency_seconds=completed_at - started_at,
+                                     detail=f"http {code}", labels={"node": self.node}))
+        if result.returncode != 0:
+            self.error = f"loop on {self.node} exited {result.returncode}: {result.stderr.strip()[-300:]}"
+
+    def stop(self) -> Timeline:
+        """Ask the loop to end, and wait for its samples (bounded by ``max_seconds``)."""
+        if self._thread.is_alive():
+            try:
+                self.cluster.node_exec(self.node, ["touch", self._stop_file], timeout_seconds=15, check=False)
+            except Exception as exc:  # the loop still ends at its own bound
+                self.error = f"stop file not written: {exc}"[:500]
+            self._thread.join(timeout=self.max_seconds + 60)
+        return self.timeline
