@@ -14,9 +14,9 @@ window holds nothing to measure (the expectation is then an error, never a pass)
   sample of the window succeeded (seconds; None when the window ends failing);
 - ``longest_failure_seconds``: the longest run of consecutive failed samples, from its first
   failure to the next success or the window's end (seconds; 0 when none failed);
-- ``longest_unanswered_seconds``: the longest time between two successful answers (each taken
-  when its request *completed*: ``t`` plus its latency) that overlaps the window, so a request
-  that hung is a stall as much as one that failed (seconds; None without two answers around it).
+- ``longest_unanswered_seconds``: the longest time inside the window between two successful
+  answers (each taken when its request *completed*: ``t`` plus its latency), so a request that
+  hung is a stall as much as one that failed (seconds; None without two answers around it).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def longest_failure_seconds(samples: list[Sample], start: float, end: float) -> 
 
 def longest_unanswered_seconds(samples: list[Sample], start: float, end: float) -> float | None:
     answered = sorted(s.t + (s.latency_seconds or 0.0) for s in samples if s.ok)
-    gaps = [b - a for a, b in zip(answered, answered[1:]) if b >= start and a < end]
+    gaps = [min(b, end) - max(a, start) for a, b in zip(answered, answered[1:]) if b > start and a < end]
     return max(gaps) if gaps else None
 
 

@@ -22,13 +22,15 @@ from harness.timeline import Sample, Timeline
 class NodeHttpProbe:
     """GET ``url`` from node ``node`` every ``interval_seconds`` (each request bounded by
     ``timeout_seconds``) for at most ``max_seconds`` and ``max_samples``; ``curl_args`` adds
-    options such as client certificates (paths on the node). Same start/stop/timeline shape as
+    options such as client certificates (paths on the node) or a POST body; a sample succeeds
+    when the HTTP code is one of ``ok_codes``. Same start/stop/timeline shape as
     :class:`harness.probes.Probe`."""
 
     def __init__(self, name: str, cluster: Cluster, node: str, url: str, curl_args: list[str] | None = None,
                  interval_seconds: float = 0.1, timeout_seconds: float = 5.0, max_seconds: float = 300,
-                 max_samples: int = 5000) -> None:
+                 max_samples: int = 5000, ok_codes: tuple[str, ...] = ("200",)) -> None:
         self.name, self.cluster, self.node, self.url = name, cluster, node, url
+        self.ok_codes = ok_codes
         self.curl_args = list(curl_args or [])
         self.interval_seconds, self.timeout_seconds = interval_seconds, timeout_seconds
         self.max_seconds, self.max_samples = max_seconds, max_samples
@@ -64,7 +66,7 @@ class NodeHttpProbe:
                 started_at, completed_at = float(started), float(completed)
             except ValueError:
                 continue
-            self.timeline.add(Sample(t=started_at, ok=code == "200", latency_seconds=completed_at - started_at,
+            self.timeline.add(Sample(t=started_at, ok=code in self.ok_codes, latency_seconds=completed_at - started_at,
                                      detail=f"http {code}", labels={"node": self.node}))
         if result.returncode != 0:
             self.error = f"loop on {self.node} exited {result.returncode}: {result.stderr.strip()[-300:]}"

@@ -36,6 +36,17 @@ def test_each_measure_over_its_window(pattern, start, end, expected) -> None:
     assert got == pytest.approx(expected)
 
 
+def test_longest_unanswered_counts_a_hung_request_as_much_as_a_failed_one() -> None:
+    """Answers complete at t + latency: a request that hung 3 s leaves 3 s without an answer,
+    though every sample succeeded; gaps outside the window do not count."""
+    hung = [Sample(t=T, ok=True, latency_seconds=0.1), Sample(t=T + 0.2, ok=True, latency_seconds=3.0),
+            Sample(t=T + 3.3, ok=True, latency_seconds=0.1), Sample(t=T + 20, ok=True, latency_seconds=0.1)]
+    assert measures.longest_unanswered_seconds(hung, T, T + 4) == pytest.approx(3.1)
+    failed = [Sample(t=T + i * 0.5, ok=i not in (2, 3, 4), latency_seconds=0.0) for i in range(8)]
+    assert measures.longest_unanswered_seconds(failed, T, T + 4) == pytest.approx(2.0)
+    assert measures.longest_unanswered_seconds(failed[:1], T, T + 4) is None  # one answer: no gap to measure
+
+
 def data_scenario(tmp_path: Path, edit=lambda d: None) -> Path:
     data = yaml.safe_load((REPO_ROOT / "scenarios" / "service-without-endpoints.yaml").read_text())
     edit(data)
