@@ -80,3 +80,29 @@ def nodes_not_ready_seconds(transitions: list[dict], start: float, end: float) -
         if ready != "True" and since < end:
             total[node] = total.get(node, 0.0) + max(0.0, end - max(since, start))
     return {node: seconds for node, seconds in total.items() if seconds > 0}
+
+
+class NodeLeaseProbe(Probe):
+    """Each sample lists the node Leases in ``kube-node-lease`` (the kubelets' heartbeats) and
+    records, per node, the age of its last renewal in seconds (sample time minus ``renewTime``,
+    the kubelet's clock: the run's clock offsets say how far that is from the host's). A kubelet
+    renews every 10 s by default (a quarter of its 40 s lease duration)."""
+
+    def __init__(self, name: str, cluster: Cluster, timeout_seconds: float = 2.0, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.coordination = client.CoordinationV1Api(cluster.new_api())
+        self.timeout_seconds = timeout_seconds
+
+    def sample(self) -> Sample:
+        started = time.time()
+        leases = self.coordination.list_namespaced_lease("kube-node-lease", _request_timeout=self.timeout_seconds).items
+        ages = {lease.metadata.name: round(started - lease.spec.renew_time.timestamp(), 3)
+                for lease in leases if lease.spec and lease.spec.renew_time}
+        return Sample(t=started, ok=True, latency_seconds=time.time() - started, detail=json.dumps(ages, sort_keys=True))
+
+
+def oldest_lease_age_seconds(timeline: Timeline, start: float, end: float) -> float | None:
+    """The largest renewal age any node's Lease showed in a sample inside [start, end] (None: no
+    sample answered there)."""
+    ages = [age for s in timeline.samples() if s.ok and start <= s.t <= end for age in json.loads(s.detail).values()]
+    return max(ages) if ages else None
