@@ -6,7 +6,7 @@ at most ``flood_seconds`` and ``flood_max_requests`` requests, and prints what i
 codes, latencies and the API Priority and Fairness headers naming the FlowSchema and priority
 level each request was classified into. With ``confine``, the fault first installs a FlowSchema
 that sends this ServiceAccount's requests to a priority level of its own with one concurrency
-share, no lending and a short queue (what a platform does to fence in a noisy client).
+share, no lending or borrowing and a queue of two (what a platform does to fence in a noisy client).
 
 Everything it makes is in the ledger before it is made (pod, ServiceAccount and Role by
 namespace, FlowSchema and PriorityLevelConfiguration by name); the revert deletes the pod at
@@ -139,8 +139,10 @@ class ApfFlood(Fault):
         level = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "PriorityLevelConfiguration",
                  "metadata": {"name": NAME, "labels": {"kdrill": "apf-flood"}},
                  "spec": {"type": "Limited", "limited": {
-                     "nominalConcurrencyShares": 1, "lendablePercent": 0,
-                     "limitResponse": {"type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 5}}}}}
+                     # No lending and, above all, no borrowing: by default a level borrows the seats
+                     # others lend (workload-low lends 90 %), and the flood would never be held.
+                     "nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
+                     "limitResponse": {"type": "Queue", "queuing": {"queues": 1, "handSize": 1, "queueLengthLimit": 2}}}}}
         schema = {"apiVersion": "flowcontrol.apiserver.k8s.io/v1", "kind": "FlowSchema",
                   "metadata": {"name": NAME, "labels": {"kdrill": "apf-flood"}},
                   "spec": {"priorityLevelConfiguration": {"name": NAME}, "matchingPrecedence": 500,

@@ -222,7 +222,7 @@ def test_every_fault_module_is_registered_as_a_plug_in():
     assert sorted(defined) == fault_kinds()
     for kind, cls in defined.items():
         assert fault_class(kind) is cls
-    with pytest.raises(FaultError, match="Known: control-plane-stop"):
+    with pytest.raises(FaultError, match="Known: apf-flood, control-plane-stop"):
         fault_class("no-such-fault")
 
 
