@@ -57,7 +57,12 @@ SIGKILLED = [
     ("control-plane-stop", "components", "control-plane-stop", None),
     ("control-plane-stop", "node-loss", "control-plane-stop", None),
     ("leader-failover", "controller-manager", "leader-kill", None),
+    # Leaves cluster-scoped objects (FlowSchema, PriorityLevelConfiguration) and a running flood.
+    ("api-overload", "confined", "apf-flood", None),
 ]
+# Not here: secrets-at-rest (its planted Secret lives about 2 s, inside the drill namespace, which
+# recover deletes anyway) and etcd-defrag (nothing to undo; its revert only waits for the member):
+# a kill inside their windows would race their own reverts.
 
 
 @pytest.mark.parametrize("scenario, case, fault_kind, step", SIGKILLED,
