@@ -36,7 +36,7 @@ from harness.probes.nodes import NodeReadyProbe, node_transitions, nodes_not_rea
 from harness.probes.pods import (NodeContainerProbe, kube_system_snapshot, node_containers, pod_snapshot,
                                  restarts_between, restarts_outside_control_plane, running_container_ids)
 from harness.timeline import longest_gap_seconds, success_ratio
-from harness.workloads import (TOOLBOX_IMAGE, delete_namespace, deploy_http_server, http_server_deployment,
+from harness.workloads import (TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, delete_namespace, deploy_http_server, http_server_deployment,
                                wait_deployment_available)
 
 APP = "web"
@@ -52,7 +52,7 @@ NODE_MONITOR_GRACE_PERIOD_SECONDS = 50.0
 
 
 def job_manifest(name: str) -> client.V1Job:
-    container = client.V1Container(name="http", image=TOOLBOX_IMAGE, image_pull_policy="Never",
+    container = client.V1Container(name="http", image=TOOLBOX_IMAGE, image_pull_policy=TOOLBOX_PULL_POLICY,
                                    command=["kdrill-http"])
     return client.V1Job(
         metadata=client.V1ObjectMeta(name=name),

@@ -20,7 +20,7 @@ from harness.expectations import wait_until, wait_until_or_raise
 from harness.faults import injected
 from harness.faults.dns_saturation import RELOAD_TIMEOUT_SECONDS, DnsSaturation, DrillZone, rollout_done
 from harness.probes.incluster import InClusterProbe
-from harness.workloads import TOOLBOX_IMAGE, delete_namespace, deploy_http_server
+from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, delete_namespace, deploy_http_server
 
 # glibc's resolver with resolv.conf's defaults (timeout:5, attempts:2; resolv.conf(5)) gives up
 # on a lookup of one name with one nameserver after about 10 s.
@@ -38,7 +38,7 @@ def lookup_pod(name: str, ndots: int | None, seconds: int) -> client.V1Pod:
     ``dnsConfig.options`` (None keeps the ClusterFirst default, ndots:5)."""
     spec = client.V1PodSpec(
         restart_policy="Never", active_deadline_seconds=seconds + 60, termination_grace_period_seconds=0,
-        containers=[client.V1Container(name="lookup", image=TOOLBOX_IMAGE, image_pull_policy="Never",
+        containers=[client.V1Container(name="lookup", image=TOOLBOX_IMAGE, image_pull_policy=TOOLBOX_PULL_POLICY,
                                        command=["sleep", str(seconds)])])
     if ndots is not None:
         spec.dns_config = client.V1PodDNSConfig(options=[client.V1PodDNSConfigOption(name="ndots", value=str(ndots))])

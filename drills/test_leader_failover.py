@@ -18,7 +18,7 @@ from kubernetes import client
 
 from harness.expectations import wait_until
 from harness.faults.leader_kill import LeaderKill, holder, lease
-from harness.workloads import TOOLBOX_IMAGE, deploy_http_server
+from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
 APP = "web"
 
@@ -36,7 +36,7 @@ def _bare_pod(name: str) -> client.V1Pod:
     return client.V1Pod(
         metadata=client.V1ObjectMeta(name=name, labels={"app": "bind-me"}),
         spec=client.V1PodSpec(termination_grace_period_seconds=0, containers=[client.V1Container(
-            name="sleep", image=TOOLBOX_IMAGE, image_pull_policy="Never", command=["sleep", "3600"])]))
+            name="sleep", image=TOOLBOX_IMAGE, image_pull_policy=TOOLBOX_PULL_POLICY, command=["sleep", "3600"])]))
 
 
 class Work:

@@ -38,7 +38,7 @@ from harness.webhook import (POLICY_SCOPE_LABEL, SCOPE_LABEL, WebhookTLS, genera
                              policy_message, tls_secret, validating_admission_policy,
                              validating_admission_policy_binding, validating_webhook_configuration,
                              webhook_deployment, webhook_service)
-from harness.workloads import DRILL_LABEL, TOOLBOX_IMAGE, wait_deployment_available
+from harness.workloads import DRILL_LABEL, TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, wait_deployment_available
 
 WEBHOOK = "webhook"  # the admitting Deployment and the Service the API server calls
 BLACKHOLE = "webhook-blackhole"  # the never-answering backend (blackhole mode)
@@ -122,7 +122,7 @@ def gated_pod(name: str, labels: dict[str, str]) -> dict:
     # never lands on a node.
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
             "spec": {"schedulingGates": [{"name": SCHEDULING_GATE}], "terminationGracePeriodSeconds": 0,
-                     "containers": [{"name": "idle", "image": TOOLBOX_IMAGE, "imagePullPolicy": "Never",
+                     "containers": [{"name": "idle", "image": TOOLBOX_IMAGE, "imagePullPolicy": TOOLBOX_PULL_POLICY,
                                      "command": ["sleep", "infinity"]}]}}
 
 
@@ -132,7 +132,7 @@ def idle_deployment(name: str, labels: dict[str, str]) -> dict:
             "spec": {"replicas": 0, "selector": {"matchLabels": selector},
                      "template": {"metadata": {"labels": {**selector, **labels}},
                                   "spec": {"containers": [{"name": "idle", "image": TOOLBOX_IMAGE,
-                                                           "imagePullPolicy": "Never",
+                                                           "imagePullPolicy": TOOLBOX_PULL_POLICY,
                                                            "command": ["sleep", "infinity"]}]}}}}
 
 

@@ -68,6 +68,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             load_signing_key()
     except (RunIdError, SigningKeyError) as exc:
         raise SystemExit(f"kdrill: {exc}") from None
+    from harness.workloads import toolbox_problem
+
+    problem = toolbox_problem(args.toolbox_image, args.toolbox_pull_policy)
+    if problem:
+        raise SystemExit(f"kdrill: {problem}")
+    # The drills run in a pytest process that inherits these (harness/workloads.py reads them).
+    if args.toolbox_image:
+        os.environ["KDRILL_TOOLBOX_IMAGE"] = args.toolbox_image
+    if args.toolbox_pull_policy:
+        os.environ["KDRILL_TOOLBOX_PULL_POLICY"] = args.toolbox_pull_policy
 
     scenarios_dir = Path(args.scenarios_dir)
     as_files = [a for a in args.scenarios if a.endswith((".yaml", ".yml"))]
@@ -685,6 +695,10 @@ def parser() -> argparse.ArgumentParser:
                      "a regression makes the exit status 1")
     run.add_argument("--any-platform", action="store_true",
                      help="with --baseline: compare even when platform or kdrill version differ")
+    run.add_argument("--toolbox-image", metavar="IMAGE",
+                     help="the drills' pods' image where your registry serves it (default: kdrill's, preloaded on kind)")
+    run.add_argument("--toolbox-pull-policy", metavar="POLICY",
+                     help="Always, IfNotPresent or Never (default: Never, the image being preloaded on kind)")
     run.add_argument("--plan", action="store_true",
                      help="print what would run (faults, windows, access, expected duration) and touch nothing")
     run.set_defaults(func=cmd_run)

@@ -69,6 +69,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, raise_interrupt)
+    from harness.workloads import toolbox_problem
+
+    problem = toolbox_problem(os.environ.get("KDRILL_TOOLBOX_IMAGE"), os.environ.get("KDRILL_TOOLBOX_PULL_POLICY"))
+    if problem:  # refused before any cluster is touched
+        raise pytest.UsageError(problem)
     config.addinivalue_line("markers", "scenario(name): the scenario a drill test runs")
     config.addinivalue_line("markers", "data_scenarios: the test runs every data-only scenario (harness/runner.py)")
     from harness.evidence import RunIdError, validate_run_id
@@ -327,6 +332,9 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
               kdrill_run["run_id"], progress=progress)
     _label_for_allure(scenario, drill_case)
     d.record.cluster.update({k: kdrill_identity[k] for k in ("server", "kube_system_uid", "clock_offsets")})
+    from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+
+    d.observe("toolbox", {"image": TOOLBOX_IMAGE, "pull_policy": TOOLBOX_PULL_POLICY})
     # The platform's vital signs, whatever the drill's own claim looks at.
     try:
         vitals = d.vitals = kdrill_vitals.watch()

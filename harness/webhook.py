@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from harness.workloads import DRILL_LABEL, TOOLBOX_IMAGE
+from harness.workloads import DRILL_LABEL, TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 WEBHOOK_PORT = 8443  # the container port kdrill-webhook listens on
 SERVICE_PORT = 443  # the Service port the API server calls
@@ -137,7 +137,7 @@ DRAIN_MARKER = "/tmp/draining"
 
 
 def webhook_deployment(name: str, mode: str, secret_name: str, replicas: int = 1, drain_seconds: int = 8,
-                       image: str = TOOLBOX_IMAGE, pull_policy: str = "Never") -> dict[str, Any]:
+                       image: str = TOOLBOX_IMAGE, pull_policy: str = TOOLBOX_PULL_POLICY) -> dict[str, Any]:
     """A Deployment of ``kdrill-webhook --mode <mode>`` labelled ``app=<name>``, serving on 8443.
 
     ``admit`` pods are ready while ``GET /healthz`` answers over HTTPS and they are not draining;

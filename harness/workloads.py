@@ -1,11 +1,17 @@
 """The drills' workloads: namespaces, the test HTTP server Deployment and its Service.
 
-Every image is kdrill's toolbox image, preloaded into the node image (never pulled).
+Every pod a drill runs uses kdrill's toolbox image. On kind it is preloaded into the node image
+and never pulled (the default pull policy ``Never``); on another cluster set
+``KDRILL_TOOLBOX_IMAGE`` to where the platform's registry serves it and
+``KDRILL_TOOLBOX_PULL_POLICY`` to ``IfNotPresent`` or ``Always`` (``kdrill run --toolbox-image
+--toolbox-pull-policy`` set both). :func:`toolbox_problem` checks them before anything runs.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -15,7 +21,25 @@ from harness.providers import Cluster
 
 log = logging.getLogger("kdrill.workloads")
 
-TOOLBOX_IMAGE = "docker.io/kdrill/toolbox:v0.1.0"
+DEFAULT_TOOLBOX_IMAGE = "docker.io/kdrill/toolbox:v0.1.0"
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+# An image reference: [registry[:port]/]path[:tag][@sha256:digest], lowercase path components.
+_IMAGE = re.compile(r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[\w][\w.-]{0,127})?"
+                    r"(?:@sha256:[a-f0-9]{64})?$")
+TOOLBOX_IMAGE = os.environ.get("KDRILL_TOOLBOX_IMAGE") or DEFAULT_TOOLBOX_IMAGE
+TOOLBOX_PULL_POLICY = os.environ.get("KDRILL_TOOLBOX_PULL_POLICY") or "Never"
+
+
+def toolbox_problem(image: str | None, pull_policy: str | None) -> str | None:
+    """What is wrong with a toolbox image setting and pull policy (either None: not given), as
+    "setting: expected ..., got ...", or None when both are fine."""
+    if image is not None and not _IMAGE.match(image):
+        return (f"KDRILL_TOOLBOX_IMAGE / --toolbox-image: expected an image reference such as "
+                f"registry.example.com/kdrill/toolbox:v0.1.0, got {image!r}")
+    if pull_policy is not None and pull_policy not in PULL_POLICIES:
+        return (f"KDRILL_TOOLBOX_PULL_POLICY / --toolbox-pull-policy: expected one of {', '.join(PULL_POLICIES)}, "
+                f"got {pull_policy!r}")
+    return None
 DRILL_LABEL = "kdrill.io/drill"
 
 
@@ -48,7 +72,7 @@ def delete_namespace(cluster: Cluster, name: str, wait_seconds: float = 120) -> 
 
 
 def http_server_deployment(name: str, replicas: int, node_selector: dict[str, str] | None = None,
-                           image: str = TOOLBOX_IMAGE, pull_policy: str = "Never",
+                           image: str = TOOLBOX_IMAGE, pull_policy: str = TOOLBOX_PULL_POLICY,
                            spread: bool = True) -> client.V1Deployment:
     """A Deployment of ``kdrill-http`` (port 8080) labelled ``app=<name>``."""
     labels = {"app": name}

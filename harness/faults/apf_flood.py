@@ -26,7 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from harness.faults import Fault, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
-from harness.workloads import TOOLBOX_IMAGE
+from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 NAME = "kdrill-flood"  # FlowSchema and PriorityLevelConfiguration (cluster-scoped)
 POD = SERVICE_ACCOUNT = "flood"
@@ -128,7 +128,7 @@ class ApfFlood(Fault):
             spec=client.V1PodSpec(
                 service_account_name=SERVICE_ACCOUNT, restart_policy="Never", termination_grace_period_seconds=0,
                 containers=[client.V1Container(
-                    name="flood", image=TOOLBOX_IMAGE, image_pull_policy="Never",
+                    name="flood", image=TOOLBOX_IMAGE, image_pull_policy=TOOLBOX_PULL_POLICY,
                     command=["python3", "-c", FLOOD_SCRIPT],
                     env=[client.V1EnvVar(name=k, value=str(v)) for k, v in env.items()],
                     # The flood's client side stays small on a 2-core machine: the load is the API server's.

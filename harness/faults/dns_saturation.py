@@ -32,7 +32,7 @@ from harness.expectations import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
-from harness.workloads import TOOLBOX_IMAGE
+from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 # Deadlines on platform paths, not expectations: how long to wait before calling a setup or a
 # revert failed. Both sit well above the slowest seen on this 2-core machine, because a fresh,
@@ -164,7 +164,7 @@ class DnsSaturation(Fault):
                 # A second bound besides dnsperf's own: the kubelet kills the pod after this.
                 active_deadline_seconds=int(seconds) + 60,
                 termination_grace_period_seconds=0,
-                containers=[client.V1Container(name="dnsperf", image=TOOLBOX_IMAGE, image_pull_policy="Never",
+                containers=[client.V1Container(name="dnsperf", image=TOOLBOX_IMAGE, image_pull_policy=TOOLBOX_PULL_POLICY,
                                                command=["sh", "-c", script, "sh", *queries],
                                                resources=client.V1ResourceRequirements(requests={"cpu": "50m"}))]))
 

@@ -15,7 +15,7 @@ from kubernetes import client
 from harness.expectations import wait_until_or_raise
 from harness.providers import Cluster
 from harness.timeline import Sample, Timeline
-from harness.workloads import TOOLBOX_IMAGE
+from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 
 # Thread start-up and scheduling on a loaded 2-core node, on top of a call's own timeout.
@@ -47,7 +47,7 @@ class InClusterProbe:
             node_name=self.node,
             active_deadline_seconds=int(self.duration_seconds) + 120,
             termination_grace_period_seconds=1,
-            containers=[client.V1Container(name="probe", image=TOOLBOX_IMAGE, image_pull_policy="Never",
+            containers=[client.V1Container(name="probe", image=TOOLBOX_IMAGE, image_pull_policy=TOOLBOX_PULL_POLICY,
                                            command=["kdrill-probe"], args=args)],
         )
         if self.dns_config:

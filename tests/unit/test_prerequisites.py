@@ -262,3 +262,16 @@ def test_kdrill_commands_stop_with_that_line_before_using_docker(monkeypatch, ca
         with pytest.raises(SystemExit) as exit_:
             cli.main(argv)
         assert exit_.value.code == doctor.docker_problem()
+
+
+def test_toolbox_image_and_pull_policy_are_checked_settings():
+    """Issue 15: the drills' image and pull policy are settings, refused with what was expected."""
+    from harness.workloads import toolbox_problem
+
+    assert toolbox_problem(None, None) is None
+    assert toolbox_problem("registry.example.com:5000/platform/kdrill-toolbox:v0.1.0", "IfNotPresent") is None
+    assert toolbox_problem("docker.io/kdrill/toolbox@sha256:" + "a" * 64, "Always") is None
+    problem = toolbox_problem("Bad Image", None)
+    assert problem.startswith("KDRILL_TOOLBOX_IMAGE / --toolbox-image: expected an image reference") and "'Bad Image'" in problem
+    problem = toolbox_problem(None, "never")
+    assert "expected one of Always, IfNotPresent, Never, got 'never'" in problem
