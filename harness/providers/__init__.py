@@ -90,3 +90,21 @@ class Cluster:
             raise ProviderError(f"on node {node}: {' '.join(command)} exited {result.returncode}: "
                                 f"{result.stderr.strip() or result.stdout.strip()}")
         return result
+
+    def copy_to_node(self, node: str, host_path: str, node_path: str, timeout_seconds: float = 120) -> None:
+        """Copy a file from this machine to ``node_path`` on ``node`` (bytes as they are). Raises
+        NoNodeAccess, ProviderError."""
+        self.require_node_access(f"copying {host_path} to node {node!r}")
+        self._docker_cp(host_path, f"{node}:{node_path}", timeout_seconds)
+
+    def copy_from_node(self, node: str, node_path: str, host_path: str, timeout_seconds: float = 120) -> None:
+        """Copy ``node_path`` on ``node`` to a file on this machine. Raises NoNodeAccess, ProviderError."""
+        self.require_node_access(f"copying {node_path} from node {node!r}")
+        self._docker_cp(f"{node}:{node_path}", host_path, timeout_seconds)
+
+    @staticmethod
+    def _docker_cp(source: str, destination: str, timeout_seconds: float) -> None:
+        result = subprocess.run(["docker", "cp", source, destination], capture_output=True, text=True,
+                                timeout=timeout_seconds)
+        if result.returncode != 0:
+            raise ProviderError(f"docker cp {source} {destination}: {result.stderr.strip()}")
