@@ -59,6 +59,8 @@ SIGKILLED = [
     ("leader-failover", "controller-manager", "leader-kill", None),
     # Leaves cluster-scoped objects (FlowSchema, PriorityLevelConfiguration) and a running flood.
     ("api-overload", "confined", "apf-flood", None),
+    # Killed while every member's data is moved aside: recover must move it back on every node.
+    ("etcd-backup-restore", None, "etcd-restore", None),
 ]
 # Not here: secrets-at-rest (its planted Secret lives about 2 s, inside the drill namespace, which
 # recover deletes anyway) and etcd-defrag (nothing to undo; its revert only waits for the member):
