@@ -1,0 +1,168 @@
+"""Fault ``etcd-space-quota``: every etcd member runs with a small ``--quota-backend-bytes``.
+
+etcd refuses writes that would grow its backend database beyond the space quota: the member
+raises the cluster-wide ``NOSPACE`` alarm and the cluster accepts only reads and deletes until
+space is freed (compact, defragment) and the alarm disarmed. The fault sets a small quota on
+every member, one at a time (the etcd static pod manifest edited in place: the kubelet restarts
+the member; quorum holds meanwhile), saving each original manifest first
+(:data:`ORIGINAL`, outside the manifests directory, so the kubelet does not run it).
+
+The revert deletes the drill's fill (deletes are accepted under ``NOSPACE``), puts every original
+manifest back (one member at a time) and disarms the alarm; the verification waits until every
+member serves a quorum read, no alarm is left and the API accepts a write. ``kdrill recover``
+does the same from the ledger, which holds the nodes, the quota and where the originals are.
+
+Source: etcd "Maintenance", Space quota (https://etcd.io/docs/v3.6/op-guide/maintenance/#space-quota).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kubernetes import client
+
+from harness.etcd import etcd_container_id, etcdctl, member_healthy
+from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.params import Param
+from harness.providers import Cluster
+
+MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"
+ORIGINAL = "/etc/kubernetes/kdrill-etcd.yaml.orig"
+FILL_LABEL = "kdrill.io/fill"
+# Deadlines, not measurements: the kubelet noticing an edited static pod manifest (it rereads the
+# directory every 20 s) and the restarted member serving a quorum read, on a loaded 2-core machine.
+MEMBER_RESTART_DEADLINE_SECONDS = 120
+HEALTHY_DEADLINE_SECONDS = 180
+
+
+def alarms(cluster: Cluster, node: str) -> list[str]:
+    """The cluster's active alarms as etcd lists them (e.g. ``["NOSPACE"]``). Raises RuntimeError."""
+    result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "alarm", "list")
+    if result.returncode != 0:
+        raise RuntimeError(f"etcdctl alarm list on {node}: {result.stderr.strip()[-300:]}")
+    return sorted({line.split("alarm:")[-1].strip() for line in result.stdout.splitlines() if "alarm:" in line})
+
+
+def answers(cluster: Cluster, node: str) -> bool:
+    """Whether the member on ``node`` answers ``endpoint status`` (it does under an alarm)."""
+    from harness.etcd import endpoint_status
+
+    return endpoint_status(cluster, node, ["https://127.0.0.1:2379"])["https://127.0.0.1:2379"].healthy
+
+
+class EtcdSpaceQuota(Fault):
+    """Set ``--quota-backend-bytes=quota_bytes`` on the etcd member of every node in ``nodes``."""
+
+    kind = "etcd-space-quota"
+    needs_node_access = True
+    params = {
+        "quota_headroom_megabytes": Param("integer", "quota: the largest member's database after a defragmentation "
+                                          "plus this much", minimum=1, maximum=256),
+        "max_fill_megabytes": Param("integer", "the fill stops here even without NOSPACE", minimum=1, maximum=512),
+        "nospace_hold_seconds": Param("seconds", "how long the alarm is left raised", minimum=1, maximum=120),
+        "baseline_seconds": Param("seconds", "probes before the fault", minimum=1, maximum=120),
+        "after_seconds": Param("seconds", "probes after the revert", minimum=1, maximum=120),
+    }
+
+    def __init__(self, cluster: Cluster, nodes: list[str], quota_bytes: int, namespace: str) -> None:
+        super().__init__(cluster)
+        self.nodes, self.quota_bytes, self.namespace = list(nodes), int(quota_bytes), namespace
+        self.restarted_after: dict[str, float] = {}
+
+    def target(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "quota_bytes": self.quota_bytes, "namespace": self.namespace,
+                "originals": ORIGINAL}
+
+    def evidence(self) -> dict[str, Any]:
+        return {"quota_bytes": self.quota_bytes,
+                "member_restarted_after_seconds": {n: round(s, 2) for n, s in self.restarted_after.items()}}
+
+    def restarts_by_design(self) -> list[str]:
+        return [f"etcd-{n}" for n in self.nodes]
+
+    def _roll(self, node: str, script: str, serving=member_healthy) -> None:
+        """Edit ``node``'s etcd manifest with ``script`` and wait until the kubelet runs a new
+        member container and ``serving(cluster, node)`` holds (default: it serves a quorum read;
+        under an alarm, which makes etcd report itself unhealthy, :func:`answers`). Raises
+        FaultError."""
+        from harness.expectations import wait_until
+
+        before = etcd_container_id(self.cluster, node)
+        started = time.time()
+        self.cluster.node_exec(node, ["sh", "-c", script])
+
+        def restarted() -> bool:
+            try:
+                return etcd_container_id(self.cluster, node) != before and serving(self.cluster, node)
+            except LookupError:
+                return False
+
+        if not wait_until(restarted, MEMBER_RESTART_DEADLINE_SECONDS, interval_seconds=1.0,
+                          description=f"etcd member on {node} restarted from its edited manifest").ok:
+            raise FaultError(f"the etcd member on {node} did not restart healthy within "
+                             f"{MEMBER_RESTART_DEADLINE_SECONDS} s of its manifest's edit")
+        self.restarted_after[node] = time.time() - started
+
+    def inject(self) -> None:
+        flag = f"--quota-backend-bytes={self.quota_bytes}"
+        for node in self.nodes:  # one member at a time: the other two keep quorum
+            self._roll(node, f"[ -f {ORIGINAL} ] || cp -p {MANIFEST} {ORIGINAL}; "
+                             f"if grep -q -- '--quota-backend-bytes=' {MANIFEST}; then "
+                             f"sed -i 's/--quota-backend-bytes=[0-9]*/{flag}/' {MANIFEST}; else "
+                             f"sed -i 's/^    - etcd$/&\\n    - {flag}/' {MANIFEST}; fi; "
+                             f"grep -q -- '{flag}' {MANIFEST}")
+
+    def revert(self) -> None:
+        errors = []
+        try:  # deletes are accepted under NOSPACE; the namespace may be gone already
+            self.cluster.core.delete_collection_namespaced_config_map(self.namespace, label_selector=FILL_LABEL,
+                                                                      _request_timeout=30)
+        except Exception as exc:  # noqa: BLE001 - the manifests go back whatever happened here
+            errors.append(f"deleting the fill: {exc}")
+        for node in self.nodes:
+            try:
+                has_original = self.cluster.node_exec(node, ["test", "-f", ORIGINAL], check=False).returncode == 0
+                if has_original:  # the alarm may still be raised: a restarted member that answers will do
+                    self._roll(node, f"cp -p {ORIGINAL} {MANIFEST} && rm -f {ORIGINAL}", serving=answers)
+            except Exception as exc:  # noqa: BLE001 - every node gets its revert
+                errors.append(f"{node}: {exc}")
+        # With the default quota back, disarming makes the cluster writable (the alarm is
+        # cluster-wide: one disarm through any member).
+        if not any(etcdctl(self.cluster, node, ["https://127.0.0.1:2379"], "alarm", "disarm").returncode == 0
+                   for node in self.nodes):
+            errors.append("etcdctl alarm disarm failed on every member")
+        if errors:
+            raise FaultError("; ".join(errors))
+
+    def verify_reverted(self) -> None:
+        from harness.expectations import wait_until
+
+        problems = []
+        for node in self.nodes:
+            left = self.cluster.node_exec(node, ["sh", "-c", f"ls {ORIGINAL} 2>/dev/null; grep -c -- "
+                                                 f"'--quota-backend-bytes={self.quota_bytes}' {MANIFEST}"],
+                                          check=False).stdout.split()
+            if left and left != ["0"]:
+                problems.append(f"{node}: the small quota or its saved original is still there ({left})")
+            if not wait_until(lambda n=node: member_healthy(self.cluster, n), HEALTHY_DEADLINE_SECONDS,
+                              interval_seconds=1.0).ok:
+                problems.append(f"{node}: the etcd member does not serve a quorum read")
+        if not wait_until(lambda: alarms(self.cluster, self.nodes[0]) == [], 30, interval_seconds=1.0).ok:
+            problems.append("an etcd alarm is still raised")
+
+        def writable() -> bool:
+            name = f"kdrill-quota-check-{time.time_ns()}"
+            self.cluster.core.create_namespaced_config_map("default", client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name=name)), _request_timeout=5)
+            self.cluster.core.delete_namespaced_config_map(name, "default", _request_timeout=5)
+            return True
+
+        if not wait_until(writable, 60, interval_seconds=1.0).ok:
+            problems.append("the API does not accept a write")
+        if problems:
+            raise FaultNotReverted("; ".join(problems))
+
+    @classmethod
+    def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "EtcdSpaceQuota":
+        return cls(cluster, target["nodes"], target["quota_bytes"], target["namespace"])
