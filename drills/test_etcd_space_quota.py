@@ -157,6 +157,10 @@ def test_etcd_space_quota(drill):
     else:
         for name in ("write_success_ratio_nospace", "read_success_ratio_nospace", "workload_success_ratio_nospace"):
             drill.expectations.error(name, "the drill never reached the NOSPACE window")
+    restarts = [s for by_node in fault.restarted_after.values() for s in by_node.values()]
+    drill.measure("member_restart_seconds_max", max(restarts) if len(restarts) == 2 * len(nodes) else None,
+                  detail=f"from each manifest edit to a serving member, setting the quota and putting it back: "
+                         f"{fault.evidence()['member_restarted_after_seconds']}")
     drill.measure("writes_after_revert_ratio", success_ratio(timelines["api-write"].samples(), fault.reverted_at or 0,
                                                              time.time()),
                   detail="writes through the load balancer after the default quota was back")

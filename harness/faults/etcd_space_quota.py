@@ -7,6 +7,12 @@ every member, one at a time (the etcd static pod manifest edited in place: the k
 the member; quorum holds meanwhile), saving each original manifest first
 (:data:`ORIGINAL`, outside the manifests directory, so the kubelet does not run it).
 
+On a kubeadm stacked control plane each such restart takes tens of seconds: before starting the
+new member the kubelet deletes the old mirror pod through the API server beside it, which waits
+on that very member (kubernetes/kubernetes#139502). Meanwhile that node's kubelet, controller-
+manager and scheduler, which all talk to their local API server, are cut off: the node can be
+marked NotReady and those components restart. The drill measures and reports this cost.
+
 The revert deletes the drill's fill (deletes are accepted under ``NOSPACE``), puts every original
 manifest back (one member at a time) and disarms the alarm; the verification waits until every
 member serves a quorum read, no alarm is left and the API accepts a write. ``kdrill recover``
@@ -68,7 +74,8 @@ class EtcdSpaceQuota(Fault):
     def __init__(self, cluster: Cluster, nodes: list[str], quota_bytes: int, namespace: str) -> None:
         super().__init__(cluster)
         self.nodes, self.quota_bytes, self.namespace = list(nodes), int(quota_bytes), namespace
-        self.restarted_after: dict[str, float] = {}
+        # "inject"/"revert" -> node -> seconds from the manifest's edit to a serving member
+        self.restarted_after: dict[str, dict[str, float]] = {"inject": {}, "revert": {}}
 
     def target(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "quota_bytes": self.quota_bytes, "namespace": self.namespace,
@@ -76,12 +83,13 @@ class EtcdSpaceQuota(Fault):
 
     def evidence(self) -> dict[str, Any]:
         return {"quota_bytes": self.quota_bytes,
-                "member_restarted_after_seconds": {n: round(s, 2) for n, s in self.restarted_after.items()}}
+                "member_restarted_after_seconds": {when: {n: round(s, 2) for n, s in by_node.items()}
+                                                   for when, by_node in self.restarted_after.items()}}
 
     def restarts_by_design(self) -> list[str]:
         return [f"etcd-{n}" for n in self.nodes]
 
-    def _roll(self, node: str, script: str, serving=member_healthy) -> None:
+    def _roll(self, node: str, script: str, when: str, serving=member_healthy) -> None:
         """Edit ``node``'s etcd manifest with ``script`` and wait until the kubelet runs a new
         member container and ``serving(cluster, node)`` holds (default: it serves a quorum read;
         under an alarm, which makes etcd report itself unhealthy, :func:`answers`). Raises
@@ -102,7 +110,7 @@ class EtcdSpaceQuota(Fault):
                           description=f"etcd member on {node} restarted from its edited manifest").ok:
             raise FaultError(f"the etcd member on {node} did not restart healthy within "
                              f"{MEMBER_RESTART_DEADLINE_SECONDS} s of its manifest's edit")
-        self.restarted_after[node] = time.time() - started
+        self.restarted_after[when][node] = time.time() - started
 
     def inject(self) -> None:
         flag = f"--quota-backend-bytes={self.quota_bytes}"
@@ -111,7 +119,7 @@ class EtcdSpaceQuota(Fault):
                              f"if grep -q -- '--quota-backend-bytes=' {MANIFEST}; then "
                              f"sed -i 's/--quota-backend-bytes=[0-9]*/{flag}/' {MANIFEST}; else "
                              f"sed -i 's/^    - etcd$/&\\n    - {flag}/' {MANIFEST}; fi; "
-                             f"grep -q -- '{flag}' {MANIFEST}")
+                             f"grep -q -- '{flag}' {MANIFEST}", "inject")
 
     def revert(self) -> None:
         errors = []
@@ -124,7 +132,7 @@ class EtcdSpaceQuota(Fault):
             try:
                 has_original = self.cluster.node_exec(node, ["test", "-f", ORIGINAL], check=False).returncode == 0
                 if has_original:  # the alarm may still be raised: a restarted member that answers will do
-                    self._roll(node, f"cp -p {ORIGINAL} {MANIFEST} && rm -f {ORIGINAL}", serving=answers)
+                    self._roll(node, f"cp -p {ORIGINAL} {MANIFEST} && rm -f {ORIGINAL}", "revert", serving=answers)
             except Exception as exc:  # noqa: BLE001 - every node gets its revert
                 errors.append(f"{node}: {exc}")
         # With the default quota back, disarming makes the cluster writable (the alarm is
