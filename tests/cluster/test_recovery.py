@@ -61,6 +61,8 @@ SIGKILLED = [
     ("api-overload", "confined", "apf-flood", None),
     # Killed while every member's data is moved aside: recover must move it back on every node.
     ("etcd-backup-restore", None, "etcd-restore", None),
+    # Killed with a small quota on every member (and soon NOSPACE): recover restores the manifests.
+    ("etcd-space-quota", None, "etcd-space-quota", None),
 ]
 # Not here: secrets-at-rest (its planted Secret lives about 2 s, inside the drill namespace, which
 # recover deletes anyway) and etcd-defrag (nothing to undo; its revert only waits for the member):
