@@ -70,7 +70,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SystemExit(f"kdrill: {exc}") from None
     from harness.workloads import toolbox_problem
 
-    problem = toolbox_problem(args.toolbox_image, args.toolbox_pull_policy)
+    # The options, or else the environment the drills would read: refused here, before anything runs.
+    problem = toolbox_problem(args.toolbox_image if args.toolbox_image is not None else os.environ.get("KDRILL_TOOLBOX_IMAGE"),
+                              args.toolbox_pull_policy if args.toolbox_pull_policy is not None
+                              else os.environ.get("KDRILL_TOOLBOX_PULL_POLICY"))
     if problem:
         raise SystemExit(f"kdrill: {problem}")
     # The drills run in a pytest process that inherits these (harness/workloads.py reads them).
@@ -92,6 +95,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         scenarios_dir = directories.pop()
     scenarios = [find_scenario(name, scenarios_dir) for name in args.scenarios] if args.scenarios \
         else load_scenarios(scenarios_dir)
+    if not scenarios:
+        from harness.scenario import ScenarioError
+
+        raise ScenarioError(scenarios_dir, "(directory)", "at least one scenario file (*.yaml)", "none")
     for s in scenarios:
         check_references(s)
     if args.plan:

@@ -14,13 +14,15 @@ window holds nothing to measure (the expectation is then an error, never a pass)
   sample of the window succeeded (seconds; None when the window ends failing);
 - ``longest_failure_seconds``: the longest run of consecutive failed samples, from its first
   failure to the next success or the window's end (seconds; 0 when none failed);
-- ``longest_unanswered_seconds``: the longest time inside the window between two successful
-  answers (each taken when its request *completed*: ``t`` plus its latency), so a request that
-  hung is a stall as much as one that failed (seconds; None without two answers around it).
+- ``longest_unanswered_seconds``: the longest time inside the window without a successful answer
+  (each taken when its request *completed*: ``t`` plus its latency), so a request that hung is a
+  stall as much as one that failed; silence before the first answer and after the last one, while
+  the probe was still asking, counts too (seconds; None for an empty window or no samples).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from harness.timeline import Sample
@@ -67,8 +69,17 @@ def longest_failure_seconds(samples: list[Sample], start: float, end: float) -> 
 
 
 def longest_unanswered_seconds(samples: list[Sample], start: float, end: float) -> float | None:
-    answered = sorted(s.t + (s.latency_seconds or 0.0) for s in samples if s.ok)
-    gaps = [min(b, end) - max(a, start) for a, b in zip(answered, answered[1:]) if b > start and a < end]
+    if end <= start:
+        return None
+    done = [(s.t + max(0.0, s.latency_seconds or 0.0), s.ok) for s in samples
+            if math.isfinite(s.t) and (s.latency_seconds is None or math.isfinite(s.latency_seconds))]
+    if not done:
+        return None
+    # Silence runs between answers, and also from when the probe began asking until its first
+    # answer and from its last answer until its last request ended (answers that stopped for good).
+    points = sorted({min(s.t for s in samples if math.isfinite(s.t)), max(t for t, _ in done),
+                     *(t for t, ok in done if ok)})
+    gaps = [min(b, end) - max(a, start) for a, b in zip(points, points[1:]) if b > start and a < end]
     return max(gaps) if gaps else None
 
 

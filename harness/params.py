@@ -41,11 +41,11 @@ class Param:
         if self.kind == "choice":
             return None if value in self.choices else f"one of {', '.join(repr(c) for c in self.choices)}"
         if self.kind == "name":
-            return None if isinstance(value, str) and _NAME.match(value) else \
+            return None if isinstance(value, str) and _NAME.fullmatch(value) else \
                 "a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253 characters)"
         if self.kind == "quantity":
-            return None if isinstance(value, str) and _QUANTITY.match(value) else "a resource quantity such as '30m'"
-        unit = " seconds" if self.kind == "seconds" else ""
+            return None if isinstance(value, str) and _QUANTITY.fullmatch(value) else "a resource quantity such as '30m'"
+        unit = " of seconds" if self.kind == "seconds" else ""
         what = "a whole number" if self.kind == "integer" else "a number"
         span = f"{what}{unit} from {_fmt(self.minimum)} to {_fmt(self.maximum)}"
         if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -133,7 +133,13 @@ SCHEMA: dict[str, Any] = {
                 "params": _MAPPING,
             },
         },
-        "workload": _MAPPING,
+        # The keys every drill reads are checked here; a drill's own keys (e.g. dns-saturation's) pass.
+        "workload": {"type": "object", "properties": {
+            "replicas": {"type": "integer", "minimum": 1, "maximum": 20,
+                         "x-expected": "a whole number of pods from 1 to 20"},
+            "node_port": {"type": "integer", "minimum": 30000, "maximum": 32767,
+                          "x-expected": "a NodePort from 30000 to 32767 that the cluster config maps to 127.0.0.1"}},
+            "x-expected": "a mapping"},
         # A scenario with no `drill` file is run by harness/runner.py from this.
         "runner": {
             "type": "object", "additionalProperties": False, "required": ["windows", "probes"],

@@ -23,9 +23,13 @@ log = logging.getLogger("kdrill.workloads")
 
 DEFAULT_TOOLBOX_IMAGE = "docker.io/kdrill/toolbox:v0.1.0"
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
-# An image reference: [registry[:port]/]path[:tag][@sha256:digest], lowercase path components.
-_IMAGE = re.compile(r"^(?:[a-zA-Z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[\w][\w.-]{0,127})?"
-                    r"(?:@sha256:[a-f0-9]{64})?$")
+# An image reference: [registry/]path[:tag][@sha256:digest]. The first component is a registry only
+# when it has a '.' or a port, or is localhost (as Docker reads it); path components are lowercase;
+# ASCII only; a name of at most 255 characters.
+_HOST = r"(?:localhost|[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)+)"
+_IMAGE = re.compile(rf"(?P<name>(?:{_HOST}(?::[0-9]{{1,5}})?/|[a-zA-Z0-9]+:[0-9]{{1,5}}/)?"
+                    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*)"
+                    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?", re.ASCII)
 TOOLBOX_IMAGE = os.environ.get("KDRILL_TOOLBOX_IMAGE") or DEFAULT_TOOLBOX_IMAGE
 TOOLBOX_PULL_POLICY = os.environ.get("KDRILL_TOOLBOX_PULL_POLICY") or "Never"
 
@@ -33,7 +37,10 @@ TOOLBOX_PULL_POLICY = os.environ.get("KDRILL_TOOLBOX_PULL_POLICY") or "Never"
 def toolbox_problem(image: str | None, pull_policy: str | None) -> str | None:
     """What is wrong with a toolbox image setting and pull policy (either None: not given), as
     "setting: expected ..., got ...", or None when both are fine."""
-    if image is not None and not _IMAGE.match(image):
+    matched = _IMAGE.fullmatch(image) if image is not None else None
+    port = re.search(r":([0-9]{1,5})/", image.split("/", 1)[0] + "/") if matched else None
+    if image is not None and (not matched or len(matched.group("name")) > 255
+                              or (port is not None and not 1 <= int(port.group(1)) <= 65535)):
         return (f"KDRILL_TOOLBOX_IMAGE / --toolbox-image: expected an image reference such as "
                 f"registry.example.com/kdrill/toolbox:v0.1.0, got {image!r}")
     if pull_policy is not None and pull_policy not in PULL_POLICIES:

@@ -45,6 +45,11 @@ def test_longest_unanswered_counts_a_hung_request_as_much_as_a_failed_one() -> N
     failed = [Sample(t=T + i * 0.5, ok=i not in (2, 3, 4), latency_seconds=0.0) for i in range(8)]
     assert measures.longest_unanswered_seconds(failed, T, T + 4) == pytest.approx(2.0)
     assert measures.longest_unanswered_seconds(failed[:1], T, T + 4) is None  # one answer: no gap to measure
+    # Answers that stop for good: the silence until the probe's last request counts (a review found
+    # 0.1 s reported here, which would have passed "another member kept answering").
+    stopped = [Sample(t=T + i * 0.1, ok=i <= 5, latency_seconds=0.0) for i in range(200)]
+    assert measures.longest_unanswered_seconds(stopped, T, T + 10) == pytest.approx(9.5)
+    assert measures.longest_unanswered_seconds(stopped, T + 5, T + 5) is None  # an empty window
 
 
 def data_scenario(tmp_path: Path, edit=lambda d: None) -> Path:

@@ -275,3 +275,27 @@ def test_toolbox_image_and_pull_policy_are_checked_settings():
     assert problem.startswith("KDRILL_TOOLBOX_IMAGE / --toolbox-image: expected an image reference") and "'Bad Image'" in problem
     problem = toolbox_problem(None, "never")
     assert "expected one of Always, IfNotPresent, Never, got 'never'" in problem
+
+
+@pytest.mark.parametrize("image", ["Kdrill/toolbox:v1", "kdrill/toolbox:t\u00e4g\u00e9", "..:1/kdrill/toolbox",
+                                   "host.io:99999/kdrill/toolbox", "r.io/" + "a" * 300,
+                                   "registry.example.com/kdrill/toolbox:v0.1.0\n"])
+def test_malformed_toolbox_images_a_review_found_are_refused(image):
+    from harness.workloads import toolbox_problem
+
+    assert toolbox_problem(image, None) is not None
+
+
+def test_the_toolbox_environment_is_checked_by_kdrill_run_before_anything(monkeypatch, capsys):
+    from harness.cli import main
+
+    monkeypatch.setenv("KDRILL_TOOLBOX_PULL_POLICY", "never")
+    with pytest.raises(SystemExit, match="expected one of Always, IfNotPresent, Never, got 'never'"):
+        main(["run", "--plan", "secrets-at-rest"])
+
+
+def test_an_empty_scenarios_directory_is_a_clear_error(tmp_path, capsys):
+    from harness.cli import main
+
+    assert main(["run", "--plan", "--scenarios-dir", str(tmp_path)]) == 2
+    assert "expected at least one scenario file" in capsys.readouterr().err

@@ -221,6 +221,18 @@ def test_free_form_mappings_accept_anything(tmp_path):
     assert s.fault_params == {"anything": {"nested": [1, 2]}} and s.workload["ports"] == [80]
 
 
+@pytest.mark.parametrize("workload, field", [({"replicas": "two"}, "workload.replicas"),
+                                              ({"replicas": -3}, "workload.replicas"),
+                                              ({"node_port": 99999}, "workload.node_port"),
+                                              ({"node_port": "abc"}, "workload.node_port")])
+def test_the_workload_keys_drills_read_are_checked_before_anything_runs(tmp_path, workload, field):
+    """A review found replicas 'two' and node_port 99999 accepted, failing only once the drill had
+    made its namespace."""
+    data = example_data()
+    data["workload"] = workload
+    assert load_error(tmp_path, data).field == field
+
+
 def test_duplicate_expectation_name(tmp_path):
     data = example_data()
     data["expectations"][2]["name"] = "workload_http_success_ratio"
