@@ -92,6 +92,10 @@ class Drill:
                 with injected(fault, self.ledger, drill=self.name) as active:
                     self.record.fault["injected_at"] = active.injected_at
                     yield active
+                    if self.vitals is not None:
+                        # A fault window shorter than the vital signs' interval (a planted Secret
+                        # lives about 2 s) would leave them unmeasured there: one sample each first.
+                        self.vitals.await_samples(active.injected_at, 1, 10.0, "vital signs sampled during the fault")
                     self.say(f"reverting {fault.kind}")
         finally:
             self.record.fault.update({"injected_at": fault.injected_at, "reverted_at": fault.reverted_at,
