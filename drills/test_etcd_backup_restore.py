@@ -28,11 +28,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from harness import static_pods
 from harness.etcd import etcd_members, etcdctl, member_healthy, running_member_node
 from harness.expectations import wait_until
 from harness.faults.etcd_restore import EtcdRestore
-from harness.health import wait_healthy
+from harness.health import api_accepts_write, wait_healthy
 from harness.images import Build
 from harness.measures import success_ratio
 from harness.probes import Probes
@@ -59,13 +58,6 @@ def _markers(cluster, ns: str, prefix: str, count: int) -> None:
 def _count(cluster, ns: str, prefix: str) -> int:
     return len(cluster.core.list_namespaced_config_map(ns, label_selector=f"kdrill.io/marker={prefix}",
                                                        _request_timeout=10).items)
-
-
-def _write_once(cluster, ns: str) -> bool:
-    name = f"api-back-{time.time_ns()}"
-    cluster.core.create_namespaced_config_map(ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name)),
-                                              _request_timeout=3)
-    return True
 
 
 @pytest.mark.cluster
@@ -123,7 +115,7 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
             with drill.phase("restore"):
                 restore_started = time.time()
                 fault.restore(str(snapshot), str(etcdutl))
-                back = wait_until(lambda: _write_once(cluster, ns), API_BACK_DEADLINE_SECONDS, interval_seconds=1.0,
+                back = wait_until(lambda: api_accepts_write(cluster, ns), API_BACK_DEADLINE_SECONDS, interval_seconds=1.0,
                                   description="the API accepts a write after the restore")
                 drill.measure("restore_seconds", back.became_true_at - restore_started if back.ok else None,
                               detail=f"from the start of the restore until the API accepted a write; "

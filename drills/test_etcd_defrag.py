@@ -14,10 +14,7 @@ no data-only probe does yet.
 
 from __future__ import annotations
 
-import base64
 import json
-import math
-import os
 import threading
 import time
 
@@ -30,8 +27,8 @@ from harness.measures import longest_unanswered_seconds, success_ratio
 from harness.probes import Probes
 from harness.probes.api import ApiWriteProbe
 from harness.probes.node_http import NodeHttpProbe
+from harness.workloads import FILL_OBJECT_KIB, fill_configmaps
 
-FILL_OBJECT_KIB = 900  # under the API's 1 MiB ConfigMap limit
 # Node probes ask every 50 ms: a defragmentation measured 0.36 to 1.9 s must be resolved well.
 NODE_PROBE_INTERVAL_SECONDS = 0.05
 # kubeadm: etcd's health and metrics on plain HTTP, on the node's loopback only.
@@ -41,18 +38,6 @@ MEMBER_HEALTH_URL = "http://127.0.0.1:2381/health"
 APISERVER_CLIENT = ["--cacert", "/etc/kubernetes/pki/ca.crt",
                     "--cert", "/etc/kubernetes/pki/apiserver-kubelet-client.crt",
                     "--key", "/etc/kubernetes/pki/apiserver-kubelet-client.key"]
-
-
-def _fill(cluster, ns: str, megabytes: int) -> tuple[int, float]:
-    """Create ceil(megabytes MiB / 900 KiB) ConfigMaps of random (incompressible) data; returns
-    (objects, seconds taken)."""
-    count = math.ceil(megabytes * 1024 / FILL_OBJECT_KIB)
-    started = time.time()
-    for i in range(count):
-        data = base64.b64encode(os.urandom(FILL_OBJECT_KIB * 1024 * 3 // 4)).decode()
-        cluster.core.create_namespaced_config_map(ns, client.V1ConfigMap(
-            metadata=client.V1ObjectMeta(name=f"fill-{i:04d}"), data={"fill": data}), _request_timeout=30)
-    return count, time.time() - started
 
 
 def _target_node(cluster, control_plane: list[str], role: str) -> tuple[str, str]:
@@ -82,7 +67,9 @@ def test_etcd_defrag(drill):
         drill.fresh_namespace()
         node, leader = _target_node(cluster, control_plane, p["target_role"])
         other = next(n for n in control_plane if n != node)
-        objects, seconds = _fill(cluster, ns, int(p["fill_megabytes"]))
+        started = time.time()
+        objects, _ = fill_configmaps(cluster, ns, int(p["fill_megabytes"]))
+        seconds = time.time() - started
         cluster.core.create_namespaced_config_map(ns, client.V1ConfigMap(
             metadata=client.V1ObjectMeta(name="read-me"), data={"k": "v"}), _request_timeout=10)
         before = db_size(cluster, node)

@@ -13,27 +13,22 @@ Why a Python drill: it runs etcdctl on the control-plane nodes (defragment, comp
 
 from __future__ import annotations
 
-import base64
-import json
-import os
 import threading
 import time
 
 import pytest
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
-from harness.etcd import db_size, etcdctl, running_member_node
+from harness.etcd import db_size, defragment, etcdctl, revision, running_member_node
 from harness.expectations import wait_until
+from harness.health import api_accepts_write
 from harness.faults.etcd_space_quota import FILL_LABEL, EtcdSpaceQuota, alarms
 from harness.measures import success_ratio
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiWriteProbe
 from harness.probes.http import HttpProbe
-from harness.workloads import deploy_http_server
+from harness.workloads import FILL_OBJECT_KIB, deploy_http_server, fill_configmaps
 
 APP = "web"
-FILL_OBJECT_KIB = 900
 NOSPACE_MESSAGE = "database space exceeded"
 # A deadline, not a measurement: the recovery's writes accepted again.
 WRITABLE_DEADLINE_SECONDS = 120
@@ -41,34 +36,7 @@ WRITABLE_DEADLINE_SECONDS = 120
 
 def _defragment_all(cluster, nodes: list[str]) -> dict[str, float]:
     """Defragment every member, one at a time; returns seconds per node. Raises RuntimeError."""
-    took = {}
-    for node in nodes:
-        started = time.time()
-        result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "defrag", "--command-timeout=120s",
-                         timeout_seconds=180)
-        if result.returncode != 0:
-            raise RuntimeError(f"etcdctl defrag on {node}: {result.stderr.strip()[-300:]}")
-        took[node] = round(time.time() - started, 2)
-    return took
-
-
-def _fill_until_refused(cluster, ns: str, max_megabytes: int) -> tuple[int, str | None, float | None]:
-    """Create 900 KiB ConfigMaps until the API refuses one (at most max_megabytes); returns
-    (created, the refusal's message or None, when it was refused)."""
-    for i in range((max_megabytes * 1024) // FILL_OBJECT_KIB + 1):
-        data = base64.b64encode(os.urandom(FILL_OBJECT_KIB * 1024 * 3 // 4)).decode()
-        try:
-            cluster.core.create_namespaced_config_map(ns, client.V1ConfigMap(
-                metadata=client.V1ObjectMeta(name=f"fill-{i:04d}", labels={FILL_LABEL: "true"}), data={"fill": data}),
-                _request_timeout=30)
-        except ApiException as exc:
-            return i, f"HTTP {exc.status}: {str(exc.body)[:300]}", time.time()
-    return i + 1, None, None
-
-
-def _revision(cluster, node: str) -> int:
-    result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "endpoint", "status", "-w", "json")
-    return int(json.loads(result.stdout)[0]["Status"]["header"]["revision"])
+    return {node: round(defragment(cluster, node).wall_seconds, 2) for node in nodes}
 
 
 @pytest.mark.cluster
@@ -103,7 +71,8 @@ def test_etcd_space_quota(drill):
         with drill.inject(fault):
             drill.observe("quota_set", fault.evidence())
             with drill.phase("fill"):
-                created, refusal, refused_at = _fill_until_refused(cluster, ns, int(p["max_fill_megabytes"]))
+                created, refusal = fill_configmaps(cluster, ns, int(p["max_fill_megabytes"]), labels={FILL_LABEL: "true"},
+                                                   stop_on_refusal=True)
                 drill.observe("fill", {"objects": created, "object_kib": FILL_OBJECT_KIB, "refusal": refusal})
                 drill.measure("write_refused_with_nospace", refusal is not None and NOSPACE_MESSAGE in refusal,
                               detail=f"after {created} ConfigMaps of {FILL_OBJECT_KIB} KiB: {refusal or 'never refused'}")
@@ -119,19 +88,13 @@ def test_etcd_space_quota(drill):
                 # history, defragment every member, disarm the alarm.
                 started = time.time()
                 cluster.core.delete_collection_namespaced_config_map(ns, label_selector=FILL_LABEL, _request_timeout=60)
-                compacted = etcdctl(cluster, via, ["https://127.0.0.1:2379"], "compact", str(_revision(cluster, via)),
+                compacted = etcdctl(cluster, via, ["https://127.0.0.1:2379"], "compact", str(revision(cluster, via)),
                                     "--physical", "--command-timeout=60s", timeout_seconds=90)
                 steps = {"deleted": round(time.time() - started, 2), "compact_ok": compacted.returncode == 0}
                 steps["defrag_seconds"] = _defragment_all(cluster, nodes)
                 disarmed = etcdctl(cluster, via, ["https://127.0.0.1:2379"], "alarm", "disarm")
                 steps["disarm_ok"] = disarmed.returncode == 0
-
-                def write_accepted() -> bool:
-                    cluster.core.create_namespaced_config_map(ns, client.V1ConfigMap(
-                        metadata=client.V1ObjectMeta(name=f"after-{time.time_ns()}")), _request_timeout=5)
-                    return True
-
-                writable = wait_until(write_accepted, WRITABLE_DEADLINE_SECONDS, interval_seconds=1.0,
+                writable = wait_until(lambda: api_accepts_write(cluster, ns), WRITABLE_DEADLINE_SECONDS, interval_seconds=1.0,
                                       description="a write accepted after the recovery")
                 drill.observe("recovery_steps", steps)
                 drill.measure("recovery_seconds", writable.became_true_at - started if writable.ok else None,

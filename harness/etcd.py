@@ -12,6 +12,8 @@ majority, floor(N/2)+1, to agree on updates, and tolerates N - (floor(N/2)+1) fa
 from __future__ import annotations
 
 import json
+import re
+import time
 from dataclasses import dataclass
 
 from harness.providers import Cluster
@@ -175,12 +177,54 @@ def get_key(cluster: Cluster, via_node: str, endpoint: str, key: str, revision: 
                      create_revision=int(kv["create_revision"]), mod_revision=int(kv["mod_revision"]))
 
 
+def _own_status(cluster: Cluster, node: str) -> dict | None:
+    """``etcdctl endpoint status -w json`` of the member on ``node`` (its ``Status``), or None."""
+    result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "endpoint", "status", "-w", "json")
+    try:
+        return json.loads(result.stdout or "[]")[0]["Status"]
+    except (json.JSONDecodeError, IndexError, KeyError):
+        return None
+
+
 def db_size(cluster: Cluster, node: str) -> dict[str, int | None]:
     """The member on ``node``'s backend database as it reports it: ``{"db_size_bytes": file size,
     "db_size_in_use_bytes": logically in use}`` (None when it does not answer)."""
-    result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "endpoint", "status", "-w", "json")
-    try:
-        status = json.loads(result.stdout or "[]")[0]["Status"]
-    except (json.JSONDecodeError, IndexError, KeyError):
-        return {"db_size_bytes": None, "db_size_in_use_bytes": None}
+    status = _own_status(cluster, node) or {}
     return {"db_size_bytes": status.get("dbSize"), "db_size_in_use_bytes": status.get("dbSizeInUse")}
+
+
+def revision(cluster: Cluster, node: str) -> int:
+    """The store's current revision as the member on ``node`` reports it. Raises RuntimeError."""
+    status = _own_status(cluster, node)
+    if status is None:
+        raise RuntimeError(f"etcd member on {node} does not report its status")
+    return int(status["header"]["revision"])
+
+
+_TOOK = re.compile(r"took ([0-9.]+)(ms|s|µs|us)")
+
+
+@dataclass
+class Defragmentation:
+    node: str
+    wall_seconds: float  # etcdctl defrag from start to return, the exec included
+    took_seconds: float | None  # as etcdctl reports it
+    output: str
+
+
+def defragment(cluster: Cluster, node: str, timeout_seconds: float = 120) -> Defragmentation:
+    """Defragment the member on ``node`` (``etcdctl defrag`` on its own endpoint; the member serves
+    nothing meanwhile). Raises RuntimeError with etcdctl's error.
+
+    Source: etcd "Maintenance", Defragmentation (https://etcd.io/docs/v3.6/op-guide/maintenance/#defragmentation).
+    """
+    started = time.time()
+    result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "defrag", f"--command-timeout={int(timeout_seconds)}s",
+                     timeout_seconds=timeout_seconds + 30)
+    wall = time.time() - started
+    output = (result.stdout + result.stderr).strip()
+    if result.returncode != 0:
+        raise RuntimeError(f"etcdctl defrag on {node} exited {result.returncode}: {output[-300:]}")
+    took = _TOOK.search(output)
+    seconds = float(took.group(1)) / {"s": 1, "ms": 1e3, "us": 1e6, "µs": 1e6}[took.group(2)] if took else None
+    return Defragmentation(node, wall, seconds, output)

@@ -24,3 +24,19 @@ def wait_healthy(cluster: Cluster, timeout_seconds: float = 180) -> WaitResult:
     """Wait until :func:`unhealthy` is empty; returns the WaitResult (``ok`` False on timeout)."""
     return wait_until(lambda: unhealthy(cluster) == [], timeout_seconds, interval_seconds=1.0,
                       description="every node Ready and every kube-system pod Running and Ready")
+
+
+def api_accepts_write(cluster: Cluster, namespace: str, keep: bool = True) -> float:
+    """Create one ConfigMap (``kdrill-write-check-*``) in ``namespace``; returns when the API
+    acknowledged it (epoch seconds), deleting it afterwards unless ``keep``. Raises what the API
+    raises: a condition for :func:`harness.expectations.wait_until`."""
+    import time
+
+    from kubernetes import client
+
+    created = cluster.core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(generate_name="kdrill-write-check-")), _request_timeout=5)
+    acknowledged = time.time()
+    if not keep:
+        cluster.core.delete_namespaced_config_map(created.metadata.name, namespace, _request_timeout=5)
+    return acknowledged

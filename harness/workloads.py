@@ -146,3 +146,29 @@ def wait_endpoints(cluster: Cluster, namespace: str, service: str, count: int, t
                    if e.conditions and e.conditions.ready) >= count
 
     wait_until_or_raise(ready, timeout_seconds, description=f"{count} ready endpoints for {namespace}/{service}")
+
+
+FILL_OBJECT_KIB = 900  # under the API's 1 MiB ConfigMap limit
+
+
+def fill_configmaps(cluster: Cluster, namespace: str, megabytes: int, labels: dict[str, str] | None = None,
+                    stop_on_refusal: bool = False) -> tuple[int, str | None]:
+    """Write ceil(megabytes MiB / 900 KiB) ConfigMaps ``fill-NNNN`` of random (incompressible)
+    data, a bounded load that grows etcd's database. Returns (objects created, the refusal's
+    text or None). ``stop_on_refusal``: the first refusal by the API ends the fill and is
+    returned; otherwise it is raised (ApiException)."""
+    import base64
+    import math
+    import os
+
+    for i in range(math.ceil(megabytes * 1024 / FILL_OBJECT_KIB)):
+        data = base64.b64encode(os.urandom(FILL_OBJECT_KIB * 1024 * 3 // 4)).decode()
+        try:
+            cluster.core.create_namespaced_config_map(namespace, client.V1ConfigMap(
+                metadata=client.V1ObjectMeta(name=f"fill-{i:04d}", labels=dict(labels or {})), data={"fill": data}),
+                _request_timeout=30)
+        except ApiException as exc:
+            if not stop_on_refusal:
+                raise
+            return i, f"HTTP {exc.status}: {str(exc.body)[:300]}"
+    return math.ceil(megabytes * 1024 / FILL_OBJECT_KIB), None

@@ -12,11 +12,9 @@ Source: etcd "Maintenance", Defragmentation (https://etcd.io/docs/v3.6/op-guide/
 
 from __future__ import annotations
 
-import re
-import time
 from typing import Any
 
-from harness.etcd import etcdctl, member_healthy
+from harness.etcd import defragment, member_healthy
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -26,7 +24,6 @@ from harness.providers import Cluster
 DEFRAG_DEADLINE_SECONDS = 120
 # A deadline for the verification: a member that finished its defragmentation answers at once.
 HEALTHY_DEADLINE_SECONDS = 60
-_TOOK = re.compile(r"took ([0-9.]+)(ms|s|µs|us)")
 
 
 class EtcdDefrag(Fault):
@@ -58,17 +55,11 @@ class EtcdDefrag(Fault):
                 "etcdctl": self.output[-300:]}
 
     def inject(self) -> None:
-        started = time.time()
-        result = etcdctl(self.cluster, self.node, ["https://127.0.0.1:2379"], "defrag",
-                         f"--command-timeout={DEFRAG_DEADLINE_SECONDS}s", timeout_seconds=DEFRAG_DEADLINE_SECONDS + 30)
-        self.wall_seconds = time.time() - started
-        self.output = (result.stdout + result.stderr).strip()
-        if result.returncode != 0:
-            raise FaultError(f"etcdctl defrag on {self.node} exited {result.returncode}: {self.output[-300:]}")
-        took = _TOOK.search(self.output)
-        if took:
-            value, unit = float(took.group(1)), took.group(2)
-            self.took_seconds = value / {"s": 1, "ms": 1e3, "us": 1e6, "µs": 1e6}[unit]
+        try:
+            done = defragment(self.cluster, self.node, DEFRAG_DEADLINE_SECONDS)
+        except RuntimeError as exc:
+            raise FaultError(str(exc)) from exc
+        self.wall_seconds, self.took_seconds, self.output = done.wall_seconds, done.took_seconds, done.output
 
     def revert(self) -> None:
         """Nothing to undo: wait until the member answers (see :meth:`verify_reverted`)."""

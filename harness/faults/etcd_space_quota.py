@@ -26,8 +26,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from kubernetes import client
-
 from harness.etcd import etcd_container_id, etcdctl, member_healthy
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
@@ -145,6 +143,7 @@ class EtcdSpaceQuota(Fault):
 
     def verify_reverted(self) -> None:
         from harness.expectations import wait_until
+        from harness.health import api_accepts_write
 
         problems = []
         for node in self.nodes:
@@ -159,14 +158,7 @@ class EtcdSpaceQuota(Fault):
         if not wait_until(lambda: alarms(self.cluster, self.nodes[0]) == [], 30, interval_seconds=1.0).ok:
             problems.append("an etcd alarm is still raised")
 
-        def writable() -> bool:
-            name = f"kdrill-quota-check-{time.time_ns()}"
-            self.cluster.core.create_namespaced_config_map("default", client.V1ConfigMap(
-                metadata=client.V1ObjectMeta(name=name)), _request_timeout=5)
-            self.cluster.core.delete_namespaced_config_map(name, "default", _request_timeout=5)
-            return True
-
-        if not wait_until(writable, 60, interval_seconds=1.0).ok:
+        if not wait_until(lambda: api_accepts_write(self.cluster, "default", keep=False), 60, interval_seconds=1.0).ok:
             problems.append("the API does not accept a write")
         if problems:
             raise FaultNotReverted("; ".join(problems))
