@@ -40,6 +40,10 @@ class PlantedSecret(Fault):
     kind = "planted-secret"
     params = {
         "secret_name": Param("name", "the Secret's name in the drill namespace", required=False),
+        # The drill's, not the Secret's: plant it in a cluster of its own whose kube-apiserver
+        # encrypts Secrets with this provider (harness/faults/drill_cluster.py).
+        "encryption_provider": Param("choice", "plant the Secret in a cluster made with an EncryptionConfiguration "
+                                     "using this provider", choices=("secretbox", "aescbc"), required=False),
     }
 
     def __init__(self, cluster: Cluster, namespace: str, name: str = "kdrill-planted") -> None:

@@ -58,6 +58,13 @@ def config_path(name: str) -> Path:
     return path
 
 
+def kubeconfig_cache_path(name: str) -> Path:
+    """Where kdrill keeps the kubeconfig of kind cluster ``name``:
+    ``$KDRILL_CACHE/kubeconfig/<name>`` (default ``~/.cache/kdrill``)."""
+    cache = Path(os.environ.get("KDRILL_CACHE", Path.home() / ".cache" / "kdrill"))
+    return cache / "kubeconfig" / name
+
+
 def cluster_name_of(config: Path) -> str:
     return yaml.safe_load(config.read_text()).get("name") or "kind"
 
@@ -83,9 +90,10 @@ class KindProvider:
     def nodes(self) -> list[str]:
         return sorted(self._run("get", "nodes", "--name", self.name).stdout.split())
 
-    def create(self, wait_seconds: int = 300) -> float:
+    def create(self, wait_seconds: int = 300, kubeconfig: Path | None = None) -> float:
         """Create the cluster and wait until every node is Ready and every kube-system pod runs;
-        returns the seconds it took.
+        returns the seconds it took. ``kubeconfig``: the file kind writes the cluster's context to
+        (default: kind's, ``$KUBECONFIG`` or ``~/.kube/config``, made the current context).
 
         Raises ProviderError when the node image is missing (saying how it gets built) or kind
         fails.
@@ -99,6 +107,7 @@ class KindProvider:
         log.info("creating kind cluster %s from %s", self.name, self.config)
         self._run("create", "cluster", "--name", self.name, "--config", str(self.config),
                   "--image", self.image, "--wait", f"{wait_seconds}s", "--retain",
+                  *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []),
                   timeout_seconds=wait_seconds + 600)
         # kind waits for the control plane only; drills need every node and system pod too.
         from harness.health import wait_healthy
@@ -124,8 +133,7 @@ class KindProvider:
 
     def kubeconfig_path(self) -> Path:
         """Write this cluster's kubeconfig (API server on 127.0.0.1) and return its path."""
-        cache = Path(os.environ.get("KDRILL_CACHE", Path.home() / ".cache" / "kdrill"))
-        path = cache / "kubeconfig" / self.name
+        path = kubeconfig_cache_path(self.name)
         path.parent.mkdir(parents=True, exist_ok=True)
         text = self._run("get", "kubeconfig", "--name", self.name).stdout
         path.write_text(text)

@@ -20,6 +20,7 @@ from harness.faults import fault_class
 from harness.faults.control_plane_stop import ControlPlaneStop
 from harness.health import wait_healthy
 from harness.ledger import Ledger
+from harness.providers.existing import kind_clusters
 from harness.registry import LocalRegistry
 
 pytestmark = [pytest.mark.cluster, pytest.mark.destructive, pytest.mark.node_access]
@@ -63,8 +64,10 @@ SIGKILLED = [
     ("etcd-backup-restore", None, "etcd-restore", None),
     # Killed with a small quota on every member (and soon NOSPACE): recover restores the manifests.
     ("etcd-space-quota", None, "etcd-space-quota", None),
+    # Killed once its own cluster (with an EncryptionConfiguration) is made: recover deletes it.
+    ("secrets-at-rest", "encrypted", "drill-cluster", None),
 ]
-# Not here: secrets-at-rest (its planted Secret lives about 2 s, inside the drill namespace, which
+# Not here: secrets-at-rest's planted Secret (it lives about 2 s, inside the drill namespace, which
 # recover deletes anyway) and etcd-defrag (nothing to undo; its revert only waits for the member):
 # a kill inside their windows would race their own reverts.
 
@@ -131,6 +134,8 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path, scenari
     assert not present & set(namespaces), sorted(present & set(namespaces))
     if scenario.startswith("registry"):
         assert LocalRegistry.for_cluster(kdrill_cluster).state() is None, "the registry container is still there"
+    made = {e.target["name"] for e in left if e.kind == "drill-cluster"}
+    assert not made & set(kind_clusters()), f"still there: {sorted(made & set(kind_clusters()))}"
 
 
 def _stopped(cluster) -> list[str]:
