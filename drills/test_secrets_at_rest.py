@@ -81,7 +81,7 @@ def _on_an_encrypted_cluster(drill, provider: str) -> None:
             vitals.await_baseline()
             ensure_namespace(encrypted, drill.namespace)
             _plant_and_read(drill, encrypted, drill.namespace, topology.control_plane, topology.etcd_members,
-                            encrypted_by=provider)
+                            encrypted_by=provider, vitals=vitals)
         finally:
             windows = [i for i in drill.record.observations.get("injections", []) if i["kind"] == PlantedSecret.kind]
             vitals.await_after(windows)
@@ -93,10 +93,12 @@ def _on_an_encrypted_cluster(drill, provider: str) -> None:
                       or f"on {encrypted.name}: none of {', '.join(summary['signs'])} flagged")
 
 
-def _plant_and_read(drill, cluster, ns: str, control_plane: list[str], members, encrypted_by: str | None) -> None:
+def _plant_and_read(drill, cluster, ns: str, control_plane: list[str], members, encrypted_by: str | None,
+                    vitals=None) -> None:
     """Plant the Secret in ``cluster``, read it back through the API and from every etcd member,
     then read its history after the deletion. ``encrypted_by``: the provider of the cluster's
-    EncryptionConfiguration, or None for a cluster without one."""
+    EncryptionConfiguration, or None for a cluster without one; ``vitals``: that cluster's own
+    vital signs (:class:`harness.vitals.DrillVitals`) when it is not the session's."""
     with drill.phase("read-config"):
         via = running_member_node(cluster, control_plane)
         apiserver = cluster.node_exec(via, ["cat", "/etc/kubernetes/manifests/kube-apiserver.yaml"],
@@ -154,6 +156,10 @@ def _plant_and_read(drill, cluster, ns: str, control_plane: list[str], members, 
                 drill.measure("members_holding_plaintext", sum(holding.values()),
                               detail=", ".join(f"{name}: {'plaintext' if ok else 'not found'}"
                                                for name, ok in holding.items()))
+        if vitals is not None:
+            # As Drill.inject does for the session's: the Secret lives about a second, shorter than
+            # the node probe's interval, so its window gets one sample of each sign first.
+            vitals.await_samples(secret.injected_at, 1, 10.0, "vital signs sampled during the fault")
         revision = stored.mod_revision if stored is not None else None
 
     # The revert deleted the Secret (and verified the API answers 404): etcd's history still has it.
