@@ -14,6 +14,7 @@ import copy
 import errno
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -489,6 +490,20 @@ def _no_alias(self: _StrictLoader, *args: Any) -> Any:
 
 
 _StrictLoader.compose_node = _no_alias  # type: ignore[method-assign]
+
+# Plain scalars read as YAML 1.2's core schema, not PyYAML's YAML 1.1: `yes`, `on`, `010`
+# (octal 8), `1:30` (sexagesimal 90), `1_000` and `2026-11-30` (a date) stay strings, which the schema
+# then refuses where a number or a bool is expected, instead of reading a value nobody wrote.
+_BOOL, _INT, _FLOAT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers
+            if tag not in (_BOOL, _INT, _FLOAT, "tag:yaml.org,2002:timestamp")]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_StrictLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
+_StrictLoader.add_implicit_resolver(_INT, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
+_StrictLoader.add_implicit_resolver(
+    _FLOAT, re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+"
+                       r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"), list("-+0123456789."))
 
 
 def _parse_yaml(path: Path, text: str) -> Any:

@@ -436,3 +436,33 @@ def test_deep_nesting_is_a_clear_error(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_scenario(path)
     assert info.value.field == "<file>"
+
+
+@pytest.mark.parametrize("written, field, got", [
+    ("workload: {replicas: 010}", "workload.replicas", "'010'"),  # YAML 1.1 read it as octal 8
+    ("workload: {replicas: 1:30}", "workload.replicas", "'1:30'"),  # YAML 1.1: sexagesimal 90
+    ("workload: {replicas: 1_0}", "workload.replicas", "'1_0'"),
+])
+def test_yaml_1_1_numbers_are_not_read_as_numbers_nobody_wrote(tmp_path, written, field, got):
+    text = EXAMPLE.read_text().replace("workload: {replicas: 3}", written)
+    assert written in text
+    err = load_error(tmp_path, text)
+    assert err.field == field and got in str(err.got)
+
+
+def test_yaml_1_1_booleans_stay_strings_and_are_refused(tmp_path):
+    data = example_data()
+    text = yaml.safe_dump(data, sort_keys=False)
+    text = text.replace("needs_node_access: true", "needs_node_access: yes").replace(
+        "needs_node_access: false", "needs_node_access: yes")
+    assert "needs_node_access: yes" in text
+    err = load_error(tmp_path, text)
+    assert err.field == "cluster.needs_node_access" and "'yes'" in str(err.got)
+
+
+def test_yaml_1_2_numbers_and_booleans_still_read():
+    from harness.scenario import _StrictLoader
+
+    read = yaml.load("[10, -3, 0, 0.5, 5., .5, 1e3, -2.5e-1, true, False, ~, 2026-11-30]", Loader=_StrictLoader)
+    assert read == [10, -3, 0, 0.5, 5.0, 0.5, 1000.0, -0.25, True, False, None, "2026-11-30"]
+    assert [type(v) for v in read[:3]] == [int, int, int]
