@@ -68,6 +68,9 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"  windows    {', '.join(f'{k} {v}' for k, v in windows.items()) or 'none declared'}",
                 f"  access     {'node containers (kind) and the API' if s.needs_node_access else 'the API only'}; "
                 f"cluster config {s.cluster_config}",
+                *([f"  abort      when probe {s.runner['abort']['probe']} fails without a break for more than "
+                   f"{s.runner['abort']['max_failing_seconds']} s (the fault is reverted at once)"]
+                  if s.runner is not None and s.runner.get("abort") else []),
                 f"  checks     {len(s.expectations_for(case))} expectations, and the vital signs",
                 f"  expected   {expected}",
             ]

@@ -9,6 +9,10 @@ The path a drill takes, in named, timed phases:
 2. ``baseline``: ``runner.windows.baseline_seconds`` of probing with nothing broken.
 3. ``fault``: the scenario's fault, built by its ``for_scenario(cluster, namespace, params)``,
    injected through the ledger, held ``hold_seconds``, then reverted and verified.
+   With ``runner.abort`` (a probe and ``max_failing_seconds``), the hold is guarded: once that
+   probe has failed without a break for longer than allowed, the fault is reverted at once and
+   the abort recorded (``observations.abort``); the drill's expectations are still measured and
+   its verdict is error.
 4. ``after``: ``after_seconds`` of probing with the fault reverted.
 5. Each expectation's ``measure`` is computed by harness/measures.py over its probe's samples in
    its window; the vital signs are watched around all of it by the plugin, as for any drill.
@@ -18,6 +22,7 @@ The windows are timed waits by design (how long the platform is watched), not sy
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
@@ -26,14 +31,62 @@ from harness import measures
 from harness.expectations import wait_until
 from harness.faults import FaultError, fault_class
 from harness.probes.incluster import InClusterProbe, service_targets
+from harness.timeline import Timeline
 from harness.workloads import deploy_http_server
 
 APP = "web"
+log = logging.getLogger("kdrill.runner")
+
+
+# How often the abort guard reads its probe's log during the hold (one API read each time).
+GUARD_CHECK_SECONDS = 1.0
+
+
+class DrillAborted(RuntimeError):
+    """The abort guard stopped the fault early: its steady-state probe failed for too long."""
 
 
 def hold(seconds: float) -> None:
     """Let a window run its length (the platform is watched meanwhile)."""
     threading.Event().wait(max(0.0, seconds))
+
+
+def failing_since(samples, since: float) -> float | None:
+    """When the probe's current run of failures began (epoch seconds): the first failed sample
+    after its last success at or after ``since``; None while it is not failing (its latest sample
+    succeeded, or it has no sample since ``since``)."""
+    run_start = None
+    for sample in sorted((s for s in samples if s.t >= since), key=lambda s: s.t):
+        if sample.ok:
+            run_start = None
+        elif run_start is None:
+            run_start = sample.t
+    return run_start
+
+
+def guarded_hold(seconds: float, guard: dict | None, samples_since, now=time.time) -> dict | None:
+    """Hold the fault ``seconds``; with ``guard`` ({probe, max_failing_seconds}), stop early once
+    ``samples_since(t0)`` (the guard probe's samples since the hold began) has been failing
+    without a break for longer than ``max_failing_seconds``. Returns the abort (probe, when the
+    failures began, how long they lasted, when the guard tripped; epoch seconds and seconds) or
+    None when the hold ran its length."""
+    started = now()
+    deadline = started + seconds
+    while (left := deadline - now()) > 0:
+        threading.Event().wait(min(GUARD_CHECK_SECONDS, left) if guard else left)
+        if not guard:
+            continue
+        try:
+            began = failing_since(samples_since(started), started)
+        except Exception as exc:  # an unreadable probe log is no reason to stop or to go on blind
+            log.warning("abort guard could not read probe %s: %s", guard["probe"], exc)
+            continue
+        if began is not None and now() - began > guard["max_failing_seconds"]:
+            tripped = now()
+            return {"probe": guard["probe"], "max_failing_seconds": guard["max_failing_seconds"],
+                    "failing_since": began, "failing_seconds": round(tripped - began, 2), "tripped_at": tripped,
+                    "held_seconds": round(tripped - started, 2), "hold_seconds_planned": seconds}
+    return None
 
 
 def run(drill) -> None:
@@ -66,9 +119,20 @@ def run(drill) -> None:
             baseline_start = time.time()
             hold(windows["baseline_seconds"])
         fault = fault_type.for_scenario(cluster, ns, drill.params)
+        guard = spec.get("abort")
+
+        def guard_samples(since: float):
+            return probe.timelines(since=since).get(guard["probe"], Timeline(guard["probe"])).samples()
+
         with drill.inject(fault):
             with drill.phase("fault"):
-                hold(windows["hold_seconds"])
+                aborted = guarded_hold(windows["hold_seconds"], guard, guard_samples)
+            if aborted:
+                drill.say(f"ABORT: probe {aborted['probe']} failing for {aborted['failing_seconds']} s "
+                          f"(allowed {aborted['max_failing_seconds']} s): reverting now")
+        if aborted:
+            aborted["revert_started_at"] = fault.revert_started_at
+            drill.observe("abort", aborted)
         with drill.phase("after"):
             hold(windows["after_seconds"])
         end = time.time()
@@ -92,4 +156,8 @@ def run(drill) -> None:
         drill.measure(expectation.name, value,
                       detail=f"{how['kind']} of probe {how['probe']} over the {how['window']} window "
                              f"({stop - start:.1f} s, {len(measures.in_window(timeline.samples(), start, stop))} samples)")
+    if aborted:
+        raise DrillAborted(f"aborted after {aborted['held_seconds']} s of the {aborted['hold_seconds_planned']} s hold: "
+                           f"probe {aborted['probe']} failed without a break for {aborted['failing_seconds']} s "
+                           f"(runner.abort allows {aborted['max_failing_seconds']} s); the fault was reverted then")
     drill.expectations.assert_all()

@@ -164,6 +164,18 @@ SCHEMA: dict[str, Any] = {
                         },
                     },
                 },
+                # Abort condition: a steady-state signal that must not fail for long. When the
+                # probe has failed without a break for longer than allowed, the runner reverts
+                # the fault at once and records the abort (the drill's verdict is then error).
+                "abort": {
+                    "type": "object", "additionalProperties": False, "required": ["probe", "max_failing_seconds"],
+                    "properties": {
+                        "probe": {"type": "string", "x-expected": "the name of a probe in runner.probes"},
+                        "max_failing_seconds": {"type": "number", "minimum": 1, "maximum": 600,
+                                                "x-expected": "a number of seconds from 1 to 600"},
+                    },
+                    "x-expected": "a mapping {probe, max_failing_seconds}",
+                },
             },
         },
         "probes": {
@@ -692,6 +704,10 @@ def _check_runner(path: Path, data: dict) -> None:
     for i, name in enumerate(probes):
         if probes.index(name) != i:
             raise ScenarioError(path, f"runner.probes[{i}].name", "a probe name unique in the runner", repr(name))
+    guard = data["runner"].get("abort")
+    if guard is not None and guard["probe"] not in probes:
+        raise ScenarioError(path, "runner.abort.probe", f"one of runner.probes: {', '.join(probes)}",
+                            repr(guard["probe"]))
     from harness.measures import measure_kinds
 
     kinds = measure_kinds()

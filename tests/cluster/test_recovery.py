@@ -185,3 +185,43 @@ def test_failed_expectation_still_reverts_the_fault(kdrill_cluster, tmp_path):
     assert Ledger(tmp_path / "state" / "ledger").entries() == []
     healthy = wait_healthy(kdrill_cluster, 240)
     assert healthy.ok, healthy.last_error
+
+
+GUARD_HOLD_SECONDS = 120
+GUARD_MAX_FAILING_SECONDS = 3
+
+
+def test_the_abort_guard_reverts_the_fault_once_its_probe_fails_for_too_long(kdrill_cluster, tmp_path):
+    """A data-only scenario whose guard probe (runner.abort) fails for longer than it allows has
+    its fault reverted at once, well before the hold ends; the abort is recorded, verdict error."""
+    def guarded(data):
+        # Scaling the workload to zero makes every call by ClusterIP fail within seconds
+        # (service-without-endpoints measures it): the guard must trip long before the hold ends.
+        data["runner"]["windows"]["hold_seconds"] = GUARD_HOLD_SECONDS
+        data["runner"]["abort"] = {"probe": "by-clusterip", "max_failing_seconds": GUARD_MAX_FAILING_SECONDS}
+
+    env = {**os.environ, "KDRILL_STATE_DIR": str(tmp_path / "state")}
+    reports = tmp_path / "reports"
+    run = kdrill("--reports", str(reports), "run", "service-without-endpoints", "--cluster-name", kdrill_cluster.name,
+                 "--scenarios-dir", str(scenario_copy(tmp_path, "service-without-endpoints", guarded)),
+                 "--run-id", "guarded", env=env, log=tmp_path / "run.log")
+    assert run.wait(timeout=600) == 1, tail(tmp_path / "run.log")
+    record = json.loads((reports / "guarded" / "service-without-endpoints.json").read_text())
+    assert record["verdict"] == "error", (record["verdict"], record["errors"])
+    assert any("aborted" in e and "by-clusterip" in e for e in record["errors"]), record["errors"]
+    abort = record["observations"]["abort"]
+    [window] = record["observations"]["injections"]
+    assert window["revert_verified"]
+    assert abort["failing_seconds"] >= GUARD_MAX_FAILING_SECONDS
+    # Reverted at once: the failure run began after the injection, and the revert started within
+    # the guard's allowance plus a few of its one-second checks; nowhere near the hold's end.
+    assert window["injected_at"] <= abort["failing_since"] <= abort["tripped_at"] <= window["revert_started_at"]
+    held = window["revert_started_at"] - window["injected_at"]
+    assert held < GUARD_HOLD_SECONDS / 4, held
+    assert window["revert_started_at"] - abort["failing_since"] < GUARD_MAX_FAILING_SECONDS + 5, abort
+    # The expectations were still measured: the evidence is there for what did happen.
+    assert any(e["name"] == "fault_clusterip_success_ratio" and e["measured"] is not None
+               for e in record["expectations"]), record["expectations"]
+    assert Ledger(tmp_path / "state" / "ledger").entries() == []
+    healthy = wait_healthy(kdrill_cluster, 240)
+    assert healthy.ok, healthy.last_error

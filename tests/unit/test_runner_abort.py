@@ -1,0 +1,91 @@
+"""The runner's abort guard (harness/runner.py): when a failure run begins, and that a guarded
+hold stops early only once its probe has failed without a break for longer than allowed. The
+guard reverting a real fault is shown on a cluster by tests/cluster/test_abort_guard.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness import runner
+from harness.scenario import ScenarioError, load_scenario
+from harness.timeline import Sample
+
+
+def samples(*points):
+    return [Sample(t=t, ok=ok) for t, ok in points]
+
+
+def test_a_failure_run_begins_at_the_first_failure_after_the_last_success():
+    assert runner.failing_since(samples((1, True), (2, False), (3, False)), since=0) == 2
+    assert runner.failing_since(samples((1, False), (2, True), (3, False), (4, False)), since=0) == 3
+
+
+def test_no_failure_run_when_the_latest_sample_succeeded_or_there_is_none():
+    assert runner.failing_since(samples((1, False), (2, True)), since=0) is None
+    assert runner.failing_since([], since=0) is None
+    assert runner.failing_since(samples((1, False)), since=5) is None  # before the hold: not counted
+
+
+def test_samples_are_taken_in_time_order():
+    assert runner.failing_since(samples((3, False), (1, True), (2, False)), since=0) == 2
+
+
+@pytest.fixture(autouse=True)
+def fast_checks(monkeypatch):
+    monkeypatch.setattr(runner, "GUARD_CHECK_SECONDS", 0.02)
+
+
+def test_the_guard_stops_the_hold_once_the_probe_fails_for_longer_than_allowed():
+    def always_failing(since):
+        return samples(*[(t, False) for t in (since + 0.001 * i for i in range(1, 1000)) if t <= time.time()])
+
+    started = time.time()
+    aborted = runner.guarded_hold(5.0, {"probe": "p", "max_failing_seconds": 0.2}, always_failing)
+    took = time.time() - started
+    assert aborted is not None and aborted["probe"] == "p" and aborted["hold_seconds_planned"] == 5.0
+    assert aborted["failing_seconds"] >= 0.2 and took < 1.0
+
+
+def test_failures_broken_by_a_success_do_not_trip_the_guard():
+    def flapping(since):  # fails, but succeeds every 0.1 s
+        now = time.time()
+        return samples(*[(since + 0.05 * i, i % 2 == 0) for i in range(int((now - since) / 0.05) + 1)])
+
+    assert runner.guarded_hold(0.5, {"probe": "p", "max_failing_seconds": 0.2}, flapping) is None
+
+
+def test_without_a_guard_the_hold_runs_its_length_and_reads_nothing():
+    def never(since):
+        raise AssertionError("read without a guard")
+
+    started = time.time()
+    assert runner.guarded_hold(0.3, None, never) is None
+    assert time.time() - started >= 0.3
+
+
+def test_an_unreadable_probe_neither_stops_nor_trips_the_hold():
+    def unreadable(since):
+        raise ConnectionError("API down")
+
+    assert runner.guarded_hold(0.2, {"probe": "p", "max_failing_seconds": 0.05}, unreadable) is None
+
+
+def test_the_guard_names_a_declared_probe(tmp_path):
+    from pathlib import Path
+
+    import yaml
+
+    data = yaml.safe_load((Path(__file__).parents[2] / "scenarios" / "service-without-endpoints.yaml").read_text())
+    data["runner"]["abort"] = {"probe": "by-nothing", "max_failing_seconds": 5}
+    path = tmp_path / "service-without-endpoints.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.field == "runner.abort.probe" and "by-clusterip" in info.value.expected
+    data["runner"]["abort"] = {"probe": "by-name", "max_failing_seconds": 0}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.field == "runner.abort.max_failing_seconds"
