@@ -19,12 +19,68 @@ from harness.scenario import Scenario, ScenarioError
 
 _NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Mi|Gi|Ki)?$")
+# Label selectors (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/): a key
+# is an optional DNS-subdomain prefix and "/", then a name of at most 63 characters; a value is
+# empty or such a name.
+_LABEL_NAME = r"[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_LABEL_KEY = re.compile(rf"^(?:(?=[^/]{{1,253}}/)[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?{_LABEL_NAME}$")
+_LABEL_VALUE = re.compile(rf"^(?:{_LABEL_NAME})?$")
+_SET_REQUIREMENT = re.compile(r"^(?P<key>\S+)\s+(?P<op>in|notin)\s*\((?P<values>[^()]*)\)$")
+_EQUALITY_REQUIREMENT = re.compile(r"^(?P<key>[^=!\s]+)\s*(?P<op>==|=|!=)\s*(?P<value>[^=!\s]*)$")
+# Operators that only exclude: a selector made of these alone matches every pod without the label.
+_EXCLUDING = ("!=", "notin", "!")
+
+
+def label_selector(text: Any) -> list[tuple[str, str, tuple[str, ...]]]:
+    """The requirements of a label selector string, as (key, operator, values): operator one of
+    "=", "!=", "in", "notin", "exists", "!" ("==" is read as "="). Raises ValueError naming what is
+    wrong, also for a selector that would select nearly everything: an empty one (every pod) or
+    one made only of exclusions ("!=", "notin", "!key")."""
+    if not isinstance(text, str):
+        raise ValueError(f"a string is expected, not {type(text).__name__}")
+    if not text.strip():
+        raise ValueError("an empty selector matches every object")
+    parts, depth, current = [], 0, ""
+    for char in text:  # commas separate requirements, except inside the value list of "in (a, b)"
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0 or depth > 1:
+            raise ValueError(f"unbalanced parentheses in {text!r}")
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    requirements = []
+    for part in (p.strip() for p in parts):
+        if not part:
+            raise ValueError(f"an empty requirement in {text!r}")
+        if match := _SET_REQUIREMENT.fullmatch(part):
+            key, op = match["key"], match["op"]
+            values = tuple(v.strip() for v in match["values"].split(","))
+            if not values or any(not v or not _LABEL_VALUE.fullmatch(v) for v in values):
+                raise ValueError(f"{part!r}: a list of label values is expected in the parentheses")
+        elif match := _EQUALITY_REQUIREMENT.fullmatch(part):
+            key, op, values = match["key"], {"==": "="}.get(match["op"], match["op"]), (match["value"],)
+            if not _LABEL_VALUE.fullmatch(match["value"]):
+                raise ValueError(f"{part!r}: {match['value']!r} is not a label value")
+        elif part.startswith("!"):
+            key, op, values = part[1:].strip(), "!", ()
+        else:
+            key, op, values = part, "exists", ()
+        if not _LABEL_KEY.fullmatch(key):
+            raise ValueError(f"{part!r}: {key!r} is not a label key")
+        requirements.append((key, op, values))
+    if all(op in _EXCLUDING for _, op, _ in requirements):
+        raise ValueError(f"{text!r} only excludes, so it matches every object without those labels")
+    return requirements
 
 
 @dataclass(frozen=True)
 class Param:
     """One parameter. ``kind``: "seconds", "number", "integer", "choice", "bool", "name" (a
-    Kubernetes object name) or "quantity" (a Kubernetes resource quantity such as "30m"); ``minimum``/``maximum`` bound numbers
+    Kubernetes object name), "quantity" (a Kubernetes resource quantity such as "30m") or
+    "selector" (a label selector such as "app=web", never empty: see :func:`label_selector`); ``minimum``/``maximum`` bound numbers
     (inclusive); ``choices`` lists the allowed strings of a "choice"."""
 
     kind: str
@@ -45,6 +101,12 @@ class Param:
                 "a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253 characters)"
         if self.kind == "quantity":
             return None if isinstance(value, str) and _QUANTITY.fullmatch(value) else "a resource quantity such as '30m'"
+        if self.kind == "selector":
+            try:
+                label_selector(value)
+            except ValueError as exc:
+                return f"a label selector such as 'app=web' that selects something ({exc})"
+            return None
         unit = " of seconds" if self.kind == "seconds" else ""
         what = "a whole number" if self.kind == "integer" else "a number"
         span = f"{what}{unit} from {_fmt(self.minimum)} to {_fmt(self.maximum)}"

@@ -135,17 +135,17 @@ def wait_deployment_available(cluster: Cluster, namespace: str, name: str, repli
     return result.elapsed_seconds or 0.0
 
 
+def ready_endpoints(cluster: Cluster, namespace: str, service: str, timeout_seconds: float = 5) -> int:
+    """How many ready endpoints the EndpointSlices of ``namespace/service`` list. Raises ApiException."""
+    slices = client.DiscoveryV1Api(cluster.api).list_namespaced_endpoint_slice(
+        namespace, label_selector=f"kubernetes.io/service-name={service}", _request_timeout=timeout_seconds)
+    return sum(1 for s in slices.items for e in (s.endpoints or []) if e.conditions and e.conditions.ready)
+
+
 def wait_endpoints(cluster: Cluster, namespace: str, service: str, count: int, timeout_seconds: float = 60) -> None:
     """Wait until the Service has ``count`` ready endpoints (EndpointSlices)."""
-    discovery = client.DiscoveryV1Api(cluster.api)
-
-    def ready():
-        slices = discovery.list_namespaced_endpoint_slice(
-            namespace, label_selector=f"kubernetes.io/service-name={service}", _request_timeout=5)
-        return sum(1 for s in slices.items for e in (s.endpoints or [])
-                   if e.conditions and e.conditions.ready) >= count
-
-    wait_until_or_raise(ready, timeout_seconds, description=f"{count} ready endpoints for {namespace}/{service}")
+    wait_until_or_raise(lambda: ready_endpoints(cluster, namespace, service) >= count, timeout_seconds,
+                        description=f"{count} ready endpoints for {namespace}/{service}")
 
 
 FILL_OBJECT_KIB = 900  # under the API's 1 MiB ConfigMap limit

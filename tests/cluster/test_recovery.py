@@ -66,10 +66,13 @@ SIGKILLED = [
     ("etcd-space-quota", None, "etcd-space-quota", None),
     # Killed once its own cluster (with an EncryptionConfiguration) is made: recover deletes it.
     ("secrets-at-rest", "encrypted", "drill-cluster", None),
+    # Killed with the Service's selector matching no pod: recover puts the recorded selector back.
+    ("service-blackhole", None, "service-blackhole", None),
 ]
 # Not here: secrets-at-rest's planted Secret (it lives about 2 s, inside the drill namespace, which
-# recover deletes anyway) and etcd-defrag (nothing to undo; its revert only waits for the member):
-# a kill inside their windows would race their own reverts.
+# recover deletes anyway), etcd-defrag (nothing to undo; its revert only waits for the member) and
+# pod-delete (nothing to undo; its revert only waits for the replacements): a kill inside their
+# windows would race their own reverts.
 
 
 @pytest.mark.parametrize("scenario, case, fault_kind, step", SIGKILLED,

@@ -24,10 +24,20 @@ def nothing_may_be_touched(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli.subprocess, "Popen", touched)
 
 
-def test_validate_accepts_the_shipped_scenarios(capsys) -> None:
+def test_validate_accepts_the_shipped_scenarios(capsys, tree_entry_points) -> None:
     files = sorted(str(p) for p in (REPO / "scenarios").glob("*.yaml"))
     assert main(["validate", *files]) == 0
     assert capsys.readouterr().out.count("ok: ") == len(files)
+
+
+def test_the_generic_fault_scenarios_validate_and_plan(tmp_path: Path, capsys, tree_entry_points) -> None:
+    """pod-delete and service-blackhole, data only, with the faults this tree registers."""
+    files = [str(REPO / "scenarios" / f"{name}.yaml") for name in ("pod-delete", "service-blackhole")]
+    assert main(["validate", *files]) == 0
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", "pod-delete", "service-blackhole"]) == 0
+    out = capsys.readouterr().out
+    assert "pod-delete: selector=app=web, count=1, grace_period_seconds=0" in out
+    assert "service-blackhole: service_name=web" in out and "the API only" in out
 
 
 def test_validate_names_file_field_expected_and_got(tmp_path: Path, capsys) -> None:

@@ -205,8 +205,9 @@ def test_new_faults_refuse_targets_they_cannot_act_on(tmp_path):
     assert NodeFreeze.from_target(cluster, fault.target()).node == "unit-worker"
 
 
-def test_every_fault_module_is_registered_as_a_plug_in():
-    """kdrill's own faults go through the same `kdrill.faults` entry points a plug-in uses."""
+def test_every_fault_module_is_registered_as_a_plug_in(tree_entry_points):
+    """kdrill's own faults go through the same `kdrill.faults` entry points a plug-in uses: every
+    fault module of this tree is registered in its pyproject.toml, and loads through it."""
     import importlib
     import pkgutil
 
@@ -224,6 +225,25 @@ def test_every_fault_module_is_registered_as_a_plug_in():
         assert fault_class(kind) is cls
     with pytest.raises(FaultError, match="Known: apf-flood, control-plane-stop"):
         fault_class("no-such-fault")
+
+
+def test_the_installed_entry_points_are_this_trees():
+    """What `pip install -e .` wrote is what pyproject.toml declares; otherwise `kdrill` itself
+    (validate, run) does not know a fault added since, and says so."""
+    import tomllib
+    from importlib.metadata import entry_points
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    for group, declared in pyproject["project"]["entry-points"].items():
+        if not group.startswith("kdrill."):
+            continue
+        installed = {ep.name: ep.value for ep in entry_points(group=group)}
+        if installed != declared:
+            missing = sorted(set(declared) - set(installed))
+            pytest.skip(f"the installed kdrill metadata is not this tree's pyproject.toml ({group}: "
+                        f"{'missing ' + ', '.join(missing) if missing else 'different entries'}); "
+                        "run `pip install -e .` here (in another git worktree, the installed one is the "
+                        "other checkout's)")
 
 
 def test_every_measure_is_registered_as_a_plug_in():

@@ -1,0 +1,150 @@
+"""Fault ``service-blackhole``: a Service's selector is changed so that it matches no pod.
+
+A generic fault for data-only scenarios (harness/runner.py): it needs no node access, only the
+API. The Service's ``spec.selector`` is recorded in the ledger, then replaced by the same selector
+plus the label ``kdrill.io/blackhole: <random>``, which no pod carries. The EndpointSlice controller
+then lists no endpoint for the Service, while its pods keep running and its name and ClusterIP
+stay. The revert replaces ``spec.selector`` with the recorded one through a JSON patch (RFC 6902),
+which sets the whole map, so the added key goes (a strategic merge patch would merge the maps and
+keep it); the verification waits until the selector is the original again and the Service's
+EndpointSlices list a ready endpoint.
+
+A Service without a selector (ExternalName, or endpoints managed by hand) has nothing to change
+here and is refused before anything is patched.
+
+Source: "Service" (a selector decides which pods back a Service, and the control plane keeps its
+EndpointSlices in line with it; "Services without selectors" for what is refused:
+https://kubernetes.io/docs/concepts/services-networking/service/) and "EndpointSlices"
+(https://kubernetes.io/docs/concepts/services-networking/endpoint-slices/).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.params import Param
+from harness.providers import Cluster
+from harness.workloads import ready_endpoints
+
+BLACKHOLE_LABEL = "kdrill.io/blackhole"
+# A deadline for the verification, not an expectation: the EndpointSlice controller lists the
+# Service's (still running, still ready) pods again once the selector is back, within seconds.
+ENDPOINTS_DEADLINE_SECONDS = 60
+
+
+class ServiceBlackhole(Fault):
+    """Make the Service ``namespace/name`` select no pod, keeping everything else about it."""
+
+    kind = "service-blackhole"
+    method = "selector-json-patch"
+    params = {
+        "service_name": Param("name", "the Service whose selector is made to match no pod"),
+        "target_namespace": Param("name", "its namespace (default: the drill's own)", required=False),
+    }
+
+    def __init__(self, cluster: Cluster, namespace: str, name: str, original_selector: dict[str, str] | None = None,
+                 blackhole_selector: dict[str, str] | None = None) -> None:
+        super().__init__(cluster)
+        self.namespace, self.name = namespace, name
+        self.original_selector = dict(original_selector) if original_selector is not None else None
+        self.blackhole_selector = dict(blackhole_selector) if blackhole_selector is not None else None
+        self.ready_after_seconds: float | None = None  # from the revert's end to a ready endpoint again
+
+    @classmethod
+    def for_scenario(cls, cluster: Cluster, namespace: str, params: dict[str, Any]) -> "ServiceBlackhole":
+        """The fault a data-only scenario's ``fault.params`` describe, in the drill's ``namespace``
+        unless ``target_namespace`` says otherwise."""
+        return cls(cluster, params.get("target_namespace") or namespace, params["service_name"])
+
+    def target(self) -> dict[str, Any]:
+        """The Service, and once read, its original selector and the one that replaced it."""
+        return {"method": self.method, "namespace": self.namespace, "name": self.name,
+                "original_selector": self.original_selector, "blackhole_selector": self.blackhole_selector}
+
+    def where(self) -> list[Any]:
+        return [f"service {self.namespace}/{self.name}"]
+
+    def evidence(self) -> dict[str, Any]:
+        """The selector before and during the fault, and ``ready_after_revert_seconds``: from the
+        revert's end until the EndpointSlices listed a ready endpoint again (seconds)."""
+        return {"original_selector": self.original_selector, "blackhole_selector": self.blackhole_selector,
+                "ready_after_revert_seconds": self.ready_after_seconds}
+
+    def _patch_selector(self, operations: list[dict[str, Any]]) -> None:
+        # A list body is sent as application/json-patch+json by the kubernetes client.
+        self.cluster.core.patch_namespaced_service(self.name, self.namespace, operations, _request_timeout=10)
+
+    def inject(self) -> None:
+        """Refuse a Service without a selector or without a ready endpoint; record the selector
+        in the ledger; then replace it by one no pod matches."""
+        service = self.cluster.core.read_namespaced_service(self.name, self.namespace, _request_timeout=10)
+        selector = dict(service.spec.selector or {})
+        if service.spec.type == "ExternalName" or not selector:
+            raise FaultError(f"service-blackhole: Service {self.namespace}/{self.name} has no selector "
+                             f"(type {service.spec.type}): its endpoints are not chosen by labels, so there is "
+                             "nothing to black-hole here")
+        if BLACKHOLE_LABEL in selector:
+            raise FaultError(f"service-blackhole: Service {self.namespace}/{self.name} already selects "
+                             f"{BLACKHOLE_LABEL} (a fault left by an earlier run? `kdrill recover` reverts it)")
+        if ready_endpoints(self.cluster, self.namespace, self.name) == 0:
+            raise FaultError(f"service-blackhole: Service {self.namespace}/{self.name} has no ready endpoint "
+                             "to take away")
+        self.original_selector = selector
+        self.blackhole_selector = {**selector, BLACKHOLE_LABEL: secrets.token_hex(4)}
+        self.checkpoint()  # the selector to restore is in the ledger before the patch
+        # "test" first: the patch applies only to the selector just recorded.
+        self._patch_selector([{"op": "test", "path": "/spec/selector", "value": self.original_selector},
+                              {"op": "replace", "path": "/spec/selector", "value": self.blackhole_selector}])
+
+    def revert(self) -> None:
+        """Put the recorded selector back, whole; a no-op when none was recorded or the Service
+        is gone."""
+        if self.original_selector is None:
+            return  # never read, never patched
+        try:
+            self._patch_selector([{"op": "replace", "path": "/spec/selector", "value": self.original_selector}])
+        except ApiException as exc:
+            if exc.status == 404:
+                return  # gone with its namespace: nothing left to restore
+            if exc.status != 422:
+                raise
+            # "replace" needs the member to exist: someone removed the selector meanwhile. "add" sets it.
+            self._patch_selector([{"op": "add", "path": "/spec/selector", "value": self.original_selector}])
+
+    def verify_reverted(self) -> None:
+        """Wait until the selector is exactly the recorded one and a ready endpoint is listed;
+        raises FaultNotReverted after :data:`ENDPOINTS_DEADLINE_SECONDS` (seconds)."""
+        from harness.expectations import wait_until
+
+        if self.original_selector is None:
+            return
+        since = self.reverted_at or time.time()
+
+        def restored() -> bool:
+            try:
+                service = self.cluster.core.read_namespaced_service(self.name, self.namespace, _request_timeout=10)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return True  # the namespace went (kdrill recover deletes it after this)
+                raise
+            if dict(service.spec.selector or {}) != self.original_selector:
+                raise FaultError(f"its selector is {service.spec.selector}, not {self.original_selector}")
+            return ready_endpoints(self.cluster, self.namespace, self.name) >= 1
+
+        done = wait_until(restored, ENDPOINTS_DEADLINE_SECONDS, interval_seconds=0.5,
+                          description=f"service {self.namespace}/{self.name} selector and endpoints back")
+        if not done.ok:
+            raise FaultNotReverted(f"Service {self.namespace}/{self.name} is not back to selector "
+                                   f"{self.original_selector} with a ready endpoint (last error: {done.last_error})")
+        self.ready_after_seconds = round(done.became_true_at - since, 3)
+
+    @classmethod
+    def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "ServiceBlackhole":
+        """The fault as the ledger recorded it (``kdrill recover``)."""
+        return cls(cluster, target["namespace"], target["name"], target.get("original_selector"),
+                   target.get("blackhole_selector"))

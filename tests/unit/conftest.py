@@ -1,0 +1,38 @@
+"""Fixtures shared by the unit tests."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import tomllib
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def declared_entry_points() -> dict[str, dict[str, str]]:
+    """The entry points this tree's pyproject.toml declares: group -> {name: "module:attr"}."""
+    return tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["entry-points"]
+
+
+@pytest.fixture
+def tree_entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, str]]:
+    """Fault kinds and measures resolved from this tree's pyproject.toml rather than from the
+    installed package's metadata, through the same importlib.metadata loading.
+
+    ``pip install -e .`` writes the entry points into the installed metadata once; until it is run
+    again, a fault added to pyproject.toml is unknown to ``fault_class`` (and in a second git
+    worktree the metadata is the other checkout's). Tests of what this tree ships use this;
+    ``test_the_installed_entry_points_are_this_trees`` says when the installation is stale."""
+    declared = {group: entries for group, entries in declared_entry_points().items() if group.startswith("kdrill.")}
+    installed = importlib.metadata.entry_points
+
+    def entry_points(**params):
+        group = params.get("group")
+        if group in declared and set(params) == {"group"}:
+            return [importlib.metadata.EntryPoint(name, value, group) for name, value in declared[group].items()]
+        return installed(**params)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    return declared
