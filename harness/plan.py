@@ -74,7 +74,7 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"  checks     {len(s.expectations_for(case))} expectations, and the vital signs",
                 f"  expected   {expected}",
             ]
-    known = f"about {total / 60:.0f} min" if total else "nothing known"
+    known = ("nothing known" if not total else f"about {total:.0f} s" if total < 90 else f"about {total / 60:.0f} min")
     lines.append(f"\nexpected drill time: {known}" + (f" for the cases with a past run; unknown for {', '.join(unknown)}"
                                                      if unknown else "")
                  + " (plus the cluster's creation when it does not exist)")

@@ -75,3 +75,10 @@ def test_new_writes_a_skeleton_that_validates_and_never_overwrites(tmp_path: Pat
         main(["new", "my-team-drill", "--dir", str(tmp_path)])
     with pytest.raises(SystemExit, match="lowercase letters"):
         main(["new", "../Evil", "--dir", str(tmp_path)])
+
+
+def test_a_short_expected_time_is_given_in_seconds_not_as_0_min(tmp_path: Path, capsys) -> None:
+    # service-without-endpoints has no past run here, so its windows (45 s) are the estimate.
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", "service-without-endpoints"]) == 0
+    out = capsys.readouterr().out
+    assert "expected drill time: about 45 s" in out and "about 0 min" not in out
