@@ -350,12 +350,3 @@ def test_a_service_gone_with_its_namespace_needs_no_revert(cluster, monkeypatch)
 
 
 # --- the scenarios --------------------------------------------------------------------------------
-
-def test_every_provisional_bound_says_so():
-    """pod-delete's fault-window bounds are placeholders until measured on a cluster."""
-    lines = (REPO / "scenarios" / "pod-delete.yaml").read_text().splitlines()
-    data = yaml.safe_load("\n".join(lines))
-    provisional = [e["name"] for e in data["expectations"] if e["measure"]["window"] == "fault"]
-    assert provisional == ["fault_clusterip_success_ratio", "fault_name_success_ratio", "fault_recovery_seconds"]
-    bounds = [line for line in lines if line.strip().startswith("bound:")]
-    assert sum("# bound to be set from measured runs" in line for line in bounds) == len(provisional)
