@@ -29,6 +29,7 @@ the drill's injections-and-reverts table.
 from __future__ import annotations
 
 import html
+import functools
 import json
 import math
 import shlex
@@ -36,8 +37,10 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from string import Template
 from typing import Any, Iterable, Mapping, Sequence
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup
 
 from harness import __version__
 
@@ -697,8 +700,13 @@ def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: flo
 # --------------------------------------------------------------------------- #
 
 
-def _header(run: _Run) -> tuple[str, str]:
-    """Returns (page header html, run metadata section html)."""
+def _text(value: Any) -> str:
+    """``value`` as text for the templates (which escape it): None is empty, as it always was."""
+    return "" if value is None else str(value)
+
+
+def _run_view(run: _Run) -> dict[str, Any]:
+    """The page header's headline and the Run section: run metadata as shown."""
     meta = run.meta
     records = [r for _, r in run.records]
     # A drill that was planned (run.json) and left no record at all counts as not passed too.
@@ -717,161 +725,136 @@ def _header(run: _Run) -> tuple[str, str]:
     passed_flagged = sum(1 for r in records if r.get("verdict") == "passed" and _vitals_state(r)[1])
     with_flagged = f"{flagged} with flagged vital signs"
     if not total:
-        overall = '<span class="badge badge-unknown">no drill records</span>'
+        headline = [{"cls": "badge-unknown", "text": "no drill records"}]
     elif failing:
-        overall = f'<span class="badge badge-fail">{failing} of {total} not passed{unreadable}</span>'
+        headline = [{"cls": "badge-fail", "text": f"{failing} of {total} not passed{unreadable}"}]
         if flagged:
-            overall += f' <span class="badge badge-flagged headline-flagged">{with_flagged}</span>'
+            headline.append({"cls": "badge-flagged headline-flagged", "text": with_flagged})
     elif passed_flagged:
-        overall = (f'<span class="badge badge-flagged headline-flagged">{total} drill{"s" if total != 1 else ""} '
-                   f"passed, {with_flagged}</span>")
+        headline = [{"cls": "badge-flagged headline-flagged",
+                     "text": f"{total} drill{'s' if total != 1 else ''} passed, {with_flagged}"}]
     else:
-        overall = f'<span class="badge badge-pass">all {total} passed</span>'
-    run_id = meta.get("run_id") or (records[0].get("run_id") if records else None) or run.run_dir.name
+        headline = [{"cls": "badge-pass", "text": f"all {total} passed"}]
     started = _as_float(meta.get("started_at"))
     finished = _as_float(meta.get("finished_at"))
     command = meta.get("command")
     if isinstance(command, list):
         command = shlex.join(str(c) for c in command)
-    dirty = meta.get("git_dirty")
-    commit = _e(meta.get("git_commit") or "unknown")
-    if dirty is True:
-        commit += ' <span class="badge badge-warn">dirty: uncommitted changes</span>'
-    elif dirty is False:
-        commit += ' <span class="muted">(clean)</span>'
-    duration = _seconds(finished - started) if started is not None and finished is not None else "—"
-    pairs = [
-        ("Run ID", f"<code>{_e(run_id)}</code>"),
-        ("Run by", f"{_e(meta.get('user') or 'unknown')} on {_e(meta.get('host') or 'unknown host')}"),
-        ("Started (UTC)", _utc(started)),
-        ("Finished (UTC)", _utc(finished) if finished is not None else '<span class="muted">not recorded</span>'),
-        ("Duration", duration),
-        ("Drills git commit", commit),
-        ("kdrill version", _e(meta.get("kdrill_version") or "unknown")),
-        ("Python", _e(meta.get("python") or "unknown")),
-        ("Command", f"<code>{_e(command or 'unknown')}</code>"),
-        ("Ticket", _e(meta.get("ticket") or "none given")),
-        ("Approved by", _e(meta.get("approved_by") or "nobody named")),
-    ]
+    view: dict[str, Any] = {
+        "dir_name": run.run_dir.name,
+        "headline": headline,
+        "problems": run.problems,
+        "user": _text(meta.get("user") or "unknown"),
+        "host": _text(meta.get("host") or "unknown host"),
+        "started": _utc(started),
+        "finished": _utc(finished) if finished is not None else None,
+        "duration": _seconds(finished - started) if started is not None and finished is not None else "—",
+        "commit": _text(meta.get("git_commit") or "unknown"),
+        "dirty": meta.get("git_dirty") if isinstance(meta.get("git_dirty"), bool) else None,
+        "kdrill_version": _text(meta.get("kdrill_version") or "unknown"),
+        "python": _text(meta.get("python") or "unknown"),
+        "command": _text(command or "unknown"),
+        "ticket": _text(meta.get("ticket") or "none given"),
+        "approved_by": _text(meta.get("approved_by") or "nobody named"),
+        "cluster": None,
+    }
     cluster = meta.get("cluster") if isinstance(meta.get("cluster"), dict) else {}
     if cluster:
         offsets = cluster.get("clock_offsets") if isinstance(cluster.get("clock_offsets"), dict) else {}
         worst = [abs(v["offset_seconds"]) for v in offsets.values()
                  if isinstance(v, dict) and isinstance(v.get("offset_seconds"), (int, float))]
-        pairs += [
-            ("Cluster", f"<code>{_e(cluster.get('name'))}</code> ({_e(cluster.get('provider'))}) at "
-                        f"<code>{_e(cluster.get('server'))}</code>"),
-            ("kube-system UID", f"<code>{_e(cluster.get('kube_system_uid'))}</code>"),
-            ("Node clocks", f"largest offset from the host {max(worst):.3f} s over {len(worst)} nodes" if worst
-             else _e(offsets.get("note") or "not compared")),
-        ]
-    problems = "".join(f'<p class="notice">{_e(p)}</p>' for p in run.problems)
-    header = (
-        '<header class="report-header">'
-        f'<div class="title-row"><h1>kdrill failure-drill report</h1>{overall}</div>'
-        f'<p class="subtitle">Run <code>{_e(run_id)}</code> · '
-        f"evidence directory <code>{_e(run.run_dir.name)}/</code></p>"
-        "</header>"
-    )
-    return header, f'<section class="run-meta"><h2>Run</h2>{problems}{_kv_table(pairs)}</section>'
+        view["cluster"] = {
+            "name": _text(cluster.get("name")),
+            "provider": _text(cluster.get("provider")),
+            "server": _text(cluster.get("server")),
+            "kube_system_uid": _text(cluster.get("kube_system_uid")),
+            "clocks": (f"largest offset from the host {max(worst):.3f} s over {len(worst)} nodes" if worst
+                       else _text(offsets.get("note") or "not compared")),
+        }
+    return view
 
 
-def _cluster(records: list[tuple[Path, dict[str, Any]]]) -> str:
+def _run_id(run: _Run) -> str:
+    records = [r for _, r in run.records]
+    return str(run.meta.get("run_id") or (records[0].get("run_id") if records else None) or run.run_dir.name)
+
+
+def _cluster_view(records: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any] | None:
+    """The cluster as the first drill that recorded one saw it (None: none did)."""
     cluster = next((r.get("cluster") for _, r in records if isinstance(r.get("cluster"), dict)), None)
     if not cluster:
-        return '<section class="cluster"><h2>Cluster</h2><p class="muted">No cluster recorded.</p></section>'
-    pairs = [
-        ("Name", _e(cluster.get("name") or "unknown")),
-        ("Provider", _e(cluster.get("provider") or "unknown")),
-        ("Kubernetes version", _e(cluster.get("kubernetes_version") or "unknown")),
-        ("kubectl context", _e(cluster.get("context") or "—")),
-    ]
-    rows = []
+        return None
+    nodes = []
     for node in cluster.get("nodes") or []:
         if not isinstance(node, dict):
             continue
         roles = node.get("roles") or []
         roles_text = ", ".join(str(r) for r in roles) if isinstance(roles, list) else str(roles)
-        rows.append(
-            f"<tr><td><code>{_e(node.get('name'))}</code></td><td>{_e(roles_text or '—')}</td>"
-            f"<td>{_e(node.get('kubelet_version') or '—')}</td></tr>"
-        )
-    nodes = (
-        _table(["Node", "Roles", "Kubelet version"], rows, "nodes")
-        if rows
-        else '<p class="muted">No nodes recorded.</p>'
-    )
-    return (
-        '<section class="cluster"><h2>Cluster</h2>'
-        '<p class="muted small">As recorded by the first drill of the run.</p>'
-        f'<div class="two-col">{_kv_table(pairs)}{nodes}</div></section>'
-    )
+        nodes.append({"name": _text(node.get("name")), "roles": roles_text or "—",
+                      "kubelet_version": _text(node.get("kubelet_version") or "—")})
+    return {
+        "name": _text(cluster.get("name") or "unknown"),
+        "provider": _text(cluster.get("provider") or "unknown"),
+        "kubernetes_version": _text(cluster.get("kubernetes_version") or "unknown"),
+        "context": _text(cluster.get("context") or "—"),
+        "nodes": nodes,
+    }
 
 
-def _summary(records: list[tuple[Path, dict[str, Any]]], unreadable: Sequence[tuple[Path, str]] = ()) -> str:
-    if not records and not unreadable:
-        return (
-            '<section class="summary"><h2>Verdicts</h2>'
-            '<p class="notice">This run has no drill records.</p></section>'
-        )
+def _summary_view(records: list[tuple[Path, dict[str, Any]]],
+                  unreadable: Sequence[tuple[Path, str]] = ()) -> dict[str, Any]:
+    """The Verdicts section: a row per drill record and per unreadable record, the tally of
+    verdicts, the drills with flagged vital signs and how the others' vital signs went."""
     counts: dict[str, int] = {}
     vitals: dict[str, int] = {}
-    flagged_names: list[str] = []
-    rows = []
+    flagged_drills: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     for path, r in records:
         verdict = r.get("verdict")
         counts[str(verdict)] = counts.get(str(verdict), 0) + 1
         state, flagged = _vitals_state(r)
         vitals[state if not flagged else "flagged"] = vitals.get(state if not flagged else "flagged", 0) + 1
-        cls = "row-fail" if verdict in _FAILING else "row-flagged" if flagged else ""
-        case = r.get("case")
         if flagged:
-            flagged_names.append(
-                f'<a href="#{_anchor(path)}-vitals"><code>{_e(_drill_label(r))}</code></a> '
-                f"({', '.join(_e(n) for n in flagged)})"
-            )
-            vitals_cell = (f'<a href="#{_anchor(path)}-vitals" class="badge badge-flagged">FLAGGED</a> '
-                           + ", ".join(f"<code>{_e(n)}</code>" for n in flagged))
-        elif state == "recorded":
-            vitals_cell = '<span class="ok-text">nothing flagged</span>'
-        elif state == "error":
-            vitals_cell = '<span class="badge badge-warn">not watched</span>'
-        else:
-            vitals_cell = '<span class="muted">not recorded</span>'
-        rows.append(
-            f'<tr class="{cls}"><td><a href="#{_anchor(path)}">{_e(r.get("drill"))}</a></td>'
-            f'<td>{_e(case) if case not in (None, "") else "<span class=muted>—</span>"}</td>'
-            f"<td>{_e(r.get('title') or '')}</td><td>{_badge(verdict)}</td>"
-            f'<td class="nowrap">{_tally(r.get("expectations"))}</td>'
-            f'<td class="vitals-cell">{vitals_cell}</td>'
-            f'<td class="num">{_seconds(r.get("duration_seconds"))}</td></tr>'
-        )
+            flagged_drills.append({"anchor": _anchor(path), "label": _drill_label(r), "signs": flagged})
+        case = r.get("case")
+        rows.append({
+            "unreadable": False,
+            "cls": "row-fail" if verdict in _FAILING else "row-flagged" if flagged else "",
+            "anchor": _anchor(path),
+            "drill": _text(r.get("drill")),
+            "case": None if case in (None, "") else str(case),
+            "title": _text(r.get("title") or ""),
+            "verdict": verdict,
+            "tally": _tally(r.get("expectations")),
+            "vitals": state,
+            "flagged": flagged,
+            "duration": _seconds(r.get("duration_seconds")),
+        })
     for path, reason in unreadable:
         counts["error"] = counts.get("error", 0) + 1
-        rows.append(
-            f'<tr class="row-fail unreadable"><td><a href="#{_anchor(path)}"><code>{_e(path.name)}</code></a></td>'
-            f'<td><span class=muted>—</span></td><td>unreadable record: {_e(reason)}</td><td>{_badge("error")}</td>'
-            '<td class="nowrap">unknown</td><td><span class="muted">unknown</span></td><td class="num">—</td></tr>'
-        )
-    tally = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()))
-    flagged_html = ""
-    if flagged_names:
-        n = len(flagged_names)
-        flagged_html = (
-            f'<div class="flagged-banner summary-flagged"><strong>{n} drill case{"s" if n != 1 else ""} with '
-            f"flagged vital signs</strong> (degraded with no expectation about it, whatever the verdict): "
-            + "; ".join(flagged_names) + ".</div>"
-        )
+        rows.append({"unreadable": True, "anchor": _anchor(path), "name": path.name, "reason": reason})
     others = [f"{vitals[k]} {label}" for k, label in (("recorded", "with nothing flagged"),
                                                        ("error", "not watched"), ("not recorded", "not recorded"))
               if vitals.get(k)]
-    vitals_line = f'<p class="muted small">Vital signs: {", ".join(others)}.</p>' if others and records else ""
-    return (
-        f'<section class="summary"><h2>Verdicts</h2><p>{len(records) + len(unreadable)} drill cases: {tally}.</p>'
-        + flagged_html + vitals_line
-        + _table(["Drill", "Case", "Title", "Verdict", "Expectations", "Vital signs", "Duration"], rows, "verdicts")
-        + "</section>"
-    )
+    return {
+        "rows": rows,
+        "tally": ", ".join(f"{n} {v}" for v, n in sorted(counts.items())),
+        "flagged": flagged_drills,
+        "vitals_line": others if records else [],
+    }
+
+
+def _seal_view(seal: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The Seal section: signer key, fingerprint, previous run (see render_report); None: unsealed."""
+    if not seal:
+        return None
+    previous = seal.get("previous")
+    return {
+        "fingerprint": str(seal.get("fingerprint_sha256") or "unknown"),
+        "public_key": _text(seal.get("public_key") or ""),
+        "previous": ({"run_id": _text(previous.get("run_id")), "manifest_sha256": _text(previous.get("manifest_sha256"))}
+                     if isinstance(previous, Mapping) else None),
+    }
 
 
 def _sources_html(source: Any) -> str:
@@ -1599,166 +1582,18 @@ shown, so it counts as an error: a record is never left out of the verdicts.</p>
 </section>"""
 
 
-def _seal_html(run_id: str, seal: Mapping[str, Any] | None) -> str:
-    """The seal section: signer key, fingerprint, previous run, how to check (see render_report)."""
-    if not seal:
-        return (
-            '<section class="seal"><h2>Seal</h2><p class="notice">This page was rendered without a seal: '
-            "no signing key was given, so it says nothing about who vouches for this evidence.</p></section>"
-        )
-    fingerprint = str(seal.get("fingerprint_sha256") or "unknown")
-    previous = seal.get("previous")
-    if isinstance(previous, Mapping):
-        prev_html = (
-            f"<code>{_e(previous.get('run_id'))}</code> "
-            f"<span class=\"muted\">(manifest SHA-256 <code>{_e(previous.get('manifest_sha256'))}</code>)</span>"
-        )
-    else:
-        prev_html = '<span class="muted">none: the first sealed run in this reports directory</span>'
-    pairs = [
-        ("Signed with", "Ed25519; <code>manifest.sig</code> is the signature of <code>manifest.json</code>, "
-                        "which lists every file and directory of the run with its SHA-256 and size"),
-        ("Key fingerprint (SHA-256)", f"<code class=\"fingerprint\">{_e(fingerprint)}</code>"),
-        ("Public key", f"<pre class=\"public-key\">{_e(seal.get('public_key') or '')}</pre>"),
-        ("Previous run", prev_html),
-        ("Check it", f"<code>kdrill verify {_e(run_id)} --fingerprint {_e(fingerprint)}</code>; "
-                     "<code>kdrill verify --history</code> checks the chain of runs"),
-    ]
-    return f'<section class="seal"><h2>Seal</h2>{_kv_table(pairs)}</section>'
-
-
 # --------------------------------------------------------------------------- #
 # Page
 # --------------------------------------------------------------------------- #
 
-_CSS = """
-:root { --fg:#111827; --muted:#6b7280; --line:#e5e7eb; --bg:#f8fafc; --card:#fff;
-  --pass:#15803d; --pass-bg:#dcfce7; --fail:#b91c1c; --fail-bg:#fee2e2; --warn:#b45309; --warn-bg:#fef3c7; }
-* { box-sizing: border-box; }
-body { margin:0; background:var(--bg); color:var(--fg);
-  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main, .report-header, footer { max-width: 1240px; margin: 0 auto; padding: 0 24px; }
-.report-header { padding-top: 28px; }
-.title-row { display:flex; align-items:center; gap:16px; flex-wrap:wrap; }
-h1 { font-size: 26px; margin: 0; }
-h2 { font-size: 20px; margin: 0 0 10px; }
-h3 { font-size: 13px; margin: 22px 0 8px; text-transform: uppercase; letter-spacing: .06em; color:#374151;
-  border-bottom: 1px solid var(--line); padding-bottom: 4px; }
-.subtitle { color: var(--muted); margin: 6px 0 18px; }
-section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 18px 22px; margin: 0 0 18px; }
-section.drill { border-left: 6px solid #9ca3af; }
-section.drill.verdict-pass { border-left-color: var(--pass); }
-section.drill.verdict-fail, section.drill.verdict-error { border-left-color: var(--fail); }
-.drill-head { display:flex; align-items:center; gap:12px; justify-content:space-between; }
-.drill-meta { color: var(--muted); font-size: 12.5px; margin: 2px 0 0; }
-.glance { margin: 8px 0 0; font-weight: 500; }
-code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: 12.5px; }
-pre { white-space: pre-wrap; word-break: break-word; margin: 0; }
-table { border-collapse: collapse; width: 100%; margin: 4px 0; }
-th, td { text-align: left; vertical-align: top; padding: 6px 10px; border-bottom: 1px solid var(--line); }
-thead th { background: #f3f4f6; font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color:#374151; }
-table.kv th { width: 220px; color: #374151; font-weight: 600; background: transparent; }
-table.kv table.kv th { width: auto; font-weight: 500; }
-td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-td.nowrap { white-space: nowrap; }
-td.detail { color: #374151; font-size: 12.5px; }
-tr.row-fail td { background: var(--fail-bg); }
-tr.row-fail td:first-child { box-shadow: inset 4px 0 0 var(--fail); }
-tr.row-warn td { background: var(--warn-bg); }
-tr.row-other td { background: #f9fafb; }
-.badge { display:inline-block; padding: 2px 10px; border-radius: 999px; font-size: 12px; font-weight: 700;
-  text-transform: uppercase; letter-spacing: .04em; white-space: nowrap; }
-.badge-pass { background: var(--pass-bg); color: var(--pass); }
-.badge-fail, .badge-error { background: var(--fail); color: #fff; }
-.badge-warn { background: var(--warn-bg); color: var(--warn); }
-.badge-skip, .badge-unknown { background: #e5e7eb; color: #374151; }
-.badge-flagged { background: #c2410c; color: #fff; text-decoration: none; }
-.badges { display:flex; gap:8px; align-items:center; }
-.flag-text { color: #c2410c; font-weight: 700; }
-.flagged-banner { background: #fff7ed; border: 2px solid #c2410c; color: #7c2d12; padding: 8px 12px;
-  border-radius: 6px; margin: 10px 0 0; }
-section.summary .flagged-banner { margin: 0 0 10px; }
-section.drill.has-flagged-vitals.verdict-pass { border-left-color: #c2410c; }
-tr.row-flagged td { background: #ffedd5; }
-tr.row-flagged td:first-child { box-shadow: inset 4px 0 0 #c2410c; }
-tr.row-covered td { background: #f9fafb; }
-.covered { color: #92400e; }
-td.ratio.low { color: var(--fail); font-weight: 600; }
-.vital-detail h4 { font-size: 12.5px; margin: 12px 0 4px; color: #374151; }
-.vital-detail ul { margin: 0; padding-left: 18px; font-size: 12.5px; columns: 2; }
-table.vitals-table th:first-child { width: 34%; }
-table.vitals-table th:nth-child(2), table.vitals-table th:nth-child(3), table.vitals-table th:nth-child(4) { width: 105px; }
-table.injections td.where code { white-space: nowrap; }
-table.injections td.detail { min-width: 230px; }
-table.injections td.detail code { word-break: break-word; }
-ul.extra-kv { margin: 0; padding-left: 16px; }
-table.node-transitions { width: auto; min-width: 60%; }
-.utc { font-size: 11px; }
-details.extra summary { cursor: pointer; }
-pre.journal { background: #f3f4f6; padding: 6px 8px; border-radius: 4px; font-size: 11px; max-height: 24em; overflow: auto; }
-.extra + .extra, .extra + details, details + .extra { margin-top: 4px; }
-.title-row .badge { font-size: 14px; padding: 4px 14px; }
-.muted { color: var(--muted); }
-.small { font-size: 12px; }
-.ok-text { color: var(--pass); font-weight: 600; }
-.fail-text { color: var(--fail); font-weight: 700; }
-.notice { background: var(--warn-bg); border: 1px solid #fcd34d; color: #78350f; padding: 8px 12px; border-radius: 6px; }
-blockquote.claim { margin: 0; padding: 10px 16px; border-left: 4px solid #6366f1; background: #eef2ff; border-radius: 0 6px 6px 0; }
-blockquote.claim p { margin: 0 0 6px; font-size: 14.5px; }
-ul.sources { margin: 0; padding-left: 18px; font-size: 12.5px; }
-.url { color: var(--muted); word-break: break-all; }
-ul.where, ul.evidence { margin: 0; padding-left: 18px; }
-ul.errors { background: var(--fail-bg); border: 1px solid #fca5a5; border-radius: 6px; padding: 8px 12px 8px 28px; color: #7f1d1d; }
-figure.chart { margin: 6px 0 14px; border: 1px solid var(--line); border-radius: 6px; padding: 6px 8px 2px; }
-figure.chart figcaption { font-size: 12.5px; font-weight: 600; margin-bottom: 2px; }
-svg.timeline { display: block; max-width: 100%; height: auto; }
-.legend { font-size: 12px; color: #374151; margin: 0 0 6px; }
-.sw { display:inline-block; width: 14px; height: 10px; margin: 0 4px 0 12px; vertical-align: middle; border-radius: 2px; }
-.sw:first-child { margin-left: 0; }
-.sw-failpt { width: 6px; height: 6px; border-radius: 50%; background: #dc2626; }
-.sw-ok { background:#16a34a; } .sw-fail { background:#dc2626; } .sw-lat { background:#2563eb; height: 3px; }
-.sw-fault { background: rgba(245,158,11,.25); border: 1px dashed #d97706; }
-.sw-phase { width: 0; height: 12px; border-left: 2px dashed #6d28d9; border-radius: 0; }
-.two-col { display: grid; grid-template-columns: minmax(300px, 1fr) 1.3fr; gap: 24px; align-items: start; }
-details.scenario { margin-top: 14px; } details.scenario summary { cursor: pointer; color: #374151; font-weight: 600; }
-details.scenario pre { background: #f3f4f6; padding: 10px; border-radius: 6px; margin-top: 6px; }
-section.seal pre.public-key { background: #f3f4f6; padding: 8px 10px; border-radius: 6px; }
-code.fingerprint { word-break: break-all; }
-a { color: #1d4ed8; }
-footer { color: var(--muted); font-size: 12.5px; padding-top: 4px; padding-bottom: 40px; }
-@media print { body { background: #fff; } section { break-inside: avoid-page; } details.scenario { display: none; } }
-"""
 
-_PAGE = Template(
-    """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
-<meta name="generator" content="kdrill $kdrill_version">
-<title>kdrill report — run $run_id</title>
-<style>$css</style>
-</head>
-<body>
-$header
-<main>
-$run_meta
-$seal
-$cluster
-$summary
-$drills
-</main>
-<footer>
-<p>Generated $generated_at (UTC) by kdrill $kdrill_version from the evidence in this directory, just before
-the run was sealed. Every file (this page included) is listed with its SHA-256 digest in the signed
-<code>manifest.json</code>; run <code>kdrill verify $run_id</code> to check that none has been changed,
-removed or added since the run.</p>
-</footer>
-</body>
-</html>
-"""
-)
+@functools.lru_cache(maxsize=1)
+def _environment() -> Environment:
+    """The templates of harness/templates/report*.j2, autoescaped (every ``*.j2`` and ``*.html``)."""
+    env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["verdict_class"] = _verdict_class
+    return env
 
 
 def render_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
@@ -1775,21 +1610,18 @@ def render_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
     run_dir = Path(run_dir)
     run = _load_run(run_dir)
     records = run.records
-    run_id = run.meta.get("run_id") or (records[0][1].get("run_id") if records else None) or run_dir.name
-    header, run_meta = _header(run)
     when = generated_at or datetime.now(tz=timezone.utc)
-    drills = [_drill_section(run_dir, path, record) for path, record in records]
-    drills += [_unreadable_section(run_dir, path, reason) for path, reason in run.unreadable]
-    return _PAGE.substitute(
-        css=_CSS,
-        kdrill_version=_e(__version__),
-        run_id=_e(run_id),
-        header=header,
-        run_meta=run_meta,
-        seal=_seal_html(str(run_id), seal),
-        cluster=_cluster(records),
-        summary=_summary(records, run.unreadable),
-        drills="\n".join(drills),
+    # The drill sections are still built in Python (harness/report.py _drill_section), escaped there.
+    drills = [Markup(_drill_section(run_dir, path, record)) for path, record in records]
+    drills += [Markup(_unreadable_section(run_dir, path, reason)) for path, reason in run.unreadable]
+    return _environment().get_template("report.html.j2").render(
+        kdrill_version=__version__,
+        run_id=_run_id(run),
+        run=_run_view(run),
+        seal=_seal_view(seal),
+        cluster=_cluster_view(records),
+        summary=_summary_view(records, run.unreadable),
+        drills=drills,
         generated_at=_utc(when.timestamp()),
     )
 
