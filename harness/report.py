@@ -331,32 +331,10 @@ def _json_compact(value: Any) -> str:
         return str(value)
 
 
-def _value_html(value: Any, unit: str | None = None) -> str:
-    """A measured/observed value: numbers with unit, structures as JSON."""
-    if value is None:
-        return '<span class="muted">not measured</span>'
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, (int, float)):
-        text = _num(value)
-    elif isinstance(value, (dict, list)):
-        return f"<code>{_e(_json_compact(value))}</code>"
-    else:
-        text = str(value)
-    if unit and not isinstance(value, bool):
-        text = f"{text} {unit}"
-    return _e(text)
-
-
 def _verdict_class(verdict: Any) -> str:
     v = str(verdict).lower() if verdict is not None else ""
     return {"passed": "pass", "failed": "fail", "error": "error", "skipped": "skip", "refused": "skip",
             "not-run": "skip"}.get(v, "unknown")
-
-
-def _badge(verdict: Any) -> str:
-    label = verdict if verdict not in (None, "") else "not evaluated"
-    return f'<span class="badge badge-{_verdict_class(verdict)}">{_e(label)}</span>'
 
 
 def _safe_href(url: Any) -> str | None:
@@ -389,11 +367,6 @@ def _table(headers: Sequence[str], rows: Iterable[str], cls: str) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in headers)
     body = "\n".join(rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>'
-
-
-def _kv_table(pairs: Iterable[tuple[str, str]], cls: str = "kv") -> str:
-    rows = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in pairs)
-    return f'<table class="{cls}"><tbody>{rows}</tbody></table>'
 
 
 # --------------------------------------------------------------------------- #
@@ -857,90 +830,6 @@ def _seal_view(seal: Mapping[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def _sources_html(source: Any) -> str:
-    items = source if isinstance(source, list) else [source] if source else []
-    out = []
-    for s in items:
-        if isinstance(s, str):
-            s = {"title": s, "url": s if _safe_href(s) else None}
-        if not isinstance(s, dict):
-            continue
-        title = s.get("title") or s.get("url") or "source"
-        href = _safe_href(s.get("url"))
-        link = f'<a href="{_e(href)}" rel="noreferrer">{_e(title)}</a>' if href else _e(title)
-        url_text = f' <span class="url">&lt;{_e(s.get("url"))}&gt;</span>' if s.get("url") else ""
-        section = f" — section “{_e(s.get('section'))}”" if s.get("section") else ""
-        out.append(f"<li>{link}{section}{url_text}</li>")
-    if not out:
-        return '<p class="muted small">No source recorded for this claim.</p>'
-    return f'<ul class="sources">{"".join(out)}</ul>'
-
-
-def _fault_html(fault: Any, t0: float | None, injections: Any = None) -> tuple[str, str]:
-    """Returns (fault section html, injections-and-reverts section html).
-
-    ``injections`` is ``record["observations"]["injections"]`` (harness/drill.py ``inject``):
-    one entry per window of a drill that injects more than once; every one is a row.
-    """
-    if not isinstance(fault, dict):
-        windows = _injections({}, injections)
-        return '<p class="muted">No fault recorded.</p>', (
-            _injections_table(windows, t0) if windows else '<p class="muted">No fault recorded.</p>'
-        )
-    params = fault.get("params")
-    params_html = (
-        _kv_table(((str(k), _value_html(v)) for k, v in params.items()), "kv params")
-        if isinstance(params, dict) and params
-        else '<span class="muted">none</span>'
-    )
-    where = fault.get("where")
-    where_items = where if isinstance(where, list) else [where] if where else []
-    where_html = (
-        "<ul class='where'>"
-        + "".join(
-            f"<li><code>{_e(_json_compact(w) if isinstance(w, (dict, list)) else w)}</code></li>" for w in where_items
-        )
-        + "</ul>"
-        if where_items
-        else '<span class="muted">not recorded</span>'
-    )
-    injected = _as_float(fault.get("injected_at"))
-    reverted = _as_float(fault.get("reverted_at"))
-    verified = fault.get("revert_verified")
-    if injected is not None and reverted is not None:
-        window = (
-            f"{_utc(injected)} → {_utc(reverted)} <span class='muted'>({_rel(injected, t0)} → "
-            f"{_rel(reverted, t0)}; window {_num(reverted - injected)} s)</span>"
-        )
-    elif injected is not None:
-        window = (
-            f"{_utc(injected)} → <strong class='fail-text'>not reverted</strong> "
-            f"<span class='muted'>({_rel(injected, t0)})</span>"
-        )
-    else:
-        window = '<span class="muted">not injected</span>'
-    verified_html = (
-        '<span class="ok-text">yes</span>' if verified is True else '<strong class="fail-text">no</strong>'
-    )
-    pairs = [
-        ("Kind", f"<code>{_e(fault.get('kind') or 'unknown')}</code>"),
-        ("Method", _e(fault.get("method") or "—")),
-        ("Parameters", params_html),
-        ("Where", where_html),
-        ("Injected → reverted (UTC)", window),
-        ("Revert verified", verified_html),
-    ]
-    windows = _injections(fault, injections)
-    if len(windows) > 1:
-        pairs.append(("Injections", f"{len(windows)} windows; every one is listed under Injections and reverts"))
-    reverts = (
-        _injections_table(windows, t0)
-        if windows
-        else '<p class="muted">No fault was injected, so nothing was reverted.</p>'
-    )
-    return _kv_table(pairs, "kv fault"), reverts
-
-
 # Keys of an injection window that have their own column; any other key is the fault's own
 # evidence (``Fault.evidence()``, e.g. ``restore_seconds``) and is shown in the last column.
 _INJECTION_COLUMNS = ("kind", "method", "where", "injected_at", "revert_started_at", "reverted_at",
@@ -956,106 +845,6 @@ def _injections(fault: Mapping[str, Any], injections: Any) -> list[dict[str, Any
     if fault.get("injected_at") is not None or fault.get("reverted_at") is not None:
         return [{k: fault.get(k) for k in ("kind", "where", "injected_at", "reverted_at", "revert_verified")}]
     return []
-
-
-def _where_compact(where: Any) -> str:
-    items = where if isinstance(where, list) else [where] if where not in (None, "", []) else []
-    if not items:
-        return '<span class="muted">—</span>'
-    return "<br>".join(
-        f"<code>{_e(_json_compact(w) if isinstance(w, (dict, list)) else w)}</code>" for w in items
-    )
-
-
-def _time_cell(epoch: Any, t0: float | None, missing: str = "—") -> str:
-    """A time relative to the drill start, with its UTC time below in small print."""
-    if _as_float(epoch) is None:
-        return missing
-    return f'{_rel(epoch, t0)}<div class="muted small utc">{_utc(epoch).replace("T", "T<wbr>", 1)}</div>'
-
-
-def _extra_value_html(key: str, value: Any) -> str:
-    """One extra key of an injection window, compactly: ``{node: seconds}`` as ``node 0.26 s``,
-    ``{node: [log lines]}`` (e.g. ``restore_journal``) and anything long in a closed <details>."""
-    unit = " s" if key.endswith("_seconds") else ""
-    if isinstance(value, dict) and value and all(isinstance(v, list) for v in value.values()):
-        lines = sum(len(v) for v in value.values())
-        body = "".join(
-            f'<div class="journal-node"><code>{_e(k)}</code> <span class="muted">({len(v)} line{"" if len(v) == 1 else "s"})</span></div>'
-            f'<pre class="journal">{_e(chr(10).join(str(line) for line in v))}</pre>'
-            for k, v in value.items()
-        )
-        return (
-            f'<details class="extra {_e(key)}"><summary><code>{_e(key)}</code>: {len(value)} '
-            f"{'entry' if len(value) == 1 else 'entries'}, {lines} line{'' if lines == 1 else 's'}</summary>"
-            f"{body}</details>"
-        )
-    if isinstance(value, dict) and value and all(
-        v is None or isinstance(v, (str, int, float, bool)) for v in value.values()
-    ):
-        items = "".join(
-            f"<li><code>{_e(k)}</code> "
-            + (_e(f"{_num(v)}{unit}") if _as_float(v) is not None else _e("—" if v is None else v))
-            + "</li>"
-            for k, v in value.items()
-        )
-        return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>:<ul class="extra-kv">{items}</ul></div>'
-    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
-        text = ", ".join(str(v) for v in value)
-        if len(text) > 160:
-            return (
-                f'<details class="extra {_e(key)}"><summary><code>{_e(key)}</code>: {len(value)} items</summary>'
-                f"<pre>{_e(chr(10).join(str(v) for v in value))}</pre></details>"
-            )
-        return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>: {_e(text)}</div>'
-    if isinstance(value, (dict, list)):
-        text = _json_compact(value)
-        if len(text) > 160:
-            return (
-                f'<details class="extra {_e(key)}"><summary><code>{_e(key)}</code></summary>'
-                f"<pre>{_e(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre></details>"
-            )
-        return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>: <code>{_e(text)}</code></div>'
-    shown = _num(value) + unit if _as_float(value) is not None else value
-    return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>: {_e("—" if shown is None else shown)}</div>'
-
-
-def _injections_table(windows: Sequence[Mapping[str, Any]], t0: float | None) -> str:
-    """One row per injection window (see :func:`_injections`); times since the drill start."""
-    rows = []
-    for n, w in enumerate(windows, 1):
-        injected, reverted = _as_float(w.get("injected_at")), _as_float(w.get("reverted_at"))
-        verified = w.get("revert_verified")
-        ok = reverted is not None and verified is True
-        window = (
-            f'<div class="muted small">window {_num(reverted - injected)} s</div>'
-            if injected is not None and reverted is not None
-            else ""
-        )
-        extras = sorted(
-            (_extra_value_html(str(k), v) for k, v in w.items()
-             if k not in _INJECTION_COLUMNS and v not in (None, [], {}, "")),
-            key=lambda h: h.startswith("<details"),  # the collapsed (long) ones last
-        )
-        rows.append(
-            f'<tr class="{"injection" if ok else "injection row-fail"}">'
-            f'<td class="num">{n}</td>'
-            f"<td class='kind'><code>{_e(w.get('kind') or 'unknown')}</code></td>"
-            f"<td>{_e(w.get('method') or '—')}</td>"
-            f"<td class='where'>{_where_compact(w.get('where'))}</td>"
-            f'<td class="num">{_time_cell(injected, t0)}</td>'
-            f'<td class="num">{_time_cell(w.get("revert_started_at"), t0)}</td>'
-            f'<td class="num">{_time_cell(reverted, t0, "<strong class=fail-text>not reverted</strong>")}'
-            f"{window}</td>"
-            f"<td>{'<span class=ok-text>yes</span>' if verified is True else '<strong class=fail-text>no</strong>'}</td>"
-            f'<td class="detail">{"".join(extras) or "<span class=muted>—</span>"}</td></tr>'
-        )
-    return _table(
-        ["#", "Fault", "Method", "Where", "Injected", "Revert started", "Reverted", "Revert verified",
-         "The fault's own evidence"],
-        rows,
-        "reverts injections",
-    )
 
 
 def _first_injection(record: Mapping[str, Any]) -> float | None:
@@ -1273,137 +1062,6 @@ def _node_transitions_html(transitions: Any, first: float | None, t0: float | No
     )
 
 
-def _expectations_html(expectations: Any, t0: float | None) -> str:
-    if not isinstance(expectations, list) or not expectations:
-        return '<p class="muted">No expectations recorded.</p>'
-    rows = []
-    for x in expectations:
-        if not isinstance(x, dict):
-            continue
-        verdict = x.get("verdict")
-        cls = "row-fail" if verdict in _FAILING else "row-pass" if verdict == "passed" else "row-other"
-        bound = x.get("bound_text")
-        if not bound and isinstance(x.get("bound"), dict):
-            b = x["bound"]
-            bound = f"{b.get('op', '')} {b.get('value', '')} {x.get('unit') or ''}".strip()
-        phase = f'<div class="muted small">phase: {_e(x.get("phase"))}</div>' if x.get("phase") else ""
-        rows.append(
-            f'<tr class="{cls}" data-verdict="{_e(verdict)}"><td><code>{_e(x.get("name"))}</code>{phase}</td>'
-            f"<td>{_e(x.get('description') or '')}</td>"
-            f'<td class="num">{_value_html(x.get("measured"), x.get("unit"))}</td>'
-            f'<td class="nowrap">{_e(bound or "—")}</td><td>{_badge(verdict)}</td>'
-            f'<td class="num">{_rel(x.get("became_true_at"), t0)}</td>'
-            f'<td class="detail">{_e(x.get("detail") or "")}</td></tr>'
-        )
-    return _table(
-        ["Expectation", "Description", "Measured", "Bound", "Verdict", "Became true at", "Detail"],
-        rows,
-        "expectations",
-    )
-
-
-def _waits_html(record: Mapping[str, Any], t0: float | None) -> str:
-    """The drill's waits that did not hold or met errors on the way, with the last error."""
-    waits = record.get("waits")
-    if not isinstance(waits, list):
-        return '<p class="muted">No waits recorded (a record from before kdrill recorded them).</p>'
-    shown = [w for w in waits if isinstance(w, dict) and (w.get("ok") is not True or w.get("errors"))]
-    dropped = record.get("waits_dropped") or 0
-    head = (f'<p class="muted">{len(waits)} wait{"s" if len(waits) != 1 else ""} recorded'
-            + (f" ({_e(dropped)} clean ones not kept)" if dropped else "")
-            + f"; {len(shown)} did not hold or met errors.</p>")
-    if not shown:
-        return head
-    rows = [
-        f'<tr class="{"row-pass" if w.get("ok") is True else "row-fail"}"><td>{_e(w.get("what") or "—")}'
-        f'<div class="muted small"><code>{_e(w.get("where"))}</code></div></td>'
-        f'<td>{"held" if w.get("ok") is True else "did not hold"}</td>'
-        f'<td class="num">{_rel(w.get("started_at"), t0)}</td>'
-        f'<td class="num">{_seconds(w.get("elapsed_seconds"))} of {_seconds(w.get("timeout_seconds"))}</td>'
-        f'<td class="num">{_e(w.get("attempts"))} / {_e(w.get("errors"))}</td>'
-        f'<td class="detail">{_e(w.get("last_error") or "")}</td></tr>'
-        for w in shown
-    ]
-    return head + _table(["Wait", "Outcome", "Started", "Took (of deadline)", "Attempts / errors", "Last error"],
-                         rows, "waits")
-
-
-def _replaced_html(record: Mapping[str, Any], t0: float | None) -> str:
-    """Measurements of an expectation that a later measurement replaced (none is silently lost)."""
-    replaced = record.get("replaced_measurements")
-    if not isinstance(replaced, list) or not replaced:
-        return ""
-    return ("<h3>Replaced measurements</h3><p class='muted'>Earlier measurements of an expectation, "
-            "replaced by the one in the table above.</p>" + _expectations_html(replaced, t0))
-
-
-def _probes_table(probes: Any, t0: float | None) -> str:
-    if not isinstance(probes, dict) or not probes:
-        return '<p class="muted">No probe summaries recorded.</p>'
-    rows = []
-    for name, p in probes.items():
-        if not isinstance(p, dict):
-            continue
-        samples = p.get("samples")
-        failures = p.get("failures")
-        ratio = _as_float(p.get("success_ratio"))
-        cls = ' class="row-warn"' if not samples else ""
-        fail_cls = ' fail-text' if isinstance(failures, int) and failures > 0 else ""
-        sampled = (
-            f'{_rel(p.get("first_sample_at"), t0)} → {_rel(p.get("last_sample_at"), t0)}'
-            if samples
-            else '<span class="muted">no samples</span>'
-        )
-        rows.append(
-            f"<tr{cls}><td><code>{_e(name)}</code></td>"
-            f'<td class="num">{_e(samples if samples is not None else "—")}</td>'
-            f'<td class="num">{_e(p.get("successes", "—"))}</td>'
-            f'<td class="num{fail_cls}">{_e(failures if failures is not None else "—")}</td>'
-            f'<td class="num">{"—" if ratio is None else f"{ratio * 100:.2f} %"}</td>'
-            f'<td class="num">{_seconds(p.get("longest_gap_seconds"))}</td>'
-            f'<td class="num">{_seconds(p.get("latency_p50_seconds"))}</td>'
-            f'<td class="num">{_seconds(p.get("latency_p99_seconds"))}</td>'
-            f'<td class="num">{sampled}</td></tr>'
-        )
-    return _table(
-        [
-            "Probe", "Samples", "Successes", "Failures", "Success ratio", "Longest gap",
-            "Latency p50", "Latency p99", "Sampled (since start)",
-        ],
-        rows,
-        "probes",
-    )
-
-
-def _observations_html(observations: Any) -> str:
-    if not isinstance(observations, dict) or not observations:
-        return '<p class="muted">No observations recorded.</p>'
-    pairs = []
-    for k, v in observations.items():
-        if k == "injections" and isinstance(v, list) and v:
-            pairs.append((str(k), f'<span class="muted">{len(v)} window{"s" if len(v) != 1 else ""}, '
-                                  "listed under Injections and reverts</span>"))
-        elif isinstance(v, (dict, list)):
-            pairs.append((str(k), f"<pre>{_e(json.dumps(v, indent=2, sort_keys=True, default=str))}</pre>"))
-        else:
-            pairs.append((str(k), _value_html(v)))
-    return _kv_table(pairs, "kv observations")
-
-
-def _evidence_html(run_dir: Path, record_path: Path, record: Mapping[str, Any]) -> str:
-    files = record.get("evidence_files")
-    entries = [("record", record_path.name)]
-    if isinstance(files, dict):
-        entries += [(str(k), str(v)) for k, v in files.items() if isinstance(v, str)]
-    items = []
-    for label, name in entries:
-        exists = (run_dir / name).is_file() and not name.startswith(("/", ".."))
-        status = "" if exists else ' <span class="fail-text">(missing)</span>'
-        link = f'<a href="{_e(name)}"><code>{_e(name)}</code></a>' if exists else f"<code>{_e(name)}</code>"
-        items.append(f"<li>{_e(label)}: {link}{status}</li>")
-    return f'<ul class="evidence">{"".join(items)}</ul>'
-
-
 def _drill_t0(record: Mapping[str, Any], timeline: Mapping[str, list[dict[str, Any]]] | None) -> float | None:
     t0 = _as_float(record.get("started_at"))
     if t0 is not None:
@@ -1418,11 +1076,248 @@ def _drill_t0(record: Mapping[str, Any], timeline: Mapping[str, list[dict[str, A
     return min(found) if found else None
 
 
-def _charts_html(record: Mapping[str, Any], timeline: dict[str, list[dict[str, Any]]], t0: float) -> str:
+def _value(value: Any, unit: Any = None) -> dict[str, str]:
+    """A measured/observed value for the ``value`` macro: numbers with their unit, structures as
+    JSON (kind "json"), None as not measured (kind "missing")."""
+    if value is None:
+        return {"kind": "missing", "text": ""}
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        text = _num(value)
+    elif isinstance(value, (dict, list)):
+        return {"kind": "json", "text": _json_compact(value)}
+    else:
+        text = str(value)
+    if unit and not isinstance(value, bool):
+        text = f"{text} {unit}"
+    return {"kind": "text", "text": text}
+
+
+def _time(epoch: Any, t0: float | None) -> dict[str, str] | None:
+    """A time since the drill start and its UTC time (the ``time_cell`` macro); None: no time."""
+    if _as_float(epoch) is None:
+        return None
+    return {"rel": _rel(epoch, t0), "utc": _utc(epoch)}
+
+
+def _where_items(where: Any) -> list[str]:
+    items = where if isinstance(where, list) else [where] if where not in (None, "", []) else []
+    return [_text(_json_compact(w) if isinstance(w, (dict, list)) else w) for w in items]
+
+
+def _sources(source: Any) -> list[dict[str, str | None]]:
+    """The claim's sources: title, a link only for an http(s) URL, the URL as text, the section."""
+    items = source if isinstance(source, list) else [source] if source else []
+    out = []
+    for s in items:
+        if isinstance(s, str):
+            s = {"title": s, "url": s if _safe_href(s) else None}
+        if not isinstance(s, dict):
+            continue
+        out.append({
+            "title": _text(s.get("title") or s.get("url") or "source"),
+            "href": _safe_href(s.get("url")),
+            "url": _text(s.get("url")) if s.get("url") else None,
+            "section": _text(s.get("section")) if s.get("section") else None,
+        })
+    return out
+
+
+def _fault_view(fault: Any, t0: float | None, windows: int) -> dict[str, Any] | None:
+    """The Fault table (None: no fault recorded); ``windows`` is how many injection windows there were."""
+    if not isinstance(fault, dict):
+        return None
+    params = fault.get("params")
+    injected = _as_float(fault.get("injected_at"))
+    reverted = _as_float(fault.get("reverted_at"))
+    if injected is not None and reverted is not None:
+        window = {"state": "reverted", "injected": _utc(injected), "reverted": _utc(reverted),
+                  "injected_rel": _rel(injected, t0), "reverted_rel": _rel(reverted, t0),
+                  "length": _num(reverted - injected)}
+    elif injected is not None:
+        window = {"state": "not reverted", "injected": _utc(injected), "injected_rel": _rel(injected, t0)}
+    else:
+        window = {"state": "not injected"}
+    return {
+        "kind": _text(fault.get("kind") or "unknown"),
+        "method": _text(fault.get("method") or "—"),
+        "params": [(str(k), _value(v)) for k, v in params.items()] if isinstance(params, dict) else [],
+        "where": _where_items(fault.get("where")) if fault.get("where") else [],
+        "window": window,
+        "verified": fault.get("revert_verified") is True,
+        "windows": windows,
+    }
+
+
+def _extra(key: str, value: Any) -> dict[str, Any]:
+    """One extra key of an injection window (the fault's own evidence), for the ``extra`` macro:
+    ``{node: seconds}`` as ``node 0.26 s`` (kind "kv"), ``{node: [log lines]}`` (e.g.
+    ``restore_journal``, kind "journal") and anything long collapsed (``collapsed``)."""
+    unit = " s" if key.endswith("_seconds") else ""
+    if isinstance(value, dict) and value and all(isinstance(v, list) for v in value.values()):
+        entries = [{"name": str(k), "lines": len(v), "text": "\n".join(str(line) for line in v)}
+                   for k, v in value.items()]
+        return {"kind": "journal", "key": key, "collapsed": True, "entries": entries,
+                "lines": sum(len(v) for v in value.values())}
+    if isinstance(value, dict) and value and all(
+        v is None or isinstance(v, (str, int, float, bool)) for v in value.values()
+    ):
+        items = [(str(k), f"{_num(v)}{unit}" if _as_float(v) is not None else "—" if v is None else str(v))
+                 for k, v in value.items()]
+        return {"kind": "kv", "key": key, "collapsed": False, "pairs": items}
+    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(str(v) for v in value)
+        if len(text) > 160:
+            return {"kind": "list", "key": key, "collapsed": True, "count": len(value),
+                    "text": "\n".join(str(v) for v in value)}
+        return {"kind": "text", "key": key, "collapsed": False, "text": text}
+    if isinstance(value, (dict, list)):
+        text = _json_compact(value)
+        if len(text) > 160:
+            return {"kind": "json", "key": key, "collapsed": True,
+                    "text": json.dumps(value, indent=2, sort_keys=True, default=str)}
+        return {"kind": "code", "key": key, "collapsed": False, "text": text}
+    shown = _num(value) + unit if _as_float(value) is not None else value
+    return {"kind": "text", "key": key, "collapsed": False, "text": _text("—" if shown is None else shown)}
+
+
+def _injection_rows(windows: Sequence[Mapping[str, Any]], t0: float | None) -> list[dict[str, Any]]:
+    """One row per injection window (see :func:`_injections`); times since the drill start."""
+    rows = []
+    for n, w in enumerate(windows, 1):
+        injected, reverted = _as_float(w.get("injected_at")), _as_float(w.get("reverted_at"))
+        verified = w.get("revert_verified") is True
+        extras = sorted(
+            (_extra(str(k), v) for k, v in w.items() if k not in _INJECTION_COLUMNS and v not in (None, [], {}, "")),
+            key=lambda x: x["collapsed"],  # the collapsed (long) ones last
+        )
+        rows.append({
+            "n": n,
+            "ok": reverted is not None and verified,
+            "kind": _text(w.get("kind") or "unknown"),
+            "method": _text(w.get("method") or "—"),
+            "where": _where_items(w.get("where")),
+            "injected": _time(injected, t0),
+            "revert_started": _time(w.get("revert_started_at"), t0),
+            "reverted": _time(reverted, t0),
+            "length": _num(reverted - injected) if injected is not None and reverted is not None else None,
+            "verified": verified,
+            "extras": extras,
+        })
+    return rows
+
+
+def _expectation_rows(expectations: Any, t0: float | None) -> list[dict[str, Any]] | None:
+    """A row per expectation entry (None: no expectations recorded)."""
+    if not isinstance(expectations, list) or not expectations:
+        return None
+    rows = []
+    for x in expectations:
+        if not isinstance(x, dict):
+            continue
+        verdict = x.get("verdict")
+        bound = x.get("bound_text")
+        if not bound and isinstance(x.get("bound"), dict):
+            b = x["bound"]
+            bound = f"{b.get('op', '')} {b.get('value', '')} {x.get('unit') or ''}".strip()
+        rows.append({
+            "cls": "row-fail" if verdict in _FAILING else "row-pass" if verdict == "passed" else "row-other",
+            "verdict": verdict,
+            "name": _text(x.get("name")),
+            "phase": _text(x.get("phase")) if x.get("phase") else None,
+            "description": _text(x.get("description") or ""),
+            "measured": _value(x.get("measured"), x.get("unit")),
+            "bound": _text(bound or "—"),
+            "became_true": _rel(x.get("became_true_at"), t0),
+            "detail": _text(x.get("detail") or ""),
+        })
+    return rows
+
+
+def _waits_view(record: Mapping[str, Any], t0: float | None) -> dict[str, Any] | None:
+    """The drill's waits that did not hold or met errors on the way, with the last error (None: no
+    waits recorded, a record from before kdrill recorded them)."""
+    waits = record.get("waits")
+    if not isinstance(waits, list):
+        return None
+    shown = [w for w in waits if isinstance(w, dict) and (w.get("ok") is not True or w.get("errors"))]
+    return {
+        "count": len(waits),
+        "dropped": _text(record.get("waits_dropped") or "") or None,
+        "rows": [{
+            "held": w.get("ok") is True,
+            "what": _text(w.get("what") or "—"),
+            "where": _text(w.get("where")),
+            "started": _rel(w.get("started_at"), t0),
+            "took": _seconds(w.get("elapsed_seconds")),
+            "timeout": _seconds(w.get("timeout_seconds")),
+            "attempts": _text(w.get("attempts")),
+            "errors": _text(w.get("errors")),
+            "last_error": _text(w.get("last_error") or ""),
+        } for w in shown],
+    }
+
+
+def _probe_rows(probes: Any, t0: float | None) -> list[dict[str, Any]] | None:
+    """A row per probe summary (None: no probe summaries recorded)."""
+    if not isinstance(probes, dict) or not probes:
+        return None
+    rows = []
+    for name, p in probes.items():
+        if not isinstance(p, dict):
+            continue
+        samples = p.get("samples")
+        failures = p.get("failures")
+        ratio = _as_float(p.get("success_ratio"))
+        rows.append({
+            "name": _text(name),
+            "warn": not samples,
+            "samples": _text(samples if samples is not None else "—"),
+            "successes": _text(p.get("successes", "—")),
+            "failures": _text(failures if failures is not None else "—"),
+            "failed": isinstance(failures, int) and failures > 0,
+            "ratio": "—" if ratio is None else f"{ratio * 100:.2f} %",
+            "longest_gap": _seconds(p.get("longest_gap_seconds")),
+            "p50": _seconds(p.get("latency_p50_seconds")),
+            "p99": _seconds(p.get("latency_p99_seconds")),
+            "sampled": (_rel(p.get("first_sample_at"), t0), _rel(p.get("last_sample_at"), t0)) if samples else None,
+        })
+    return rows
+
+
+def _observation_rows(observations: Any) -> list[dict[str, Any]] | None:
+    """A row per observation (None: none recorded); injection windows are only counted here."""
+    if not isinstance(observations, dict) or not observations:
+        return None
+    rows = []
+    for k, v in observations.items():
+        if k == "injections" and isinstance(v, list) and v:
+            rows.append({"key": str(k), "kind": "injections", "count": len(v)})
+        elif isinstance(v, (dict, list)):
+            rows.append({"key": str(k), "kind": "json", "text": json.dumps(v, indent=2, sort_keys=True, default=str)})
+        else:
+            rows.append({"key": str(k), "kind": "value", "value": _value(v)})
+    return rows
+
+
+def _evidence_files(run_dir: Path, record_path: Path, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record and the files it names, each with whether it is in the run directory."""
+    files = record.get("evidence_files")
+    entries = [("record", record_path.name)]
+    if isinstance(files, dict):
+        entries += [(str(k), str(v)) for k, v in files.items() if isinstance(v, str)]
+    return [{"label": label, "name": name,
+             "exists": (run_dir / name).is_file() and not name.startswith(("/", ".."))}
+            for label, name in entries]
+
+
+def _charts_view(record: Mapping[str, Any], timeline: dict[str, list[dict[str, Any]]],
+                 t0: float) -> list[dict[str, Any]]:
+    """A figure per probe (the record's probes, then any other in its timeline): name, sample
+    counts and its chart."""
     probes = record.get("probes") if isinstance(record.get("probes"), dict) else {}
     names = list(probes) + [n for n in timeline if n not in probes]
-    if not names:
-        return '<p class="muted">No probes were run for this drill.</p>'
     fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
     injected = _as_float(fault.get("injected_at"))
     window = (injected, _as_float(fault.get("reverted_at"))) if injected is not None else None
@@ -1440,146 +1335,90 @@ def _charts_html(record: Mapping[str, Any], timeline: dict[str, list[dict[str, A
     for name in names:
         samples = timeline.get(name, [])
         failed = sum(1 for smp in samples if smp.get("ok") is not True)
-        counts = f"{len(samples)} samples, {failed} failed" if samples else "no samples"
-        svg = timeline_svg(name, samples, t0=t0, t_end=t_end, fault_window=window, phases=phases,
-                           earlier_windows=earlier)
-        caption = f'<figcaption><code>{_e(name)}</code> <span class="muted">{counts}</span></figcaption>'
-        figures.append(f'<figure class="chart">{caption}{svg}</figure>')
-    legend = (
-        '<p class="legend"><span class="sw sw-ok"></span>probe succeeded '
-        '<span class="sw sw-fail"></span>probe failed '
-        '<span class="sw sw-lat"></span>latency of successful samples (seconds) '
-        '<span class="sw sw-failpt"></span>latency of failed samples '
-        '<span class="sw sw-fault"></span>fault window '
-        '<span class="sw sw-phase"></span>phase start</p>'
-    )
-    return legend + "".join(figures)
+        figures.append({
+            "probe": str(name),
+            "counts": f"{len(samples)} samples, {failed} failed" if samples else "no samples",
+            # Markup built by timeline_svg alone: every text and attribute value in it escaped,
+            # the rest numbers it computed (see _el); the template inserts it as is.
+            "svg": Markup(timeline_svg(name, samples, t0=t0, t_end=t_end, fault_window=window, phases=phases,
+                                       earlier_windows=earlier)),
+        })
+    return figures
 
 
-def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> str:
-    timeline, _, timeline_problem = _load_timeline(run_dir, record_path, record)
-    t0 = _drill_t0(record, timeline)
-    verdict = record.get("verdict")
-    observations = record.get("observations") if isinstance(record.get("observations"), dict) else {}
-    fault_html, reverts_html = _fault_html(record.get("fault"), t0, observations.get("injections"))
-    vitals_state, flagged = _vitals_state(record)
-    if timeline_problem:
-        charts = f'<p class="notice missing-timeline">{_e(timeline_problem)}</p>'
-    elif t0 is None:
-        charts = '<p class="notice">No drill start time or samples recorded; no charts can be drawn.</p>'
-    else:
-        charts = _charts_html(record, timeline or {}, t0)
-    errors = record.get("errors")
-    errors_html = ""
-    if isinstance(errors, list) and errors:
-        errors_html = (
-            '<h3>Errors</h3><ul class="errors">'
-            + "".join(f"<li><pre>{_e(err)}</pre></li>" for err in errors)
-            + "</ul>"
-        )
-    claim = record.get("claim")
-    claim_html = (
-        f'<blockquote class="claim"><p>{_e(claim)}</p>{_sources_html(record.get("source"))}</blockquote>'
-        if claim
-        else '<p class="notice">No documented claim recorded for this drill.</p>'
-    )
-    glance = [f"Expectations: {_tally(record.get('expectations'))}"]
-    fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
-    windows = _injections(fault, observations.get("injections"))
+def _glance(record: Mapping[str, Any], windows: Sequence[Mapping[str, Any]], vitals_state: str,
+            flagged: Sequence[str]) -> list[tuple[str, str]]:
+    """The drill's one-line summary: (style, text) items; style "" (plain), "fail", "flag" or "muted"."""
+    glance = [("", f"Expectations: {_tally(record.get('expectations'))}")]
     if any(w.get("injected_at") is not None for w in windows):
         bad = sum(1 for w in windows if w.get("reverted_at") is None or w.get("revert_verified") is not True)
         if len(windows) == 1:
-            glance.append("fault reverted and verified" if not bad
-                          else "<strong class='fail-text'>fault revert not verified</strong>")
+            glance.append(("fail", "fault revert not verified") if bad else ("", "fault reverted and verified"))
         else:
-            glance.append(f"all {len(windows)} injections reverted and verified" if not bad
-                          else f"<strong class='fail-text'>{bad} of {len(windows)} injections: revert not verified</strong>")
+            glance.append(("fail", f"{bad} of {len(windows)} injections: revert not verified") if bad
+                          else ("", f"all {len(windows)} injections reverted and verified"))
     if flagged:
-        glance.append(f"<strong class='flag-text'>{len(flagged)} flagged vital sign{'s' if len(flagged) != 1 else ''}</strong>")
+        glance.append(("flag", f"{len(flagged)} flagged vital sign{'s' if len(flagged) != 1 else ''}"))
     elif vitals_state == "recorded":
-        glance.append("vital signs: nothing flagged")
+        glance.append(("", "vital signs: nothing flagged"))
     else:
-        glance.append(f"<span class='muted'>vital signs {'not recorded' if vitals_state == 'not recorded' else 'not watched'}</span>")
+        glance.append(("muted", f"vital signs {'not recorded' if vitals_state == 'not recorded' else 'not watched'}"))
+    errors = record.get("errors")
     if isinstance(errors, list) and errors:
-        glance.append(f"<strong class='fail-text'>{len(errors)} error{'s' if len(errors) != 1 else ''}</strong>")
+        glance.append(("fail", f"{len(errors)} error{'s' if len(errors) != 1 else ''}"))
+    return glance
+
+
+def _drill_view(run_dir: Path, record_path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Everything a drill's section shows (report_drill.html.j2 drill_section)."""
+    timeline, _, timeline_problem = _load_timeline(run_dir, record_path, record)
+    t0 = _drill_t0(record, timeline)
+    observations = record.get("observations") if isinstance(record.get("observations"), dict) else {}
+    fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
+    windows = _injections(fault, observations.get("injections"))
+    vitals_state, flagged = _vitals_state(record)
     case = record.get("case")
-    open_tag = _el(
-        "section", "", class_=f"drill verdict-{_verdict_class(verdict)}" + (" has-flagged-vitals" if flagged else ""),
-        id=_anchor(record_path), data_drill=record.get("drill"), data_case=case if case is not None else "",
-        data_verdict=verdict, data_vitals=vitals_state, data_flagged_vitals=" ".join(flagged) or None,
-    ).removesuffix("</section>")
-    flagged_badge = (
-        f'<span class="badge badge-flagged">{len(flagged)} flagged vital sign{"s" if len(flagged) != 1 else ""}</span>'
-        if flagged else ""
-    )
-    flagged_banner = (
-        '<div class="flagged-banner"><strong>FLAGGED vital signs:</strong> '
-        + ", ".join(f"<code>{_e(n)}</code>" for n in flagged)
-        + ". " + "; ".join(f"<code>{_e(n)}</code>: {_e(_sign_reason(record, n))}" for n in flagged)
-        + f". The verdict ({_e(verdict)}) does not account for "
-        f'{"them" if len(flagged) > 1 else "it"}: see <a href="#{_anchor(record_path)}-vitals">What else broke</a>.</div>'
-        if flagged else ""
-    )
-    meta = [
-        f"<code>{_e(_drill_label(record))}</code>",
-        f"started {_utc(record.get('started_at'))}",
-        f"finished {_utc(record.get('finished_at'))}",
-        f"duration {_seconds(record.get('duration_seconds'))}",
-        f"kdrill {_e(record.get('kdrill_version') or '—')}",
-    ]
+    claim = record.get("claim")
+    errors = record.get("errors")
     scenario = record.get("scenario")
-    scenario_html = (
-        "<details class='scenario'><summary>Scenario as run</summary>"
-        f"<pre>{_e(json.dumps(scenario, indent=2, sort_keys=True, default=str))}</pre></details>"
-        if scenario
-        else ""
-    )
-    return f"""
-{open_tag}
-<div class="drill-head"><h2>{_e(record.get("title") or _drill_label(record))}</h2><div class="badges">{flagged_badge}{_badge(verdict)}</div></div>
-<p class="drill-meta">{" · ".join(meta)}</p>
-<p class="glance">{" · ".join(glance)}</p>
-{flagged_banner}
-<h3>Documented claim</h3>
-{claim_html}
-<h3>Fault</h3>
-{fault_html}
-<h3>Timeline</h3>
-{charts}
-<h3>Expectations</h3>
-{_expectations_html(record.get("expectations"), t0)}
-<h3 id="{_anchor(record_path)}-vitals">What else broke (vital signs)</h3>
-{_vitals_html(record, t0)}
-<h3>Probes</h3>
-{_probes_table(record.get("probes"), t0)}
-<h3>Observations</h3>
-{_observations_html(record.get("observations"))}
-{_replaced_html(record, t0)}
-<h3>Waits</h3>
-{_waits_html(record, t0)}
-{errors_html}
-<h3>Injections and reverts</h3>
-{reverts_html}
-<h3>Evidence files</h3>
-{_evidence_html(run_dir, record_path, record)}
-{scenario_html}
-</section>"""
+    replaced = record.get("replaced_measurements")
+    return {
+        "anchor": _anchor(record_path),
+        "drill": None if record.get("drill") is None else str(record.get("drill")),
+        "case": "" if case is None else str(case),
+        "verdict": record.get("verdict"),
+        "vitals_state": vitals_state,
+        "flagged": flagged,
+        "flag_reasons": [(n, _sign_reason(record, n)) for n in flagged],
+        "heading": _text(record.get("title") or _drill_label(record)),
+        "label": _drill_label(record),
+        "started": _utc(record.get("started_at")),
+        "finished": _utc(record.get("finished_at")),
+        "duration": _seconds(record.get("duration_seconds")),
+        "kdrill_version": _text(record.get("kdrill_version") or "—"),
+        "glance": _glance(record, windows, vitals_state, flagged),
+        "claim": {"text": str(claim), "sources": _sources(record.get("source"))} if claim else None,
+        "fault": _fault_view(record.get("fault"), t0, len(windows)),
+        "timeline_problem": timeline_problem,
+        "no_start": t0 is None,
+        "figures": _charts_view(record, timeline or {}, t0) if t0 is not None and not timeline_problem else [],
+        "expectations": _expectation_rows(record.get("expectations"), t0),
+        "vitals": Markup(_vitals_html(record, t0)),
+        "probes": _probe_rows(record.get("probes"), t0),
+        "observations": _observation_rows(record.get("observations")),
+        "replaced": _expectation_rows(replaced, t0) if isinstance(replaced, list) and replaced else None,
+        "waits": _waits_view(record, t0),
+        "errors": [_text(e) for e in errors] if isinstance(errors, list) else [],
+        "injections": _injection_rows(windows, t0),
+        "evidence": _evidence_files(run_dir, record_path, record),
+        "scenario": json.dumps(scenario, indent=2, sort_keys=True, default=str) if scenario else None,
+    }
 
 
-def _unreadable_section(run_dir: Path, path: Path, reason: str) -> str:
-    open_tag = _el(
-        "section", "", class_="drill unreadable verdict-error", id=_anchor(path),
-        data_drill="", data_case="", data_verdict="error", data_file=path.name,
-    ).removesuffix("</section>")
-    size = path.stat().st_size if path.is_file() else None
-    return f"""
-{open_tag}
-<div class="drill-head"><h2>Unreadable record <code>{_e(path.name)}</code></h2>{_badge("error")}</div>
-<p class="notice unreadable-reason">This drill record {_e(reason)}. What the drill established cannot be
-shown, so it counts as an error: a record is never left out of the verdicts.</p>
-<p class="drill-meta">File <a href="{_e(path.name)}"><code>{_e(path.name)}</code></a>
-{f"· {size} bytes" if size is not None else ""}</p>
-</section>"""
+def _unreadable_view(path: Path, reason: str) -> dict[str, Any]:
+    """A record slot that does not hold a readable record: its file, why, its size."""
+    return {"anchor": _anchor(path), "name": path.name, "reason": reason,
+            "size": path.stat().st_size if path.is_file() else None}
 
 
 # --------------------------------------------------------------------------- #
@@ -1611,9 +1450,7 @@ def render_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
     run = _load_run(run_dir)
     records = run.records
     when = generated_at or datetime.now(tz=timezone.utc)
-    # The drill sections are still built in Python (harness/report.py _drill_section), escaped there.
-    drills = [Markup(_drill_section(run_dir, path, record)) for path, record in records]
-    drills += [Markup(_unreadable_section(run_dir, path, reason)) for path, reason in run.unreadable]
+    drills = [_drill_view(run_dir, path, record) for path, record in records]
     return _environment().get_template("report.html.j2").render(
         kdrill_version=__version__,
         run_id=_run_id(run),
@@ -1622,6 +1459,7 @@ def render_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
         cluster=_cluster_view(records),
         summary=_summary_view(records, run.unreadable),
         drills=drills,
+        unreadable=[_unreadable_view(path, reason) for path, reason in run.unreadable],
         generated_at=_utc(when.timestamp()),
     )
 
