@@ -28,7 +28,6 @@ the drill's injections-and-reverts table.
 
 from __future__ import annotations
 
-import html
 import functools
 import json
 import math
@@ -40,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from harness import __version__
 
@@ -276,9 +275,9 @@ def _load_timeline(
 # --------------------------------------------------------------------------- #
 
 
-def _e(value: Any) -> str:
-    """HTML-escape ``value`` (rendered with ``str``) for text and attributes."""
-    return html.escape("" if value is None else str(value), quote=True)
+def _text(value: Any) -> str:
+    """``value`` as text for the templates (which escape it): None is empty, as it always was."""
+    return "" if value is None else str(value)
 
 
 def _as_float(value: Any) -> float | None:
@@ -295,7 +294,7 @@ def _utc(epoch: Any) -> str:
     try:
         stamp = datetime.fromtimestamp(t, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
-        return _e(epoch)
+        return str(epoch)
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -361,12 +360,6 @@ def _tally(expectations: Any) -> str:
         return "none recorded"
     passed = sum(1 for x in items if x.get("verdict") == "passed")
     return f"{passed} of {len(items)} passed"
-
-
-def _table(headers: Sequence[str], rows: Iterable[str], cls: str) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "\n".join(rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>'
 
 
 # --------------------------------------------------------------------------- #
@@ -446,11 +439,12 @@ def _downsample(samples: list[_Sample], limit: int) -> list[_Sample]:
     return out
 
 
-def _el(tag: str, content: str | None = None, **attrs: Any) -> str:
-    """Markup for one element; ``content`` is inserted as is (escape it first).
+def _el(tag: str, content: str | None = None, **attrs: Any) -> Markup:
+    """Markup for one SVG element: the only markup the report builds outside its templates.
 
-    Attribute names use ``_`` for ``-`` (a trailing ``_`` is dropped, so
-    ``class_`` is ``class``); None values are left out, floats are written
+    ``content`` is escaped unless it is already :class:`Markup` (an element built here, or
+    ``escape``'s result). Attribute names come from this module: ``_`` for ``-`` (a trailing
+    ``_`` is dropped, so ``class_`` is ``class``); None values are left out, floats are written
     with at most 2 decimals, every value is escaped.
     """
     rendered = []
@@ -459,13 +453,13 @@ def _el(tag: str, content: str | None = None, **attrs: Any) -> str:
             continue
         if isinstance(value, float):
             value = f"{value:.2f}".rstrip("0").rstrip(".")
-        rendered.append(f' {key.rstrip("_").replace("_", "-")}="{_e(value)}"')
+        rendered.append(f' {key.rstrip("_").replace("_", "-")}="{escape(value)}"')
     joined = "".join(rendered)
-    return f"<{tag}{joined}/>" if content is None else f"<{tag}{joined}>{content}</{tag}>"
+    return Markup(f"<{tag}{joined}/>" if content is None else f"<{tag}{joined}>{escape(content)}</{tag}>")
 
 
-def _label(x: float, y: float, text: str, anchor: str = "start", fill: str = "#4b5563", **attrs: Any) -> str:
-    return _el("text", _e(text), x=x, y=y, text_anchor=anchor, font_size=10, fill=fill, **attrs)
+def _label(x: float, y: float, text: str, anchor: str = "start", fill: str = "#4b5563", **attrs: Any) -> Markup:
+    return _el("text", text, x=x, y=y, text_anchor=anchor, font_size=10, fill=fill, **attrs)
 
 
 def timeline_svg(
@@ -478,7 +472,7 @@ def timeline_svg(
     phases: Sequence[tuple[str, float]] = (),
     max_marks: int = MAX_MARKS,
     earlier_windows: Sequence[tuple[float, float]] = (),
-) -> str:
+) -> Markup:
     """Inline SVG chart of one probe's samples.
 
     ``raw_samples`` are timeline entries ``{"t": epoch s, "ok": bool,
@@ -490,7 +484,9 @@ def timeline_svg(
     ``earlier_windows`` are further ``(injected_at, reverted_at)`` of a drill
     that injected more than once, shaded without a label. At most
     ``max_marks`` samples are drawn; longer series are bucketed in time.
-    Returns ``<svg class="timeline" data-probe="...">...</svg>``.
+    Returns ``<svg class="timeline" data-probe="...">...</svg>`` as :class:`Markup` (a ``str``):
+    built by :func:`_el` alone, so every text and attribute value in it is escaped and the rest
+    is numbers computed here.
     """
     samples, dropped = _clean_samples(raw_samples)
     drawn = _downsample(samples, max_marks)
@@ -511,12 +507,12 @@ def timeline_svg(
         return _ML + (t_rel - x_min) / (x_max - x_min) * pw
 
     failed = sum(1 for s in samples if not s.ok)
-    parts = [_el("title", _e(f"probe {probe}: {len(samples)} samples, {failed} failed"))]
+    parts = [_el("title", f"probe {probe}: {len(samples)} samples, {failed} failed")]
 
     # Fault windows first, so everything else is drawn over them.
     for start, end in earlier_windows:
         x1, x2 = xs(max(start - t0, x_min)), xs(min(end - t0, x_max))
-        tooltip = _el("title", _e(f"earlier fault window: +{_num(start - t0)} s to +{_num(end - t0)} s"))
+        tooltip = _el("title", f"earlier fault window: +{_num(start - t0)} s to +{_num(end - t0)} s")
         parts.append(_el(
             "rect", tooltip, class_="fault-window", x=x1, y=band_y - 4.0, width=max(x2 - x1, 1.0),
             height=lat_bottom - band_y + 4, fill="#f59e0b", fill_opacity=0.16,
@@ -527,7 +523,7 @@ def timeline_svg(
         f_end = (fault_window[1] - t0) if fault_window[1] is not None else x_max
         x1, x2 = xs(max(f_start, x_min)), xs(min(f_end, x_max))
         label = "fault window" if fault_window[1] is not None else "fault (not reverted)"
-        tooltip = _el("title", _e(f"{label}: +{_num(f_start)} s to +{_num(f_end)} s"))
+        tooltip = _el("title", f"{label}: +{_num(f_start)} s to +{_num(f_end)} s")
         parts.append(_el(
             "rect", tooltip, class_="fault-window", x=x1, y=band_y - 4.0, width=max(x2 - x1, 1.0),
             height=lat_bottom - band_y + 4, fill="#f59e0b", fill_opacity=0.16,
@@ -588,9 +584,9 @@ def timeline_svg(
             "line", class_="phase-marker", x1=x, y1=y_label + 2, x2=x, y2=lat_bottom,
             stroke="#6d28d9", stroke_width=1, stroke_dasharray="4 3",
         ))
-        tooltip = _el("title", _e(f"phase {name} starts at +{_num(t_rel)} s"))
+        tooltip = _el("title", f"phase {name} starts at +{_num(t_rel)} s")
         parts.append(_el(
-            "text", _e(name) + tooltip, class_="phase-label", x=x + 3, y=y_label, font_size=10, fill="#5b21b6",
+            "text", escape(name) + tooltip, class_="phase-label", x=x + 3, y=y_label, font_size=10, fill="#5b21b6",
         ))
 
     notes = []
@@ -604,16 +600,16 @@ def timeline_svg(
     if notes:
         parts.append(_label(_ML, lat_bottom + 27, "; ".join(notes), "start", "#6b7280", class_="chart-note"))
     return _el(
-        "svg", "".join(parts), class_="timeline", data_probe=probe, data_samples=len(samples),
+        "svg", Markup("").join(parts), class_="timeline", data_probe=probe, data_samples=len(samples),
         data_drawn=len(drawn), data_note="; ".join(notes) or None, xmlns="http://www.w3.org/2000/svg",
         viewBox=f"0 0 {_W:.0f} {_H:.0f}", width="100%", role="img",
         font_family="system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif",
     )
 
 
-def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: float) -> list[str]:
+def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: float) -> list[Markup]:
     """The status band's marks and the latency line/points for ``drawn``."""
-    parts: list[str] = []
+    parts: list[Markup] = []
     # Each sample covers the time until the next one (capped at three typical
     # intervals, so sampling gaps stay visible); neighbours with the same
     # outcome are merged into one mark.
@@ -627,20 +623,20 @@ def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: flo
             runs[-1][2] = end
         else:
             runs.append([smp.ok, start, end])
-    marks: dict[bool, list[str]] = {True: [], False: []}
+    marks: dict[bool, list[Markup]] = {True: [], False: []}
     for ok, start, end in runs:
         x = xs(start)
         width = max(xs(end) - x, 1.0) + 0.5  # overlap neighbours: no hairline seams
         marks[ok].append(_el("rect", x=x, y=band_y, width=width, height=_BAND_H))
     for ok, cls, colour in ((True, "marks marks-ok", "#16a34a"), (False, "marks marks-fail", "#dc2626")):
         if marks[ok]:
-            parts.append(_el("g", "".join(marks[ok]), class_=cls, fill=colour, shape_rendering="crispEdges"))
+            parts.append(_el("g", Markup("").join(marks[ok]), class_=cls, fill=colour, shape_rendering="crispEdges"))
 
     # Latency of successful samples: a line, broken where no successful sample
     # was taken or sampling paused (isolated samples are points). Failed
     # samples that recorded a latency (e.g. a timeout) are red points.
     lines: list[list[tuple[float, float]]] = []
-    fail_points: list[str] = []
+    fail_points: list[Markup] = []
     prev_t: float | None = None
     for smp in drawn:
         x = xs(smp.t - t0)
@@ -662,20 +658,15 @@ def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: flo
     show_all = sum(len(line) for line in lines) <= 300
     ok_points = [_el("circle", cx=x, cy=y, r=1.8) for line in lines if len(line) == 1 or show_all for x, y in line]
     if ok_points:
-        parts.append(_el("g", "".join(ok_points), class_="latency-points", fill="#2563eb"))
+        parts.append(_el("g", Markup("").join(ok_points), class_="latency-points", fill="#2563eb"))
     if fail_points:
-        parts.append(_el("g", "".join(fail_points), class_="latency-fail", fill="#dc2626"))
+        parts.append(_el("g", Markup("").join(fail_points), class_="latency-fail", fill="#dc2626"))
     return parts
 
 
 # --------------------------------------------------------------------------- #
 # Sections
 # --------------------------------------------------------------------------- #
-
-
-def _text(value: Any) -> str:
-    """``value`` as text for the templates (which escape it): None is empty, as it always was."""
-    return "" if value is None else str(value)
 
 
 def _run_view(run: _Run) -> dict[str, Any]:
@@ -892,15 +883,14 @@ def _vitals_state(record: Mapping[str, Any]) -> tuple[str, list[str]]:
     return "recorded", flagged
 
 
-def _ratio_cell(value: Any) -> str:
+def _ratio(value: Any) -> dict[str, Any] | None:
+    """A window's ratio as a percentage for its cell; None: no sample in that window."""
     r = _as_float(value)
     if r is None:
-        return '<td class="num ratio muted" title="no sample in this window">—</td>'
-    pct = r * 100
+        return None
     # Never round a degraded ratio up to 100 %: truncate to one decimal below 1.
-    text = "100" if r >= 1 else f"{math.floor(pct * 10) / 10:.1f}".removesuffix(".0")
-    cls = "num ratio" + (" low" if r < _HEALTHY_RATIO else "")
-    return f'<td class="{cls}">{_e(text)} %</td>'
+    text = "100" if r >= 1 else f"{math.floor(r * 100 * 10) / 10:.1f}".removesuffix(".0")
+    return {"text": text, "low": r < _HEALTHY_RATIO}
 
 
 def _sign_order(signs: Mapping[str, Any]) -> list[str]:
@@ -918,111 +908,84 @@ def _restarts_text(counts: Mapping[str, Any]) -> str:
     return f"{total} restart{'' if total == 1 else 's'} in {pods} pod{'' if pods == 1 else 's'}"
 
 
-def _restart_list(counts: Mapping[str, Any]) -> str:
-    return "".join(f"<li><code>{_e(pod)}</code> +{_e(n)}</li>" for pod, n in sorted(counts.items()))
+def _sign_status(sign: Mapping[str, Any], flagged: bool) -> tuple[str, str]:
+    """(status, row class) of one vital sign: "flagged", "covered", "degraded", "not read",
+    "ok" or "not assessed"."""
+    degraded = sign.get("degraded") is True
+    if flagged:
+        return "flagged", "row-flagged"
+    if degraded and sign.get("covered_by"):
+        return "covered", "row-covered"
+    if degraded:
+        return "degraded", "row-covered"
+    if sign.get("error"):
+        return "not read", "row-warn"
+    if "degraded" in sign:
+        return "ok", "row-ok"
+    return "not assessed", "row-other"
 
 
-def _vitals_html(record: Mapping[str, Any], t0: float | None) -> str:
-    """The "What else broke" panel: every vital sign of ``record["vital_signs"]``
-    (harness/vitals.py) per window, its status, and the details of restarts and nodes."""
+def _vitals_view(record: Mapping[str, Any], t0: float | None) -> dict[str, Any]:
+    """The "What else broke" panel (report_vitals.html.j2): every vital sign of
+    ``record["vital_signs"]`` (harness/vitals.py) per window, its status, and the details of
+    restarts and nodes. ``state`` is that of :func:`_vitals_state`."""
     vs = record.get("vital_signs")
     state, flagged_signs = _vitals_state(record)
     if state == "not recorded":
-        return ('<div class="vitals vitals-missing"><p class="muted">Vital signs not recorded: this record '
-                "predates them, so nothing beyond the drill's own probes was watched.</p></div>")
+        return {"state": state}
     if state == "error":
         reason = vs.get("error") if isinstance(vs, dict) else None
-        return (
-            '<div class="vitals vitals-error"><p class="notice">Vital signs could not be watched in this drill, '
-            "so what else broke is unknown: "
-            f"<code>{_e(reason or 'no signs recorded')}</code></p></div>"
-        )
+        return {"state": state, "reason": _text(reason or "no signs recorded")}
     signs = vs["signs"]
     rows = []
-    extra_blocks = []
+    details: list[dict[str, Any]] = []
     first = _first_injection(record)
     for name in _sign_order(signs):
         sign = signs[name] if isinstance(signs[name], dict) else {}
         flagged = name in flagged_signs
-        degraded = sign.get("degraded") is True
-        covered = sign.get("covered_by")
-        error = sign.get("error")
-        if flagged:
-            why = sign.get("reason") or "degraded, and no expectation is about it"
-            status = ('<span class="badge badge-flagged">FLAGGED</span> '
-                      f'<span class="fail-text small">{_e(why)}</span>')
-            cls = "row-flagged"
-        elif degraded and covered:
-            status = f'<span class="covered">degraded (covered by <code>{_e(covered)}</code>)</span>'
-            cls = "row-covered"
-        elif degraded:
-            status = '<span class="covered">degraded</span>'
-            cls = "row-covered"
-        elif error:
-            status = '<span class="badge badge-warn">not read</span>'
-            cls = "row-warn"
-        elif "degraded" in sign:
-            status = '<span class="ok-text">ok</span>'
-            cls = "row-ok"
-        else:
-            status = '<span class="muted">not assessed</span>'
-            cls = "row-other"
-        detail = []
+        status, cls = _sign_status(sign, flagged)
+        row = {
+            "name": name, "description": _VITAL_SIGNS.get(name), "flagged": flagged, "cls": cls,
+            "status": status, "reason": _text(sign.get("reason") or "degraded, and no expectation is about it"),
+            "covered_by": _text(sign.get("covered_by")), "error": _text(sign.get("error")) if sign.get("error") else None,
+            "restarts": None, "ratios": [],
+        }
         if name == "kube_system_restarts" or "added" in sign:
             added, by_design = _restart_counts(sign.get("added")), _restart_counts(sign.get("by_design"))
-            summary = (
-                f'<td colspan="3" class="restarts">'
-                + (f'<strong class="fail-text">{_restarts_text(added)} not caused by the fault</strong>'
-                   if added else "no unexpected restarts")
-                + (f' <span class="muted">· {_restarts_text(by_design)} by design</span>' if by_design else "")
-                + "</td>"
-            )
-            ratios = summary
+            row["restarts"] = {"added": _restarts_text(added) if added else None,
+                               "by_design": _restarts_text(by_design) if by_design else None}
             if added or by_design:
-                block = '<div class="vital-detail restarts"><h4>kube-system restarts</h4>'
-                if added:
-                    block += (f'<p class="fail-text small">Unexpected: {_restarts_text(added)}</p>'
-                              f'<ul class="restarts-added">{_restart_list(added)}</ul>')
-                if by_design:
-                    block += (
-                        '<details class="restarts-by-design"><summary>By design: '
-                        f"{_restarts_text(by_design)} the fault restarts on purpose</summary>"
-                        f"<ul>{_restart_list(by_design)}</ul></details>"
-                    )
-                extra_blocks.append(block + "</div>")
+                details.append({
+                    "kind": "restarts",
+                    "added": _restarts_text(added) if added else None,
+                    "added_pods": [(pod, _text(n)) for pod, n in sorted(added.items())],
+                    "by_design": _restarts_text(by_design) if by_design else None,
+                    "by_design_pods": [(pod, _text(n)) for pod, n in sorted(by_design.items())],
+                })
         else:
-            ratios = "".join(_ratio_cell(sign.get(w)) for w, _ in _VITAL_WINDOWS)
+            row["ratios"] = [_ratio(sign.get(w)) for w, _ in _VITAL_WINDOWS]
         if name == "nodes_ready" or isinstance(sign.get("transitions"), list):
-            extra_blocks.append(_node_transitions_html(sign.get("transitions"), first, t0))
-        if error:
-            detail.append(f'<div class="sign-error"><code>{_e(error)}</code></div>')
-        description = _VITAL_SIGNS.get(name)
-        rows.append(
-            f'<tr class="vital {cls}" data-sign="{_e(name)}" data-flagged="{"true" if flagged else "false"}">'
-            f"<td><code>{_e(name)}</code>"
-            + (f'<div class="muted small">{_e(description)}</div>' if description else "")
-            + f"</td>{ratios}<td>{status}{''.join(detail)}</td></tr>"
-        )
+            nodes = _node_transitions(sign.get("transitions"), first, t0)
+            if nodes is not None:
+                details.append(nodes)
+        rows.append(row)
     windows = vs.get("windows") if isinstance(vs.get("windows"), dict) else {}
     spans = []
     for key, label in _VITAL_WINDOWS:
         parts = [f"{_rel(a, t0)} → {_rel(b, t0)}" for span in windows.get(key) or []
                  if isinstance(span, (list, tuple)) and len(span) == 2 for a, b in [span]]
         spans.append(f"{label.lower()} {', '.join(parts) if parts else 'none'}")
-    intro = (
-        '<p class="muted small">Watched in every drill whatever its claim; a window below '
-        f"{_num(_HEALTHY_RATIO * 100)} % (a node not Ready, any kube-system restart) is degraded, and "
-        "flagged unless the scenario names an expectation about it. Windows since drill start: "
-        f"{_e('; '.join(spans))}.</p>"
-    )
-    table = _table(["Vital sign", "Baseline", "During fault", "After", "Status"], rows, "vitals-table")
-    return f'<div class="vitals">{intro}{table}{"".join(b for b in extra_blocks if b)}</div>'
+    return {"state": state, "threshold": _num(_HEALTHY_RATIO * 100), "windows": "; ".join(spans),
+            "rows": rows, "details": details}
 
 
-def _node_transitions_html(transitions: Any, first: float | None, t0: float | None) -> str:
+def _node_transitions(transitions: Any, first: float | None, t0: float | None) -> dict[str, Any] | None:
     """The not-Ready transitions of ``nodes_ready`` (and each node's return to Ready), with
-    times since the first injection (since the drill start when nothing was injected)."""
+    times since the first injection (since the drill start when nothing was injected); None
+    when none was recorded."""
     items = [t for t in transitions if isinstance(t, dict)] if isinstance(transitions, list) else []
+    if not items:
+        return None
     origin, origin_label = (first, "first injection") if first is not None else (t0, "drill start")
     rows = []
     seen_bad: set[str] = set()
@@ -1037,29 +1000,13 @@ def _node_transitions_html(transitions: Any, first: float | None, t0: float | No
             continue  # first sight of a healthy node, or no change worth listing
         if bad:
             seen_bad.add(node)
-            label = f'<strong class="fail-text">{_e(t.get("ready") or "no Ready condition")}</strong>'
         else:
             seen_bad.discard(node)
-            label = f'<span class="ok-text">{_e(t.get("ready"))}</span> <span class="muted small">(Ready again)</span>'
-        taints_html = "<br>".join(f"<code>{_e(x)}</code>" for x in taints) or '<span class="muted">none</span>'
-        rows.append(
-            f'<tr class="{"row-fail" if bad else "row-ok"} transition"><td><code>{_e(node)}</code></td>'
-            f"<td>{label}</td><td>{taints_html}</td>"
-            f'<td class="num">{_rel(t.get("t"), origin)}</td></tr>'
-        )
-    cap = ('<p class="muted small">The record keeps the first 50 changes; later ones are not shown.</p>'
-           if len(items) >= 50 else "")
-    if not rows:
-        if not items:
-            return ""
-        return (f'<div class="vital-detail nodes"><h4>Nodes</h4><p class="muted small">Every node seen '
-                f"({len(nodes)}) stayed Ready with no lifecycle taint.</p></div>")
-    return (
-        f'<div class="vital-detail nodes"><h4>Nodes not Ready</h4>'
-        + _table(["Node", "Ready", "Taints", f"Since {origin_label}"], rows, "node-transitions")
-        + cap
-        + "</div>"
-    )
+        rows.append({"node": node, "bad": bad, "ready": _text(t.get("ready") or "no Ready condition"),
+                     "taints": [_text(x) for x in taints], "since": _rel(t.get("t"), origin)})
+    return {"kind": "nodes", "rows": rows, "since": origin_label, "seen": len(nodes),
+            # The record keeps the first 50 changes.
+            "capped": len(items) >= 50}
 
 
 def _drill_t0(record: Mapping[str, Any], timeline: Mapping[str, list[dict[str, Any]]] | None) -> float | None:
@@ -1338,10 +1285,10 @@ def _charts_view(record: Mapping[str, Any], timeline: dict[str, list[dict[str, A
         figures.append({
             "probe": str(name),
             "counts": f"{len(samples)} samples, {failed} failed" if samples else "no samples",
-            # Markup built by timeline_svg alone: every text and attribute value in it escaped,
-            # the rest numbers it computed (see _el); the template inserts it as is.
-            "svg": Markup(timeline_svg(name, samples, t0=t0, t_end=t_end, fault_window=window, phases=phases,
-                                       earlier_windows=earlier)),
+            # The one piece of markup the templates insert as is: Markup built by timeline_svg
+            # (its _el escapes every text and attribute value; the rest are numbers it computed).
+            "svg": timeline_svg(name, samples, t0=t0, t_end=t_end, fault_window=window, phases=phases,
+                                earlier_windows=earlier),
         })
     return figures
 
@@ -1403,7 +1350,7 @@ def _drill_view(run_dir: Path, record_path: Path, record: dict[str, Any]) -> dic
         "no_start": t0 is None,
         "figures": _charts_view(record, timeline or {}, t0) if t0 is not None and not timeline_problem else [],
         "expectations": _expectation_rows(record.get("expectations"), t0),
-        "vitals": Markup(_vitals_html(record, t0)),
+        "vitals": _vitals_view(record, t0),
         "probes": _probe_rows(record.get("probes"), t0),
         "observations": _observation_rows(record.get("observations")),
         "replaced": _expectation_rows(replaced, t0) if isinstance(replaced, list) and replaced else None,
