@@ -16,7 +16,15 @@ with verdict "error" and counted in the headline.
 
 All times in the evidence are epoch seconds; the report shows absolute times as
 UTC ISO-8601 and chart/expectation times as seconds relative to the drill's
-``started_at``. Everything taken from the evidence is HTML-escaped.
+``started_at``.
+
+The page's HTML is in Jinja2 templates, harness/templates/report.html.j2 and the
+``report_*.html.j2`` it imports (``report.css.j2`` is its stylesheet), rendered
+with autoescape on: this module loads and checks the evidence and computes what
+each section shows as plain values (``_*_view`` and friends), and the templates
+escape every value taken from the evidence. The one piece of markup built here
+is each probe's chart, inline SVG drawn by :func:`timeline_svg` from numbers and
+text it escapes itself (markupsafe), handed to the templates as ``Markup``.
 
 Besides its verdict, each drill shows its vital signs (``record["vital_signs"]``,
 harness/vitals.py) in a "What else broke" panel: a sign that degraded with no
@@ -665,7 +673,7 @@ def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: flo
 
 
 # --------------------------------------------------------------------------- #
-# Sections
+# What the sections show: plain values for the templates (harness/templates)
 # --------------------------------------------------------------------------- #
 
 
@@ -1007,6 +1015,11 @@ def _node_transitions(transitions: Any, first: float | None, t0: float | None) -
     return {"kind": "nodes", "rows": rows, "since": origin_label, "seen": len(nodes),
             # The record keeps the first 50 changes.
             "capped": len(items) >= 50}
+
+
+# --------------------------------------------------------------------------- #
+# A drill's section (report_drill.html.j2)
+# --------------------------------------------------------------------------- #
 
 
 def _drill_t0(record: Mapping[str, Any], timeline: Mapping[str, list[dict[str, Any]]] | None) -> float | None:
