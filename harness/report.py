@@ -16,7 +16,15 @@ with verdict "error" and counted in the headline.
 
 All times in the evidence are epoch seconds; the report shows absolute times as
 UTC ISO-8601 and chart/expectation times as seconds relative to the drill's
-``started_at``. Everything taken from the evidence is HTML-escaped.
+``started_at``.
+
+The page's HTML is in Jinja2 templates, harness/templates/report.html.j2 and the
+``report_*.html.j2`` it imports (``report.css.j2`` is its stylesheet), rendered
+with autoescape on: this module loads and checks the evidence and computes what
+each section shows as plain values (``_*_view`` and friends), and the templates
+escape every value taken from the evidence. The one piece of markup built here
+is each probe's chart, inline SVG drawn by :func:`timeline_svg` from numbers and
+text it escapes itself (markupsafe), handed to the templates as ``Markup``.
 
 Besides its verdict, each drill shows its vital signs (``record["vital_signs"]``,
 harness/vitals.py) in a "What else broke" panel: a sign that degraded with no
@@ -28,7 +36,7 @@ the drill's injections-and-reverts table.
 
 from __future__ import annotations
 
-import html
+import functools
 import json
 import math
 import shlex
@@ -36,8 +44,10 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from string import Template
 from typing import Any, Iterable, Mapping, Sequence
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 
 from harness import __version__
 
@@ -273,9 +283,9 @@ def _load_timeline(
 # --------------------------------------------------------------------------- #
 
 
-def _e(value: Any) -> str:
-    """HTML-escape ``value`` (rendered with ``str``) for text and attributes."""
-    return html.escape("" if value is None else str(value), quote=True)
+def _text(value: Any) -> str:
+    """``value`` as text for the templates (which escape it): None is empty, as it always was."""
+    return "" if value is None else str(value)
 
 
 def _as_float(value: Any) -> float | None:
@@ -292,7 +302,7 @@ def _utc(epoch: Any) -> str:
     try:
         stamp = datetime.fromtimestamp(t, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
-        return _e(epoch)
+        return str(epoch)
     return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -328,32 +338,10 @@ def _json_compact(value: Any) -> str:
         return str(value)
 
 
-def _value_html(value: Any, unit: str | None = None) -> str:
-    """A measured/observed value: numbers with unit, structures as JSON."""
-    if value is None:
-        return '<span class="muted">not measured</span>'
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, (int, float)):
-        text = _num(value)
-    elif isinstance(value, (dict, list)):
-        return f"<code>{_e(_json_compact(value))}</code>"
-    else:
-        text = str(value)
-    if unit and not isinstance(value, bool):
-        text = f"{text} {unit}"
-    return _e(text)
-
-
 def _verdict_class(verdict: Any) -> str:
     v = str(verdict).lower() if verdict is not None else ""
     return {"passed": "pass", "failed": "fail", "error": "error", "skipped": "skip", "refused": "skip",
             "not-run": "skip"}.get(v, "unknown")
-
-
-def _badge(verdict: Any) -> str:
-    label = verdict if verdict not in (None, "") else "not evaluated"
-    return f'<span class="badge badge-{_verdict_class(verdict)}">{_e(label)}</span>'
 
 
 def _safe_href(url: Any) -> str | None:
@@ -380,17 +368,6 @@ def _tally(expectations: Any) -> str:
         return "none recorded"
     passed = sum(1 for x in items if x.get("verdict") == "passed")
     return f"{passed} of {len(items)} passed"
-
-
-def _table(headers: Sequence[str], rows: Iterable[str], cls: str) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "\n".join(rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>'
-
-
-def _kv_table(pairs: Iterable[tuple[str, str]], cls: str = "kv") -> str:
-    rows = "".join(f"<tr><th>{_e(k)}</th><td>{v}</td></tr>" for k, v in pairs)
-    return f'<table class="{cls}"><tbody>{rows}</tbody></table>'
 
 
 # --------------------------------------------------------------------------- #
@@ -470,11 +447,12 @@ def _downsample(samples: list[_Sample], limit: int) -> list[_Sample]:
     return out
 
 
-def _el(tag: str, content: str | None = None, **attrs: Any) -> str:
-    """Markup for one element; ``content`` is inserted as is (escape it first).
+def _el(tag: str, content: str | None = None, **attrs: Any) -> Markup:
+    """Markup for one SVG element: the only markup the report builds outside its templates.
 
-    Attribute names use ``_`` for ``-`` (a trailing ``_`` is dropped, so
-    ``class_`` is ``class``); None values are left out, floats are written
+    ``content`` is escaped unless it is already :class:`Markup` (an element built here, or
+    ``escape``'s result). Attribute names come from this module: ``_`` for ``-`` (a trailing
+    ``_`` is dropped, so ``class_`` is ``class``); None values are left out, floats are written
     with at most 2 decimals, every value is escaped.
     """
     rendered = []
@@ -483,13 +461,13 @@ def _el(tag: str, content: str | None = None, **attrs: Any) -> str:
             continue
         if isinstance(value, float):
             value = f"{value:.2f}".rstrip("0").rstrip(".")
-        rendered.append(f' {key.rstrip("_").replace("_", "-")}="{_e(value)}"')
+        rendered.append(f' {key.rstrip("_").replace("_", "-")}="{escape(value)}"')
     joined = "".join(rendered)
-    return f"<{tag}{joined}/>" if content is None else f"<{tag}{joined}>{content}</{tag}>"
+    return Markup(f"<{tag}{joined}/>" if content is None else f"<{tag}{joined}>{escape(content)}</{tag}>")
 
 
-def _label(x: float, y: float, text: str, anchor: str = "start", fill: str = "#4b5563", **attrs: Any) -> str:
-    return _el("text", _e(text), x=x, y=y, text_anchor=anchor, font_size=10, fill=fill, **attrs)
+def _label(x: float, y: float, text: str, anchor: str = "start", fill: str = "#4b5563", **attrs: Any) -> Markup:
+    return _el("text", text, x=x, y=y, text_anchor=anchor, font_size=10, fill=fill, **attrs)
 
 
 def timeline_svg(
@@ -502,7 +480,7 @@ def timeline_svg(
     phases: Sequence[tuple[str, float]] = (),
     max_marks: int = MAX_MARKS,
     earlier_windows: Sequence[tuple[float, float]] = (),
-) -> str:
+) -> Markup:
     """Inline SVG chart of one probe's samples.
 
     ``raw_samples`` are timeline entries ``{"t": epoch s, "ok": bool,
@@ -514,7 +492,9 @@ def timeline_svg(
     ``earlier_windows`` are further ``(injected_at, reverted_at)`` of a drill
     that injected more than once, shaded without a label. At most
     ``max_marks`` samples are drawn; longer series are bucketed in time.
-    Returns ``<svg class="timeline" data-probe="...">...</svg>``.
+    Returns ``<svg class="timeline" data-probe="...">...</svg>`` as :class:`Markup` (a ``str``):
+    built by :func:`_el` alone, so every text and attribute value in it is escaped and the rest
+    is numbers computed here.
     """
     samples, dropped = _clean_samples(raw_samples)
     drawn = _downsample(samples, max_marks)
@@ -535,12 +515,12 @@ def timeline_svg(
         return _ML + (t_rel - x_min) / (x_max - x_min) * pw
 
     failed = sum(1 for s in samples if not s.ok)
-    parts = [_el("title", _e(f"probe {probe}: {len(samples)} samples, {failed} failed"))]
+    parts = [_el("title", f"probe {probe}: {len(samples)} samples, {failed} failed")]
 
     # Fault windows first, so everything else is drawn over them.
     for start, end in earlier_windows:
         x1, x2 = xs(max(start - t0, x_min)), xs(min(end - t0, x_max))
-        tooltip = _el("title", _e(f"earlier fault window: +{_num(start - t0)} s to +{_num(end - t0)} s"))
+        tooltip = _el("title", f"earlier fault window: +{_num(start - t0)} s to +{_num(end - t0)} s")
         parts.append(_el(
             "rect", tooltip, class_="fault-window", x=x1, y=band_y - 4.0, width=max(x2 - x1, 1.0),
             height=lat_bottom - band_y + 4, fill="#f59e0b", fill_opacity=0.16,
@@ -551,7 +531,7 @@ def timeline_svg(
         f_end = (fault_window[1] - t0) if fault_window[1] is not None else x_max
         x1, x2 = xs(max(f_start, x_min)), xs(min(f_end, x_max))
         label = "fault window" if fault_window[1] is not None else "fault (not reverted)"
-        tooltip = _el("title", _e(f"{label}: +{_num(f_start)} s to +{_num(f_end)} s"))
+        tooltip = _el("title", f"{label}: +{_num(f_start)} s to +{_num(f_end)} s")
         parts.append(_el(
             "rect", tooltip, class_="fault-window", x=x1, y=band_y - 4.0, width=max(x2 - x1, 1.0),
             height=lat_bottom - band_y + 4, fill="#f59e0b", fill_opacity=0.16,
@@ -612,9 +592,9 @@ def timeline_svg(
             "line", class_="phase-marker", x1=x, y1=y_label + 2, x2=x, y2=lat_bottom,
             stroke="#6d28d9", stroke_width=1, stroke_dasharray="4 3",
         ))
-        tooltip = _el("title", _e(f"phase {name} starts at +{_num(t_rel)} s"))
+        tooltip = _el("title", f"phase {name} starts at +{_num(t_rel)} s")
         parts.append(_el(
-            "text", _e(name) + tooltip, class_="phase-label", x=x + 3, y=y_label, font_size=10, fill="#5b21b6",
+            "text", escape(name) + tooltip, class_="phase-label", x=x + 3, y=y_label, font_size=10, fill="#5b21b6",
         ))
 
     notes = []
@@ -628,16 +608,16 @@ def timeline_svg(
     if notes:
         parts.append(_label(_ML, lat_bottom + 27, "; ".join(notes), "start", "#6b7280", class_="chart-note"))
     return _el(
-        "svg", "".join(parts), class_="timeline", data_probe=probe, data_samples=len(samples),
+        "svg", Markup("").join(parts), class_="timeline", data_probe=probe, data_samples=len(samples),
         data_drawn=len(drawn), data_note="; ".join(notes) or None, xmlns="http://www.w3.org/2000/svg",
         viewBox=f"0 0 {_W:.0f} {_H:.0f}", width="100%", role="img",
         font_family="system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif",
     )
 
 
-def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: float) -> list[str]:
+def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: float) -> list[Markup]:
     """The status band's marks and the latency line/points for ``drawn``."""
-    parts: list[str] = []
+    parts: list[Markup] = []
     # Each sample covers the time until the next one (capped at three typical
     # intervals, so sampling gaps stay visible); neighbours with the same
     # outcome are merged into one mark.
@@ -651,20 +631,20 @@ def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: flo
             runs[-1][2] = end
         else:
             runs.append([smp.ok, start, end])
-    marks: dict[bool, list[str]] = {True: [], False: []}
+    marks: dict[bool, list[Markup]] = {True: [], False: []}
     for ok, start, end in runs:
         x = xs(start)
         width = max(xs(end) - x, 1.0) + 0.5  # overlap neighbours: no hairline seams
         marks[ok].append(_el("rect", x=x, y=band_y, width=width, height=_BAND_H))
     for ok, cls, colour in ((True, "marks marks-ok", "#16a34a"), (False, "marks marks-fail", "#dc2626")):
         if marks[ok]:
-            parts.append(_el("g", "".join(marks[ok]), class_=cls, fill=colour, shape_rendering="crispEdges"))
+            parts.append(_el("g", Markup("").join(marks[ok]), class_=cls, fill=colour, shape_rendering="crispEdges"))
 
     # Latency of successful samples: a line, broken where no successful sample
     # was taken or sampling paused (isolated samples are points). Failed
     # samples that recorded a latency (e.g. a timeout) are red points.
     lines: list[list[tuple[float, float]]] = []
-    fail_points: list[str] = []
+    fail_points: list[Markup] = []
     prev_t: float | None = None
     for smp in drawn:
         x = xs(smp.t - t0)
@@ -686,19 +666,19 @@ def _sample_marks(drawn: list[_Sample], t0: float, xs: Any, ys: Any, band_y: flo
     show_all = sum(len(line) for line in lines) <= 300
     ok_points = [_el("circle", cx=x, cy=y, r=1.8) for line in lines if len(line) == 1 or show_all for x, y in line]
     if ok_points:
-        parts.append(_el("g", "".join(ok_points), class_="latency-points", fill="#2563eb"))
+        parts.append(_el("g", Markup("").join(ok_points), class_="latency-points", fill="#2563eb"))
     if fail_points:
-        parts.append(_el("g", "".join(fail_points), class_="latency-fail", fill="#dc2626"))
+        parts.append(_el("g", Markup("").join(fail_points), class_="latency-fail", fill="#dc2626"))
     return parts
 
 
 # --------------------------------------------------------------------------- #
-# Sections
+# What the sections show: plain values for the templates (harness/templates)
 # --------------------------------------------------------------------------- #
 
 
-def _header(run: _Run) -> tuple[str, str]:
-    """Returns (page header html, run metadata section html)."""
+def _run_view(run: _Run) -> dict[str, Any]:
+    """The page header's headline and the Run section: run metadata as shown."""
     meta = run.meta
     records = [r for _, r in run.records]
     # A drill that was planned (run.json) and left no record at all counts as not passed too.
@@ -717,245 +697,136 @@ def _header(run: _Run) -> tuple[str, str]:
     passed_flagged = sum(1 for r in records if r.get("verdict") == "passed" and _vitals_state(r)[1])
     with_flagged = f"{flagged} with flagged vital signs"
     if not total:
-        overall = '<span class="badge badge-unknown">no drill records</span>'
+        headline = [{"cls": "badge-unknown", "text": "no drill records"}]
     elif failing:
-        overall = f'<span class="badge badge-fail">{failing} of {total} not passed{unreadable}</span>'
+        headline = [{"cls": "badge-fail", "text": f"{failing} of {total} not passed{unreadable}"}]
         if flagged:
-            overall += f' <span class="badge badge-flagged headline-flagged">{with_flagged}</span>'
+            headline.append({"cls": "badge-flagged headline-flagged", "text": with_flagged})
     elif passed_flagged:
-        overall = (f'<span class="badge badge-flagged headline-flagged">{total} drill{"s" if total != 1 else ""} '
-                   f"passed, {with_flagged}</span>")
+        headline = [{"cls": "badge-flagged headline-flagged",
+                     "text": f"{total} drill{'s' if total != 1 else ''} passed, {with_flagged}"}]
     else:
-        overall = f'<span class="badge badge-pass">all {total} passed</span>'
-    run_id = meta.get("run_id") or (records[0].get("run_id") if records else None) or run.run_dir.name
+        headline = [{"cls": "badge-pass", "text": f"all {total} passed"}]
     started = _as_float(meta.get("started_at"))
     finished = _as_float(meta.get("finished_at"))
     command = meta.get("command")
     if isinstance(command, list):
         command = shlex.join(str(c) for c in command)
-    dirty = meta.get("git_dirty")
-    commit = _e(meta.get("git_commit") or "unknown")
-    if dirty is True:
-        commit += ' <span class="badge badge-warn">dirty: uncommitted changes</span>'
-    elif dirty is False:
-        commit += ' <span class="muted">(clean)</span>'
-    duration = _seconds(finished - started) if started is not None and finished is not None else "—"
-    pairs = [
-        ("Run ID", f"<code>{_e(run_id)}</code>"),
-        ("Run by", f"{_e(meta.get('user') or 'unknown')} on {_e(meta.get('host') or 'unknown host')}"),
-        ("Started (UTC)", _utc(started)),
-        ("Finished (UTC)", _utc(finished) if finished is not None else '<span class="muted">not recorded</span>'),
-        ("Duration", duration),
-        ("Drills git commit", commit),
-        ("kdrill version", _e(meta.get("kdrill_version") or "unknown")),
-        ("Python", _e(meta.get("python") or "unknown")),
-        ("Command", f"<code>{_e(command or 'unknown')}</code>"),
-        ("Ticket", _e(meta.get("ticket") or "none given")),
-        ("Approved by", _e(meta.get("approved_by") or "nobody named")),
-    ]
+    view: dict[str, Any] = {
+        "dir_name": run.run_dir.name,
+        "headline": headline,
+        "problems": run.problems,
+        "user": _text(meta.get("user") or "unknown"),
+        "host": _text(meta.get("host") or "unknown host"),
+        "started": _utc(started),
+        "finished": _utc(finished) if finished is not None else None,
+        "duration": _seconds(finished - started) if started is not None and finished is not None else "—",
+        "commit": _text(meta.get("git_commit") or "unknown"),
+        "dirty": meta.get("git_dirty") if isinstance(meta.get("git_dirty"), bool) else None,
+        "kdrill_version": _text(meta.get("kdrill_version") or "unknown"),
+        "python": _text(meta.get("python") or "unknown"),
+        "command": _text(command or "unknown"),
+        "ticket": _text(meta.get("ticket") or "none given"),
+        "approved_by": _text(meta.get("approved_by") or "nobody named"),
+        "cluster": None,
+    }
     cluster = meta.get("cluster") if isinstance(meta.get("cluster"), dict) else {}
     if cluster:
         offsets = cluster.get("clock_offsets") if isinstance(cluster.get("clock_offsets"), dict) else {}
         worst = [abs(v["offset_seconds"]) for v in offsets.values()
                  if isinstance(v, dict) and isinstance(v.get("offset_seconds"), (int, float))]
-        pairs += [
-            ("Cluster", f"<code>{_e(cluster.get('name'))}</code> ({_e(cluster.get('provider'))}) at "
-                        f"<code>{_e(cluster.get('server'))}</code>"),
-            ("kube-system UID", f"<code>{_e(cluster.get('kube_system_uid'))}</code>"),
-            ("Node clocks", f"largest offset from the host {max(worst):.3f} s over {len(worst)} nodes" if worst
-             else _e(offsets.get("note") or "not compared")),
-        ]
-    problems = "".join(f'<p class="notice">{_e(p)}</p>' for p in run.problems)
-    header = (
-        '<header class="report-header">'
-        f'<div class="title-row"><h1>kdrill failure-drill report</h1>{overall}</div>'
-        f'<p class="subtitle">Run <code>{_e(run_id)}</code> · '
-        f"evidence directory <code>{_e(run.run_dir.name)}/</code></p>"
-        "</header>"
-    )
-    return header, f'<section class="run-meta"><h2>Run</h2>{problems}{_kv_table(pairs)}</section>'
+        view["cluster"] = {
+            "name": _text(cluster.get("name")),
+            "provider": _text(cluster.get("provider")),
+            "server": _text(cluster.get("server")),
+            "kube_system_uid": _text(cluster.get("kube_system_uid")),
+            "clocks": (f"largest offset from the host {max(worst):.3f} s over {len(worst)} nodes" if worst
+                       else _text(offsets.get("note") or "not compared")),
+        }
+    return view
 
 
-def _cluster(records: list[tuple[Path, dict[str, Any]]]) -> str:
+def _run_id(run: _Run) -> str:
+    records = [r for _, r in run.records]
+    return str(run.meta.get("run_id") or (records[0].get("run_id") if records else None) or run.run_dir.name)
+
+
+def _cluster_view(records: list[tuple[Path, dict[str, Any]]]) -> dict[str, Any] | None:
+    """The cluster as the first drill that recorded one saw it (None: none did)."""
     cluster = next((r.get("cluster") for _, r in records if isinstance(r.get("cluster"), dict)), None)
     if not cluster:
-        return '<section class="cluster"><h2>Cluster</h2><p class="muted">No cluster recorded.</p></section>'
-    pairs = [
-        ("Name", _e(cluster.get("name") or "unknown")),
-        ("Provider", _e(cluster.get("provider") or "unknown")),
-        ("Kubernetes version", _e(cluster.get("kubernetes_version") or "unknown")),
-        ("kubectl context", _e(cluster.get("context") or "—")),
-    ]
-    rows = []
+        return None
+    nodes = []
     for node in cluster.get("nodes") or []:
         if not isinstance(node, dict):
             continue
         roles = node.get("roles") or []
         roles_text = ", ".join(str(r) for r in roles) if isinstance(roles, list) else str(roles)
-        rows.append(
-            f"<tr><td><code>{_e(node.get('name'))}</code></td><td>{_e(roles_text or '—')}</td>"
-            f"<td>{_e(node.get('kubelet_version') or '—')}</td></tr>"
-        )
-    nodes = (
-        _table(["Node", "Roles", "Kubelet version"], rows, "nodes")
-        if rows
-        else '<p class="muted">No nodes recorded.</p>'
-    )
-    return (
-        '<section class="cluster"><h2>Cluster</h2>'
-        '<p class="muted small">As recorded by the first drill of the run.</p>'
-        f'<div class="two-col">{_kv_table(pairs)}{nodes}</div></section>'
-    )
+        nodes.append({"name": _text(node.get("name")), "roles": roles_text or "—",
+                      "kubelet_version": _text(node.get("kubelet_version") or "—")})
+    return {
+        "name": _text(cluster.get("name") or "unknown"),
+        "provider": _text(cluster.get("provider") or "unknown"),
+        "kubernetes_version": _text(cluster.get("kubernetes_version") or "unknown"),
+        "context": _text(cluster.get("context") or "—"),
+        "nodes": nodes,
+    }
 
 
-def _summary(records: list[tuple[Path, dict[str, Any]]], unreadable: Sequence[tuple[Path, str]] = ()) -> str:
-    if not records and not unreadable:
-        return (
-            '<section class="summary"><h2>Verdicts</h2>'
-            '<p class="notice">This run has no drill records.</p></section>'
-        )
+def _summary_view(records: list[tuple[Path, dict[str, Any]]],
+                  unreadable: Sequence[tuple[Path, str]] = ()) -> dict[str, Any]:
+    """The Verdicts section: a row per drill record and per unreadable record, the tally of
+    verdicts, the drills with flagged vital signs and how the others' vital signs went."""
     counts: dict[str, int] = {}
     vitals: dict[str, int] = {}
-    flagged_names: list[str] = []
-    rows = []
+    flagged_drills: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     for path, r in records:
         verdict = r.get("verdict")
         counts[str(verdict)] = counts.get(str(verdict), 0) + 1
         state, flagged = _vitals_state(r)
         vitals[state if not flagged else "flagged"] = vitals.get(state if not flagged else "flagged", 0) + 1
-        cls = "row-fail" if verdict in _FAILING else "row-flagged" if flagged else ""
-        case = r.get("case")
         if flagged:
-            flagged_names.append(
-                f'<a href="#{_anchor(path)}-vitals"><code>{_e(_drill_label(r))}</code></a> '
-                f"({', '.join(_e(n) for n in flagged)})"
-            )
-            vitals_cell = (f'<a href="#{_anchor(path)}-vitals" class="badge badge-flagged">FLAGGED</a> '
-                           + ", ".join(f"<code>{_e(n)}</code>" for n in flagged))
-        elif state == "recorded":
-            vitals_cell = '<span class="ok-text">nothing flagged</span>'
-        elif state == "error":
-            vitals_cell = '<span class="badge badge-warn">not watched</span>'
-        else:
-            vitals_cell = '<span class="muted">not recorded</span>'
-        rows.append(
-            f'<tr class="{cls}"><td><a href="#{_anchor(path)}">{_e(r.get("drill"))}</a></td>'
-            f'<td>{_e(case) if case not in (None, "") else "<span class=muted>—</span>"}</td>'
-            f"<td>{_e(r.get('title') or '')}</td><td>{_badge(verdict)}</td>"
-            f'<td class="nowrap">{_tally(r.get("expectations"))}</td>'
-            f'<td class="vitals-cell">{vitals_cell}</td>'
-            f'<td class="num">{_seconds(r.get("duration_seconds"))}</td></tr>'
-        )
+            flagged_drills.append({"anchor": _anchor(path), "label": _drill_label(r), "signs": flagged})
+        case = r.get("case")
+        rows.append({
+            "unreadable": False,
+            "cls": "row-fail" if verdict in _FAILING else "row-flagged" if flagged else "",
+            "anchor": _anchor(path),
+            "drill": _text(r.get("drill")),
+            "case": None if case in (None, "") else str(case),
+            "title": _text(r.get("title") or ""),
+            "verdict": verdict,
+            "tally": _tally(r.get("expectations")),
+            "vitals": state,
+            "flagged": flagged,
+            "duration": _seconds(r.get("duration_seconds")),
+        })
     for path, reason in unreadable:
         counts["error"] = counts.get("error", 0) + 1
-        rows.append(
-            f'<tr class="row-fail unreadable"><td><a href="#{_anchor(path)}"><code>{_e(path.name)}</code></a></td>'
-            f'<td><span class=muted>—</span></td><td>unreadable record: {_e(reason)}</td><td>{_badge("error")}</td>'
-            '<td class="nowrap">unknown</td><td><span class="muted">unknown</span></td><td class="num">—</td></tr>'
-        )
-    tally = ", ".join(f"{n} {_e(v)}" for v, n in sorted(counts.items()))
-    flagged_html = ""
-    if flagged_names:
-        n = len(flagged_names)
-        flagged_html = (
-            f'<div class="flagged-banner summary-flagged"><strong>{n} drill case{"s" if n != 1 else ""} with '
-            f"flagged vital signs</strong> (degraded with no expectation about it, whatever the verdict): "
-            + "; ".join(flagged_names) + ".</div>"
-        )
+        rows.append({"unreadable": True, "anchor": _anchor(path), "name": path.name, "reason": reason})
     others = [f"{vitals[k]} {label}" for k, label in (("recorded", "with nothing flagged"),
                                                        ("error", "not watched"), ("not recorded", "not recorded"))
               if vitals.get(k)]
-    vitals_line = f'<p class="muted small">Vital signs: {", ".join(others)}.</p>' if others and records else ""
-    return (
-        f'<section class="summary"><h2>Verdicts</h2><p>{len(records) + len(unreadable)} drill cases: {tally}.</p>'
-        + flagged_html + vitals_line
-        + _table(["Drill", "Case", "Title", "Verdict", "Expectations", "Vital signs", "Duration"], rows, "verdicts")
-        + "</section>"
-    )
+    return {
+        "rows": rows,
+        "tally": ", ".join(f"{n} {v}" for v, n in sorted(counts.items())),
+        "flagged": flagged_drills,
+        "vitals_line": others if records else [],
+    }
 
 
-def _sources_html(source: Any) -> str:
-    items = source if isinstance(source, list) else [source] if source else []
-    out = []
-    for s in items:
-        if isinstance(s, str):
-            s = {"title": s, "url": s if _safe_href(s) else None}
-        if not isinstance(s, dict):
-            continue
-        title = s.get("title") or s.get("url") or "source"
-        href = _safe_href(s.get("url"))
-        link = f'<a href="{_e(href)}" rel="noreferrer">{_e(title)}</a>' if href else _e(title)
-        url_text = f' <span class="url">&lt;{_e(s.get("url"))}&gt;</span>' if s.get("url") else ""
-        section = f" — section “{_e(s.get('section'))}”" if s.get("section") else ""
-        out.append(f"<li>{link}{section}{url_text}</li>")
-    if not out:
-        return '<p class="muted small">No source recorded for this claim.</p>'
-    return f'<ul class="sources">{"".join(out)}</ul>'
-
-
-def _fault_html(fault: Any, t0: float | None, injections: Any = None) -> tuple[str, str]:
-    """Returns (fault section html, injections-and-reverts section html).
-
-    ``injections`` is ``record["observations"]["injections"]`` (harness/drill.py ``inject``):
-    one entry per window of a drill that injects more than once; every one is a row.
-    """
-    if not isinstance(fault, dict):
-        windows = _injections({}, injections)
-        return '<p class="muted">No fault recorded.</p>', (
-            _injections_table(windows, t0) if windows else '<p class="muted">No fault recorded.</p>'
-        )
-    params = fault.get("params")
-    params_html = (
-        _kv_table(((str(k), _value_html(v)) for k, v in params.items()), "kv params")
-        if isinstance(params, dict) and params
-        else '<span class="muted">none</span>'
-    )
-    where = fault.get("where")
-    where_items = where if isinstance(where, list) else [where] if where else []
-    where_html = (
-        "<ul class='where'>"
-        + "".join(
-            f"<li><code>{_e(_json_compact(w) if isinstance(w, (dict, list)) else w)}</code></li>" for w in where_items
-        )
-        + "</ul>"
-        if where_items
-        else '<span class="muted">not recorded</span>'
-    )
-    injected = _as_float(fault.get("injected_at"))
-    reverted = _as_float(fault.get("reverted_at"))
-    verified = fault.get("revert_verified")
-    if injected is not None and reverted is not None:
-        window = (
-            f"{_utc(injected)} → {_utc(reverted)} <span class='muted'>({_rel(injected, t0)} → "
-            f"{_rel(reverted, t0)}; window {_num(reverted - injected)} s)</span>"
-        )
-    elif injected is not None:
-        window = (
-            f"{_utc(injected)} → <strong class='fail-text'>not reverted</strong> "
-            f"<span class='muted'>({_rel(injected, t0)})</span>"
-        )
-    else:
-        window = '<span class="muted">not injected</span>'
-    verified_html = (
-        '<span class="ok-text">yes</span>' if verified is True else '<strong class="fail-text">no</strong>'
-    )
-    pairs = [
-        ("Kind", f"<code>{_e(fault.get('kind') or 'unknown')}</code>"),
-        ("Method", _e(fault.get("method") or "—")),
-        ("Parameters", params_html),
-        ("Where", where_html),
-        ("Injected → reverted (UTC)", window),
-        ("Revert verified", verified_html),
-    ]
-    windows = _injections(fault, injections)
-    if len(windows) > 1:
-        pairs.append(("Injections", f"{len(windows)} windows; every one is listed under Injections and reverts"))
-    reverts = (
-        _injections_table(windows, t0)
-        if windows
-        else '<p class="muted">No fault was injected, so nothing was reverted.</p>'
-    )
-    return _kv_table(pairs, "kv fault"), reverts
+def _seal_view(seal: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The Seal section: signer key, fingerprint, previous run (see render_report); None: unsealed."""
+    if not seal:
+        return None
+    previous = seal.get("previous")
+    return {
+        "fingerprint": str(seal.get("fingerprint_sha256") or "unknown"),
+        "public_key": _text(seal.get("public_key") or ""),
+        "previous": ({"run_id": _text(previous.get("run_id")), "manifest_sha256": _text(previous.get("manifest_sha256"))}
+                     if isinstance(previous, Mapping) else None),
+    }
 
 
 # Keys of an injection window that have their own column; any other key is the fault's own
@@ -973,106 +844,6 @@ def _injections(fault: Mapping[str, Any], injections: Any) -> list[dict[str, Any
     if fault.get("injected_at") is not None or fault.get("reverted_at") is not None:
         return [{k: fault.get(k) for k in ("kind", "where", "injected_at", "reverted_at", "revert_verified")}]
     return []
-
-
-def _where_compact(where: Any) -> str:
-    items = where if isinstance(where, list) else [where] if where not in (None, "", []) else []
-    if not items:
-        return '<span class="muted">—</span>'
-    return "<br>".join(
-        f"<code>{_e(_json_compact(w) if isinstance(w, (dict, list)) else w)}</code>" for w in items
-    )
-
-
-def _time_cell(epoch: Any, t0: float | None, missing: str = "—") -> str:
-    """A time relative to the drill start, with its UTC time below in small print."""
-    if _as_float(epoch) is None:
-        return missing
-    return f'{_rel(epoch, t0)}<div class="muted small utc">{_utc(epoch).replace("T", "T<wbr>", 1)}</div>'
-
-
-def _extra_value_html(key: str, value: Any) -> str:
-    """One extra key of an injection window, compactly: ``{node: seconds}`` as ``node 0.26 s``,
-    ``{node: [log lines]}`` (e.g. ``restore_journal``) and anything long in a closed <details>."""
-    unit = " s" if key.endswith("_seconds") else ""
-    if isinstance(value, dict) and value and all(isinstance(v, list) for v in value.values()):
-        lines = sum(len(v) for v in value.values())
-        body = "".join(
-            f'<div class="journal-node"><code>{_e(k)}</code> <span class="muted">({len(v)} line{"" if len(v) == 1 else "s"})</span></div>'
-            f'<pre class="journal">{_e(chr(10).join(str(line) for line in v))}</pre>'
-            for k, v in value.items()
-        )
-        return (
-            f'<details class="extra {_e(key)}"><summary><code>{_e(key)}</code>: {len(value)} '
-            f"{'entry' if len(value) == 1 else 'entries'}, {lines} line{'' if lines == 1 else 's'}</summary>"
-            f"{body}</details>"
-        )
-    if isinstance(value, dict) and value and all(
-        v is None or isinstance(v, (str, int, float, bool)) for v in value.values()
-    ):
-        items = "".join(
-            f"<li><code>{_e(k)}</code> "
-            + (_e(f"{_num(v)}{unit}") if _as_float(v) is not None else _e("—" if v is None else v))
-            + "</li>"
-            for k, v in value.items()
-        )
-        return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>:<ul class="extra-kv">{items}</ul></div>'
-    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
-        text = ", ".join(str(v) for v in value)
-        if len(text) > 160:
-            return (
-                f'<details class="extra {_e(key)}"><summary><code>{_e(key)}</code>: {len(value)} items</summary>'
-                f"<pre>{_e(chr(10).join(str(v) for v in value))}</pre></details>"
-            )
-        return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>: {_e(text)}</div>'
-    if isinstance(value, (dict, list)):
-        text = _json_compact(value)
-        if len(text) > 160:
-            return (
-                f'<details class="extra {_e(key)}"><summary><code>{_e(key)}</code></summary>'
-                f"<pre>{_e(json.dumps(value, indent=2, sort_keys=True, default=str))}</pre></details>"
-            )
-        return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>: <code>{_e(text)}</code></div>'
-    shown = _num(value) + unit if _as_float(value) is not None else value
-    return f'<div class="extra {_e(key)}"><code>{_e(key)}</code>: {_e("—" if shown is None else shown)}</div>'
-
-
-def _injections_table(windows: Sequence[Mapping[str, Any]], t0: float | None) -> str:
-    """One row per injection window (see :func:`_injections`); times since the drill start."""
-    rows = []
-    for n, w in enumerate(windows, 1):
-        injected, reverted = _as_float(w.get("injected_at")), _as_float(w.get("reverted_at"))
-        verified = w.get("revert_verified")
-        ok = reverted is not None and verified is True
-        window = (
-            f'<div class="muted small">window {_num(reverted - injected)} s</div>'
-            if injected is not None and reverted is not None
-            else ""
-        )
-        extras = sorted(
-            (_extra_value_html(str(k), v) for k, v in w.items()
-             if k not in _INJECTION_COLUMNS and v not in (None, [], {}, "")),
-            key=lambda h: h.startswith("<details"),  # the collapsed (long) ones last
-        )
-        rows.append(
-            f'<tr class="{"injection" if ok else "injection row-fail"}">'
-            f'<td class="num">{n}</td>'
-            f"<td class='kind'><code>{_e(w.get('kind') or 'unknown')}</code></td>"
-            f"<td>{_e(w.get('method') or '—')}</td>"
-            f"<td class='where'>{_where_compact(w.get('where'))}</td>"
-            f'<td class="num">{_time_cell(injected, t0)}</td>'
-            f'<td class="num">{_time_cell(w.get("revert_started_at"), t0)}</td>'
-            f'<td class="num">{_time_cell(reverted, t0, "<strong class=fail-text>not reverted</strong>")}'
-            f"{window}</td>"
-            f"<td>{'<span class=ok-text>yes</span>' if verified is True else '<strong class=fail-text>no</strong>'}</td>"
-            f'<td class="detail">{"".join(extras) or "<span class=muted>—</span>"}</td></tr>'
-        )
-    return _table(
-        ["#", "Fault", "Method", "Where", "Injected", "Revert started", "Reverted", "Revert verified",
-         "The fault's own evidence"],
-        rows,
-        "reverts injections",
-    )
 
 
 def _first_injection(record: Mapping[str, Any]) -> float | None:
@@ -1120,15 +891,14 @@ def _vitals_state(record: Mapping[str, Any]) -> tuple[str, list[str]]:
     return "recorded", flagged
 
 
-def _ratio_cell(value: Any) -> str:
+def _ratio(value: Any) -> dict[str, Any] | None:
+    """A window's ratio as a percentage for its cell; None: no sample in that window."""
     r = _as_float(value)
     if r is None:
-        return '<td class="num ratio muted" title="no sample in this window">—</td>'
-    pct = r * 100
+        return None
     # Never round a degraded ratio up to 100 %: truncate to one decimal below 1.
-    text = "100" if r >= 1 else f"{math.floor(pct * 10) / 10:.1f}".removesuffix(".0")
-    cls = "num ratio" + (" low" if r < _HEALTHY_RATIO else "")
-    return f'<td class="{cls}">{_e(text)} %</td>'
+    text = "100" if r >= 1 else f"{math.floor(r * 100 * 10) / 10:.1f}".removesuffix(".0")
+    return {"text": text, "low": r < _HEALTHY_RATIO}
 
 
 def _sign_order(signs: Mapping[str, Any]) -> list[str]:
@@ -1146,111 +916,84 @@ def _restarts_text(counts: Mapping[str, Any]) -> str:
     return f"{total} restart{'' if total == 1 else 's'} in {pods} pod{'' if pods == 1 else 's'}"
 
 
-def _restart_list(counts: Mapping[str, Any]) -> str:
-    return "".join(f"<li><code>{_e(pod)}</code> +{_e(n)}</li>" for pod, n in sorted(counts.items()))
+def _sign_status(sign: Mapping[str, Any], flagged: bool) -> tuple[str, str]:
+    """(status, row class) of one vital sign: "flagged", "covered", "degraded", "not read",
+    "ok" or "not assessed"."""
+    degraded = sign.get("degraded") is True
+    if flagged:
+        return "flagged", "row-flagged"
+    if degraded and sign.get("covered_by"):
+        return "covered", "row-covered"
+    if degraded:
+        return "degraded", "row-covered"
+    if sign.get("error"):
+        return "not read", "row-warn"
+    if "degraded" in sign:
+        return "ok", "row-ok"
+    return "not assessed", "row-other"
 
 
-def _vitals_html(record: Mapping[str, Any], t0: float | None) -> str:
-    """The "What else broke" panel: every vital sign of ``record["vital_signs"]``
-    (harness/vitals.py) per window, its status, and the details of restarts and nodes."""
+def _vitals_view(record: Mapping[str, Any], t0: float | None) -> dict[str, Any]:
+    """The "What else broke" panel (report_vitals.html.j2): every vital sign of
+    ``record["vital_signs"]`` (harness/vitals.py) per window, its status, and the details of
+    restarts and nodes. ``state`` is that of :func:`_vitals_state`."""
     vs = record.get("vital_signs")
     state, flagged_signs = _vitals_state(record)
     if state == "not recorded":
-        return ('<div class="vitals vitals-missing"><p class="muted">Vital signs not recorded: this record '
-                "predates them, so nothing beyond the drill's own probes was watched.</p></div>")
+        return {"state": state}
     if state == "error":
         reason = vs.get("error") if isinstance(vs, dict) else None
-        return (
-            '<div class="vitals vitals-error"><p class="notice">Vital signs could not be watched in this drill, '
-            "so what else broke is unknown: "
-            f"<code>{_e(reason or 'no signs recorded')}</code></p></div>"
-        )
+        return {"state": state, "reason": _text(reason or "no signs recorded")}
     signs = vs["signs"]
     rows = []
-    extra_blocks = []
+    details: list[dict[str, Any]] = []
     first = _first_injection(record)
     for name in _sign_order(signs):
         sign = signs[name] if isinstance(signs[name], dict) else {}
         flagged = name in flagged_signs
-        degraded = sign.get("degraded") is True
-        covered = sign.get("covered_by")
-        error = sign.get("error")
-        if flagged:
-            why = sign.get("reason") or "degraded, and no expectation is about it"
-            status = ('<span class="badge badge-flagged">FLAGGED</span> '
-                      f'<span class="fail-text small">{_e(why)}</span>')
-            cls = "row-flagged"
-        elif degraded and covered:
-            status = f'<span class="covered">degraded (covered by <code>{_e(covered)}</code>)</span>'
-            cls = "row-covered"
-        elif degraded:
-            status = '<span class="covered">degraded</span>'
-            cls = "row-covered"
-        elif error:
-            status = '<span class="badge badge-warn">not read</span>'
-            cls = "row-warn"
-        elif "degraded" in sign:
-            status = '<span class="ok-text">ok</span>'
-            cls = "row-ok"
-        else:
-            status = '<span class="muted">not assessed</span>'
-            cls = "row-other"
-        detail = []
+        status, cls = _sign_status(sign, flagged)
+        row = {
+            "name": name, "description": _VITAL_SIGNS.get(name), "flagged": flagged, "cls": cls,
+            "status": status, "reason": _text(sign.get("reason") or "degraded, and no expectation is about it"),
+            "covered_by": _text(sign.get("covered_by")), "error": _text(sign.get("error")) if sign.get("error") else None,
+            "restarts": None, "ratios": [],
+        }
         if name == "kube_system_restarts" or "added" in sign:
             added, by_design = _restart_counts(sign.get("added")), _restart_counts(sign.get("by_design"))
-            summary = (
-                f'<td colspan="3" class="restarts">'
-                + (f'<strong class="fail-text">{_restarts_text(added)} not caused by the fault</strong>'
-                   if added else "no unexpected restarts")
-                + (f' <span class="muted">· {_restarts_text(by_design)} by design</span>' if by_design else "")
-                + "</td>"
-            )
-            ratios = summary
+            row["restarts"] = {"added": _restarts_text(added) if added else None,
+                               "by_design": _restarts_text(by_design) if by_design else None}
             if added or by_design:
-                block = '<div class="vital-detail restarts"><h4>kube-system restarts</h4>'
-                if added:
-                    block += (f'<p class="fail-text small">Unexpected: {_restarts_text(added)}</p>'
-                              f'<ul class="restarts-added">{_restart_list(added)}</ul>')
-                if by_design:
-                    block += (
-                        '<details class="restarts-by-design"><summary>By design: '
-                        f"{_restarts_text(by_design)} the fault restarts on purpose</summary>"
-                        f"<ul>{_restart_list(by_design)}</ul></details>"
-                    )
-                extra_blocks.append(block + "</div>")
+                details.append({
+                    "kind": "restarts",
+                    "added": _restarts_text(added) if added else None,
+                    "added_pods": [(pod, _text(n)) for pod, n in sorted(added.items())],
+                    "by_design": _restarts_text(by_design) if by_design else None,
+                    "by_design_pods": [(pod, _text(n)) for pod, n in sorted(by_design.items())],
+                })
         else:
-            ratios = "".join(_ratio_cell(sign.get(w)) for w, _ in _VITAL_WINDOWS)
+            row["ratios"] = [_ratio(sign.get(w)) for w, _ in _VITAL_WINDOWS]
         if name == "nodes_ready" or isinstance(sign.get("transitions"), list):
-            extra_blocks.append(_node_transitions_html(sign.get("transitions"), first, t0))
-        if error:
-            detail.append(f'<div class="sign-error"><code>{_e(error)}</code></div>')
-        description = _VITAL_SIGNS.get(name)
-        rows.append(
-            f'<tr class="vital {cls}" data-sign="{_e(name)}" data-flagged="{"true" if flagged else "false"}">'
-            f"<td><code>{_e(name)}</code>"
-            + (f'<div class="muted small">{_e(description)}</div>' if description else "")
-            + f"</td>{ratios}<td>{status}{''.join(detail)}</td></tr>"
-        )
+            nodes = _node_transitions(sign.get("transitions"), first, t0)
+            if nodes is not None:
+                details.append(nodes)
+        rows.append(row)
     windows = vs.get("windows") if isinstance(vs.get("windows"), dict) else {}
     spans = []
     for key, label in _VITAL_WINDOWS:
         parts = [f"{_rel(a, t0)} → {_rel(b, t0)}" for span in windows.get(key) or []
                  if isinstance(span, (list, tuple)) and len(span) == 2 for a, b in [span]]
         spans.append(f"{label.lower()} {', '.join(parts) if parts else 'none'}")
-    intro = (
-        '<p class="muted small">Watched in every drill whatever its claim; a window below '
-        f"{_num(_HEALTHY_RATIO * 100)} % (a node not Ready, any kube-system restart) is degraded, and "
-        "flagged unless the scenario names an expectation about it. Windows since drill start: "
-        f"{_e('; '.join(spans))}.</p>"
-    )
-    table = _table(["Vital sign", "Baseline", "During fault", "After", "Status"], rows, "vitals-table")
-    return f'<div class="vitals">{intro}{table}{"".join(b for b in extra_blocks if b)}</div>'
+    return {"state": state, "threshold": _num(_HEALTHY_RATIO * 100), "windows": "; ".join(spans),
+            "rows": rows, "details": details}
 
 
-def _node_transitions_html(transitions: Any, first: float | None, t0: float | None) -> str:
+def _node_transitions(transitions: Any, first: float | None, t0: float | None) -> dict[str, Any] | None:
     """The not-Ready transitions of ``nodes_ready`` (and each node's return to Ready), with
-    times since the first injection (since the drill start when nothing was injected)."""
+    times since the first injection (since the drill start when nothing was injected); None
+    when none was recorded."""
     items = [t for t in transitions if isinstance(t, dict)] if isinstance(transitions, list) else []
+    if not items:
+        return None
     origin, origin_label = (first, "first injection") if first is not None else (t0, "drill start")
     rows = []
     seen_bad: set[str] = set()
@@ -1265,160 +1008,18 @@ def _node_transitions_html(transitions: Any, first: float | None, t0: float | No
             continue  # first sight of a healthy node, or no change worth listing
         if bad:
             seen_bad.add(node)
-            label = f'<strong class="fail-text">{_e(t.get("ready") or "no Ready condition")}</strong>'
         else:
             seen_bad.discard(node)
-            label = f'<span class="ok-text">{_e(t.get("ready"))}</span> <span class="muted small">(Ready again)</span>'
-        taints_html = "<br>".join(f"<code>{_e(x)}</code>" for x in taints) or '<span class="muted">none</span>'
-        rows.append(
-            f'<tr class="{"row-fail" if bad else "row-ok"} transition"><td><code>{_e(node)}</code></td>'
-            f"<td>{label}</td><td>{taints_html}</td>"
-            f'<td class="num">{_rel(t.get("t"), origin)}</td></tr>'
-        )
-    cap = ('<p class="muted small">The record keeps the first 50 changes; later ones are not shown.</p>'
-           if len(items) >= 50 else "")
-    if not rows:
-        if not items:
-            return ""
-        return (f'<div class="vital-detail nodes"><h4>Nodes</h4><p class="muted small">Every node seen '
-                f"({len(nodes)}) stayed Ready with no lifecycle taint.</p></div>")
-    return (
-        f'<div class="vital-detail nodes"><h4>Nodes not Ready</h4>'
-        + _table(["Node", "Ready", "Taints", f"Since {origin_label}"], rows, "node-transitions")
-        + cap
-        + "</div>"
-    )
+        rows.append({"node": node, "bad": bad, "ready": _text(t.get("ready") or "no Ready condition"),
+                     "taints": [_text(x) for x in taints], "since": _rel(t.get("t"), origin)})
+    return {"kind": "nodes", "rows": rows, "since": origin_label, "seen": len(nodes),
+            # The record keeps the first 50 changes.
+            "capped": len(items) >= 50}
 
 
-def _expectations_html(expectations: Any, t0: float | None) -> str:
-    if not isinstance(expectations, list) or not expectations:
-        return '<p class="muted">No expectations recorded.</p>'
-    rows = []
-    for x in expectations:
-        if not isinstance(x, dict):
-            continue
-        verdict = x.get("verdict")
-        cls = "row-fail" if verdict in _FAILING else "row-pass" if verdict == "passed" else "row-other"
-        bound = x.get("bound_text")
-        if not bound and isinstance(x.get("bound"), dict):
-            b = x["bound"]
-            bound = f"{b.get('op', '')} {b.get('value', '')} {x.get('unit') or ''}".strip()
-        phase = f'<div class="muted small">phase: {_e(x.get("phase"))}</div>' if x.get("phase") else ""
-        rows.append(
-            f'<tr class="{cls}" data-verdict="{_e(verdict)}"><td><code>{_e(x.get("name"))}</code>{phase}</td>'
-            f"<td>{_e(x.get('description') or '')}</td>"
-            f'<td class="num">{_value_html(x.get("measured"), x.get("unit"))}</td>'
-            f'<td class="nowrap">{_e(bound or "—")}</td><td>{_badge(verdict)}</td>'
-            f'<td class="num">{_rel(x.get("became_true_at"), t0)}</td>'
-            f'<td class="detail">{_e(x.get("detail") or "")}</td></tr>'
-        )
-    return _table(
-        ["Expectation", "Description", "Measured", "Bound", "Verdict", "Became true at", "Detail"],
-        rows,
-        "expectations",
-    )
-
-
-def _waits_html(record: Mapping[str, Any], t0: float | None) -> str:
-    """The drill's waits that did not hold or met errors on the way, with the last error."""
-    waits = record.get("waits")
-    if not isinstance(waits, list):
-        return '<p class="muted">No waits recorded (a record from before kdrill recorded them).</p>'
-    shown = [w for w in waits if isinstance(w, dict) and (w.get("ok") is not True or w.get("errors"))]
-    dropped = record.get("waits_dropped") or 0
-    head = (f'<p class="muted">{len(waits)} wait{"s" if len(waits) != 1 else ""} recorded'
-            + (f" ({_e(dropped)} clean ones not kept)" if dropped else "")
-            + f"; {len(shown)} did not hold or met errors.</p>")
-    if not shown:
-        return head
-    rows = [
-        f'<tr class="{"row-pass" if w.get("ok") is True else "row-fail"}"><td>{_e(w.get("what") or "—")}'
-        f'<div class="muted small"><code>{_e(w.get("where"))}</code></div></td>'
-        f'<td>{"held" if w.get("ok") is True else "did not hold"}</td>'
-        f'<td class="num">{_rel(w.get("started_at"), t0)}</td>'
-        f'<td class="num">{_seconds(w.get("elapsed_seconds"))} of {_seconds(w.get("timeout_seconds"))}</td>'
-        f'<td class="num">{_e(w.get("attempts"))} / {_e(w.get("errors"))}</td>'
-        f'<td class="detail">{_e(w.get("last_error") or "")}</td></tr>'
-        for w in shown
-    ]
-    return head + _table(["Wait", "Outcome", "Started", "Took (of deadline)", "Attempts / errors", "Last error"],
-                         rows, "waits")
-
-
-def _replaced_html(record: Mapping[str, Any], t0: float | None) -> str:
-    """Measurements of an expectation that a later measurement replaced (none is silently lost)."""
-    replaced = record.get("replaced_measurements")
-    if not isinstance(replaced, list) or not replaced:
-        return ""
-    return ("<h3>Replaced measurements</h3><p class='muted'>Earlier measurements of an expectation, "
-            "replaced by the one in the table above.</p>" + _expectations_html(replaced, t0))
-
-
-def _probes_table(probes: Any, t0: float | None) -> str:
-    if not isinstance(probes, dict) or not probes:
-        return '<p class="muted">No probe summaries recorded.</p>'
-    rows = []
-    for name, p in probes.items():
-        if not isinstance(p, dict):
-            continue
-        samples = p.get("samples")
-        failures = p.get("failures")
-        ratio = _as_float(p.get("success_ratio"))
-        cls = ' class="row-warn"' if not samples else ""
-        fail_cls = ' fail-text' if isinstance(failures, int) and failures > 0 else ""
-        sampled = (
-            f'{_rel(p.get("first_sample_at"), t0)} → {_rel(p.get("last_sample_at"), t0)}'
-            if samples
-            else '<span class="muted">no samples</span>'
-        )
-        rows.append(
-            f"<tr{cls}><td><code>{_e(name)}</code></td>"
-            f'<td class="num">{_e(samples if samples is not None else "—")}</td>'
-            f'<td class="num">{_e(p.get("successes", "—"))}</td>'
-            f'<td class="num{fail_cls}">{_e(failures if failures is not None else "—")}</td>'
-            f'<td class="num">{"—" if ratio is None else f"{ratio * 100:.2f} %"}</td>'
-            f'<td class="num">{_seconds(p.get("longest_gap_seconds"))}</td>'
-            f'<td class="num">{_seconds(p.get("latency_p50_seconds"))}</td>'
-            f'<td class="num">{_seconds(p.get("latency_p99_seconds"))}</td>'
-            f'<td class="num">{sampled}</td></tr>'
-        )
-    return _table(
-        [
-            "Probe", "Samples", "Successes", "Failures", "Success ratio", "Longest gap",
-            "Latency p50", "Latency p99", "Sampled (since start)",
-        ],
-        rows,
-        "probes",
-    )
-
-
-def _observations_html(observations: Any) -> str:
-    if not isinstance(observations, dict) or not observations:
-        return '<p class="muted">No observations recorded.</p>'
-    pairs = []
-    for k, v in observations.items():
-        if k == "injections" and isinstance(v, list) and v:
-            pairs.append((str(k), f'<span class="muted">{len(v)} window{"s" if len(v) != 1 else ""}, '
-                                  "listed under Injections and reverts</span>"))
-        elif isinstance(v, (dict, list)):
-            pairs.append((str(k), f"<pre>{_e(json.dumps(v, indent=2, sort_keys=True, default=str))}</pre>"))
-        else:
-            pairs.append((str(k), _value_html(v)))
-    return _kv_table(pairs, "kv observations")
-
-
-def _evidence_html(run_dir: Path, record_path: Path, record: Mapping[str, Any]) -> str:
-    files = record.get("evidence_files")
-    entries = [("record", record_path.name)]
-    if isinstance(files, dict):
-        entries += [(str(k), str(v)) for k, v in files.items() if isinstance(v, str)]
-    items = []
-    for label, name in entries:
-        exists = (run_dir / name).is_file() and not name.startswith(("/", ".."))
-        status = "" if exists else ' <span class="fail-text">(missing)</span>'
-        link = f'<a href="{_e(name)}"><code>{_e(name)}</code></a>' if exists else f"<code>{_e(name)}</code>"
-        items.append(f"<li>{_e(label)}: {link}{status}</li>")
-    return f'<ul class="evidence">{"".join(items)}</ul>'
+# --------------------------------------------------------------------------- #
+# A drill's section (report_drill.html.j2)
+# --------------------------------------------------------------------------- #
 
 
 def _drill_t0(record: Mapping[str, Any], timeline: Mapping[str, list[dict[str, Any]]] | None) -> float | None:
@@ -1435,11 +1036,248 @@ def _drill_t0(record: Mapping[str, Any], timeline: Mapping[str, list[dict[str, A
     return min(found) if found else None
 
 
-def _charts_html(record: Mapping[str, Any], timeline: dict[str, list[dict[str, Any]]], t0: float) -> str:
+def _value(value: Any, unit: Any = None) -> dict[str, str]:
+    """A measured/observed value for the ``value`` macro: numbers with their unit, structures as
+    JSON (kind "json"), None as not measured (kind "missing")."""
+    if value is None:
+        return {"kind": "missing", "text": ""}
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        text = _num(value)
+    elif isinstance(value, (dict, list)):
+        return {"kind": "json", "text": _json_compact(value)}
+    else:
+        text = str(value)
+    if unit and not isinstance(value, bool):
+        text = f"{text} {unit}"
+    return {"kind": "text", "text": text}
+
+
+def _time(epoch: Any, t0: float | None) -> dict[str, str] | None:
+    """A time since the drill start and its UTC time (the ``time_cell`` macro); None: no time."""
+    if _as_float(epoch) is None:
+        return None
+    return {"rel": _rel(epoch, t0), "utc": _utc(epoch)}
+
+
+def _where_items(where: Any) -> list[str]:
+    items = where if isinstance(where, list) else [where] if where not in (None, "", []) else []
+    return [_text(_json_compact(w) if isinstance(w, (dict, list)) else w) for w in items]
+
+
+def _sources(source: Any) -> list[dict[str, str | None]]:
+    """The claim's sources: title, a link only for an http(s) URL, the URL as text, the section."""
+    items = source if isinstance(source, list) else [source] if source else []
+    out = []
+    for s in items:
+        if isinstance(s, str):
+            s = {"title": s, "url": s if _safe_href(s) else None}
+        if not isinstance(s, dict):
+            continue
+        out.append({
+            "title": _text(s.get("title") or s.get("url") or "source"),
+            "href": _safe_href(s.get("url")),
+            "url": _text(s.get("url")) if s.get("url") else None,
+            "section": _text(s.get("section")) if s.get("section") else None,
+        })
+    return out
+
+
+def _fault_view(fault: Any, t0: float | None, windows: int) -> dict[str, Any] | None:
+    """The Fault table (None: no fault recorded); ``windows`` is how many injection windows there were."""
+    if not isinstance(fault, dict):
+        return None
+    params = fault.get("params")
+    injected = _as_float(fault.get("injected_at"))
+    reverted = _as_float(fault.get("reverted_at"))
+    if injected is not None and reverted is not None:
+        window = {"state": "reverted", "injected": _utc(injected), "reverted": _utc(reverted),
+                  "injected_rel": _rel(injected, t0), "reverted_rel": _rel(reverted, t0),
+                  "length": _num(reverted - injected)}
+    elif injected is not None:
+        window = {"state": "not reverted", "injected": _utc(injected), "injected_rel": _rel(injected, t0)}
+    else:
+        window = {"state": "not injected"}
+    return {
+        "kind": _text(fault.get("kind") or "unknown"),
+        "method": _text(fault.get("method") or "—"),
+        "params": [(str(k), _value(v)) for k, v in params.items()] if isinstance(params, dict) else [],
+        "where": _where_items(fault.get("where")) if fault.get("where") else [],
+        "window": window,
+        "verified": fault.get("revert_verified") is True,
+        "windows": windows,
+    }
+
+
+def _extra(key: str, value: Any) -> dict[str, Any]:
+    """One extra key of an injection window (the fault's own evidence), for the ``extra`` macro:
+    ``{node: seconds}`` as ``node 0.26 s`` (kind "kv"), ``{node: [log lines]}`` (e.g.
+    ``restore_journal``, kind "journal") and anything long collapsed (``collapsed``)."""
+    unit = " s" if key.endswith("_seconds") else ""
+    if isinstance(value, dict) and value and all(isinstance(v, list) for v in value.values()):
+        entries = [{"name": str(k), "lines": len(v), "text": "\n".join(str(line) for line in v)}
+                   for k, v in value.items()]
+        return {"kind": "journal", "key": key, "collapsed": True, "entries": entries,
+                "lines": sum(len(v) for v in value.values())}
+    if isinstance(value, dict) and value and all(
+        v is None or isinstance(v, (str, int, float, bool)) for v in value.values()
+    ):
+        items = [(str(k), f"{_num(v)}{unit}" if _as_float(v) is not None else "—" if v is None else str(v))
+                 for k, v in value.items()]
+        return {"kind": "kv", "key": key, "collapsed": False, "pairs": items}
+    if isinstance(value, list) and value and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(str(v) for v in value)
+        if len(text) > 160:
+            return {"kind": "list", "key": key, "collapsed": True, "count": len(value),
+                    "text": "\n".join(str(v) for v in value)}
+        return {"kind": "text", "key": key, "collapsed": False, "text": text}
+    if isinstance(value, (dict, list)):
+        text = _json_compact(value)
+        if len(text) > 160:
+            return {"kind": "json", "key": key, "collapsed": True,
+                    "text": json.dumps(value, indent=2, sort_keys=True, default=str)}
+        return {"kind": "code", "key": key, "collapsed": False, "text": text}
+    shown = _num(value) + unit if _as_float(value) is not None else value
+    return {"kind": "text", "key": key, "collapsed": False, "text": _text("—" if shown is None else shown)}
+
+
+def _injection_rows(windows: Sequence[Mapping[str, Any]], t0: float | None) -> list[dict[str, Any]]:
+    """One row per injection window (see :func:`_injections`); times since the drill start."""
+    rows = []
+    for n, w in enumerate(windows, 1):
+        injected, reverted = _as_float(w.get("injected_at")), _as_float(w.get("reverted_at"))
+        verified = w.get("revert_verified") is True
+        extras = sorted(
+            (_extra(str(k), v) for k, v in w.items() if k not in _INJECTION_COLUMNS and v not in (None, [], {}, "")),
+            key=lambda x: x["collapsed"],  # the collapsed (long) ones last
+        )
+        rows.append({
+            "n": n,
+            "ok": reverted is not None and verified,
+            "kind": _text(w.get("kind") or "unknown"),
+            "method": _text(w.get("method") or "—"),
+            "where": _where_items(w.get("where")),
+            "injected": _time(injected, t0),
+            "revert_started": _time(w.get("revert_started_at"), t0),
+            "reverted": _time(reverted, t0),
+            "length": _num(reverted - injected) if injected is not None and reverted is not None else None,
+            "verified": verified,
+            "extras": extras,
+        })
+    return rows
+
+
+def _expectation_rows(expectations: Any, t0: float | None) -> list[dict[str, Any]] | None:
+    """A row per expectation entry (None: no expectations recorded)."""
+    if not isinstance(expectations, list) or not expectations:
+        return None
+    rows = []
+    for x in expectations:
+        if not isinstance(x, dict):
+            continue
+        verdict = x.get("verdict")
+        bound = x.get("bound_text")
+        if not bound and isinstance(x.get("bound"), dict):
+            b = x["bound"]
+            bound = f"{b.get('op', '')} {b.get('value', '')} {x.get('unit') or ''}".strip()
+        rows.append({
+            "cls": "row-fail" if verdict in _FAILING else "row-pass" if verdict == "passed" else "row-other",
+            "verdict": verdict,
+            "name": _text(x.get("name")),
+            "phase": _text(x.get("phase")) if x.get("phase") else None,
+            "description": _text(x.get("description") or ""),
+            "measured": _value(x.get("measured"), x.get("unit")),
+            "bound": _text(bound or "—"),
+            "became_true": _rel(x.get("became_true_at"), t0),
+            "detail": _text(x.get("detail") or ""),
+        })
+    return rows
+
+
+def _waits_view(record: Mapping[str, Any], t0: float | None) -> dict[str, Any] | None:
+    """The drill's waits that did not hold or met errors on the way, with the last error (None: no
+    waits recorded, a record from before kdrill recorded them)."""
+    waits = record.get("waits")
+    if not isinstance(waits, list):
+        return None
+    shown = [w for w in waits if isinstance(w, dict) and (w.get("ok") is not True or w.get("errors"))]
+    return {
+        "count": len(waits),
+        "dropped": _text(record.get("waits_dropped") or "") or None,
+        "rows": [{
+            "held": w.get("ok") is True,
+            "what": _text(w.get("what") or "—"),
+            "where": _text(w.get("where")),
+            "started": _rel(w.get("started_at"), t0),
+            "took": _seconds(w.get("elapsed_seconds")),
+            "timeout": _seconds(w.get("timeout_seconds")),
+            "attempts": _text(w.get("attempts")),
+            "errors": _text(w.get("errors")),
+            "last_error": _text(w.get("last_error") or ""),
+        } for w in shown],
+    }
+
+
+def _probe_rows(probes: Any, t0: float | None) -> list[dict[str, Any]] | None:
+    """A row per probe summary (None: no probe summaries recorded)."""
+    if not isinstance(probes, dict) or not probes:
+        return None
+    rows = []
+    for name, p in probes.items():
+        if not isinstance(p, dict):
+            continue
+        samples = p.get("samples")
+        failures = p.get("failures")
+        ratio = _as_float(p.get("success_ratio"))
+        rows.append({
+            "name": _text(name),
+            "warn": not samples,
+            "samples": _text(samples if samples is not None else "—"),
+            "successes": _text(p.get("successes", "—")),
+            "failures": _text(failures if failures is not None else "—"),
+            "failed": isinstance(failures, int) and failures > 0,
+            "ratio": "—" if ratio is None else f"{ratio * 100:.2f} %",
+            "longest_gap": _seconds(p.get("longest_gap_seconds")),
+            "p50": _seconds(p.get("latency_p50_seconds")),
+            "p99": _seconds(p.get("latency_p99_seconds")),
+            "sampled": (_rel(p.get("first_sample_at"), t0), _rel(p.get("last_sample_at"), t0)) if samples else None,
+        })
+    return rows
+
+
+def _observation_rows(observations: Any) -> list[dict[str, Any]] | None:
+    """A row per observation (None: none recorded); injection windows are only counted here."""
+    if not isinstance(observations, dict) or not observations:
+        return None
+    rows = []
+    for k, v in observations.items():
+        if k == "injections" and isinstance(v, list) and v:
+            rows.append({"key": str(k), "kind": "injections", "count": len(v)})
+        elif isinstance(v, (dict, list)):
+            rows.append({"key": str(k), "kind": "json", "text": json.dumps(v, indent=2, sort_keys=True, default=str)})
+        else:
+            rows.append({"key": str(k), "kind": "value", "value": _value(v)})
+    return rows
+
+
+def _evidence_files(run_dir: Path, record_path: Path, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The record and the files it names, each with whether it is in the run directory."""
+    files = record.get("evidence_files")
+    entries = [("record", record_path.name)]
+    if isinstance(files, dict):
+        entries += [(str(k), str(v)) for k, v in files.items() if isinstance(v, str)]
+    return [{"label": label, "name": name,
+             "exists": (run_dir / name).is_file() and not name.startswith(("/", ".."))}
+            for label, name in entries]
+
+
+def _charts_view(record: Mapping[str, Any], timeline: dict[str, list[dict[str, Any]]],
+                 t0: float) -> list[dict[str, Any]]:
+    """A figure per probe (the record's probes, then any other in its timeline): name, sample
+    counts and its chart."""
     probes = record.get("probes") if isinstance(record.get("probes"), dict) else {}
     names = list(probes) + [n for n in timeline if n not in probes]
-    if not names:
-        return '<p class="muted">No probes were run for this drill.</p>'
     fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
     injected = _as_float(fault.get("injected_at"))
     window = (injected, _as_float(fault.get("reverted_at"))) if injected is not None else None
@@ -1457,308 +1295,104 @@ def _charts_html(record: Mapping[str, Any], timeline: dict[str, list[dict[str, A
     for name in names:
         samples = timeline.get(name, [])
         failed = sum(1 for smp in samples if smp.get("ok") is not True)
-        counts = f"{len(samples)} samples, {failed} failed" if samples else "no samples"
-        svg = timeline_svg(name, samples, t0=t0, t_end=t_end, fault_window=window, phases=phases,
-                           earlier_windows=earlier)
-        caption = f'<figcaption><code>{_e(name)}</code> <span class="muted">{counts}</span></figcaption>'
-        figures.append(f'<figure class="chart">{caption}{svg}</figure>')
-    legend = (
-        '<p class="legend"><span class="sw sw-ok"></span>probe succeeded '
-        '<span class="sw sw-fail"></span>probe failed '
-        '<span class="sw sw-lat"></span>latency of successful samples (seconds) '
-        '<span class="sw sw-failpt"></span>latency of failed samples '
-        '<span class="sw sw-fault"></span>fault window '
-        '<span class="sw sw-phase"></span>phase start</p>'
-    )
-    return legend + "".join(figures)
+        figures.append({
+            "probe": str(name),
+            "counts": f"{len(samples)} samples, {failed} failed" if samples else "no samples",
+            # The one piece of markup the templates insert as is: Markup built by timeline_svg
+            # (its _el escapes every text and attribute value; the rest are numbers it computed).
+            "svg": timeline_svg(name, samples, t0=t0, t_end=t_end, fault_window=window, phases=phases,
+                                earlier_windows=earlier),
+        })
+    return figures
 
 
-def _drill_section(run_dir: Path, record_path: Path, record: dict[str, Any]) -> str:
-    timeline, _, timeline_problem = _load_timeline(run_dir, record_path, record)
-    t0 = _drill_t0(record, timeline)
-    verdict = record.get("verdict")
-    observations = record.get("observations") if isinstance(record.get("observations"), dict) else {}
-    fault_html, reverts_html = _fault_html(record.get("fault"), t0, observations.get("injections"))
-    vitals_state, flagged = _vitals_state(record)
-    if timeline_problem:
-        charts = f'<p class="notice missing-timeline">{_e(timeline_problem)}</p>'
-    elif t0 is None:
-        charts = '<p class="notice">No drill start time or samples recorded; no charts can be drawn.</p>'
-    else:
-        charts = _charts_html(record, timeline or {}, t0)
-    errors = record.get("errors")
-    errors_html = ""
-    if isinstance(errors, list) and errors:
-        errors_html = (
-            '<h3>Errors</h3><ul class="errors">'
-            + "".join(f"<li><pre>{_e(err)}</pre></li>" for err in errors)
-            + "</ul>"
-        )
-    claim = record.get("claim")
-    claim_html = (
-        f'<blockquote class="claim"><p>{_e(claim)}</p>{_sources_html(record.get("source"))}</blockquote>'
-        if claim
-        else '<p class="notice">No documented claim recorded for this drill.</p>'
-    )
-    glance = [f"Expectations: {_tally(record.get('expectations'))}"]
-    fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
-    windows = _injections(fault, observations.get("injections"))
+def _glance(record: Mapping[str, Any], windows: Sequence[Mapping[str, Any]], vitals_state: str,
+            flagged: Sequence[str]) -> list[tuple[str, str]]:
+    """The drill's one-line summary: (style, text) items; style "" (plain), "fail", "flag" or "muted"."""
+    glance = [("", f"Expectations: {_tally(record.get('expectations'))}")]
     if any(w.get("injected_at") is not None for w in windows):
         bad = sum(1 for w in windows if w.get("reverted_at") is None or w.get("revert_verified") is not True)
         if len(windows) == 1:
-            glance.append("fault reverted and verified" if not bad
-                          else "<strong class='fail-text'>fault revert not verified</strong>")
+            glance.append(("fail", "fault revert not verified") if bad else ("", "fault reverted and verified"))
         else:
-            glance.append(f"all {len(windows)} injections reverted and verified" if not bad
-                          else f"<strong class='fail-text'>{bad} of {len(windows)} injections: revert not verified</strong>")
+            glance.append(("fail", f"{bad} of {len(windows)} injections: revert not verified") if bad
+                          else ("", f"all {len(windows)} injections reverted and verified"))
     if flagged:
-        glance.append(f"<strong class='flag-text'>{len(flagged)} flagged vital sign{'s' if len(flagged) != 1 else ''}</strong>")
+        glance.append(("flag", f"{len(flagged)} flagged vital sign{'s' if len(flagged) != 1 else ''}"))
     elif vitals_state == "recorded":
-        glance.append("vital signs: nothing flagged")
+        glance.append(("", "vital signs: nothing flagged"))
     else:
-        glance.append(f"<span class='muted'>vital signs {'not recorded' if vitals_state == 'not recorded' else 'not watched'}</span>")
+        glance.append(("muted", f"vital signs {'not recorded' if vitals_state == 'not recorded' else 'not watched'}"))
+    errors = record.get("errors")
     if isinstance(errors, list) and errors:
-        glance.append(f"<strong class='fail-text'>{len(errors)} error{'s' if len(errors) != 1 else ''}</strong>")
+        glance.append(("fail", f"{len(errors)} error{'s' if len(errors) != 1 else ''}"))
+    return glance
+
+
+def _drill_view(run_dir: Path, record_path: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Everything a drill's section shows (report_drill.html.j2 drill_section)."""
+    timeline, _, timeline_problem = _load_timeline(run_dir, record_path, record)
+    t0 = _drill_t0(record, timeline)
+    observations = record.get("observations") if isinstance(record.get("observations"), dict) else {}
+    fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
+    windows = _injections(fault, observations.get("injections"))
+    vitals_state, flagged = _vitals_state(record)
     case = record.get("case")
-    open_tag = _el(
-        "section", "", class_=f"drill verdict-{_verdict_class(verdict)}" + (" has-flagged-vitals" if flagged else ""),
-        id=_anchor(record_path), data_drill=record.get("drill"), data_case=case if case is not None else "",
-        data_verdict=verdict, data_vitals=vitals_state, data_flagged_vitals=" ".join(flagged) or None,
-    ).removesuffix("</section>")
-    flagged_badge = (
-        f'<span class="badge badge-flagged">{len(flagged)} flagged vital sign{"s" if len(flagged) != 1 else ""}</span>'
-        if flagged else ""
-    )
-    flagged_banner = (
-        '<div class="flagged-banner"><strong>FLAGGED vital signs:</strong> '
-        + ", ".join(f"<code>{_e(n)}</code>" for n in flagged)
-        + ". " + "; ".join(f"<code>{_e(n)}</code>: {_e(_sign_reason(record, n))}" for n in flagged)
-        + f". The verdict ({_e(verdict)}) does not account for "
-        f'{"them" if len(flagged) > 1 else "it"}: see <a href="#{_anchor(record_path)}-vitals">What else broke</a>.</div>'
-        if flagged else ""
-    )
-    meta = [
-        f"<code>{_e(_drill_label(record))}</code>",
-        f"started {_utc(record.get('started_at'))}",
-        f"finished {_utc(record.get('finished_at'))}",
-        f"duration {_seconds(record.get('duration_seconds'))}",
-        f"kdrill {_e(record.get('kdrill_version') or '—')}",
-    ]
+    claim = record.get("claim")
+    errors = record.get("errors")
     scenario = record.get("scenario")
-    scenario_html = (
-        "<details class='scenario'><summary>Scenario as run</summary>"
-        f"<pre>{_e(json.dumps(scenario, indent=2, sort_keys=True, default=str))}</pre></details>"
-        if scenario
-        else ""
-    )
-    return f"""
-{open_tag}
-<div class="drill-head"><h2>{_e(record.get("title") or _drill_label(record))}</h2><div class="badges">{flagged_badge}{_badge(verdict)}</div></div>
-<p class="drill-meta">{" · ".join(meta)}</p>
-<p class="glance">{" · ".join(glance)}</p>
-{flagged_banner}
-<h3>Documented claim</h3>
-{claim_html}
-<h3>Fault</h3>
-{fault_html}
-<h3>Timeline</h3>
-{charts}
-<h3>Expectations</h3>
-{_expectations_html(record.get("expectations"), t0)}
-<h3 id="{_anchor(record_path)}-vitals">What else broke (vital signs)</h3>
-{_vitals_html(record, t0)}
-<h3>Probes</h3>
-{_probes_table(record.get("probes"), t0)}
-<h3>Observations</h3>
-{_observations_html(record.get("observations"))}
-{_replaced_html(record, t0)}
-<h3>Waits</h3>
-{_waits_html(record, t0)}
-{errors_html}
-<h3>Injections and reverts</h3>
-{reverts_html}
-<h3>Evidence files</h3>
-{_evidence_html(run_dir, record_path, record)}
-{scenario_html}
-</section>"""
+    replaced = record.get("replaced_measurements")
+    return {
+        "anchor": _anchor(record_path),
+        "drill": None if record.get("drill") is None else str(record.get("drill")),
+        "case": "" if case is None else str(case),
+        "verdict": record.get("verdict"),
+        "vitals_state": vitals_state,
+        "flagged": flagged,
+        "flag_reasons": [(n, _sign_reason(record, n)) for n in flagged],
+        "heading": _text(record.get("title") or _drill_label(record)),
+        "label": _drill_label(record),
+        "started": _utc(record.get("started_at")),
+        "finished": _utc(record.get("finished_at")),
+        "duration": _seconds(record.get("duration_seconds")),
+        "kdrill_version": _text(record.get("kdrill_version") or "—"),
+        "glance": _glance(record, windows, vitals_state, flagged),
+        "claim": {"text": str(claim), "sources": _sources(record.get("source"))} if claim else None,
+        "fault": _fault_view(record.get("fault"), t0, len(windows)),
+        "timeline_problem": timeline_problem,
+        "no_start": t0 is None,
+        "figures": _charts_view(record, timeline or {}, t0) if t0 is not None and not timeline_problem else [],
+        "expectations": _expectation_rows(record.get("expectations"), t0),
+        "vitals": _vitals_view(record, t0),
+        "probes": _probe_rows(record.get("probes"), t0),
+        "observations": _observation_rows(record.get("observations")),
+        "replaced": _expectation_rows(replaced, t0) if isinstance(replaced, list) and replaced else None,
+        "waits": _waits_view(record, t0),
+        "errors": [_text(e) for e in errors] if isinstance(errors, list) else [],
+        "injections": _injection_rows(windows, t0),
+        "evidence": _evidence_files(run_dir, record_path, record),
+        "scenario": json.dumps(scenario, indent=2, sort_keys=True, default=str) if scenario else None,
+    }
 
 
-def _unreadable_section(run_dir: Path, path: Path, reason: str) -> str:
-    open_tag = _el(
-        "section", "", class_="drill unreadable verdict-error", id=_anchor(path),
-        data_drill="", data_case="", data_verdict="error", data_file=path.name,
-    ).removesuffix("</section>")
-    size = path.stat().st_size if path.is_file() else None
-    return f"""
-{open_tag}
-<div class="drill-head"><h2>Unreadable record <code>{_e(path.name)}</code></h2>{_badge("error")}</div>
-<p class="notice unreadable-reason">This drill record {_e(reason)}. What the drill established cannot be
-shown, so it counts as an error: a record is never left out of the verdicts.</p>
-<p class="drill-meta">File <a href="{_e(path.name)}"><code>{_e(path.name)}</code></a>
-{f"· {size} bytes" if size is not None else ""}</p>
-</section>"""
-
-
-def _seal_html(run_id: str, seal: Mapping[str, Any] | None) -> str:
-    """The seal section: signer key, fingerprint, previous run, how to check (see render_report)."""
-    if not seal:
-        return (
-            '<section class="seal"><h2>Seal</h2><p class="notice">This page was rendered without a seal: '
-            "no signing key was given, so it says nothing about who vouches for this evidence.</p></section>"
-        )
-    fingerprint = str(seal.get("fingerprint_sha256") or "unknown")
-    previous = seal.get("previous")
-    if isinstance(previous, Mapping):
-        prev_html = (
-            f"<code>{_e(previous.get('run_id'))}</code> "
-            f"<span class=\"muted\">(manifest SHA-256 <code>{_e(previous.get('manifest_sha256'))}</code>)</span>"
-        )
-    else:
-        prev_html = '<span class="muted">none: the first sealed run in this reports directory</span>'
-    pairs = [
-        ("Signed with", "Ed25519; <code>manifest.sig</code> is the signature of <code>manifest.json</code>, "
-                        "which lists every file and directory of the run with its SHA-256 and size"),
-        ("Key fingerprint (SHA-256)", f"<code class=\"fingerprint\">{_e(fingerprint)}</code>"),
-        ("Public key", f"<pre class=\"public-key\">{_e(seal.get('public_key') or '')}</pre>"),
-        ("Previous run", prev_html),
-        ("Check it", f"<code>kdrill verify {_e(run_id)} --fingerprint {_e(fingerprint)}</code>; "
-                     "<code>kdrill verify --history</code> checks the chain of runs"),
-    ]
-    return f'<section class="seal"><h2>Seal</h2>{_kv_table(pairs)}</section>'
+def _unreadable_view(path: Path, reason: str) -> dict[str, Any]:
+    """A record slot that does not hold a readable record: its file, why, its size."""
+    return {"anchor": _anchor(path), "name": path.name, "reason": reason,
+            "size": path.stat().st_size if path.is_file() else None}
 
 
 # --------------------------------------------------------------------------- #
 # Page
 # --------------------------------------------------------------------------- #
 
-_CSS = """
-:root { --fg:#111827; --muted:#6b7280; --line:#e5e7eb; --bg:#f8fafc; --card:#fff;
-  --pass:#15803d; --pass-bg:#dcfce7; --fail:#b91c1c; --fail-bg:#fee2e2; --warn:#b45309; --warn-bg:#fef3c7; }
-* { box-sizing: border-box; }
-body { margin:0; background:var(--bg); color:var(--fg);
-  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-main, .report-header, footer { max-width: 1240px; margin: 0 auto; padding: 0 24px; }
-.report-header { padding-top: 28px; }
-.title-row { display:flex; align-items:center; gap:16px; flex-wrap:wrap; }
-h1 { font-size: 26px; margin: 0; }
-h2 { font-size: 20px; margin: 0 0 10px; }
-h3 { font-size: 13px; margin: 22px 0 8px; text-transform: uppercase; letter-spacing: .06em; color:#374151;
-  border-bottom: 1px solid var(--line); padding-bottom: 4px; }
-.subtitle { color: var(--muted); margin: 6px 0 18px; }
-section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 18px 22px; margin: 0 0 18px; }
-section.drill { border-left: 6px solid #9ca3af; }
-section.drill.verdict-pass { border-left-color: var(--pass); }
-section.drill.verdict-fail, section.drill.verdict-error { border-left-color: var(--fail); }
-.drill-head { display:flex; align-items:center; gap:12px; justify-content:space-between; }
-.drill-meta { color: var(--muted); font-size: 12.5px; margin: 2px 0 0; }
-.glance { margin: 8px 0 0; font-weight: 500; }
-code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: 12.5px; }
-pre { white-space: pre-wrap; word-break: break-word; margin: 0; }
-table { border-collapse: collapse; width: 100%; margin: 4px 0; }
-th, td { text-align: left; vertical-align: top; padding: 6px 10px; border-bottom: 1px solid var(--line); }
-thead th { background: #f3f4f6; font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color:#374151; }
-table.kv th { width: 220px; color: #374151; font-weight: 600; background: transparent; }
-table.kv table.kv th { width: auto; font-weight: 500; }
-td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-td.nowrap { white-space: nowrap; }
-td.detail { color: #374151; font-size: 12.5px; }
-tr.row-fail td { background: var(--fail-bg); }
-tr.row-fail td:first-child { box-shadow: inset 4px 0 0 var(--fail); }
-tr.row-warn td { background: var(--warn-bg); }
-tr.row-other td { background: #f9fafb; }
-.badge { display:inline-block; padding: 2px 10px; border-radius: 999px; font-size: 12px; font-weight: 700;
-  text-transform: uppercase; letter-spacing: .04em; white-space: nowrap; }
-.badge-pass { background: var(--pass-bg); color: var(--pass); }
-.badge-fail, .badge-error { background: var(--fail); color: #fff; }
-.badge-warn { background: var(--warn-bg); color: var(--warn); }
-.badge-skip, .badge-unknown { background: #e5e7eb; color: #374151; }
-.badge-flagged { background: #c2410c; color: #fff; text-decoration: none; }
-.badges { display:flex; gap:8px; align-items:center; }
-.flag-text { color: #c2410c; font-weight: 700; }
-.flagged-banner { background: #fff7ed; border: 2px solid #c2410c; color: #7c2d12; padding: 8px 12px;
-  border-radius: 6px; margin: 10px 0 0; }
-section.summary .flagged-banner { margin: 0 0 10px; }
-section.drill.has-flagged-vitals.verdict-pass { border-left-color: #c2410c; }
-tr.row-flagged td { background: #ffedd5; }
-tr.row-flagged td:first-child { box-shadow: inset 4px 0 0 #c2410c; }
-tr.row-covered td { background: #f9fafb; }
-.covered { color: #92400e; }
-td.ratio.low { color: var(--fail); font-weight: 600; }
-.vital-detail h4 { font-size: 12.5px; margin: 12px 0 4px; color: #374151; }
-.vital-detail ul { margin: 0; padding-left: 18px; font-size: 12.5px; columns: 2; }
-table.vitals-table th:first-child { width: 34%; }
-table.vitals-table th:nth-child(2), table.vitals-table th:nth-child(3), table.vitals-table th:nth-child(4) { width: 105px; }
-table.injections td.where code { white-space: nowrap; }
-table.injections td.detail { min-width: 230px; }
-table.injections td.detail code { word-break: break-word; }
-ul.extra-kv { margin: 0; padding-left: 16px; }
-table.node-transitions { width: auto; min-width: 60%; }
-.utc { font-size: 11px; }
-details.extra summary { cursor: pointer; }
-pre.journal { background: #f3f4f6; padding: 6px 8px; border-radius: 4px; font-size: 11px; max-height: 24em; overflow: auto; }
-.extra + .extra, .extra + details, details + .extra { margin-top: 4px; }
-.title-row .badge { font-size: 14px; padding: 4px 14px; }
-.muted { color: var(--muted); }
-.small { font-size: 12px; }
-.ok-text { color: var(--pass); font-weight: 600; }
-.fail-text { color: var(--fail); font-weight: 700; }
-.notice { background: var(--warn-bg); border: 1px solid #fcd34d; color: #78350f; padding: 8px 12px; border-radius: 6px; }
-blockquote.claim { margin: 0; padding: 10px 16px; border-left: 4px solid #6366f1; background: #eef2ff; border-radius: 0 6px 6px 0; }
-blockquote.claim p { margin: 0 0 6px; font-size: 14.5px; }
-ul.sources { margin: 0; padding-left: 18px; font-size: 12.5px; }
-.url { color: var(--muted); word-break: break-all; }
-ul.where, ul.evidence { margin: 0; padding-left: 18px; }
-ul.errors { background: var(--fail-bg); border: 1px solid #fca5a5; border-radius: 6px; padding: 8px 12px 8px 28px; color: #7f1d1d; }
-figure.chart { margin: 6px 0 14px; border: 1px solid var(--line); border-radius: 6px; padding: 6px 8px 2px; }
-figure.chart figcaption { font-size: 12.5px; font-weight: 600; margin-bottom: 2px; }
-svg.timeline { display: block; max-width: 100%; height: auto; }
-.legend { font-size: 12px; color: #374151; margin: 0 0 6px; }
-.sw { display:inline-block; width: 14px; height: 10px; margin: 0 4px 0 12px; vertical-align: middle; border-radius: 2px; }
-.sw:first-child { margin-left: 0; }
-.sw-failpt { width: 6px; height: 6px; border-radius: 50%; background: #dc2626; }
-.sw-ok { background:#16a34a; } .sw-fail { background:#dc2626; } .sw-lat { background:#2563eb; height: 3px; }
-.sw-fault { background: rgba(245,158,11,.25); border: 1px dashed #d97706; }
-.sw-phase { width: 0; height: 12px; border-left: 2px dashed #6d28d9; border-radius: 0; }
-.two-col { display: grid; grid-template-columns: minmax(300px, 1fr) 1.3fr; gap: 24px; align-items: start; }
-details.scenario { margin-top: 14px; } details.scenario summary { cursor: pointer; color: #374151; font-weight: 600; }
-details.scenario pre { background: #f3f4f6; padding: 10px; border-radius: 6px; margin-top: 6px; }
-section.seal pre.public-key { background: #f3f4f6; padding: 8px 10px; border-radius: 6px; }
-code.fingerprint { word-break: break-all; }
-a { color: #1d4ed8; }
-footer { color: var(--muted); font-size: 12.5px; padding-top: 4px; padding-bottom: 40px; }
-@media print { body { background: #fff; } section { break-inside: avoid-page; } details.scenario { display: none; } }
-"""
 
-_PAGE = Template(
-    """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
-<meta name="generator" content="kdrill $kdrill_version">
-<title>kdrill report — run $run_id</title>
-<style>$css</style>
-</head>
-<body>
-$header
-<main>
-$run_meta
-$seal
-$cluster
-$summary
-$drills
-</main>
-<footer>
-<p>Generated $generated_at (UTC) by kdrill $kdrill_version from the evidence in this directory, just before
-the run was sealed. Every file (this page included) is listed with its SHA-256 digest in the signed
-<code>manifest.json</code>; run <code>kdrill verify $run_id</code> to check that none has been changed,
-removed or added since the run.</p>
-</footer>
-</body>
-</html>
-"""
-)
+@functools.lru_cache(maxsize=1)
+def _environment() -> Environment:
+    """The templates of harness/templates/report*.j2, autoescaped (every ``*.j2`` and ``*.html``)."""
+    env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["verdict_class"] = _verdict_class
+    return env
 
 
 def render_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
@@ -1775,21 +1409,17 @@ def render_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
     run_dir = Path(run_dir)
     run = _load_run(run_dir)
     records = run.records
-    run_id = run.meta.get("run_id") or (records[0][1].get("run_id") if records else None) or run_dir.name
-    header, run_meta = _header(run)
     when = generated_at or datetime.now(tz=timezone.utc)
-    drills = [_drill_section(run_dir, path, record) for path, record in records]
-    drills += [_unreadable_section(run_dir, path, reason) for path, reason in run.unreadable]
-    return _PAGE.substitute(
-        css=_CSS,
-        kdrill_version=_e(__version__),
-        run_id=_e(run_id),
-        header=header,
-        run_meta=run_meta,
-        seal=_seal_html(str(run_id), seal),
-        cluster=_cluster(records),
-        summary=_summary(records, run.unreadable),
-        drills="\n".join(drills),
+    drills = [_drill_view(run_dir, path, record) for path, record in records]
+    return _environment().get_template("report.html.j2").render(
+        kdrill_version=__version__,
+        run_id=_run_id(run),
+        run=_run_view(run),
+        seal=_seal_view(seal),
+        cluster=_cluster_view(records),
+        summary=_summary_view(records, run.unreadable),
+        drills=drills,
+        unreadable=[_unreadable_view(path, reason) for path, reason in run.unreadable],
         generated_at=_utc(when.timestamp()),
     )
 

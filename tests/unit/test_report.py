@@ -368,7 +368,7 @@ def test_everything_from_records_is_escaped(tmp_path: Path) -> None:
     assert "<script" not in text.lower()
     assert "&lt;script&gt;" in text
     assert 'href="javascript:' not in text
-    assert 'data-probe="&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"' in text
+    assert 'data-probe="&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"' in text  # markupsafe's entity for "
 
 
 def test_report_is_self_contained(report) -> None:
@@ -770,7 +770,7 @@ def test_hostile_names_are_escaped_in_vital_signs_and_injections(tmp_path: Path)
     rec = record("d", None, "passed", T0, vital_signs=vs, observations={"injections": injections})
     text, dom = render_one(tmp_path, rec)
     assert "<img" not in text and "onerror=\"" not in text
-    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in text
+    assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in text  # markupsafe's entity for "
     assert not dom.find_all("img")
     assert evil in dom.find_all("table", cls="node-transitions")[0].all_text()
     assert evil in dom.find_all("table", cls="reverts")[0].all_text()
@@ -858,3 +858,103 @@ def test_a_verdict_kdrill_never_writes_is_an_error(tmp_path: Path) -> None:
     write_json(run_dir / "x.timeline.json", {})
     page = build_report(run_dir).read_text(encoding="utf-8")
     assert "1 of 1 not passed" in page and "is none of passed" in page
+
+
+# --------------------------------------------------------------------------- #
+# The templates: escaping and reproducibility
+# --------------------------------------------------------------------------- #
+
+HOSTILE = '<script>alert(1)</script> "onmouseover="alert(1)'
+HOSTILE_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt; &#34;onmouseover=&#34;alert(1)"
+
+
+def test_html_in_the_evidence_is_shown_as_text_never_as_markup(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    bad = HOSTILE
+    write_json(run_dir / "run.json", {"run_id": "run-1", "user": bad, "host": bad, "ticket": bad, "command": [bad],
+                                      "git_commit": bad, "cluster": {"name": bad, "server": bad}})
+    expectation = {"name": bad, "description": bad, "measured": bad, "unit": bad, "bound_text": bad, "verdict": "failed",
+                   "detail": bad, "phase": bad}
+    vs = vital_signs(T0, api_read={"fault": 0.5, "degraded": True, "flagged": True, "reason": bad},
+                     nodes_ready={"transitions": [{"t": T0 + 20, "node": bad, "ready": bad, "taints": [bad]}]})
+    rec = record(
+        bad, bad, "failed", T0, title=bad, claim=bad, errors=[f"RuntimeError: {bad}"], expectations=[expectation],
+        source=[{"title": bad, "url": bad, "section": bad}], vital_signs=vs, scenario={"name": bad},
+        observations={"note": bad, bad: [bad], "injections": [injection(T0, 1, kind=bad, method=bad, notes=bad)]},
+        waits=[{"what": bad, "where": bad, "ok": False, "last_error": bad, "attempts": bad}],
+        probes={bad: {"samples": 1, "successes": bad}},
+        evidence_files={"timeline": "d.timeline.json", bad: bad},
+    )
+    rec["fault"].update(kind=bad, method=bad, params={bad: bad}, where=[bad])
+    rec["cluster"]["nodes"][0].update(name=bad, roles=[bad])
+    write_json(run_dir / "d.json", rec)
+    write_json(run_dir / "d.timeline.json", {bad: [{"t": T0 + 1, "ok": True, "latency_seconds": 0.1}]})
+    (run_dir / '"onmouseover="alert(1).json').write_text("{", encoding="utf-8")  # an unreadable record
+    seal = {"public_key": bad, "fingerprint_sha256": bad, "previous": {"run_id": bad, "manifest_sha256": bad}}
+    text = render_report(run_dir, seal=seal)
+    dom = parse(text)
+    assert "<script" not in text and '"onmouseover=' not in text
+    assert not dom.find_all("script")
+    assert not [e.tag for e in dom.iter() if any(name.startswith("on") for name in e.attrs)]
+    assert text.count(HOSTILE_ESCAPED) > 30  # every place above shows it, escaped by the templates
+    # Shown as written, where a reader looks for it.
+    section = dom.find_all("section", cls="drill", data_drill=bad, data_case=bad)[0]
+    assert section.find_all("h2")[0].all_text() == bad
+    assert bad in section.find_all("table", cls="observations")[0].all_text()
+    assert f"RuntimeError: {bad}" in section.find_all("ul", cls="errors")[0].all_text()
+    assert bad in section.find_all("table", cls="expectations")[0].all_text()
+    assert bad in section.find_all("table", cls="reverts")[0].all_text()
+    assert bad in section.find_all("table", cls="node-transitions")[0].all_text()
+    assert bad in section.find_all("div", cls="flagged-banner")[0].all_text()
+    assert section.find_all("svg", cls="timeline")[0].attrs["data-probe"] == bad
+    assert not section.find_all("blockquote")[0].find_all("a")  # not an http(s) URL: no link
+    assert bad in dom.find_all("section", cls="seal")[0].all_text()
+    unreadable = dom.find_all("section", cls="unreadable")[0]
+    assert unreadable.attrs["data-file"] == '"onmouseover="alert(1).json'
+    assert unreadable.find_all("a")[0].attrs["href"] == '"onmouseover="alert(1).json'
+
+
+def test_report_templates_are_autoescaped_and_mark_nothing_safe() -> None:
+    from harness.report import _environment
+
+    env = _environment()
+    names = [n for n in env.list_templates() if n.startswith("report")]
+    assert {"report.html.j2", "report_drill.html.j2", "report_vitals.html.j2", "report_macros.html.j2"} <= set(names)
+    for name in names:
+        assert env.autoescape(name) is True, name
+        source = env.loader.get_source(env, name)[0]
+        # The only markup a template inserts as is comes from Python as Markup (the charts' SVG).
+        assert "|safe" not in source.replace(" ", "") and not re.search(r"\{%-?\s*autoescape", source), name
+
+
+def test_rendering_is_the_same_bytes_in_fresh_interpreters(tmp_path: Path) -> None:
+    """``kdrill report`` re-renders a sealed page in another process, maybe years later: nothing
+    in the page may depend on hash seeds, object ids or the clock."""
+    import os
+    import subprocess
+    import sys
+
+    run_dir = make_run(tmp_path / "run-1")
+    rec = json.loads((run_dir / "dns-outage.json").read_text())
+    rec["vital_signs"] = vital_signs(T0 + 100, api_read={"fault": 0.5, "degraded": True, "flagged": True},
+                                     kube_system_restarts={"added": {"b": 1, "a": 2}, "by_design": {"z": 1, "y": 1},
+                                                           "degraded": True, "flagged": True})
+    rec["observations"] = {"injections": [injection(T0 + 100, 1, extra={"b": 1, "a": [1, 2]}),
+                                          injection(T0 + 100, 2)], "set_like": {"y": 1, "x": 2}}
+    write_json(run_dir / "dns-outage.json", rec)
+    (run_dir / "broken.json").write_text("{", encoding="utf-8")
+    seal = {"public_key": "PEM", "fingerprint_sha256": "ab" * 32, "previous": {"run_id": "run-0", "manifest_sha256": "cd"}}
+    code = ("import json, sys\nfrom datetime import datetime, timezone\nfrom harness.report import render_report\n"
+            "page = render_report(sys.argv[1], seal=json.loads(sys.argv[2]),"
+            " generated_at=datetime(2025, 1, 1, 12, tzinfo=timezone.utc))\nsys.stdout.buffer.write(page.encode())\n")
+    repo = Path(__file__).resolve().parents[2]  # the harness under test, whatever is installed
+    pages = set()
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed,
+                   PYTHONPATH=os.pathsep.join([str(repo)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+        done = subprocess.run([sys.executable, "-c", code, str(run_dir), json.dumps(seal)], env=env, cwd=repo,
+                              capture_output=True, check=False, timeout=120)
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        pages.add(done.stdout)
+    here = render_report(run_dir, seal=seal, generated_at=datetime(2025, 1, 1, 12, tzinfo=timezone.utc))
+    assert pages == {here.encode()}
