@@ -590,7 +590,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if sealed.is_file() and sealed.read_bytes() == page.encode("utf-8"):
         print(f"{sealed}: sealed, and re-rendered from the evidence it is the same, byte for byte")
         return 0
-    why = ("a fresh rendering differs from it (rendered by another kdrill version?)" if sealed.is_file()
+    why = ("a fresh rendering differs from it (rendered by another kdrill version or commit?)" if sealed.is_file()
            else f"the run was sealed without it ({result.report_error or 'no reason recorded'})")
     print(f"kdrill report: {sealed} is sealed evidence and {why}; a sealed run is never written into. "
           f"`kdrill report {args.run} --stdout` prints the fresh rendering.", file=sys.stderr)
