@@ -21,6 +21,7 @@ Source: "Encrypting Confidential Data at Rest"
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import secrets
 import shutil
@@ -29,8 +30,10 @@ from typing import Any
 
 import yaml
 
-from harness.faults import Fault, FaultNotReverted
+from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.providers import Cluster
+
+log = logging.getLogger("kdrill.faults.drill_cluster")
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "clusters" / "encryption-at-rest.yaml.j2"
 NODE_DIR = "/etc/kubernetes/kdrill-encryption"  # where the node and kube-apiserver see the directory
@@ -46,6 +49,25 @@ def state_dir() -> Path:
     """``$KDRILL_STATE_DIR`` if set, else ``~/.local/state/kdrill`` (as the ledger's)."""
     state = os.environ.get("KDRILL_STATE_DIR")
     return Path(state) if state else Path.home() / ".local" / "state" / "kdrill"
+
+
+NAME_SUFFIX = "-enc"  # every cluster of this kind is called <session cluster>-enc: nothing else is deleted
+
+
+def check_name(name: str) -> None:
+    """Raise ValueError unless ``name`` is a kind cluster name this kind may create and delete:
+    lowercase letters, digits and '-', ending in :data:`NAME_SUFFIX`."""
+    import re
+
+    if not (isinstance(name, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,40})" + re.escape(NAME_SUFFIX), name)):
+        raise ValueError(f"drill cluster name {name!r}: expected lowercase letters, digits and '-' ending in "
+                         f"{NAME_SUFFIX!r}")
+
+
+def directory_of(name: str) -> Path:
+    """The cluster's key directory, always derived from its name (never read from a ledger):
+    ``<state dir>/clusters/<name>``, absolute."""
+    return (state_dir() / "clusters" / name).absolute()
 
 
 def encryption_configuration(provider: str, key: bytes) -> dict[str, Any]:
@@ -71,6 +93,10 @@ def render_kind_config(encryption_dir: Path) -> str:
 
     if not encryption_dir.is_absolute():
         raise ValueError(f"encryption directory {encryption_dir} is not an absolute path")
+    if ":" in str(encryption_dir) or not str(encryption_dir).isprintable():
+        # Docker's volume syntax splits at ':'; a control character has no business in a path.
+        raise ValueError(f"encryption directory {str(encryption_dir)!r}: a path without ':' or control characters "
+                         "(set KDRILL_STATE_DIR to one)")
     env = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
     return env.from_string(TEMPLATE.read_text()).render(encryption_dir=str(encryption_dir), node_dir=NODE_DIR,
                                                         config_file=CONFIG_FILE)
@@ -94,10 +120,11 @@ class DrillCluster(Fault):
     def __init__(self, cluster: Cluster, name: str, provider: str = "secretbox") -> None:
         if provider not in PROVIDERS:
             raise ValueError(f"encryption provider {provider!r}: expected one of {', '.join(PROVIDERS)}")
+        check_name(name)
         from harness.providers.kind import kubeconfig_cache_path
 
         self.name, self.provider = name, provider
-        self.directory = state_dir() / "clusters" / name
+        self.directory = directory_of(name)
         # The ledger records the new cluster: recover deletes it whatever became of the session's.
         super().__init__(Cluster(name=name, provider="kind", kubeconfig=kubeconfig_cache_path(name),
                                  context=f"kind-{name}", node_access=True))
@@ -115,9 +142,27 @@ class DrillCluster(Fault):
         return {"cluster": self.name, "encryption_provider": self.provider, "key_name": KEY_NAME,
                 "create_seconds": None if self.create_seconds is None else round(self.create_seconds, 1)}
 
+    def _ours(self) -> bool:
+        """Whether kind cluster :attr:`name` is the one this fault made: its node container mounts
+        :attr:`directory` (a cluster of that name made otherwise is never deleted here)."""
+        import json
+        import subprocess
+
+        inspect = subprocess.run(["docker", "inspect", "--format", "{{json .Mounts}}", f"{self.name}-control-plane"],
+                                 capture_output=True, text=True, timeout=30)
+        if inspect.returncode != 0:
+            return False
+        ours = {str(self.directory), str(self.directory.resolve())}
+        return any(m.get("Source") in ours for m in json.loads(inspect.stdout or "[]") or [])
+
     def inject(self) -> None:
         from harness.providers.kind import KindProvider
 
+        if KindProvider(name=self.name).exists():
+            # Before anything is touched: a leftover of a crashed run is `kdrill recover`'s to
+            # delete, and a cluster of that name made otherwise is not kdrill's to delete at all.
+            raise FaultError(f"kind cluster {self.name} already exists; `kdrill recover` deletes one a crashed "
+                             f"drill left, otherwise delete it yourself (kind delete cluster --name {self.name})")
         if self.directory.exists():  # an earlier run's, whose cluster recover found gone
             shutil.rmtree(self.directory)
         self.directory.mkdir(parents=True, mode=0o700)
@@ -126,7 +171,7 @@ class DrillCluster(Fault):
         key_file.touch(mode=0o600)
         key_file.write_text(yaml.safe_dump(config, sort_keys=False))
         kind_config = self.directory / "kind.yaml"
-        kind_config.write_text(render_kind_config(self.directory.resolve()))
+        kind_config.write_text(render_kind_config(self.directory))
         # Before kind runs, so `kdrill recover` finds a kubeconfig path even mid-creation (the
         # revert needs only `kind delete cluster`); creation writes the real one over it.
         kubeconfig = self.cluster.kubeconfig
@@ -144,6 +189,11 @@ class DrillCluster(Fault):
 
         provider = KindProvider(name=self.name)
         if provider.exists():
+            if not self._ours():
+                # e.g. inject refused because the name was taken: that cluster is left alone.
+                log.warning("kind cluster %s does not mount %s: not made by this drill, left alone",
+                            self.name, self.directory)
+                return
             provider.delete()
         shutil.rmtree(self.directory, ignore_errors=True)
         self.cluster.kubeconfig.unlink(missing_ok=True)
@@ -152,7 +202,7 @@ class DrillCluster(Fault):
         from harness.providers.kind import KindProvider
 
         left = []
-        if KindProvider(name=self.name).exists():
+        if KindProvider(name=self.name).exists() and self._ours():
             left.append(f"kind cluster {self.name} still exists")
         if self.directory.exists():
             left.append(f"{self.directory} (its encryption key) still exists")
@@ -161,6 +211,7 @@ class DrillCluster(Fault):
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "DrillCluster":
-        fault = cls(cluster, target["name"], target.get("provider", "secretbox"))
-        fault.directory = Path(target["directory"])
-        return fault
+        # The name is checked and the directory derived from it, not taken from the entry: a
+        # forged or corrupt entry can name only a *-enc cluster this kind made (see _ours).
+        provider = target.get("provider", "secretbox")
+        return cls(cluster, target["name"], provider if provider in PROVIDERS else "secretbox")

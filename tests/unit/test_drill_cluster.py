@@ -81,3 +81,79 @@ def test_an_unknown_provider_is_refused_before_anything_is_made():
     host = Cluster(name="h", provider="kind", kubeconfig=Path("/nonexistent"), context=None, node_access=True)
     with pytest.raises(ValueError, match="expected one of secretbox, aescbc"):
         DrillCluster(host, "h-enc", "kms")
+
+
+# --- what a forged ledger entry or a taken name can make it do ----------------------------------
+
+class FakeKind:
+    """Stands in for KindProvider: which clusters exist, and what was deleted."""
+    existing: set[str] = set()
+    deleted: list[str] = []
+
+    def __init__(self, config=None, name=None, **kwargs):
+        self.name = name
+
+    def exists(self):
+        return self.name in FakeKind.existing
+
+    def delete(self):
+        FakeKind.deleted.append(self.name)
+        FakeKind.existing.discard(self.name)
+
+
+@pytest.fixture
+def fake_kind(tmp_path, monkeypatch):
+    import harness.providers.kind as kind
+
+    monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("KDRILL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(kind, "KindProvider", FakeKind)
+    FakeKind.existing, FakeKind.deleted = set(), []
+    return FakeKind
+
+
+HOST = Cluster(name="kdrill-ha", provider="kind", kubeconfig=Path("/nonexistent"), context=None, node_access=True)
+
+
+@pytest.mark.parametrize("name", ["kdrill-ha", "kind", "-enc", "kdrill-ha-enc/..", "Kdrill-ha-enc", ""])
+def test_a_ledger_target_naming_another_cluster_is_refused(fake_kind, name):
+    with pytest.raises(ValueError, match="ending in '-enc'"):
+        DrillCluster.from_target(HOST, {"name": name, "provider": "secretbox", "directory": "/tmp/x"})
+
+
+def test_the_key_directory_is_derived_from_the_name_never_read_from_the_ledger(fake_kind, tmp_path):
+    fault = DrillCluster.from_target(HOST, {"name": "kdrill-ha-enc", "provider": "secretbox", "directory": "/"})
+    assert fault.directory == tmp_path / "state" / "clusters" / "kdrill-ha-enc"
+
+
+def test_a_name_already_taken_is_refused_before_anything_is_touched_and_its_cluster_kept(fake_kind, tmp_path,
+                                                                                         monkeypatch):
+    fault = DrillCluster(HOST, "kdrill-ha-enc")
+    fault.directory.mkdir(parents=True)
+    (fault.directory / "theirs").write_text("kept")
+    fake_kind.existing = {"kdrill-ha-enc"}
+    from harness.faults import FaultError
+
+    with pytest.raises(FaultError, match="already exists"):
+        fault.inject()
+    assert (fault.directory / "theirs").read_text() == "kept"
+    # The revert that follows a failed inject deletes only a cluster that mounts its directory.
+    monkeypatch.setattr(DrillCluster, "_ours", lambda self: False)
+    fault.revert()
+    assert fake_kind.deleted == [] and "kdrill-ha-enc" in fake_kind.existing
+
+
+def test_its_own_cluster_is_deleted_with_its_key_directory(fake_kind, monkeypatch):
+    fault = DrillCluster(HOST, "kdrill-ha-enc")
+    fault.directory.mkdir(parents=True)
+    fake_kind.existing = {"kdrill-ha-enc"}
+    monkeypatch.setattr(DrillCluster, "_ours", lambda self: True)
+    fault.revert()
+    fault.verify_reverted()
+    assert fake_kind.deleted == ["kdrill-ha-enc"] and not fault.directory.exists()
+
+
+@pytest.mark.parametrize("bad", ["/tmp/a:b", "/tmp/a\nb"])
+def test_a_directory_docker_cannot_mount_as_given_is_refused(bad):
+    with pytest.raises(ValueError, match="without ':' or control characters"):
+        render_kind_config(Path(bad))
