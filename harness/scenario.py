@@ -479,6 +479,10 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, str):  # every field and name in a scenario is a string
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a string, got {key!r} ({type(key).__name__}; quote it if meant)",
+                key_node.start_mark)
         try:
             duplicate = key in seen
         except TypeError:  # unhashable key: construct_mapping reports it properly
@@ -498,6 +502,11 @@ def _no_alias(self: _StrictLoader, *args: Any) -> Any:
         event = self.peek_event()
         raise yaml.composer.ComposerError(None, None, "anchors and aliases are not allowed in scenario files "
                                           "(they can expand without bound)", event.start_mark)
+    event = self.peek_event()
+    if getattr(event, "tag", None) is not None:
+        # `!!int 010` would read as 8 and `!!bool on` as true again: values are read as written.
+        raise yaml.composer.ComposerError(None, None, f"explicit tags ({event.tag}) are not allowed in scenario "
+                                          "files: write the value itself", event.start_mark)
     return yaml.composer.Composer.compose_node(self, *args)
 
 
@@ -523,6 +532,8 @@ def _parse_yaml(path: Path, text: str) -> Any:
         return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
     except RecursionError:
         raise ScenarioError(path, "<file>", "YAML nested a sane number of levels deep", "nesting too deep") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise ScenarioError(path, "<file>", "numbers of a sane size", str(exc)[:200]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -554,7 +565,7 @@ def _schema_errors(path: Path, data: dict) -> Iterable[_Problem]:
                     yield _Problem(path, where + (prop,), f"{_describe(props.get(prop, {}))} (required)", "nothing")
         elif err.validator == "additionalProperties":
             allowed = ", ".join(err.schema.get("properties", {}))
-            for extra in sorted(k for k in err.instance if k not in err.schema.get("properties", {})):
+            for extra in sorted((k for k in err.instance if k not in err.schema.get("properties", {})), key=str):
                 yield _Problem(path, where + (extra,), f"no such field (allowed: {allowed})", None)
         else:
             yield _Problem(path, where, _expected_text(err), _show(err.instance))

@@ -466,3 +466,16 @@ def test_yaml_1_2_numbers_and_booleans_still_read():
     read = yaml.load("[10, -3, 0, 0.5, 5., .5, 1e3, -2.5e-1, true, False, ~, 2026-11-30]", Loader=_StrictLoader)
     assert read == [10, -3, 0, 0.5, 5.0, 0.5, 1000.0, -0.25, True, False, None, "2026-11-30"]
     assert [type(v) for v in read[:3]] == [int, int, int]
+
+
+@pytest.mark.parametrize("written, got", [
+    ("workload: {replicas: !!int 010}", "explicit tags"),  # would read as octal 8
+    ("workload: {replicas: !!int 3}", "explicit tags"),
+    ("workload: {replicas: " + "9" * 5000 + "}", "digits"),
+    ("workload: {replicas: 3, 1: x}", "a key must be a string, got 1"),
+    ("workload: {replicas: 3, true: x}", "a key must be a string, got True"),
+])
+def test_tags_huge_numbers_and_non_string_keys_are_clear_errors(tmp_path, written, got):
+    text = EXAMPLE.read_text().replace("workload: {replicas: 3}", written)
+    err = load_error(tmp_path, text)
+    assert err.field == "<file>" and got in str(err.got)
