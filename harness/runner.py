@@ -64,26 +64,41 @@ def failing_since(samples, since: float) -> float | None:
     return run_start
 
 
-def guarded_hold(seconds: float, guard: dict | None, samples_since, now=time.time) -> dict | None:
+def guarded_hold(seconds: float, guard: dict | None, samples_since, now=time.time,
+                 quiet_allowance_seconds: float = 5.0) -> dict | None:
     """Hold the fault ``seconds``; with ``guard`` ({probe, max_failing_seconds}), stop early once
-    ``samples_since(t0)`` (the guard probe's samples since the hold began) has been failing
-    without a break for longer than ``max_failing_seconds``. Returns the abort (probe, when the
-    failures began, how long they lasted, when the guard tripped; epoch seconds and seconds) or
-    None when the hold ran its length."""
+    the guard probe (``samples_since(t0)``: its samples since the hold began) has been failing
+    for longer than ``max_failing_seconds``. Failing is any of: its calls fail without a break
+    (``reason`` "failing"); it logs no answer for longer than that plus
+    ``quiet_allowance_seconds`` (a call hung, e.g. on a lookup: "no answer"); its log cannot be
+    read for longer than that ("unreadable": a guard that cannot see stops the fault rather than
+    hold it blind). Returns the abort (probe, reason, when the failure began, how long it
+    lasted, when the guard tripped; epoch seconds and seconds) or None when the hold ran its
+    length."""
     started = now()
     deadline = started + seconds
+    unreadable_since = None
     while (left := deadline - now()) > 0:
         threading.Event().wait(min(GUARD_CHECK_SECONDS, left) if guard else left)
         if not guard:
             continue
+        limit = guard["max_failing_seconds"]
         try:
-            began = failing_since(samples_since(started), started)
-        except Exception as exc:  # an unreadable probe log is no reason to stop or to go on blind
+            samples = [x for x in samples_since(started) if x.t >= started]
+        except Exception as exc:
             log.warning("abort guard could not read probe %s: %s", guard["probe"], exc)
-            continue
-        if began is not None and now() - began > guard["max_failing_seconds"]:
+            unreadable_since = unreadable_since or now()
+            began, reason = unreadable_since, f"unreadable: {type(exc).__name__}: {exc}"[:300]
+        else:
+            unreadable_since = None
+            began, reason = failing_since(samples, started), "failing"
+            if began is None:
+                last = max((x.t for x in samples), default=started)
+                if now() - last > limit + quiet_allowance_seconds:
+                    began, reason = last + quiet_allowance_seconds, "no answer"
+        if began is not None and now() - began > limit:
             tripped = now()
-            return {"probe": guard["probe"], "max_failing_seconds": guard["max_failing_seconds"],
+            return {"probe": guard["probe"], "reason": reason, "max_failing_seconds": limit,
                     "failing_since": began, "failing_seconds": round(tripped - began, 2), "tripped_at": tripped,
                     "held_seconds": round(tripped - started, 2), "hold_seconds_planned": seconds}
     return None
@@ -126,13 +141,15 @@ def run(drill) -> None:
 
         with drill.inject(fault):
             with drill.phase("fault"):
-                aborted = guarded_hold(windows["hold_seconds"], guard, guard_samples)
+                aborted = guarded_hold(windows["hold_seconds"], guard, guard_samples,
+                                       quiet_allowance_seconds=probe.timeout_seconds + 1.0)
             if aborted:
-                drill.say(f"ABORT: probe {aborted['probe']} failing for {aborted['failing_seconds']} s "
+                # In the record before the revert, which may fail its verification and raise.
+                drill.observe("abort", aborted)
+                drill.say(f"ABORT: probe {aborted['probe']} {aborted['reason']} for {aborted['failing_seconds']} s "
                           f"(allowed {aborted['max_failing_seconds']} s): reverting now")
         if aborted:
             aborted["revert_started_at"] = fault.revert_started_at
-            drill.observe("abort", aborted)
         with drill.phase("after"):
             hold(windows["after_seconds"])
         end = time.time()
@@ -158,6 +175,6 @@ def run(drill) -> None:
                              f"({stop - start:.1f} s, {len(measures.in_window(timeline.samples(), start, stop))} samples)")
     if aborted:
         raise DrillAborted(f"aborted after {aborted['held_seconds']} s of the {aborted['hold_seconds_planned']} s hold: "
-                           f"probe {aborted['probe']} failed without a break for {aborted['failing_seconds']} s "
+                           f"probe {aborted['probe']} ({aborted['reason']}) for {aborted['failing_seconds']} s "
                            f"(runner.abort allows {aborted['max_failing_seconds']} s); the fault was reverted then")
     drill.expectations.assert_all()

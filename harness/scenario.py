@@ -719,6 +719,10 @@ def _check_runner(path: Path, data: dict) -> None:
     if guard is not None and guard["probe"] not in probes:
         raise ScenarioError(path, "runner.abort.probe", f"one of runner.probes: {', '.join(probes)}",
                             repr(guard["probe"]))
+    if guard is not None and guard["max_failing_seconds"] >= data["runner"]["windows"]["hold_seconds"]:
+        raise ScenarioError(path, "runner.abort.max_failing_seconds", "fewer seconds than runner.windows."
+                            f"hold_seconds ({data['runner']['windows']['hold_seconds']}): a guard that can trip",
+                            repr(guard["max_failing_seconds"]))
     from harness.measures import measure_kinds
 
     kinds = measure_kinds()

@@ -65,11 +65,35 @@ def test_without_a_guard_the_hold_runs_its_length_and_reads_nothing():
     assert time.time() - started >= 0.3
 
 
-def test_an_unreadable_probe_neither_stops_nor_trips_the_hold():
+def test_a_guard_that_cannot_read_its_probe_stops_the_fault_rather_than_hold_it_blind():
     def unreadable(since):
         raise ConnectionError("API down")
 
-    assert runner.guarded_hold(0.2, {"probe": "p", "max_failing_seconds": 0.05}, unreadable) is None
+    aborted = runner.guarded_hold(5.0, {"probe": "p", "max_failing_seconds": 0.1}, unreadable)
+    assert aborted is not None and aborted["reason"].startswith("unreadable: ConnectionError")
+
+
+def test_a_probe_that_stops_answering_trips_the_guard():
+    # A call hung on a lookup logs nothing until it ends: silence longer than the allowance.
+    def silent(since):
+        return samples((since + 0.01, True))
+
+    aborted = runner.guarded_hold(5.0, {"probe": "p", "max_failing_seconds": 0.1}, silent,
+                                  quiet_allowance_seconds=0.1)
+    assert aborted is not None and aborted["reason"] == "no answer" and aborted["held_seconds"] < 1.0
+
+
+def test_a_short_read_failure_does_not_trip_the_guard():
+    calls = []
+
+    def once_unreadable(since):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("blip")
+        now = time.time()
+        return samples(*[(since + 0.02 * i, True) for i in range(int((now - since) / 0.02) + 1)])
+
+    assert runner.guarded_hold(0.3, {"probe": "p", "max_failing_seconds": 0.2}, once_unreadable) is None
 
 
 def test_the_guard_names_a_declared_probe(tmp_path):
@@ -89,3 +113,8 @@ def test_the_guard_names_a_declared_probe(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_scenario(path)
     assert info.value.field == "runner.abort.max_failing_seconds"
+    data["runner"]["abort"] = {"probe": "by-name", "max_failing_seconds": data["runner"]["windows"]["hold_seconds"]}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(path)
+    assert info.value.field == "runner.abort.max_failing_seconds" and "a guard that can trip" in info.value.expected
