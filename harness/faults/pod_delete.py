@@ -211,7 +211,8 @@ class PodDelete(Fault):
 
     def _gone(self, pod: dict[str, Any]) -> bool:
         """Whether the recorded pod is gone from the API (a pod of the same name with another UID
-        is its replacement) or, unless a StatefulSet owns it, at least terminating."""
+        is its replacement), was never deleted, or, unless a StatefulSet owns it, is at least
+        terminating."""
         try:
             current = self.cluster.core.read_namespaced_pod(pod["name"], self.namespace, _request_timeout=10)
         except ApiException as exc:
@@ -220,7 +221,10 @@ class PodDelete(Fault):
             raise
         if current.metadata.uid != pod["uid"]:
             return True
-        return current.metadata.deletion_timestamp is not None and not str(pod["owner"]).startswith("StatefulSet/")
+        if current.metadata.deletion_timestamp is None:
+            # Never deleted: kdrill stopped between recording it and deleting it. Nothing to wait for.
+            return True
+        return not str(pod["owner"]).startswith("StatefulSet/")
 
     def verify_reverted(self) -> None:
         """Wait until each deleted pod is gone (or terminating) and each owner has its ready
@@ -245,7 +249,9 @@ class PodDelete(Fault):
                     return True  # the namespace went (kdrill recover deletes it after this)
                 raise
 
-        grace = max([p.get("grace_seconds") or 0 for p in self.deleted] + [0])
+        # Capped: the recorded grace is the pod's own terminationGracePeriodSeconds when none was
+        # given, which may be years; the ledger's value is not trusted beyond the parameter's range.
+        grace = min(max([p.get("grace_seconds") or 0 for p in self.deleted] + [0]), MAX_GRACE_PERIOD_SECONDS)
         done = wait_until(restored, READY_DEADLINE_SECONDS + grace, interval_seconds=0.5,
                           description=f"pods deleted from {self.namespace} replaced")
         if not done.ok:

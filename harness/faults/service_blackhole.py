@@ -20,6 +20,7 @@ https://kubernetes.io/docs/concepts/services-networking/service/) and "EndpointS
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 from typing import Any
@@ -31,6 +32,7 @@ from harness.params import Param
 from harness.providers import Cluster
 from harness.workloads import ready_endpoints
 
+log = logging.getLogger("kdrill.faults.service_blackhole")
 BLACKHOLE_LABEL = "kdrill.io/blackhole"
 # A deadline for the verification, not an expectation: the EndpointSlice controller lists the
 # Service's (still running, still ready) pods again once the selector is back, within seconds.
@@ -102,19 +104,26 @@ class ServiceBlackhole(Fault):
                               {"op": "replace", "path": "/spec/selector", "value": self.blackhole_selector}])
 
     def revert(self) -> None:
-        """Put the recorded selector back, whole; a no-op when none was recorded or the Service
-        is gone."""
+        """Put the recorded selector back, whole, only where the black hole is still in place (a
+        JSON-patch ``test`` of it): a selector someone else set meanwhile is not overwritten, and
+        the verification then reports it. A no-op when nothing was recorded or the Service is
+        gone."""
         if self.original_selector is None:
             return  # never read, never patched
+        operations = [{"op": "replace", "path": "/spec/selector", "value": self.original_selector}]
+        if self.blackhole_selector is not None:
+            operations.insert(0, {"op": "test", "path": "/spec/selector", "value": self.blackhole_selector})
         try:
-            self._patch_selector([{"op": "replace", "path": "/spec/selector", "value": self.original_selector}])
+            self._patch_selector(operations)
         except ApiException as exc:
             if exc.status == 404:
                 return  # gone with its namespace: nothing left to restore
             if exc.status != 422:
                 raise
-            # "replace" needs the member to exist: someone removed the selector meanwhile. "add" sets it.
-            self._patch_selector([{"op": "add", "path": "/spec/selector", "value": self.original_selector}])
+            # The test failed (the black hole never applied, or the selector changed since) or
+            # there is no selector: verify_reverted says which, and nothing is overwritten.
+            log.warning("service-blackhole: %s/%s no longer has the black-hole selector; not overwritten",
+                        self.namespace, self.name)
 
     def verify_reverted(self) -> None:
         """Wait until the selector is exactly the recorded one and a ready endpoint is listed;
@@ -124,6 +133,18 @@ class ServiceBlackhole(Fault):
         if self.original_selector is None:
             return
         since = self.reverted_at or time.time()
+        try:
+            current = self.cluster.core.read_namespaced_service(self.name, self.namespace, _request_timeout=10)
+        except ApiException as exc:
+            if exc.status == 404:
+                return  # the namespace went (kdrill recover deletes it after this)
+            raise
+        if dict(current.spec.selector or {}) != self.original_selector:
+            # Not waited for: the revert writes the selector once, so it will not change by itself.
+            raise FaultNotReverted(f"Service {self.namespace}/{self.name} selects {current.spec.selector}, neither "
+                                   f"its original {self.original_selector} nor kdrill's black hole: changed by "
+                                   "someone else meanwhile and left as they set it; put the selector right by hand, "
+                                   "then remove the ledger entry")
 
         def restored() -> bool:
             try:

@@ -232,6 +232,41 @@ def test_pod_delete_round_trips_through_the_ledger_and_reverts_nothing(cluster, 
         PodDelete(cluster, NS, "app=web", grace_period_seconds=301)
 
 
+
+def test_a_pod_recorded_but_never_deleted_verifies_at_once(cluster, pods_api, monkeypatch):
+    """kdrill killed between the ledger checkpoint and the delete: the cluster is as it was, so
+    kdrill recover must not wait for a deletion that never happened."""
+    import harness.faults.pod_delete as module
+
+    monkeypatch.setattr(module, "READY_DEADLINE_SECONDS", 1)
+    api = pods_api(FakePodsApi([_pod("web-a", "uid-a"), _pod("web-b", "uid-b")]))
+    fault = PodDelete.from_target(cluster, {
+        "namespace": NS, "selector": "app=web", "count": 1, "grace_period_seconds": None, "deleted_at": None,
+        "deleted": [{"name": "web-a", "uid": "uid-a", "node": "w", "owner": "Deployment/web", "grace_seconds": 30}],
+        "owners": [{"kind": "Deployment", "name": "web", "ready_before": 2}]})
+    fault.revert()
+    fault.verify_reverted()
+    assert sorted(api.pods) == ["web-a", "web-b"]
+
+
+def test_the_verification_deadline_takes_at_most_the_parameter_range_of_grace(cluster, pods_api, monkeypatch):
+    import harness.faults.pod_delete as module
+
+    waited = []
+
+    def fake_wait(condition, timeout_seconds, **kwargs):
+        waited.append(timeout_seconds)
+        return SimpleNamespace(ok=True, became_true_at=0.0, last_error=None)
+
+    monkeypatch.setattr("harness.expectations.wait_until", fake_wait)
+    pods_api(FakePodsApi([]))
+    fault = PodDelete.from_target(cluster, {
+        "namespace": NS, "selector": "app=web", "deleted_at": 1.0, "owners": [],
+        "deleted": [{"name": "p", "uid": "u", "owner": "Deployment/web", "grace_seconds": 10 ** 9}]})
+    fault.verify_reverted()
+    assert waited == [module.READY_DEADLINE_SECONDS + module.MAX_GRACE_PERIOD_SECONDS]
+
+
 # --- service-blackhole --------------------------------------------------------------------------
 
 class FakeServiceApi:
@@ -290,7 +325,9 @@ def test_the_original_selector_is_in_the_ledger_before_the_patch_and_comes_back_
         assert set(patch[1]["value"]) == {"app", BLACKHOLE_LABEL}
         assert api.service.spec.selector == patch[1]["value"]
     revert, _ = api.patches[1]
-    assert revert == [{"op": "replace", "path": "/spec/selector", "value": {"app": "web"}}]
+    # Only over the black hole it set: a selector changed meanwhile is not overwritten.
+    assert revert == [{"op": "test", "path": "/spec/selector", "value": patch[1]["value"]},
+                      {"op": "replace", "path": "/spec/selector", "value": {"app": "web"}}]
     assert api.service.spec.selector == {"app": "web"}  # the added key is gone
     assert fault.revert_verified and ledger.entries() == []
     assert fault.evidence()["original_selector"] == {"app": "web"} and fault.where() == ["service drill-ns/web"]
@@ -313,14 +350,25 @@ def test_what_cannot_be_black_holed_is_refused_before_any_patch(cluster, ledger,
     assert api.patches == [] and ledger.entries() == []
 
 
-def test_the_revert_is_idempotent_and_survives_a_removed_selector(cluster, service_api):
+@pytest.mark.parametrize("now", [None, {"app": "web", "version": "v2"}])
+def test_the_revert_never_overwrites_a_selector_changed_meanwhile(cluster, service_api, now):
     api = service_api(FakeServiceApi(None))
     ServiceBlackhole(cluster, NS, "web").revert()  # nothing recorded: nothing sent
     assert api.patches == []
+    api.service.spec.selector = now  # someone removed or changed the selector after the black hole
     fault = ServiceBlackhole.from_target(cluster, {"namespace": NS, "name": "web", "original_selector": {"app": "web"},
                                                    "blackhole_selector": {"app": "web", BLACKHOLE_LABEL: "1"}})
-    fault.revert()  # someone removed the selector: "replace" is refused, "add" sets it
-    assert [p[0][0]["op"] for p in api.patches] == ["replace", "add"]
+    fault.revert()
+    assert api.service.spec.selector == now
+    with pytest.raises(FaultNotReverted, match="changed by someone else"):
+        fault.verify_reverted()
+
+
+def test_the_revert_is_idempotent(cluster, service_api):
+    api = service_api(FakeServiceApi({"app": "web"}))
+    fault = ServiceBlackhole.from_target(cluster, {"namespace": NS, "name": "web", "original_selector": {"app": "web"},
+                                                   "blackhole_selector": {"app": "web", BLACKHOLE_LABEL: "1"}})
+    fault.revert()
     fault.revert()
     fault.verify_reverted()
     assert api.service.spec.selector == {"app": "web"}
@@ -332,7 +380,7 @@ def test_verify_fails_while_the_selector_is_not_the_original(cluster, service_ap
     monkeypatch.setattr(module, "ENDPOINTS_DEADLINE_SECONDS", 0.3)
     service_api(FakeServiceApi({"app": "web", "extra": "x"}))
     fault = ServiceBlackhole(cluster, NS, "web", original_selector={"app": "web"})
-    with pytest.raises(FaultNotReverted, match="not back to selector"):
+    with pytest.raises(FaultNotReverted, match="changed by someone else"):
         fault.verify_reverted()
 
 
