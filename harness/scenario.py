@@ -635,6 +635,9 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+BOOL_UNITS = ("bool", "flag")  # the units of a yes/no measurement; every other unit is a number
+
+
 def _check_rules(path: Path, data: dict) -> None:
     """Rules JSON Schema cannot express: unique names, bool bounds only with ==."""
     for list_name in ("expectations", "cases"):
@@ -671,6 +674,11 @@ def _check_rules(path: Path, data: dict) -> None:
             if isinstance(bound["value"], bool) and bound["op"] != "==":
                 raise ScenarioError(path, f"{where}[{i}].bound.value",
                                     "a number (true/false is only allowed with op '==')", repr(bound["value"]))
+            if isinstance(bound["value"], bool) != (item["unit"] in BOOL_UNITS):
+                # A ratio can never equal true: the expectation could never pass (or never fail).
+                expected = ("true or false (its unit is " if item["unit"] in BOOL_UNITS else "a number (its unit is ")
+                raise ScenarioError(path, f"{where}[{i}].bound.value", f"{expected}{item['unit']!r})",
+                                    repr(bound["value"]))
             if where != "expectations" and item["name"] in common:
                 raise ScenarioError(path, f"{where}[{i}].name",
                                     f"a name not used by the scenario's own expectations "

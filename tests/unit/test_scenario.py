@@ -479,3 +479,11 @@ def test_tags_huge_numbers_and_non_string_keys_are_clear_errors(tmp_path, writte
     text = EXAMPLE.read_text().replace("workload: {replicas: 3}", written)
     err = load_error(tmp_path, text)
     assert err.field == "<file>" and got in str(err.got)
+
+
+def test_a_bound_must_fit_its_unit(tmp_path):
+    data = example_data()
+    numeric = next(e for e in data["expectations"] if e["unit"] not in ("bool", "flag"))
+    numeric["bound"] = {"op": "==", "value": True}
+    err = load_error(tmp_path, data)
+    assert err.field.endswith(".bound.value") and "a number (its unit is" in err.expected
