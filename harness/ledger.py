@@ -25,11 +25,16 @@ from harness.files import fsync_dir, write_text_atomic
 _KIND = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 
-def default_ledger_dir() -> Path:
-    """``$KDRILL_STATE_DIR/ledger`` if that variable is set, else ``~/.local/state/kdrill/ledger``."""
+def state_dir() -> Path:
+    """kdrill's state directory: ``$KDRILL_STATE_DIR`` if set, else ``~/.local/state/kdrill``
+    (the ledger, the signing key, drill clusters' keys)."""
     state = os.environ.get("KDRILL_STATE_DIR")
-    base = Path(state) if state else Path.home() / ".local" / "state" / "kdrill"
-    return base / "ledger"
+    return Path(state) if state else Path.home() / ".local" / "state" / "kdrill"
+
+
+def default_ledger_dir() -> Path:
+    """``<state dir>/ledger`` (:func:`state_dir`)."""
+    return state_dir() / "ledger"
 
 
 def write_json_atomic(path: Path, data: Any, mode: int = 0o644) -> Path:

@@ -156,9 +156,9 @@ def normalise_fingerprint(text: str) -> str:
 
 def default_key_path() -> Path:
     """``$KDRILL_STATE_DIR/signing-key.pem``, else ``~/.local/state/kdrill/signing-key.pem``."""
-    state = os.environ.get("KDRILL_STATE_DIR")
-    base = Path(state) if state else Path.home() / ".local" / "state" / "kdrill"
-    return base / KEY_FILE_NAME
+    from harness.ledger import state_dir
+
+    return state_dir() / KEY_FILE_NAME
 
 
 def load_signing_key() -> Ed25519PrivateKey:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import secrets
 import shutil
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 import yaml
 
 from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.ledger import state_dir
 from harness.providers import Cluster
 
 log = logging.getLogger("kdrill.faults.drill_cluster")
@@ -43,12 +43,6 @@ KEY_NAME = "kdrill-key1"
 # `kind create cluster` of one node took 26 s here, with kdrill-ha running beside it; the health
 # wait is the provider's (every node Ready, every kube-system pod running).
 CREATE_WAIT_SECONDS = 300
-
-
-def state_dir() -> Path:
-    """``$KDRILL_STATE_DIR`` if set, else ``~/.local/state/kdrill`` (as the ledger's)."""
-    state = os.environ.get("KDRILL_STATE_DIR")
-    return Path(state) if state else Path.home() / ".local" / "state" / "kdrill"
 
 
 NAME_SUFFIX = "-enc"  # every cluster of this kind is called <session cluster>-enc: nothing else is deleted
@@ -143,17 +137,11 @@ class DrillCluster(Fault):
                 "create_seconds": None if self.create_seconds is None else round(self.create_seconds, 1)}
 
     def _ours(self) -> bool:
-        """Whether kind cluster :attr:`name` is the one this fault made: its node container mounts
+        """Whether kind cluster :attr:`name` is the one this fault made: its node mounts
         :attr:`directory` (a cluster of that name made otherwise is never deleted here)."""
-        import json
-        import subprocess
+        from harness.providers.kind import KindProvider
 
-        inspect = subprocess.run(["docker", "inspect", "--format", "{{json .Mounts}}", f"{self.name}-control-plane"],
-                                 capture_output=True, text=True, timeout=30)
-        if inspect.returncode != 0:
-            return False
-        ours = {str(self.directory), str(self.directory.resolve())}
-        return any(m.get("Source") in ours for m in json.loads(inspect.stdout or "[]") or [])
+        return bool({str(self.directory), str(self.directory.resolve())} & KindProvider(name=self.name).host_mounts())
 
     def inject(self) -> None:
         from harness.providers.kind import KindProvider

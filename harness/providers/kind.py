@@ -126,6 +126,19 @@ class KindProvider:
         if beside:
             subprocess.run(["docker", "rm", "-f", *beside], capture_output=True)
 
+    def host_mounts(self) -> set[str]:
+        """The host paths mounted into the cluster's node containers (kind's ``extraMounts``);
+        empty when there is no node container."""
+        import json
+
+        sources: set[str] = set()
+        for node in self._run("get", "nodes", "--name", self.name, check=False).stdout.split():
+            inspect = subprocess.run(["docker", "inspect", "--format", "{{json .Mounts}}", node],
+                                     capture_output=True, text=True, timeout=30)
+            if inspect.returncode == 0:
+                sources |= {m.get("Source") for m in json.loads(inspect.stdout or "[]") or []}
+        return sources
+
     def export_logs(self, directory: Path) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         self._run("export", "logs", str(directory), "--name", self.name, timeout_seconds=600, check=False)

@@ -48,6 +48,19 @@ def scenario_copy(tmp_path: Path, name: str, edit) -> Path:
     return directory
 
 
+def run_edited(cluster, tmp_path: Path, scenario: str, edit, run_id: str, timeout_seconds: float) -> tuple[int, dict, Path]:
+    """``kdrill run`` of a copy of ``scenario`` changed by ``edit(dict)``, with a private ledger;
+    returns its exit code, the drill's record and the run's evidence directory."""
+    env = {**os.environ, "KDRILL_STATE_DIR": str(tmp_path / "state")}
+    reports = tmp_path / "reports"
+    run = kdrill("--reports", str(reports), "run", scenario, "--cluster-name", cluster.name,
+                 "--scenarios-dir", str(scenario_copy(tmp_path, scenario, edit)),
+                 "--run-id", run_id, env=env, log=tmp_path / "run.log")
+    code = run.wait(timeout=timeout_seconds)
+    record = json.loads((reports / run_id / f"{scenario}.json").read_text())
+    return code, record, reports / run_id
+
+
 # Every drill, killed while its fault is in force: (scenario, case, the fault kind to wait for, and
 # which of its entries: the DNS drill's drill-zone step comes before its saturation).
 SIGKILLED = [
@@ -159,13 +172,8 @@ def test_failed_expectation_still_reverts_the_fault(kdrill_cluster, tmp_path):
             if expectation["name"] == "follower_down_write_success_ratio":
                 expectation["bound"] = {"op": ">=", "value": 1.01}
 
-    env = {**os.environ, "KDRILL_STATE_DIR": str(tmp_path / "state")}
-    reports = tmp_path / "reports"
-    run = kdrill("--reports", str(reports), "run", "etcd-member-loss", "--cluster-name", kdrill_cluster.name,
-                 "--scenarios-dir", str(scenario_copy(tmp_path, "etcd-member-loss", impossible)),
-                 "--run-id", "forced-failure", env=env, log=tmp_path / "run.log")
-    assert run.wait(timeout=900) == 1, tail(tmp_path / "run.log")
-    record = json.loads((reports / "forced-failure" / "etcd-member-loss.json").read_text())
+    code, record, run_dir = run_edited(kdrill_cluster, tmp_path, "etcd-member-loss", impossible, "forced-failure", 900)
+    assert code == 1, tail(tmp_path / "run.log")
     assert record["verdict"] == "failed", (record["errors"], tail(tmp_path / "run.log"))
     failed = [e["name"] for e in record["expectations"] if e["verdict"] != "passed"]
     assert failed == ["follower_down_write_success_ratio"], failed
@@ -175,14 +183,14 @@ def test_failed_expectation_still_reverts_the_fault(kdrill_cluster, tmp_path):
     import xml.etree.ElementTree as ET
 
     properties = {p.get("name"): p.get("value")
-                  for p in ET.parse(reports / "forced-failure" / "junit.xml").iter("property")}
+                  for p in ET.parse(run_dir / "junit.xml").iter("property")}
     assert properties["follower_down_write_success_ratio.bound"] == ">= 1.01", properties
     assert properties["follower_down_write_success_ratio.verdict"] == "failed"
     assert float(properties["leader_election_seconds.measured"]) > 0
     assert properties["kdrill.verdict"] == "failed"
-    metrics = (reports / "forced-failure" / "metrics.openmetrics.txt").read_text()
+    metrics = (run_dir / "metrics.openmetrics.txt").read_text()
     assert 'kdrill_expectation_passed{case="",drill="etcd-member-loss",expectation="follower_down_write_success_ratio"' in metrics
-    allure = reports / "forced-failure" / "allure-results"
+    allure = run_dir / "allure-results"
     assert "kubernetes.version=" in (allure / "environment.properties").read_text()
     assert (allure / "categories.json").is_file()
     assert Ledger(tmp_path / "state" / "ledger").entries() == []
@@ -203,13 +211,8 @@ def test_the_abort_guard_reverts_the_fault_once_its_probe_fails_for_too_long(kdr
         data["runner"]["windows"]["hold_seconds"] = GUARD_HOLD_SECONDS
         data["runner"]["abort"] = {"probe": "by-clusterip", "max_failing_seconds": GUARD_MAX_FAILING_SECONDS}
 
-    env = {**os.environ, "KDRILL_STATE_DIR": str(tmp_path / "state")}
-    reports = tmp_path / "reports"
-    run = kdrill("--reports", str(reports), "run", "service-without-endpoints", "--cluster-name", kdrill_cluster.name,
-                 "--scenarios-dir", str(scenario_copy(tmp_path, "service-without-endpoints", guarded)),
-                 "--run-id", "guarded", env=env, log=tmp_path / "run.log")
-    assert run.wait(timeout=600) == 1, tail(tmp_path / "run.log")
-    record = json.loads((reports / "guarded" / "service-without-endpoints.json").read_text())
+    code, record, _ = run_edited(kdrill_cluster, tmp_path, "service-without-endpoints", guarded, "guarded", 600)
+    assert code == 1, tail(tmp_path / "run.log")
     assert record["verdict"] == "error", (record["verdict"], record["errors"])
     assert any("aborted" in e and "by-clusterip" in e for e in record["errors"]), record["errors"]
     abort = record["observations"]["abort"]
