@@ -10,6 +10,8 @@ window holds nothing to measure (the expectation is then an error, never a pass)
 - ``success_ratio``: successful samples / samples (ratio);
 - ``first_failure_seconds``: from the window's start to its first failed sample (seconds; None
   when none failed);
+- ``first_success_seconds``: from the window's start to its first successful sample (seconds;
+  None when none succeeded): how long until a state was reached, e.g. a condition was set;
 - ``recovery_seconds``: from the window's start to the first successful sample after which every
   sample of the window succeeded (seconds; None when the window ends failing);
 - ``longest_failure_seconds``: the longest run of consecutive failed samples, from its first
@@ -41,6 +43,11 @@ def success_ratio(samples: list[Sample], start: float, end: float) -> float | No
 def first_failure_seconds(samples: list[Sample], start: float, end: float) -> float | None:
     failed = next((s for s in in_window(samples, start, end) if not s.ok), None)
     return failed.t - start if failed else None
+
+
+def first_success_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    reached = next((s for s in in_window(samples, start, end) if s.ok), None)
+    return reached.t - start if reached else None
 
 
 def recovery_seconds(samples: list[Sample], start: float, end: float) -> float | None:

@@ -17,6 +17,15 @@ from harness.history import list_runs
 from harness.scenario import Scenario
 
 
+
+def _ref_text(kind: str, name: str, namespace: str | None) -> str:
+    """An object as the plan names it; placeholders stay as written ($(namespace): the drill's)."""
+    from harness.kube_objects import KINDS
+
+    if kind in KINDS and KINDS[kind].namespaced:
+        return f"{kind} {namespace or '$(namespace)'}/{name}"
+    return f"{kind} {name}"
+
 def past_durations(reports: Path) -> dict[str, tuple[float, str]]:
     """``drill`` or ``drill[case]`` -> (seconds, run id) from the newest intact run that has it."""
     from harness.report import scan_records
@@ -68,6 +77,12 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"  windows    {', '.join(f'{k} {v}' for k, v in windows.items()) or 'none declared'}",
                 f"  access     {'node containers (kind) and the API' if s.needs_node_access else 'the API only'}; "
                 f"cluster config {s.cluster_config}",
+                *([f"  creates    {', '.join(_ref_text(m['kind'], m['metadata']['name'], m['metadata'].get('namespace')) for m in s.workload['manifests'])}"
+                   " (through the ledger; deleted newest first after the drill)"]
+                  if s.workload.get("manifests") else []),
+                *([f"  action     {a['window']} +{a['after_seconds']} s: delete "
+                   f"{_ref_text(a['delete']['kind'], a['delete']['name'], a['delete'].get('namespace'))}"
+                   for a in (s.runner or {}).get("actions") or []]),
                 *([f"  abort      when probe {s.runner['abort']['probe']} fails without a break for more than "
                    f"{s.runner['abort']['max_failing_seconds']} s (the fault is reverted at once)"]
                   if s.runner is not None and s.runner.get("abort") else []),

@@ -3,9 +3,12 @@
 The path a drill takes, in named, timed phases:
 
 1. ``setup``: a fresh namespace (in the ledger), the built-in HTTP server as Deployment and
-   Service ``web`` (``workload.replicas``, default 2), and the declared probes: one in-cluster
-   probe pod on the last worker calls the Service by name and/or ClusterIP; proven healthy
-   (every target answered) before the fault, or the drill stops with an error.
+   Service ``web`` (``workload.replicas``, default 2), the scenario's own objects
+   (``workload.manifests``: created in order through the ledger, kind ``drill-objects``, and
+   waited on until they serve), and the declared probes: one in-cluster probe pod on the last
+   worker calls the Service by name and/or ClusterIP, proven healthy (every target answered)
+   before the fault, or the drill stops with an error; ``object-state`` probes read one object
+   each from this machine (harness/probes/object_state.py).
 2. ``baseline``: ``runner.windows.baseline_seconds`` of probing with nothing broken.
 3. ``fault``: the scenario's fault, built by its ``for_scenario(cluster, namespace, params)``,
    injected through the ledger, held ``hold_seconds``, then reverted and verified.
@@ -13,7 +16,11 @@ The path a drill takes, in named, timed phases:
    probe has failed without a break for longer than allowed, the fault is reverted at once and
    the abort recorded (``observations.abort``); the drill's expectations are still measured and
    its verdict is error.
-4. ``after``: ``after_seconds`` of probing with the fault reverted.
+   ``runner.actions`` of the ``fault`` window (a deletion of a declared object) run at their
+   time from the injection, in timer threads; what each did is recorded
+   (``observations.actions``), and one that could not run makes the drill an error.
+4. ``after``: ``after_seconds`` of probing with the fault reverted (and its actions). The
+   declared objects are deleted, newest first, before the namespace.
 5. Each expectation's ``measure`` is computed by harness/measures.py over its probe's samples in
    its window; the vital signs are watched around all of it by the plugin, as for any drill.
 
@@ -27,12 +34,17 @@ import threading
 import time
 from typing import Any
 
-from harness import measures
+from contextlib import ExitStack
+
+from harness import kube_objects, measures
 from harness.expectations import wait_until
-from harness.faults import FaultError, fault_class
+from harness.faults import FaultError, fault_class, injected
+from harness.faults.drill_objects import DrillObjects
+from harness.kube_objects import Ref
 from harness.probes.incluster import InClusterProbe, service_targets
+from harness.probes.object_state import ObjectStateProbe
 from harness.timeline import Timeline
-from harness.workloads import deploy_http_server
+from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
 APP = "web"
 log = logging.getLogger("kdrill.runner")
@@ -40,6 +52,9 @@ log = logging.getLogger("kdrill.runner")
 
 # How often the abort guard reads its probe's log during the hold (one API read each time).
 GUARD_CHECK_SECONDS = 1.0
+# A deadline for the declared objects to serve (replicas ready, an APIService Available), not a
+# measurement: the time they took is recorded (observations.objects.ready_seconds).
+OBJECTS_READY_DEADLINE_SECONDS = 180
 
 
 class DrillAborted(RuntimeError):
@@ -104,6 +119,92 @@ def guarded_hold(seconds: float, guard: dict | None, samples_since, now=time.tim
     return None
 
 
+def until_serving(cluster, ref: Ref) -> float:
+    """Wait until ``ref`` serves (:func:`kube_objects.not_ready_reason`); returns how long that
+    took (seconds). Raises AssertionError naming why after OBJECTS_READY_DEADLINE_SECONDS."""
+    waited = wait_until(lambda: kube_objects.not_ready_reason(kube_objects.read(cluster, ref)) is None,
+                        OBJECTS_READY_DEADLINE_SECONDS, interval_seconds=0.5, description=f"{ref} serving")
+    if not waited.ok:
+        try:
+            why = kube_objects.not_ready_reason(kube_objects.read(cluster, ref))
+        except Exception as exc:  # the reason is for the message only
+            why = f"{type(exc).__name__}: {exc}"
+        raise AssertionError(f"{ref} did not serve within {OBJECTS_READY_DEADLINE_SECONDS} s: {why}")
+    return round(waited.elapsed_seconds, 2)
+
+
+def placeholder_values(namespace: str) -> dict[str, str]:
+    """What ``$(name)`` means in a scenario's manifests, probe objects and actions."""
+    return {"namespace": namespace, "toolbox_image": TOOLBOX_IMAGE, "toolbox_pull_policy": TOOLBOX_PULL_POLICY}
+
+
+def declared_manifests(manifests: list[dict], namespace: str) -> list[dict]:
+    """``workload.manifests`` ready to create: placeholders expanded, a namespaced object without
+    ``metadata.namespace`` put in the drill's ``namespace``."""
+    result = []
+    for manifest in kube_objects.expand(manifests, placeholder_values(namespace)):
+        if kube_objects.kind_of(manifest["kind"]).namespaced:
+            manifest["metadata"].setdefault("namespace", namespace)
+        result.append(manifest)
+    return result
+
+
+def object_ref(spec: dict, namespace: str) -> Ref:
+    """A probe's ``object`` or an action's target as a :class:`Ref` (placeholders expanded, the
+    drill's ``namespace`` by default for a namespaced kind)."""
+    spec = kube_objects.expand(spec, placeholder_values(namespace))
+    namespaced = kube_objects.kind_of(spec["kind"]).namespaced
+    return Ref(spec["kind"], spec["name"], (spec.get("namespace") or namespace) if namespaced else None)
+
+
+class Actions:
+    """The scenario's actions for one window, each run once at ``after_seconds`` from the
+    window's start in a timer thread; :meth:`finish` cancels those that did not run (the window
+    ended early, e.g. on an abort) and returns what happened to each, for the evidence."""
+
+    def __init__(self, drill, specs: list[dict], window: str) -> None:
+        self.drill, self.results = drill, []
+        self.specs = [a for a in specs if a["window"] == window]
+        self._timers: list[threading.Timer] = []
+        self._lock = threading.Lock()
+
+    def start(self, window_started_at: float) -> "Actions":
+        for spec in self.specs:
+            delay = max(0.0, window_started_at + float(spec["after_seconds"]) - time.time())
+            timer = threading.Timer(delay, self._run, args=(spec, window_started_at))
+            timer.daemon = True
+            self._timers.append(timer)
+            timer.start()
+        return self
+
+    def _run(self, spec: dict, window_started_at: float) -> None:
+        ref = object_ref(spec["delete"], self.drill.namespace)
+        at = time.time()
+        try:
+            existed = kube_objects.delete(self.drill.cluster, ref)
+            result = {"ok": True, "detail": f"delete {ref}: accepted" if existed else f"delete {ref}: already gone"}
+        except Exception as exc:  # recorded; the drill errors after its measures (see run)
+            result = {"ok": False, "detail": f"delete {ref}: {type(exc).__name__}: {exc}"[:300]}
+        self.drill.say(f"action {spec['name']}: {result['detail']}")
+        with self._lock:
+            self.results.append({"name": spec["name"], "window": spec["window"], "at": at,
+                                 "seconds_into_window": round(at - window_started_at, 2), **result})
+
+    def finish(self) -> list[dict]:
+        for timer, spec in zip(self._timers, self.specs):
+            timer.cancel()
+            timer.join(timeout=REQUEST_JOIN_SECONDS)
+            with self._lock:
+                if not any(r["name"] == spec["name"] for r in self.results):
+                    self.results.append({"name": spec["name"], "window": spec["window"], "at": None, "ok": False,
+                                         "detail": "not run: the window ended before its time"})
+        return list(self.results)
+
+
+# How long an action's timer may still be running its API call when its window ends.
+REQUEST_JOIN_SECONDS = kube_objects.REQUEST_TIMEOUT_SECONDS + 5
+
+
 def run(drill) -> None:
     """Run ``drill.scenario`` (data-only) through ``drill``. Raises what the drill's steps raise
     (after reverting), and ExpectationFailed when an expectation does not hold."""
@@ -115,18 +216,31 @@ def run(drill) -> None:
         raise FaultError(f"fault {scenario.fault_kind} cannot be built from a data-only scenario "
                          "(it has no for_scenario); it needs a drill file")
     replicas = int(drill.workload.get("replicas", 2))
-    wanted = {p["name"]: p["target"] for p in spec["probes"]}
-    probe = None
+    wanted = {p["name"]: p["target"] for p in spec["probes"] if p["kind"] == "incluster-http"}
+    probe, object_probes = None, []
+    actions = {w: Actions(drill, spec.get("actions") or [], w) for w in ("fault", "after")}
+    stack = ExitStack()
     try:
         with drill.phase("setup"):
             drill.fresh_namespace()
             deploy_http_server(cluster, ns, APP, replicas)
+            if drill.workload.get("manifests"):
+                # In the ledger before the first is created; deleted newest first when the stack closes.
+                serving: dict[str, float] = {}
+                objects = DrillObjects(cluster, declared_manifests(drill.workload["manifests"], ns),
+                                       until_serving=lambda ref: serving.update({str(ref): until_serving(cluster, ref)}))
+                drill.observe("objects", {"created": [str(Ref.of(m)) for m in objects.manifests],
+                                          "serving_seconds": serving})
+                stack.enter_context(injected(objects, drill.ledger, drill=drill.name))
             targets = service_targets(cluster, ns, APP, f"app={APP}")
             total = sum(windows.values()) + 300  # the probe pod stops by itself after this
             probe = InClusterProbe(cluster, ns, "runner-probe", {name: targets[t] for name, t in wanted.items()},
                                    interval_seconds=drill.interval_seconds, duration_seconds=total,
                                    node=(drill.topology.workers or [None])[-1]).start()
-            # Steady state: every target has answered before anything is broken.
+            object_probes = [ObjectStateProbe(p["name"], cluster, object_ref(p["object"], ns), p["ok_when"],
+                                              interval_seconds=drill.interval_seconds, max_seconds=total).start()
+                             for p in spec["probes"] if p["kind"] == "object-state"]
+            # Steady state: every HTTP target has answered before anything is broken.
             healthy = wait_until(lambda: set(wanted) <= {r["target"] for r in probe.results() if r.get("ok")}, 60,
                                  interval_seconds=1.0, description="every probe target answered")
             assert healthy.ok, f"the probes never all succeeded before the fault: {healthy.last_error}"
@@ -141,8 +255,12 @@ def run(drill) -> None:
 
         with drill.inject(fault):
             with drill.phase("fault"):
-                aborted = guarded_hold(windows["hold_seconds"], guard, guard_samples,
-                                       quiet_allowance_seconds=probe.timeout_seconds + 1.0)
+                actions["fault"].start(fault.injected_at)
+                try:
+                    aborted = guarded_hold(windows["hold_seconds"], guard, guard_samples,
+                                           quiet_allowance_seconds=probe.timeout_seconds + 1.0)
+                finally:
+                    actions["fault"].finish()
             if aborted:
                 # In the record before the revert, which may fail its verification and raise.
                 drill.observe("abort", aborted)
@@ -151,13 +269,24 @@ def run(drill) -> None:
         if aborted:
             aborted["revert_started_at"] = fault.revert_started_at
         with drill.phase("after"):
-            hold(windows["after_seconds"])
+            actions["after"].start(fault.reverted_at or time.time())
+            try:
+                hold(windows["after_seconds"])
+            finally:
+                actions["after"].finish()
         end = time.time()
     finally:
         timelines = probe.timelines() if probe is not None and probe.started else {}
+        timelines.update({p.name: p.stop() for p in object_probes})
         drill.add_timelines(timelines)
-        if probe is not None:
-            probe.delete()
+        done = actions["fault"].results + actions["after"].results
+        if done:
+            drill.observe("actions", done)
+        try:
+            if probe is not None:
+                probe.delete()
+        finally:
+            stack.close()  # the declared objects go before the namespace (an APIService first)
     bounds = {"baseline": (baseline_start, fault.injected_at),
               "fault": (fault.injected_at, fault.revert_started_at),
               "after": (fault.reverted_at, end)}
@@ -173,6 +302,10 @@ def run(drill) -> None:
         drill.measure(expectation.name, value,
                       detail=f"{how['kind']} of probe {how['probe']} over the {how['window']} window "
                              f"({stop - start:.1f} s, {len(measures.in_window(timeline.samples(), start, stop))} samples)")
+    failed_actions = [a for a in actions["fault"].results + actions["after"].results if not a["ok"]]
+    if failed_actions:
+        raise RuntimeError("action(s) did not run as declared, so the measures above do not show what the "
+                           "scenario claims: " + "; ".join(f"{a['name']}: {a['detail']}" for a in failed_actions))
     if aborted:
         raise DrillAborted(f"aborted after {aborted['held_seconds']} s of the {aborted['hold_seconds_planned']} s hold: "
                            f"probe {aborted['probe']} ({aborted['reason']}) for {aborted['failing_seconds']} s "

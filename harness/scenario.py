@@ -38,7 +38,8 @@ MAX_NAME_LENGTH = 50
 RUNNER_DRILL = "drills/test_data_scenarios.py"
 RUNNER_WINDOWS = ("baseline", "fault", "after")
 # The unit each of kdrill's own measures gives (a plug-in's is the scenario's to say).
-MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "recovery_seconds": "seconds",
+MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "first_success_seconds": "seconds",
+                 "recovery_seconds": "seconds",
                  "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds"}
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
@@ -90,6 +91,23 @@ _EXPECTATION: dict[str, Any] = {
     },
 }
 
+PROBE_KINDS = ("incluster-http", "object-state")
+_OBJECT_REF = {
+    "type": "object", "additionalProperties": False, "required": ["kind", "name"],
+    "properties": {"kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
+                   "name": {"type": "string", "minLength": 1, "maxLength": 253},
+                   "namespace": {"type": "string", "minLength": 1, "maxLength": 63}},
+    "x-expected": "an object: {kind, name, namespace (for a namespaced kind; default: the drill's)}",
+}
+_MANIFEST = {
+    "type": "object", "required": ["apiVersion", "kind", "metadata"],
+    "properties": {"apiVersion": {"type": "string", "minLength": 1}, "kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
+                   "metadata": {"type": "object", "required": ["name"],
+                                "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 253},
+                                               "namespace": {"type": "string", "minLength": 1, "maxLength": 63}}}},
+    "x-expected": "a Kubernetes manifest: {apiVersion, kind, metadata: {name}, ...}",
+}
+
 SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "title": "kdrill scenario",
@@ -139,7 +157,10 @@ SCHEMA: dict[str, Any] = {
             "replicas": {"type": "integer", "minimum": 1, "maximum": 20,
                          "x-expected": "a whole number of pods from 1 to 20"},
             "node_port": {"type": "integer", "minimum": 30000, "maximum": 32767,
-                          "x-expected": "a NodePort from 30000 to 32767 that the cluster config maps to 127.0.0.1"}},
+                          "x-expected": "a NodePort from 30000 to 32767 that the cluster config maps to 127.0.0.1"},
+            # Data-only scenarios: objects created (in order, through the ledger) before the
+            # probes start, deleted newest first after the fault (harness/faults/drill_objects.py).
+            "manifests": {"type": "array", "minItems": 1, "maxItems": 50, "items": _MANIFEST}},
             "x-expected": "a mapping"},
         # A scenario with no `drill` file is run by harness/runner.py from this.
         "runner": {
@@ -155,12 +176,37 @@ SCHEMA: dict[str, Any] = {
                 "probes": {
                     "type": "array", "minItems": 1,
                     "items": {
-                        "type": "object", "additionalProperties": False, "required": ["name", "kind", "target"],
+                        "type": "object", "additionalProperties": False, "required": ["name", "kind"],
                         "properties": {
                             "name": {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 40,
                                      "x-expected": "lowercase letters, digits and '-', at most 40 characters"},
-                            "kind": {"enum": ["incluster-http"]},
+                            "kind": {"enum": list(PROBE_KINDS)},
+                            # incluster-http: the built-in HTTP server's Service, by name or ClusterIP
                             "target": {"enum": ["name", "clusterip"]},
+                            # object-state: one object read from this machine; ok when in this state
+                            "object": _OBJECT_REF,
+                            "ok_when": {"anyOf": [{"enum": ["absent", "present"]}, {
+                                "type": "object", "additionalProperties": False, "required": ["condition", "status"],
+                                "properties": {"condition": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9]*$"},
+                                               "status": {"enum": ["True", "False", "Unknown"]}}}],
+                                "x-expected": "absent, present, or {condition: TYPE, status: \"True\"|\"False\"|\"Unknown\"}"},
+                        },
+                    },
+                },
+                # What the runner does to the cluster during a window besides the fault, e.g. a
+                # namespace deletion the fault should block. Only objects of workload.manifests.
+                "actions": {
+                    "type": "array", "maxItems": 20,
+                    "items": {
+                        "type": "object", "additionalProperties": False,
+                        "required": ["name", "window", "after_seconds", "delete"],
+                        "properties": {
+                            "name": {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 40,
+                                     "x-expected": "lowercase letters, digits and '-', at most 40 characters"},
+                            "window": {"enum": ["fault", "after"]},
+                            "after_seconds": {"type": "number", "minimum": 0, "maximum": 600,
+                                              "x-expected": "seconds from the window's start, 0 to 600"},
+                            "delete": _OBJECT_REF,
                         },
                     },
                 },
@@ -709,12 +755,16 @@ def _check_runner(path: Path, data: dict) -> None:
     lists += [(f"cases[{c}].expectations", case.get("expectations") or [])
               for c, case in enumerate(data.get("cases", []))]
     if "runner" not in data:
+        if "manifests" in (data.get("workload") or {}):
+            raise ScenarioError(path, "workload.manifests", "no manifests: they are for data-only scenarios "
+                                "(the runner creates them); the drill file makes its own objects", "manifests")
         for where, items in lists:
             for i, item in enumerate(items):
                 if "measure" in item:
                     raise ScenarioError(path, f"{where}[{i}].measure", "no measure: the drill file measures "
                                         "(measure is for data-only scenarios)", repr(item["measure"]))
         return
+    _check_objects(path, data)
     replicas = (data.get("workload") or {}).get("replicas", 2)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 20:
         raise ScenarioError(path, "workload.replicas", "a whole number of pods from 1 to 20 for the runner's "
@@ -749,6 +799,72 @@ def _check_runner(path: Path, data: dict) -> None:
             if item["measure"]["probe"] not in probes:
                 raise ScenarioError(path, f"{where}[{i}].measure.probe", f"one of runner.probes: {', '.join(probes)}",
                                     repr(item["measure"]["probe"]))
+
+
+def _check_objects(path: Path, data: dict) -> None:
+    """The objects a data-only scenario names: kinds the runner knows, known placeholders, each
+    object made once, namespaced ones only in the drill's namespace or one the manifests make,
+    probes with the fields their kind needs, and actions only on objects the manifests make,
+    within their window."""
+    from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, placeholders
+
+    known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
+    kinds = ", ".join(sorted(KINDS))
+
+    def check_kind(field: str, kind: str) -> None:
+        if kind not in KINDS:
+            raise ScenarioError(path, field, f"a kind the runner knows: {kinds}", repr(kind))
+
+    def check_placeholders(field: str, value: Any) -> None:
+        unknown = sorted(placeholders(value) - set(PLACEHOLDER_NAMES))
+        if unknown:
+            raise ScenarioError(path, field, f"placeholders among {known}", ", ".join(f"$({u})" for u in unknown))
+
+    def ref(kind: str, name: str, namespace: str | None) -> tuple:
+        return (kind, name, (namespace or "$(namespace)") if KINDS[kind].namespaced else None)
+
+    made: list[tuple] = []
+    for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
+        field = f"workload.manifests[{i}]"
+        check_kind(f"{field}.kind", manifest["kind"])
+        check_placeholders(field, manifest)
+        if manifest["apiVersion"] != KINDS[manifest["kind"]].api_version:
+            raise ScenarioError(path, f"{field}.apiVersion", f"{KINDS[manifest['kind']].api_version!r} for a "
+                                f"{manifest['kind']}", repr(manifest["apiVersion"]))
+        this = ref(manifest["kind"], manifest["metadata"]["name"], manifest["metadata"].get("namespace"))
+        namespaces = ["$(namespace)"] + [name for kind, name, _ in made if kind == "Namespace"]
+        if this[2] is not None and this[2] not in namespaces:
+            raise ScenarioError(path, f"{field}.metadata.namespace", "the drill's namespace ($(namespace), the "
+                                "default) or a Namespace made by an earlier manifest: "
+                                + ", ".join(namespaces), repr(this[2]))
+        if this in made:
+            raise ScenarioError(path, f"{field}.metadata.name", "an object not made twice", f"{this[0]} {this[1]} again")
+        made.append(this)
+    windows = data["runner"]["windows"]
+    for i, probe in enumerate(data["runner"]["probes"]):
+        field = f"runner.probes[{i}]"
+        needs = {"incluster-http": ("target",), "object-state": ("object", "ok_when")}[probe["kind"]]
+        for key in ("target", "object", "ok_when"):
+            if key in needs and key not in probe:
+                raise ScenarioError(path, f"{field}.{key}", f"a {key} for a {probe['kind']} probe", "nothing")
+            if key not in needs and key in probe:
+                raise ScenarioError(path, f"{field}.{key}", f"no {key}: a {probe['kind']} probe takes "
+                                    + " and ".join(needs), repr(probe[key]))
+        if "object" in probe:
+            check_kind(f"{field}.object.kind", probe["object"]["kind"])
+            check_placeholders(f"{field}.object", probe["object"])
+    for i, action in enumerate(data["runner"].get("actions") or []):
+        field = f"runner.actions[{i}]"
+        target = action["delete"]
+        check_kind(f"{field}.delete.kind", target["kind"])
+        check_placeholders(f"{field}.delete", target)
+        if ref(target["kind"], target["name"], target.get("namespace")) not in made:
+            raise ScenarioError(path, f"{field}.delete", "an object made by workload.manifests (an action never "
+                                "touches what the drill did not make)", f"{target['kind']} {target['name']}")
+        length = windows["hold_seconds" if action["window"] == "fault" else "after_seconds"]
+        if action["after_seconds"] >= length:
+            raise ScenarioError(path, f"{field}.after_seconds", f"fewer seconds than the {action['window']} window "
+                                f"({length} s)", repr(action["after_seconds"]))
 
 
 def _build(path: Path, data: dict) -> Scenario:

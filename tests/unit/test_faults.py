@@ -249,7 +249,7 @@ def test_the_installed_entry_points_are_this_trees():
 def test_every_measure_is_registered_as_a_plug_in():
     from harness import measures
 
-    assert measures.measure_kinds() == sorted(["success_ratio", "first_failure_seconds", "recovery_seconds",
+    assert measures.measure_kinds() == sorted(["success_ratio", "first_failure_seconds", "first_success_seconds", "recovery_seconds",
                                                "longest_failure_seconds", "longest_unanswered_seconds"])
     with pytest.raises(KeyError, match="known: first_failure_seconds"):
         measures.measure_function("p99")

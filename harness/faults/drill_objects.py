@@ -1,0 +1,116 @@
+"""Ledger kind ``drill-objects``: not a failure, but the objects a data-only scenario declares
+(``workload.manifests``), some of them cluster-scoped (an APIService, a webhook configuration,
+a second namespace).
+
+Namespaced objects would go with the drill's namespace; cluster-scoped ones would not, and a
+left-over APIService whose backend is gone breaks every namespace deletion in the cluster. So
+the objects are written to the ledger before any is created, created in order, and deleted
+newest first by the revert, in the runner's ``finally`` and by ``kdrill recover`` after a crash.
+
+kdrill never takes over what it did not make: an object that already exists is refused (the
+drill stops before its fault), and the revert deletes only objects carrying this entry's label
+``kdrill.io/drill-objects=<token>``, so a platform object of the same name is left alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import secrets
+import time
+from typing import Any, Callable
+
+from kubernetes.client.exceptions import ApiException
+
+from harness import kube_objects
+from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.kube_objects import Ref
+from harness.providers import Cluster
+
+OWNER_LABEL = "kdrill.io/drill-objects"
+# Deadlines, not measurements: objects gone after their deletion (a namespace's finalisation on
+# a loaded 2-core machine takes the longest).
+GONE_DEADLINE_SECONDS = 240
+POLL_SECONDS = 1.0
+
+
+class DrillObjects(Fault):
+    """Create ``manifests`` (complete, placeholders expanded, namespaced ones with
+    ``metadata.namespace``) in order, each once the one before serves (``until_serving``); the
+    revert deletes those created, newest first."""
+
+    kind = "drill-objects"
+
+    def __init__(self, cluster: Cluster, manifests: list[dict[str, Any]], token: str | None = None,
+                 created: list[dict[str, Any]] | None = None,
+                 until_serving: Callable[[Ref], None] | None = None) -> None:
+        super().__init__(cluster)
+        self.token = token or secrets.token_hex(6)
+        self.manifests = [self._labelled(m) for m in manifests]
+        self.created: list[dict[str, Any]] = list(created or [])
+        # Called after each creation, before the next: waits until that object serves (raises if
+        # it does not). An APIService created before its backend Service is programmed on the
+        # nodes has the API servers' first connections leave the node (see kube_objects).
+        self.until_serving = until_serving or (lambda ref: None)
+
+    def _labelled(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        manifest = copy.deepcopy(manifest)
+        manifest.setdefault("metadata", {}).setdefault("labels", {})[OWNER_LABEL] = self.token
+        return manifest
+
+    def target(self) -> dict[str, Any]:
+        # The refs, not the manifests: they may hold a Secret's data, and the revert needs names only.
+        return {"token": self.token, "planned": [Ref.of(m).to_dict() for m in self.manifests],
+                "created": list(self.created)}
+
+    def where(self) -> list[Any]:
+        return [str(Ref.of(m)) for m in self.manifests]
+
+    def inject(self) -> None:
+        for manifest in self.manifests:
+            ref = Ref.of(manifest)
+            try:
+                kube_objects.create(self.cluster, manifest)
+            except ApiException as exc:
+                if exc.status == 409:
+                    raise FaultError(f"{ref} already exists; kdrill does not take over an object it did not "
+                                     "make (delete it, or rename it in the scenario)") from None
+                raise FaultError(f"creating {ref}: HTTP {exc.status} {exc.reason}: {(exc.body or '')[:300]}") from None
+            self.created.append(ref.to_dict())
+            self.checkpoint()
+            self.until_serving(ref)
+
+    def _ours(self, ref: Ref) -> bool | None:
+        """True when the object exists and carries this entry's label, False when it exists
+        without it, None when it is gone."""
+        obj = kube_objects.read(self.cluster, ref)
+        if obj is None:
+            return None
+        return ((obj.get("metadata") or {}).get("labels") or {}).get(OWNER_LABEL) == self.token
+
+    def revert(self) -> None:
+        errors = []
+        for data in reversed(self.created):
+            ref = Ref.from_dict(data)
+            try:
+                if self._ours(ref):
+                    kube_objects.delete(self.cluster, ref)
+            except ApiException as exc:
+                errors.append(f"{ref}: HTTP {exc.status} {exc.reason}")
+        if errors:
+            raise FaultError("could not delete: " + "; ".join(errors))
+
+    def verify_reverted(self) -> None:
+        from harness.expectations import wait_until
+
+        started = time.monotonic()
+        for data in reversed(self.created):
+            ref = Ref.from_dict(data)
+            left = GONE_DEADLINE_SECONDS - (time.monotonic() - started)
+            # Gone, or someone else's object of that name now (not ours to delete); an API error is "not yet".
+            if not wait_until(lambda: self._ours(ref) is not True, max(left, 1.0), interval_seconds=POLL_SECONDS,
+                              description=f"{ref} deleted").ok:
+                raise FaultNotReverted(f"{ref} still exists {GONE_DEADLINE_SECONDS} s after its deletion")
+
+    @classmethod
+    def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "DrillObjects":
+        return cls(cluster, [], token=target["token"], created=target.get("created") or [])

@@ -1,0 +1,227 @@
+"""Kubernetes objects a data-only scenario names: its manifests, its object-state probes and its
+actions. One table of the kinds the runner knows (:data:`KINDS`), and create, read, delete and
+"ready" for each, through the API's REST paths.
+
+Why a table rather than discovery: a drill may break discovery itself (an unavailable
+APIService fails it for every client), and a scenario must be refused before anything is
+touched when it names a kind the runner cannot handle. The paths are the API's own
+(https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-uris).
+
+Order matters, and the runner keeps it: each object is created once the one before it serves
+(:func:`not_ready_reason`). Declare a Service before the workload behind it and an APIService
+after both: an API server calls an APIService's Service by its ClusterIP from the node's own
+network, and a ClusterIP the node's kube-proxy has not programmed yet is no address on the node,
+so those first connections leave the node for its default route (on this machine they were
+answered from outside the cluster and kept alive, and the APIService stayed unavailable for
+minutes). A Service that exists, even without endpoints, is rejected locally instead.
+
+Placeholders: every string in a manifest, probe object or action may hold ``$(namespace)`` (the
+drill's namespace), ``$(toolbox_image)`` and ``$(toolbox_pull_policy)`` (the configured toolbox);
+:func:`expand` replaces them. The ``$(NAME)`` form is the one Kubernetes uses for dependent
+environment variables in a container's command.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from harness.providers import Cluster
+
+# Per-request timeout, seconds: a read or write the API should answer at once.
+REQUEST_TIMEOUT_SECONDS = 10
+PLACEHOLDER = re.compile(r"\$\(([a-z_]+)\)")
+PLACEHOLDER_NAMES = ("namespace", "toolbox_image", "toolbox_pull_policy")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind the runner knows: its apiVersion, REST plural, whether it lives in a namespace."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool
+
+    def path(self, name: str | None = None, namespace: str | None = None) -> str:
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if self.namespaced:
+            base += f"/namespaces/{namespace}"
+        return f"{base}/{self.plural}" + (f"/{name}" if name else "")
+
+
+KINDS: dict[str, Kind] = {k.kind: k for k in [
+    Kind("v1", "Namespace", "namespaces", False),
+    Kind("v1", "ConfigMap", "configmaps", True),
+    Kind("v1", "Secret", "secrets", True),
+    Kind("v1", "Service", "services", True),
+    Kind("v1", "ServiceAccount", "serviceaccounts", True),
+    Kind("v1", "Pod", "pods", True),
+    Kind("apps/v1", "Deployment", "deployments", True),
+    Kind("apps/v1", "StatefulSet", "statefulsets", True),
+    Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
+    Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", True),
+    Kind("apiregistration.k8s.io/v1", "APIService", "apiservices", False),
+    Kind("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration",
+         "validatingwebhookconfigurations", False),
+    Kind("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration",
+         "mutatingwebhookconfigurations", False),
+]}
+
+
+def kind_of(name: str) -> Kind:
+    """The :class:`Kind` called ``name``. Raises KeyError naming the known kinds."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise KeyError(f"kind {name!r} is not one the runner knows: {', '.join(sorted(KINDS))}") from None
+
+
+def expand(value: Any, values: dict[str, str]) -> Any:
+    """``value`` with every ``$(name)`` in its strings replaced from ``values`` (recursively, on
+    copies). Raises KeyError for a placeholder ``values`` does not have."""
+    if isinstance(value, str):
+        def one(match: re.Match) -> str:
+            if match.group(1) not in values:
+                raise KeyError(f"unknown placeholder $({match.group(1)}); known: "
+                               + ", ".join(f"$({k})" for k in sorted(values)))
+            return values[match.group(1)]
+        return PLACEHOLDER.sub(one, value)
+    if isinstance(value, dict):
+        return {k: expand(v, values) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand(v, values) for v in value]
+    return value
+
+
+def placeholders(value: Any) -> set[str]:
+    """Every placeholder name used in ``value``'s strings."""
+    if isinstance(value, str):
+        return set(PLACEHOLDER.findall(value))
+    if isinstance(value, dict):
+        return set().union(*(placeholders(v) for v in value.values())) if value else set()
+    if isinstance(value, list):
+        return set().union(*(placeholders(v) for v in value)) if value else set()
+    return set()
+
+
+@dataclass(frozen=True)
+class Ref:
+    """One object: kind, name, namespace (None for a cluster-scoped kind)."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+
+    @classmethod
+    def of(cls, manifest: dict[str, Any]) -> "Ref":
+        meta = manifest.get("metadata") or {}
+        return cls(manifest["kind"], meta["name"], meta.get("namespace") if kind_of(manifest["kind"]).namespaced else None)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Ref":
+        return cls(data["kind"], data["name"], data.get("namespace"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, **({"namespace": self.namespace} if self.namespace else {})}
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
+def _call(cluster: Cluster, method: str, path: str, body: Any = None, api=None,
+          timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> Any:
+    """One request on ``path``; the answer as plain JSON data. Raises ApiException for a non-2xx
+    answer (as the typed clients do), or what the client raises when nothing answers."""
+    api = api or cluster.api
+    request = api.param_serialize(method, path, header_params={"Content-Type": "application/json",
+                                                               "Accept": "application/json"},
+                                  body=body, auth_settings=["BearerToken"])
+    response = api.call_api(*request, _request_timeout=timeout_seconds)
+    response.read()
+    return api.response_deserialize(response, {"2XX": "object"}).data
+
+
+def create(cluster: Cluster, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Create ``manifest`` (its ``metadata.namespace`` set for a namespaced kind). Returns the
+    object the API stored. Raises ApiException (409 when it already exists) or KeyError for a
+    kind the runner does not know."""
+    ref = Ref.of(manifest)
+    return _call(cluster, "POST", kind_of(ref.kind).path(namespace=ref.namespace), body=manifest)
+
+
+def read(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any] | None:
+    """The object, or None when it does not exist (404), read with ``api`` (default: the
+    cluster's client) within ``timeout_seconds``. Raises ApiException otherwise, or what the
+    client raises for no answer."""
+    try:
+        return _call(cluster, "GET", kind_of(ref.kind).path(ref.name, ref.namespace), api=api,
+                     timeout_seconds=timeout_seconds)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def delete(cluster: Cluster, ref: Ref) -> bool:
+    """Ask the API to delete the object (background propagation); False when it was already
+    gone. Raises ApiException otherwise."""
+    try:
+        _call(cluster, "DELETE", kind_of(ref.kind).path(ref.name, ref.namespace),
+              body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
+    """The status condition of type ``type_`` (a dict with status, reason, message), or None."""
+    for item in ((obj or {}).get("status") or {}).get("conditions") or []:
+        if item.get("type") == type_:
+            return item
+    return None
+
+
+def not_ready_reason(obj: dict[str, Any] | None) -> str | None:
+    """Why the object is not yet serving, or None when it is: a Deployment or StatefulSet with
+    fewer ready replicas than wanted, a Pod not Ready, an APIService not Available; any other
+    kind counts as ready once it exists."""
+    if obj is None:
+        return "not found"
+    kind, status = obj.get("kind"), obj.get("status") or {}
+    if kind in ("Deployment", "StatefulSet"):
+        wanted, ready = (obj.get("spec") or {}).get("replicas", 1), status.get("readyReplicas") or 0
+        return None if ready >= wanted else f"{ready} of {wanted} replicas ready"
+    if kind == "Pod":
+        ready = condition(obj, "Ready")
+        return None if ready and ready.get("status") == "True" else f"pod {status.get('phase')}, not Ready"
+    if kind == "APIService":
+        available = condition(obj, "Available")
+        if available and available.get("status") == "True":
+            return None
+        return f"not Available ({(available or {}).get('reason')}: {(available or {}).get('message')})"
+    return None
+
+
+def state_text(obj: dict[str, Any] | None, limit: int = 200) -> str:
+    """A one-line summary of an object's state for a probe sample: absent, or its phase,
+    deletion mark and conditions that are True (with reasons)."""
+    if obj is None:
+        return "absent"
+    parts = []
+    phase = (obj.get("status") or {}).get("phase")
+    if phase:
+        parts.append(f"phase={phase}")
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        parts.append("deleting")
+    for item in (obj.get("status") or {}).get("conditions") or []:
+        if item.get("status") == "True":
+            parts.append(f"{item.get('type')}({item.get('reason') or ''})")
+        elif item.get("type") in ("Available", "Ready"):
+            parts.append(f"{item.get('type')}=False({item.get('reason') or ''})")
+    return (" ".join(parts) or "present")[:limit]

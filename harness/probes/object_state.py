@@ -1,0 +1,64 @@
+"""Object-state probe: one object read through the API from this machine at a fixed interval,
+each read a sample whose ``ok`` says whether the object is in the state the scenario asks about.
+
+What "ok" means (``ok_when``):
+
+- ``absent``: the object does not exist (e.g. a deleted namespace is finally gone);
+- ``present``: it exists (whatever its state);
+- ``{condition: TYPE, status: "True"|"False"|"Unknown"}``: it exists and has that condition
+  with that status (e.g. an APIService ``Available`` ``True``, a namespace's
+  ``NamespaceDeletionDiscoveryFailure`` ``True``).
+
+A read the API does not answer is a sample that is neither: ``ok`` False with
+``labels["error"]`` set, so a measure over this probe cannot mistake an unreachable API for the
+state it asks about. Each sample's detail is the object's state in one line (phase, deletion,
+conditions), so the evidence shows what was seen, not only yes or no.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from harness import kube_objects
+from harness.kube_objects import Ref
+from harness.probes import Probe
+from harness.probes.api import failed
+from harness.providers import Cluster
+from harness.timeline import Sample
+
+CONDITION_STATUSES = ("True", "False", "Unknown")
+
+
+def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
+    """Whether ``obj`` (None: it does not exist) is in the state ``ok_when`` names. Raises
+    ValueError for an ``ok_when`` that is none of the forms above."""
+    if ok_when == "absent":
+        return obj is None
+    if ok_when == "present":
+        return obj is not None
+    if isinstance(ok_when, dict) and set(ok_when) == {"condition", "status"} \
+            and ok_when["status"] in CONDITION_STATUSES:
+        found = kube_objects.condition(obj, ok_when["condition"])
+        return found is not None and found.get("status") == ok_when["status"]
+    raise ValueError(f"ok_when must be 'absent', 'present' or {{condition, status}}, got {ok_when!r}")
+
+
+class ObjectStateProbe(Probe):
+    """Read ``ref`` every ``interval_seconds``; ``ok`` when :func:`holds` ``ok_when``."""
+
+    def __init__(self, name: str, cluster: Cluster, ref: Ref, ok_when: str | dict[str, Any],
+                 timeout_seconds: float = 2.0, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        holds(None, ok_when)  # refuse a malformed ok_when now, not on every sample
+        self.cluster, self.ref, self.ok_when, self.timeout_seconds = cluster, ref, ok_when, timeout_seconds
+        self.api = cluster.new_api()  # its own connection pool, no retries: one sample, one request
+
+    def sample(self) -> Sample:
+        started = time.time()
+        try:
+            obj = kube_objects.read(self.cluster, self.ref, api=self.api, timeout_seconds=self.timeout_seconds)
+        except Exception as exc:
+            return failed(started, exc)
+        return Sample(t=started, ok=holds(obj, self.ok_when), latency_seconds=time.time() - started,
+                      detail=kube_objects.state_text(obj))

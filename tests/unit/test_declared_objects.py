@@ -1,0 +1,263 @@
+"""Declared objects in data-only scenarios: manifests (ledger kind ``drill-objects``), object-state
+probes and actions. Pure logic, and the drill-objects protocol against a small in-memory stand-in
+for the API calls it makes; whether the platform behaves as apiservice-unavailable claims is
+measured on a real cluster by the runner."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from harness import kube_objects, measures
+from harness.faults import FaultError, FaultNotReverted, injected
+from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
+from harness.kube_objects import Ref
+from harness.ledger import Ledger
+from harness.probes.object_state import holds
+from harness.providers import Cluster
+from harness.runner import declared_manifests, object_ref
+from harness.scenario import REPO_ROOT, ScenarioError, load_scenario
+from harness.timeline import Sample
+
+ORIGINAL = REPO_ROOT / "scenarios" / "apiservice-unavailable.yaml"
+
+
+# --- kinds, placeholders, states --------------------------------------------------------------
+
+def test_paths_are_the_apis_own():
+    assert kube_objects.kind_of("Namespace").path("x") == "/api/v1/namespaces/x"
+    assert kube_objects.kind_of("Deployment").path("web", "ns") == "/apis/apps/v1/namespaces/ns/deployments/web"
+    assert kube_objects.kind_of("APIService").path() == "/apis/apiregistration.k8s.io/v1/apiservices"
+
+
+def test_an_unknown_kind_names_the_known_ones():
+    with pytest.raises(KeyError, match="APIService"):
+        kube_objects.kind_of("CronTab")
+
+
+def test_placeholders_expand_everywhere_and_an_unknown_one_is_an_error():
+    value = {"a": ["$(namespace)-victim", {"b": "$(namespace)"}], "n": 3}
+    assert kube_objects.expand(value, {"namespace": "ns"}) == {"a": ["ns-victim", {"b": "ns"}], "n": 3}
+    assert value["a"][0] == "$(namespace)-victim"  # the input is not changed
+    with pytest.raises(KeyError, match=r"\$\(nope\)"):
+        kube_objects.expand("$(nope)", {"namespace": "ns"})
+    assert kube_objects.placeholders(value) == {"namespace"}
+
+
+def test_declared_manifests_go_in_the_drill_namespace_unless_cluster_scoped_or_placed():
+    made = declared_manifests([
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "$(namespace)-victim"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "namespace": "$(namespace)-victim"}},
+    ], "ns")
+    assert [Ref.of(m) for m in made] == [Ref("Namespace", "ns-victim"), Ref("ConfigMap", "a", "ns"),
+                                         Ref("ConfigMap", "b", "ns-victim")]
+    assert object_ref({"kind": "Namespace", "name": "$(namespace)-victim"}, "ns") == Ref("Namespace", "ns-victim")
+    assert object_ref({"kind": "Service", "name": "web"}, "ns") == Ref("Service", "web", "ns")
+
+
+def condition(type_, status, reason=""):
+    return {"type": type_, "status": status, "reason": reason}
+
+
+def test_readiness_per_kind():
+    assert kube_objects.not_ready_reason(None) == "not found"
+    deployment = {"kind": "Deployment", "spec": {"replicas": 2}, "status": {"readyReplicas": 1}}
+    assert "1 of 2" in kube_objects.not_ready_reason(deployment)
+    deployment["status"]["readyReplicas"] = 2
+    assert kube_objects.not_ready_reason(deployment) is None
+    apiservice = {"kind": "APIService", "status": {"conditions": [condition("Available", "False", "MissingEndpoints")]}}
+    assert "MissingEndpoints" in kube_objects.not_ready_reason(apiservice)
+    apiservice["status"]["conditions"] = [condition("Available", "True", "Passed")]
+    assert kube_objects.not_ready_reason(apiservice) is None
+    assert kube_objects.not_ready_reason({"kind": "ConfigMap"}) is None
+
+
+def test_object_state_predicates():
+    terminating = {"kind": "Namespace", "metadata": {"deletionTimestamp": "x"}, "status": {
+        "phase": "Terminating", "conditions": [condition("NamespaceDeletionDiscoveryFailure", "True", "DiscoveryFailed")]}}
+    assert holds(None, "absent") and not holds(terminating, "absent")
+    assert holds(terminating, "present") and not holds(None, "present")
+    assert holds(terminating, {"condition": "NamespaceDeletionDiscoveryFailure", "status": "True"})
+    assert not holds(terminating, {"condition": "NamespaceDeletionDiscoveryFailure", "status": "False"})
+    assert not holds(None, {"condition": "NamespaceDeletionDiscoveryFailure", "status": "True"})
+    assert kube_objects.state_text(terminating) == \
+        "phase=Terminating deleting NamespaceDeletionDiscoveryFailure(DiscoveryFailed)"
+    assert kube_objects.state_text(None) == "absent"
+    with pytest.raises(ValueError):
+        holds(None, "gone")
+
+
+def test_first_success_seconds():
+    samples = [Sample(10.0, False), Sample(10.5, False), Sample(11.5, True), Sample(12.0, False)]
+    assert measures.first_success_seconds(samples, 10.0, 20.0) == 1.5
+    assert measures.first_success_seconds(samples[:2], 10.0, 20.0) is None
+    assert measures.first_success_seconds(samples, 11.6, 20.0) is None
+
+
+# --- the scenario fields are checked before anything is touched --------------------------------
+
+def scenario_with(tmp_path, edit):
+    data = yaml.safe_load(ORIGINAL.read_text())
+    edit(data)
+    path = tmp_path / "apiservice-unavailable.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_scenario(path)
+
+
+def error_for(tmp_path, edit) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        scenario_with(tmp_path, edit)
+    return info.value
+
+
+def test_the_shipped_scenario_loads(tmp_path):
+    scenario = scenario_with(tmp_path, lambda d: None)
+    assert [m["kind"] for m in scenario.workload["manifests"]] == ["Namespace", "Service", "Deployment", "APIService"]
+
+
+def manifests(d):
+    return d["workload"]["manifests"]
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    (lambda d: manifests(d)[0].update(kind="CronTab"), "workload.manifests[0].kind", "a kind the runner knows"),
+    (lambda d: manifests(d)[3].update(apiVersion="apiregistration.k8s.io/v1beta1"), "workload.manifests[3].apiVersion",
+     "'apiregistration.k8s.io/v1'"),
+    (lambda d: manifests(d)[1]["metadata"].update(namespace="kube-system"), "workload.manifests[1].metadata.namespace",
+     "the drill's namespace"),
+    (lambda d: manifests(d).append(copy.deepcopy(manifests(d)[1])), "workload.manifests[4].metadata.name",
+     "not made twice"),
+    (lambda d: manifests(d)[2]["spec"]["template"]["spec"]["containers"][0].update(image="$(registry)/x"),
+     "workload.manifests[2]", "placeholders among"),
+    (lambda d: manifests(d)[0].pop("metadata"), "workload.manifests[0].metadata", "a mapping"),
+    (lambda d: d["runner"]["actions"][0]["delete"].update(name="kube-system"), "runner.actions[0].delete",
+     "an object made by workload.manifests"),
+    (lambda d: d["runner"]["actions"][0].update(after_seconds=40), "runner.actions[0].after_seconds",
+     "fewer seconds than the fault window"),
+    (lambda d: d["runner"]["probes"][1].pop("ok_when"), "runner.probes[1].ok_when", "a ok_when for a object-state"),
+    (lambda d: d["runner"]["probes"][1].update(target="name"), "runner.probes[1].target", "no target"),
+    (lambda d: d["runner"]["probes"][0].pop("target"), "runner.probes[0].target", "a target for a incluster-http"),
+    (lambda d: d["runner"]["probes"][2].update(ok_when="gone"), "runner.probes[2].ok_when", ""),
+    (lambda d: d["runner"]["probes"][2]["object"].update(kind="Widget"), "runner.probes[2].object.kind",
+     "a kind the runner knows"),
+])
+def test_bad_declared_objects_are_refused_naming_the_field(tmp_path, edit, field, expected):
+    err = error_for(tmp_path, edit)
+    assert err.field == field, str(err)
+    assert expected in err.expected
+
+
+def test_manifests_are_refused_in_a_scenario_with_a_drill_file(tmp_path):
+    def edit(d):
+        d.pop("runner")
+        d["drill"] = "drills/test_data_scenarios.py"
+        for e in d["expectations"]:
+            e.pop("measure")
+    err = error_for(tmp_path, edit)
+    assert err.field == "workload.manifests"
+
+
+# --- the drill-objects protocol around the ledger ---------------------------------------------
+
+class FakeApi:
+    """The objects the fake cluster holds, by Ref, and every call made, in order."""
+
+    def __init__(self, existing=None):
+        self.objects = dict(existing or {})
+        self.calls = []
+
+    def create(self, cluster, manifest):
+        ref = Ref.of(manifest)
+        self.calls.append(("create", ref))
+        if ref in self.objects:
+            raise ApiException(status=409, reason="AlreadyExists")
+        self.objects[ref] = copy.deepcopy(manifest)
+        return manifest
+
+    def read(self, cluster, ref, **kwargs):
+        return copy.deepcopy(self.objects.get(ref))
+
+    def delete(self, cluster, ref):
+        self.calls.append(("delete", ref))
+        return self.objects.pop(ref, None) is not None
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    made = Cluster(name="unit", provider="kind", kubeconfig=tmp_path / "kubeconfig", context="kind-unit",
+                   node_access=False)
+    made.__dict__["api"] = object()
+    return made
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    api = FakeApi()
+    for name in ("create", "read", "delete"):
+        monkeypatch.setattr(kube_objects, name, getattr(api, name))
+    return api
+
+
+MANIFESTS = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns-victim"}},
+             {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1.x.io"}}]
+
+
+def test_objects_are_in_the_ledger_before_they_exist_and_deleted_newest_first(cluster, fake, tmp_path):
+    ledger = Ledger(tmp_path / "ledger")
+    seen_in_ledger = []
+    real_create = fake.create
+
+    def create(c, manifest):
+        seen_in_ledger.append([e.target["token"] for e in ledger.entries()])
+        return real_create(c, manifest)
+
+    kube_objects.create = create
+    objects = DrillObjects(cluster, MANIFESTS)
+    with injected(objects, ledger):
+        assert all(seen_in_ledger) and len(seen_in_ledger) == 2
+        assert ledger.entries()[0].target["created"] == [{"kind": "Namespace", "name": "ns-victim"},
+                                                          {"kind": "APIService", "name": "v1.x.io"}]
+        assert all(o["metadata"]["labels"][OWNER_LABEL] == objects.token for o in fake.objects.values())
+    assert [c for c in fake.calls if c[0] == "delete"] == [("delete", Ref("APIService", "v1.x.io")),
+                                                           ("delete", Ref("Namespace", "ns-victim"))]
+    assert fake.objects == {} and ledger.entries() == []
+
+
+def test_an_existing_object_is_refused_and_never_deleted(cluster, fake, tmp_path):
+    theirs = {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": {"name": "v1.x.io"}}
+    fake.objects[Ref("APIService", "v1.x.io")] = theirs
+    ledger = Ledger(tmp_path / "ledger")
+    with pytest.raises(FaultError, match="already exists"):
+        with injected(DrillObjects(cluster, MANIFESTS), ledger):
+            pass
+    assert fake.objects == {Ref("APIService", "v1.x.io"): theirs}  # ours (the namespace) deleted, theirs kept
+    assert ledger.entries() == []
+
+
+def test_recover_rebuilds_from_the_ledger_and_leaves_an_unlabelled_namesake(cluster, fake):
+    objects = DrillObjects(cluster, MANIFESTS)
+    objects.inject()
+    # Someone replaced the APIService with their own meanwhile: not ours to delete.
+    fake.objects[Ref("APIService", "v1.x.io")]["metadata"]["labels"] = {}
+    again = DrillObjects.from_target(cluster, objects.target())
+    again.revert()
+    again.verify_reverted()
+    assert list(fake.objects) == [Ref("APIService", "v1.x.io")]
+
+
+def test_an_object_that_stays_fails_the_verification(cluster, fake, monkeypatch):
+    import harness.faults.drill_objects as module
+
+    monkeypatch.setattr(module, "GONE_DEADLINE_SECONDS", 0.3)
+    monkeypatch.setattr(module, "POLL_SECONDS", 0.1)
+    objects = DrillObjects(cluster, MANIFESTS[:1])
+    objects.inject()
+    fake.delete = lambda c, ref: True  # the API accepts the deletion, the object stays (a finalizer)
+    monkeypatch.setattr(kube_objects, "delete", fake.delete)
+    objects.revert()
+    with pytest.raises(FaultNotReverted, match="Namespace ns-victim still exists"):
+        objects.verify_reverted()
