@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from harness.etcd import etcd_members, etcdctl, member_healthy, running_member_node
+from harness.components.etcd import etcd_members, etcdctl, member_healthy, running_member_node
 from harness.expectations import wait_until
 from harness.faults.etcd_restore import EtcdRestore
 from harness.health import api_accepts_write, wait_healthy

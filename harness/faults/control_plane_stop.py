@@ -2,12 +2,12 @@
 
 Two methods, two different failures:
 
-``stop-components`` (the control plane stops, its machines do not): on every control-plane node
-the kubelet is stopped and the kube-apiserver, etcd, kube-controller-manager and kube-scheduler
-containers are killed through the container runtime (see :mod:`harness.static_pods` for why the
-kubelet has to stand aside). Everything else on those nodes keeps running: CoreDNS, kube-proxy,
-the pod network. This is what a managed platform's control-plane outage looks like from the
-workers. The revert starts the kubelets, which restart the exited static-pod containers.
+``stop-components`` (the control plane stops, its machines do not): on every control-plane node the
+kubelet is stopped and the kube-apiserver, etcd, kube-controller-manager and kube-scheduler
+containers are killed through the container runtime (see :mod:`harness.components.static_pods` for
+why the kubelet has to stand aside). Everything else on those nodes keeps running: CoreDNS,
+kube-proxy, the pod network. This is what a managed platform's control-plane outage looks like from
+the workers. The revert starts the kubelets, which restart the exited static-pod containers.
 
 ``pause-node-containers`` (control-plane *node* loss): ``docker pause`` freezes every process
 on each control-plane node container at once (cgroup freezer), including CoreDNS and any other
@@ -25,7 +25,7 @@ import subprocess
 import time
 from typing import Any
 
-from harness import static_pods
+from harness.components import static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
