@@ -25,6 +25,7 @@ import subprocess
 import time
 from typing import Any
 
+from harness import proc
 from harness.components import static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
@@ -40,10 +41,10 @@ JOURNAL_PATTERN = "mirror pod|[Mm]irror|kube-apiserver|etcd"
 
 
 def _docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60)
-    if check and result.returncode != 0:
-        raise FaultError(f"docker {' '.join(args)}: {result.stderr.strip()}")
-    return result
+    try:
+        return proc.run(["docker", *args], timeout_seconds=60, check=check)
+    except proc.CommandFailed as exc:
+        raise FaultError(str(exc)) from None
 
 
 def container_state(name: str) -> tuple[bool, bool]:
