@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from harness import proc  # noqa: E402
 from harness.expectations import wait_until  # noqa: E402
 from harness.health import unhealthy  # noqa: E402
 from harness.images import Build, image_sizes  # noqa: E402
@@ -37,8 +37,8 @@ def mib(text: str) -> float:
 
 
 def docker_stats(containers: list[str]) -> dict[str, tuple[float, float]]:
-    out = subprocess.run(["docker", "stats", "--no-stream", "--format", "{{json .}}", *containers],
-                         capture_output=True, text=True, check=True).stdout
+    out = proc.run(["docker", "stats", "--no-stream", "--format", "{{json .}}", *containers],
+                   timeout_seconds=120).stdout
     stats = {}
     for line in out.splitlines():
         row = json.loads(line)

@@ -24,7 +24,7 @@ from datetime import datetime
 import pytest
 from kubernetes import client
 
-from harness.dns import lookups_as_predicted, lookups_predicted
+from harness.components.dns import lookups_as_predicted, lookups_predicted
 from harness.expectations import wait_until
 from harness.faults.control_plane_stop import ControlPlaneStop
 from harness.probes import Probes

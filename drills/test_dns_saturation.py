@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness import dns
+from harness.components import dns
 from harness.expectations import wait_until, wait_until_or_raise
 from harness.faults import injected
 from harness.faults.dns_saturation import RELOAD_TIMEOUT_SECONDS, DnsSaturation, DrillZone, rollout_done

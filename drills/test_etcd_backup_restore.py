@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import tempfile
 import threading
 import time
@@ -28,7 +27,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from harness.etcd import etcd_members, etcdctl, member_healthy, running_member_node
+from harness import proc
+from harness.components.etcd import etcd_members, etcdctl, member_healthy, running_member_node
 from harness.expectations import wait_until
 from harness.faults.etcd_restore import EtcdRestore
 from harness.health import api_accepts_write, wait_healthy
@@ -99,8 +99,8 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
                 raise RuntimeError(f"etcdctl snapshot save on {via}: {saved.stderr.strip()[-300:]}")
             cluster.copy_from_node(via, SNAPSHOT_IN_CONTAINER, str(snapshot))
             cluster.node_exec(via, ["rm", "-f", SNAPSHOT_IN_CONTAINER])
-            status = json.loads(subprocess.run([str(etcdutl), "snapshot", "status", str(snapshot), "-w", "json"],
-                                               capture_output=True, text=True, check=True, timeout=60).stdout)
+            status = json.loads(proc.run([etcdutl, "snapshot", "status", snapshot, "-w", "json"],
+                                         timeout_seconds=60).stdout)
             drill.observe("snapshot", {"from_node": via, "bytes": snapshot.stat().st_size,
                                        "sha256": hashlib.sha256(snapshot.read_bytes()).hexdigest(),
                                        "revision": status.get("revision"), "total_keys": status.get("totalKey")})

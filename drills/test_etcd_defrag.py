@@ -21,7 +21,7 @@ import time
 import pytest
 from kubernetes import client
 
-from harness.etcd import db_size, endpoint_status, running_member_node
+from harness.components.etcd import db_size, endpoint_status, running_member_node
 from harness.faults.etcd_defrag import EtcdDefrag
 from harness.measures import longest_unanswered_seconds, success_ratio
 from harness.probes import Probes

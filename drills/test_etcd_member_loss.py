@@ -14,7 +14,8 @@ import time
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from harness import etcd
+from harness.components import etcd
+from harness.components.etcd import etcd_members
 from harness.expectations import wait_until
 from harness.faults.etcd_member import EtcdMember
 from harness.health import wait_healthy
@@ -25,7 +26,6 @@ from harness.probes.http import HttpProbe
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.pods import kube_system_snapshot, pod_snapshot, restarts_between, restarts_outside_control_plane
 from harness.timeline import latency_percentile, success_ratio
-from harness.etcd import etcd_members
 from harness.workloads import delete_namespace, deploy_http_server
 
 APP = "web"

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from harness.etcd import db_size, defragment, etcdctl, revision, running_member_node
+from harness.components.etcd import db_size, defragment, etcdctl, revision, running_member_node
 from harness.expectations import wait_until
 from harness.health import api_accepts_write
 from harness.faults.etcd_space_quota import FILL_LABEL, EtcdSpaceQuota, alarms

@@ -1,13 +1,13 @@
 """Drill: the image registry goes away (scenarios/registry-outage.yaml, refused connections;
 scenarios/registry-outage-unresponsive.yaml, connections accepted and never answered).
 
-A real registry container beside the kind nodes (harness/registry.py) serves a workload image
-pushed for this run only; the nodes pull it from there. Two replicas run on one worker (the
-"cached" node, which pulled the image); the other worker ("fresh" node) has never pulled it.
-During the outage the drill kills a running container on the cached node (restarted from the
-cached image, IfNotPresent), scales the Deployment out so the new replica must land on the fresh
-node, and starts a pod with imagePullPolicy Always on the cached node. After the restore the
-pending pods start by themselves.
+A real registry container beside the kind nodes (harness/components/registry.py) serves a workload
+image pushed for this run only; the nodes pull it from there. Two replicas run on one worker (the
+"cached" node, which pulled the image); the other worker ("fresh" node) has never pulled it. During
+the outage the drill kills a running container on the cached node (restarted from the cached image,
+IfNotPresent), scales the Deployment out so the new replica must land on the fresh node, and starts
+a pod with imagePullPolicy Always on the cached node. After the restore the pending pods start by
+themselves.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import time
 import pytest
 from kubernetes import client
 
+from harness.components.registry import (REGISTRY_HOST, REGISTRY_PORT, LocalRegistry, image_tag,
+                                         max_retry_wait_after_restore, node_has_image, remove_image_from_nodes)
 from harness.expectations import wait_until
 from harness.faults import revert_and_verify
 from harness.faults.drill_registry import DrillRegistry
@@ -28,8 +30,6 @@ from harness.ledger import Ledger
 from harness.probes import Probe
 from harness.probes.incluster import InClusterProbe
 from harness.probes.pods import node_containers, pod_snapshot
-from harness.registry import (REGISTRY_HOST, REGISTRY_PORT, LocalRegistry, image_tag,
-                              max_retry_wait_after_restore, node_has_image, remove_image_from_nodes)
 from harness.timeline import Sample, first_time, success_ratio
 from harness.workloads import delete_namespace, http_server_deployment, wait_deployment_available
 

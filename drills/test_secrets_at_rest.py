@@ -27,7 +27,7 @@ import base64
 
 import pytest
 
-from harness.etcd import RevisionCompacted, get_key, running_member_node
+from harness.components.etcd import RevisionCompacted, get_key, running_member_node
 from harness.expectations import wait_until
 from harness.faults.drill_cluster import DrillCluster, expected_prefix
 from harness.faults.planted_secret import DATA_KEY, PlantedSecret, value_digest

@@ -31,13 +31,13 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from harness.components.webhook import (POLICY_SCOPE_LABEL, SCOPE_LABEL, WebhookTLS, generate_webhook_tls, is_webhook_call_failure,
+                                        policy_message, tls_secret, validating_admission_policy,
+                                        validating_admission_policy_binding, validating_webhook_configuration,
+                                        webhook_deployment, webhook_service)
 from harness.expectations import wait_until, wait_until_or_raise
 from harness.faults.webhook_outage import WebhookOutage
 from harness.timeline import Sample, Timeline, latency_percentile
-from harness.webhook import (POLICY_SCOPE_LABEL, SCOPE_LABEL, WebhookTLS, generate_webhook_tls, is_webhook_call_failure,
-                             policy_message, tls_secret, validating_admission_policy,
-                             validating_admission_policy_binding, validating_webhook_configuration,
-                             webhook_deployment, webhook_service)
 from harness.workloads import DRILL_LABEL, TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, wait_deployment_available
 
 WEBHOOK = "webhook"  # the admitting Deployment and the Service the API server calls

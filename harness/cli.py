@@ -279,7 +279,8 @@ def run_until_reverted(cmd: list[str]) -> int:
 
     Ctrl-C reaches pytest too (same process group); it reverts the fault in its ``finally``. The
     parent must not kill it meanwhile (``subprocess.call`` would, 0.25 s after an interrupt), so
-    it only says what is happening and keeps waiting. SIGTERM is passed on as SIGTERM.
+    it only says what is happening and keeps waiting. SIGTERM is passed on as SIGTERM. The one
+    command not run through :func:`harness.proc.run`: no time limit, output to the terminal.
     """
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT)
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))

@@ -8,10 +8,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import proc
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # This project's machines start Debian's Docker with this script, beside the checkout.
 DOCKER_UP = REPO_ROOT.parent / "shared" / "env" / "docker-up"
 DOCKER_INFO_TIMEOUT_SECONDS = 20  # a daemon that accepts and never answers must not hang kdrill
+VERSION_QUERY_SECONDS = 60  # `kind version`, `go env GOVERSION` answer at once; a hung one must not hang kdrill
 
 MIN_MEMORY_GIB = 8  # the HA cluster idles at a few GiB; drills add load generators and probes
 MIN_INOTIFY_INSTANCES = 512
@@ -57,8 +60,8 @@ def _docker_info(timeout_seconds: float) -> tuple[str | None, str]:
                    if DOCKER_UP.exists() else "e.g. sudo apt-get install -y docker.io")
         return f"kdrill: Docker is not installed (no `docker` on PATH); install it ({install})", ""
     try:
-        result = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
-                                capture_output=True, text=True, timeout=timeout_seconds)
+        result = proc.run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout_seconds=timeout_seconds,
+                          check=False)
     except subprocess.TimeoutExpired:
         return (f"kdrill: Docker is not answering (docker info: no answer in {timeout_seconds:.0f} s); "
                 f"restart it ({_docker_up_hint()})"), ""
@@ -88,7 +91,7 @@ def check_kind() -> Check:
         path = kind_binary()
     except ProviderError as exc:
         return Check("kind", False, str(exc), "kdrill images build (kdrill run and pytest build it themselves)")
-    version = subprocess.run([path, "version"], capture_output=True, text=True).stdout.strip()
+    version = proc.run([path, "version"], timeout_seconds=VERSION_QUERY_SECONDS, check=False).stdout.strip()
     return Check("kind", True, f"{path} ({version})")
 
 
@@ -132,7 +135,8 @@ def missing_build_tools(go: bool = True, debootstrap: bool = True) -> list[str]:
     if go and not found:
         missing.append("go 1.24 or later (https://go.dev/doc/install)")
     elif go:
-        version = subprocess.run([found, "env", "GOVERSION"], capture_output=True, text=True).stdout.strip()
+        version = proc.run([found, "env", "GOVERSION"], timeout_seconds=VERSION_QUERY_SECONDS,
+                           check=False).stdout.strip()
         parts = version.removeprefix("go").split(".")
         try:
             too_old = (int(parts[0]), int(parts[1].split("rc")[0])) < (1, 24)

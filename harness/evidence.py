@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from harness import __version__
+from harness import __version__, proc
 from harness.expectations import Expectations, worst_verdict
 from harness.ledger import write_json_atomic
 from harness.scenario import Scenario
@@ -298,8 +298,7 @@ def dependency_versions() -> dict[str, str | None]:
 
 def _git(repo_root: Path, *args: str) -> str | None:
     try:
-        done = subprocess.run(["git", "-C", str(repo_root), *args], capture_output=True, text=True,
-                              timeout=10, check=False)
+        done = proc.run(["git", "-C", str(repo_root), *args], timeout_seconds=10, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from harness import proc
+
 log = logging.getLogger("kdrill.images")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -79,6 +81,11 @@ COLD_SECONDS = {
     "haproxy": 5,
 }
 HEARTBEAT_SECONDS = 60  # a progress line at least this often while a long Go build runs
+# A bound for one build command, not an estimate: far above the longest step measured (Kubernetes,
+# ~14 min cold), so it only stops a command that hangs (e.g. a fetch that never completes), which
+# would otherwise hold `kdrill run` and the pytest plugin forever.
+STEP_TIMEOUT_SECONDS = 2 * 3600
+DOCKER_QUERY_SECONDS = 60  # `docker image inspect`: seconds on a busy machine
 
 
 class BuildError(RuntimeError):
@@ -118,16 +125,22 @@ def content_key(name: str, inputs: list[Path], extra: list[str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def run(cmd: list[str], log_file: Path, **kwargs) -> None:
-    """Run a command with its output appended to ``log_file``; raise BuildError on failure."""
+def run(cmd: list[str], log_file: Path, extra_env: dict[str, str] | None = None) -> None:
+    """Run a build command, ``extra_env`` added to its environment, with its output appended to
+    ``log_file`` as it comes, for at most STEP_TIMEOUT_SECONDS seconds. Raises BuildError (exit
+    code, log file, the log's last lines) when it fails, subprocess.TimeoutExpired when it runs
+    longer."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("ab") as out:
         out.write(f"\n$ {' '.join(cmd)}\n".encode())
         out.flush()
-        result = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, **kwargs)
-    if result.returncode != 0:
-        tail = log_file.read_text(errors="replace").splitlines()[-25:]
-        raise BuildError(f"{' '.join(cmd[:3])} failed (exit {result.returncode}); log: {log_file}\n" + "\n".join(tail))
+        try:
+            proc.run(cmd, timeout_seconds=STEP_TIMEOUT_SECONDS, output=out, extra_env=extra_env)
+            return
+        except proc.CommandFailed as exc:
+            returncode = exc.returncode
+    tail = log_file.read_text(errors="replace").splitlines()[-25:]
+    raise BuildError(f"{' '.join(cmd[:3])} failed (exit {returncode}); log: {log_file}\n" + "\n".join(tail))
 
 
 _durations_lock = threading.Lock()
@@ -277,9 +290,9 @@ class Progress:
 
 
 def docker_image_key(tag: str) -> str | None:
-    result = subprocess.run(
+    result = proc.run(
         ["docker", "image", "inspect", "--format", "{{ index .Config.Labels \"" + LABEL + "\" }}", tag],
-        capture_output=True, text=True)
+        timeout_seconds=DOCKER_QUERY_SECONDS, check=False)
     return result.stdout.strip() if result.returncode == 0 else None
 
 
@@ -369,7 +382,7 @@ def _docker_build(step: Step, dockerfile: str, context: Path, image: str | None 
     (every FROM is a local image or scratch)."""
     (context / "Dockerfile").write_text(dockerfile)
     cmd = ["docker", "build", "--pull=false", "--label", f"{LABEL}={step.key}", "-t", image or step.image]
-    run(cmd + [str(context)], step.log_file, env={**os.environ, "DOCKER_BUILDKIT": "0"})
+    run(cmd + [str(context)], step.log_file, extra_env={"DOCKER_BUILDKIT": "0"})
 
 
 def _import_rootfs(step: Step, tar: Path, changes: list[str] = ()) -> None:
@@ -622,8 +635,8 @@ def image_sizes(tags: list[str]) -> dict[str, int]:
     """Bytes per local image tag (as ``docker image inspect`` reports them)."""
     sizes = {}
     for tag in tags:
-        out = subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", tag],
-                             capture_output=True, text=True)
+        out = proc.run(["docker", "image", "inspect", "--format", "{{.Size}}", tag],
+                       timeout_seconds=DOCKER_QUERY_SECONDS, check=False)
         if out.returncode == 0:
             sizes[tag] = int(out.stdout.strip())
     return sizes

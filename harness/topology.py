@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 from kubernetes import client
 
-from harness.etcd import EtcdMember, etcd_members
+from harness.components.etcd import EtcdMember, etcd_members
 from harness.providers import Cluster
 
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"

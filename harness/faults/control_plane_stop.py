@@ -2,12 +2,12 @@
 
 Two methods, two different failures:
 
-``stop-components`` (the control plane stops, its machines do not): on every control-plane node
-the kubelet is stopped and the kube-apiserver, etcd, kube-controller-manager and kube-scheduler
-containers are killed through the container runtime (see :mod:`harness.static_pods` for why the
-kubelet has to stand aside). Everything else on those nodes keeps running: CoreDNS, kube-proxy,
-the pod network. This is what a managed platform's control-plane outage looks like from the
-workers. The revert starts the kubelets, which restart the exited static-pod containers.
+``stop-components`` (the control plane stops, its machines do not): on every control-plane node the
+kubelet is stopped and the kube-apiserver, etcd, kube-controller-manager and kube-scheduler
+containers are killed through the container runtime (see :mod:`harness.components.static_pods` for
+why the kubelet has to stand aside). Everything else on those nodes keeps running: CoreDNS,
+kube-proxy, the pod network. This is what a managed platform's control-plane outage looks like from
+the workers. The revert starts the kubelets, which restart the exited static-pod containers.
 
 ``pause-node-containers`` (control-plane *node* loss): ``docker pause`` freezes every process
 on each control-plane node container at once (cgroup freezer), including CoreDNS and any other
@@ -25,7 +25,8 @@ import subprocess
 import time
 from typing import Any
 
-from harness import static_pods
+from harness import proc
+from harness.components import static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -40,10 +41,10 @@ JOURNAL_PATTERN = "mirror pod|[Mm]irror|kube-apiserver|etcd"
 
 
 def _docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60)
-    if check and result.returncode != 0:
-        raise FaultError(f"docker {' '.join(args)}: {result.stderr.strip()}")
-    return result
+    try:
+        return proc.run(["docker", *args], timeout_seconds=60, check=check)
+    except proc.CommandFailed as exc:
+        raise FaultError(str(exc)) from None
 
 
 def container_state(name: str) -> tuple[bool, bool]:

@@ -27,7 +27,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness import dns
+from harness.components import dns
 from harness.expectations import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param

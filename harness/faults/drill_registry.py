@@ -1,20 +1,20 @@
 """Ledger kind ``drill-registry``: not a failure, but what the registry drills set up.
 
 The registry container beside the cluster, every node's ``hosts.toml`` for it and the images the
-nodes pulled from it (harness/registry.py) are written to the ledger before they are made and
-leave it only once they are gone, so ``kdrill recover`` removes them after a crash or ``kill -9``
-like a drill's namespace. Recover goes newest first: a ``registry-outage`` entry (the paused or
-stopped registry) is undone before this one removes the container.
+nodes pulled from it (harness/components/registry.py) are written to the ledger before they are
+made and leave it only once they are gone, so ``kdrill recover`` removes them after a crash or
+``kill -9`` like a drill's namespace. Recover goes newest first: a ``registry-outage`` entry (the
+paused or stopped registry) is undone before this one removes the container.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from harness.components.registry import (LocalRegistry, configure_nodes, hosts_dir, remove_registry_images,
+                                         unconfigure_nodes)
 from harness.faults import Fault, FaultNotReverted
 from harness.providers import Cluster
-from harness.registry import (LocalRegistry, configure_nodes, hosts_dir, remove_registry_images,
-                              unconfigure_nodes)
 
 
 class DrillRegistry(Fault):

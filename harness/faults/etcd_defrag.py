@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.etcd import defragment, member_healthy
+from harness.components.etcd import defragment, member_healthy
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster

@@ -7,13 +7,13 @@ kubelet stopped nothing starts it again; the static pod manifest, the pod and it
 as they are. The revert stops the node's kube-apiserver (it serves nothing without its member) and starts the
 kubelet, which restarts the exited containers of the same pods, so the member rejoins as itself
 with its own data directory. Why not move the manifest out of the static pod directory, or start
-the kubelet with that kube-apiserver still hanging: see :mod:`harness.static_pods` (the restore
-then waits minutes on the node's own API server, which waits on this member).
+the kubelet with that kube-apiserver still hanging: see :mod:`harness.components.static_pods`
+(the restore then waits minutes on the node's own API server, which waits on this member).
 
 Targets are chosen by role (``leader`` or ``follower``) as etcd itself reports it (see
-:mod:`harness.etcd`). The revert's verification waits for the member to serve a quorum read
-again, and records per node how long that took (``restore_seconds``) and what the kubelet logged
-about etcd and mirror pods meanwhile (``restore_journal``), for the evidence.
+:mod:`harness.components.etcd`). The revert's verification waits for the member to serve a quorum
+read again, and records per node how long that took (``restore_seconds``) and what the kubelet
+logged about etcd and mirror pods meanwhile (``restore_journal``), for the evidence.
 
 Source: Kubernetes "Operating etcd clusters for Kubernetes"
 (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/) and "Create static
@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness import static_pods
+from harness.components import static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -39,7 +39,7 @@ PARKED = "/etc/kubernetes/kdrill-parked/etcd.yaml"
 # member before declaring the revert failed (and keeping the ledger entry). The drill's bound on
 # the restore time is in the scenario; this only has to be well above any real restore on a
 # loaded 2-core machine (168 s with the parked manifest, 123 s starting the kubelet beside a
-# hanging kube-apiserver, 3 to 7 s with this method; see harness/static_pods.py).
+# hanging kube-apiserver, 3 to 7 s with this method; see harness/components/static_pods.py).
 RESTORE_DEADLINE_SECONDS = 300
 
 JOURNAL_PATTERN = "etcd|mirror pod|[Mm]irror"
@@ -100,7 +100,7 @@ class EtcdMember(Fault):
             raise FaultError("; ".join(errors))
 
     def verify_reverted(self) -> None:
-        from harness.etcd import member_healthy
+        from harness.components.etcd import member_healthy
         from harness.expectations import wait_until
 
         started = time.time()

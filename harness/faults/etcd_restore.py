@@ -29,7 +29,7 @@ import shlex
 import time
 from typing import Any
 
-from harness import static_pods
+from harness.components import static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -141,7 +141,7 @@ class EtcdRestore(Fault):
             raise FaultError("; ".join(errors))
 
     def verify_reverted(self) -> None:
-        from harness.etcd import member_healthy
+        from harness.components.etcd import member_healthy
         from harness.expectations import wait_until
 
         started = time.time()

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.etcd import etcd_container_id, etcdctl, member_healthy
+from harness.components.etcd import etcd_container_id, etcdctl, member_healthy
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -50,7 +50,7 @@ def alarms(cluster: Cluster, node: str) -> list[str]:
 
 def answers(cluster: Cluster, node: str) -> bool:
     """Whether the member on ``node`` answers ``endpoint status`` (it does under an alarm)."""
-    from harness.etcd import endpoint_status
+    from harness.components.etcd import endpoint_status
 
     return endpoint_status(cluster, node, ["https://127.0.0.1:2379"])["https://127.0.0.1:2379"].healthy
 

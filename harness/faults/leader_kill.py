@@ -21,7 +21,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness import static_pods
+from harness.components import static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster

@@ -16,6 +16,7 @@ import subprocess
 import time
 from typing import Any
 
+from harness import proc
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -26,10 +27,10 @@ READY_DEADLINE_SECONDS = 180
 
 
 def _docker(*args: str) -> subprocess.CompletedProcess:
-    result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60)
-    if result.returncode != 0:
-        raise FaultError(f"docker {' '.join(args)}: {result.stderr.strip()}")
-    return result
+    try:
+        return proc.run(["docker", *args], timeout_seconds=60)
+    except proc.CommandFailed as exc:
+        raise FaultError(str(exc)) from None
 
 
 def paused(container: str) -> bool:

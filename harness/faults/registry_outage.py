@@ -1,6 +1,7 @@
 """Fault ``registry-outage``: the image registry the nodes pull from stops serving.
 
-The registry is kdrill's local registry container (:mod:`harness.registry`). Methods (``mode``):
+The registry is kdrill's local registry container (:mod:`harness.components.registry`).
+Methods (``mode``):
 
 - ``refused`` (``registry-server-stopped``): the registry server process in the container is
   stopped. The container keeps its name, address and storage, so the nodes still resolve it and
@@ -9,11 +10,11 @@ The registry is kdrill's local registry container (:mod:`harness.registry`). Met
   kernel still completes TCP handshakes to it, so connections are accepted and nothing ever
   answers them.
 
-Revert (:meth:`harness.registry.LocalRegistry.restore`): unpause, or start the container, then
-start the server, and wait until it answers. The storage is the container's own, never removed,
-so the registry comes back with the same content; :meth:`RegistryOutage.verify_reverted` checks
-that it serves ``verify_image`` again. Everything needed is the container name, so ``kdrill
-recover`` reverts from another process (``from_target``).
+Revert (:meth:`harness.components.registry.LocalRegistry.restore`): unpause, or start the container,
+then start the server, and wait until it answers. The storage is the container's own, never removed,
+so the registry comes back with the same content; :meth:`RegistryOutage.verify_reverted` checks that
+it serves ``verify_image`` again. Everything needed is the container name, so ``kdrill recover``
+reverts from another process (``from_target``).
 
 Source for the behaviour exercised: "Images", https://kubernetes.io/docs/concepts/containers/images/
 (image pull policy; ImagePullBackOff and its back-off).
@@ -23,10 +24,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.components.registry import LocalRegistry, RegistryError
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
-from harness.registry import LocalRegistry, RegistryError
 
 MODES = {"refused": "registry-server-stopped", "unresponsive": "registry-container-paused"}
 

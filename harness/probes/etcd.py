@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from harness import etcd
+from harness.components import etcd
 from harness.probes import Probe
 from harness.providers import Cluster
 from harness.timeline import Sample

@@ -14,6 +14,8 @@ from pathlib import Path
 
 from kubernetes import client, config
 
+from harness import proc
+
 
 class ProviderError(RuntimeError):
     """The cluster could not be created, found or reached; the message says how to fix it."""
@@ -84,8 +86,8 @@ class Cluster:
         command fails, subprocess.TimeoutExpired after ``timeout_seconds``.
         """
         self.require_node_access(f"running {command[0]!r} on node {node!r}")
-        result = subprocess.run(["docker", "exec", "-i", node, *command], input=stdin,
-                                capture_output=True, text=True, timeout=timeout_seconds)
+        result = proc.run(["docker", "exec", "-i", node, *command], input=stdin, timeout_seconds=timeout_seconds,
+                          check=False)
         if check and result.returncode != 0:
             raise ProviderError(f"on node {node}: {' '.join(command)} exited {result.returncode}: "
                                 f"{result.stderr.strip() or result.stdout.strip()}")
@@ -104,7 +106,7 @@ class Cluster:
 
     @staticmethod
     def _docker_cp(source: str, destination: str, timeout_seconds: float) -> None:
-        result = subprocess.run(["docker", "cp", source, destination], capture_output=True, text=True,
-                                timeout=timeout_seconds)
-        if result.returncode != 0:
-            raise ProviderError(f"docker cp {source} {destination}: {result.stderr.strip()}")
+        try:
+            proc.run(["docker", "cp", source, destination], timeout_seconds=timeout_seconds)
+        except proc.CommandFailed as exc:
+            raise ProviderError(str(exc)) from None

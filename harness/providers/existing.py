@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from kubernetes import config
 
+from harness import proc
 from harness.providers import Cluster, ProviderError
 
 
@@ -68,7 +68,7 @@ def kind_clusters() -> list[str]:
     try:
         from harness.providers.kind import kind_binary
 
-        done = subprocess.run([kind_binary(), "get", "clusters"], capture_output=True, text=True, timeout=30)
+        done = proc.run([kind_binary(), "get", "clusters"], timeout_seconds=30, check=False)
     except Exception:  # no kind, no Docker: then no cluster is a local kind cluster
         return []
     return done.stdout.split() if done.returncode == 0 else []

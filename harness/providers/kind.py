@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from harness import proc
 from harness.providers import Cluster, ProviderError
 
 log = logging.getLogger("kdrill.kind")
@@ -79,7 +80,7 @@ class KindProvider:
         self.kind = kind_binary()
 
     def _run(self, *args: str, timeout_seconds: float = 600, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run([self.kind, *args], capture_output=True, text=True, timeout=timeout_seconds)
+        result = proc.run([self.kind, *args], timeout_seconds=timeout_seconds, check=False)
         if check and result.returncode != 0:
             raise ProviderError(f"kind {' '.join(args)} failed: {result.stderr.strip()[-2000:]}")
         return result
@@ -98,7 +99,7 @@ class KindProvider:
         Raises ProviderError when the node image is missing (saying how it gets built) or kind
         fails.
         """
-        inspect = subprocess.run(["docker", "image", "inspect", self.image], capture_output=True)
+        inspect = proc.run(["docker", "image", "inspect", self.image], timeout_seconds=60, check=False)
         if inspect.returncode != 0:
             raise ProviderError(f"node image {self.image} is not in the local Docker engine (removed since "
                                 "the build?): `kdrill run` and `python3 -m pytest` rebuild it themselves "
@@ -121,10 +122,10 @@ class KindProvider:
     def delete(self) -> None:
         """Delete the cluster and the containers kdrill ran beside it (e.g. a drill's registry)."""
         self._run("delete", "cluster", "--name", self.name, timeout_seconds=300)
-        beside = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=kdrill.io/registry-for={self.name}"],
-                                capture_output=True, text=True).stdout.split()
+        beside = proc.run(["docker", "ps", "-aq", "--filter", f"label=kdrill.io/registry-for={self.name}"],
+                          timeout_seconds=60, check=False).stdout.split()
         if beside:
-            subprocess.run(["docker", "rm", "-f", *beside], capture_output=True)
+            proc.run(["docker", "rm", "-f", *beside], timeout_seconds=120, check=False)
 
     def host_mounts(self) -> set[str]:
         """The host paths mounted into the cluster's node containers (kind's ``extraMounts``);
@@ -133,8 +134,8 @@ class KindProvider:
 
         sources: set[str] = set()
         for node in self._run("get", "nodes", "--name", self.name, check=False).stdout.split():
-            inspect = subprocess.run(["docker", "inspect", "--format", "{{json .Mounts}}", node],
-                                     capture_output=True, text=True, timeout=30)
+            inspect = proc.run(["docker", "inspect", "--format", "{{json .Mounts}}", node], timeout_seconds=30,
+                               check=False)
             if inspect.returncode == 0:
                 sources |= {m.get("Source") for m in json.loads(inspect.stdout or "[]") or []}
         return sources

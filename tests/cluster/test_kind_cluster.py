@@ -13,10 +13,10 @@ import json
 import pytest
 from kubernetes import client
 
+from harness.components.etcd import etcd_members
 from harness.expectations import wait_until_or_raise
 from harness.images import Build
 from harness.probes.incluster import InClusterProbe
-from harness.etcd import etcd_members
 from harness.workloads import delete_namespace, deploy_http_server, ensure_namespace
 
 pytestmark = [pytest.mark.cluster]

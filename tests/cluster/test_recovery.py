@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.components import static_pods
+from harness.components.registry import LocalRegistry
 from harness.expectations import wait_until
-from harness import static_pods
 from harness.faults import fault_class
 from harness.faults.control_plane_stop import ControlPlaneStop
 from harness.health import wait_healthy
 from harness.ledger import Ledger
 from harness.providers.existing import kind_clusters
-from harness.registry import LocalRegistry
 
 pytestmark = [pytest.mark.cluster, pytest.mark.destructive, pytest.mark.node_access]
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from harness.dns import lookups_as_predicted, lookups_predicted
+from harness.components.dns import lookups_as_predicted, lookups_predicted
 from harness.probes.nodes import node_transitions
 from harness.probes.pods import restarts_between
 from harness.scenario import ScenarioError, load_scenario

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import dns
+from harness.components import dns
 from harness.faults import fault_class
 from harness.faults.dns_saturation import DnsSaturation, DrillZone, rollout_done
 from harness.timeline import Sample

@@ -8,11 +8,11 @@ import tomllib
 
 import pytest
 
+from harness.components.registry import (REGISTRY_HOST, RegistryError, container_name, hosts_dir, hosts_toml, image_tag,
+                                         max_retry_wait_after_restore, parse_host_port, parse_push_digest, pull_backoff_seconds,
+                                         registry_images)
 from harness.faults import FaultError, fault_class
 from harness.faults.registry_outage import RegistryOutage
-from harness.registry import (REGISTRY_HOST, RegistryError, container_name, hosts_dir, hosts_toml, image_tag,
-                              max_retry_wait_after_restore, parse_host_port, parse_push_digest, pull_backoff_seconds,
-                              registry_images)
 
 
 class FakeCluster:

@@ -16,13 +16,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
+from harness.components.webhook import (DRAIN_MARKER, PROTECTED_NAMESPACES, SCOPE_LABEL, admission_rules, generate_webhook_tls,
+                                        is_webhook_call_failure, namespace_selector, required_label_expression,
+                                        service_dns_names, tls_secret, validating_admission_policy,
+                                        validating_admission_policy_binding, validating_webhook_configuration,
+                                        webhook_deployment, webhook_service)
 from harness.faults import FaultError
 from harness.faults.webhook_outage import WebhookOutage
-from harness.webhook import (DRAIN_MARKER, PROTECTED_NAMESPACES, SCOPE_LABEL, admission_rules, generate_webhook_tls,
-                             is_webhook_call_failure, namespace_selector, required_label_expression,
-                             service_dns_names, tls_secret, validating_admission_policy,
-                             validating_admission_policy_binding, validating_webhook_configuration,
-                             webhook_deployment, webhook_service)
 
 NOW = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
 

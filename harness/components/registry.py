@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import subprocess
 import tempfile
@@ -32,6 +31,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness import proc
 from harness.expectations import wait_until_or_raise
 from harness.providers import Cluster
 from harness.workloads import TOOLBOX_IMAGE
@@ -134,12 +134,13 @@ def parse_push_digest(push_output: str) -> str | None:
 
 def docker(*args: str, check: bool = True, timeout_seconds: float = 120,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``docker ARGS``. Raises RegistryError when ``check`` and it fails."""
-    result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout_seconds,
-                            env={**os.environ, **env} if env else None)
-    if check and result.returncode != 0:
-        raise RegistryError(f"docker {' '.join(args)}: {(result.stderr or result.stdout).strip()[-1000:]}")
-    return result
+    """Run ``docker ARGS`` with ``env`` added to the environment, for at most ``timeout_seconds``
+    seconds. Raises RegistryError (the command, its exit code, the tail of its stderr) when
+    ``check`` and it fails, subprocess.TimeoutExpired when it runs longer."""
+    try:
+        return proc.run(["docker", *args], timeout_seconds=timeout_seconds, check=check, extra_env=env)
+    except proc.CommandFailed as exc:
+        raise RegistryError(str(exc)) from None
 
 
 @dataclass(frozen=True)
