@@ -8,9 +8,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# This project's machines start Debian's Docker with this script, beside the checkout.
-DOCKER_UP = REPO_ROOT.parent / "shared" / "env" / "docker-up"
+from harness import resources
+
+# This project's machines start Debian's Docker with this script, beside the checkout (none for
+# an installed kdrill).
+_CHECKOUT = resources.checkout()
+DOCKER_UP = _CHECKOUT.parent / "shared" / "env" / "docker-up" if _CHECKOUT is not None else None
 DOCKER_INFO_TIMEOUT_SECONDS = 20  # a daemon that accepts and never answers must not hang kdrill
 
 MIN_MEMORY_GIB = 8  # the HA cluster idles at a few GiB; drills add load generators and probes
@@ -39,7 +42,7 @@ def _docker_up() -> str:
 
 
 def _docker_up_hint() -> str:
-    if DOCKER_UP.exists():
+    if DOCKER_UP is not None and DOCKER_UP.exists():
         return f"on this project's machines: bash {_docker_up()}"
     return "e.g. sudo systemctl start docker"
 
@@ -54,7 +57,7 @@ def _docker_info(timeout_seconds: float) -> tuple[str | None, str]:
     """``docker info`` once: (the problem line, or None; the engine's version, or "")."""
     if not shutil.which("docker"):
         install = (f"on this project's machines: bash {_docker_up()} installs and starts it"
-                   if DOCKER_UP.exists() else "e.g. sudo apt-get install -y docker.io")
+                   if DOCKER_UP is not None and DOCKER_UP.exists() else "e.g. sudo apt-get install -y docker.io")
         return f"kdrill: Docker is not installed (no `docker` on PATH); install it ({install})", ""
     try:
         result = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"],
