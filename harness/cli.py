@@ -27,8 +27,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SCENARIOS_DIR = REPO_ROOT / "scenarios"
+from harness import resources
 
 
 def _run_dir(reports: str, run: str) -> Path:
@@ -82,7 +81,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.toolbox_pull_policy:
         os.environ["KDRILL_TOOLBOX_PULL_POLICY"] = args.toolbox_pull_policy
 
-    scenarios_dir = Path(args.scenarios_dir)
+    # Absolute: the drills' pytest runs in kdrill's own directory (resources.data_root()), not here.
+    args.reports = str(Path(args.reports).absolute())
+    scenarios_dir = Path(args.scenarios_dir).absolute() if args.scenarios_dir else resources.scenarios_dir()
     as_files = [a for a in args.scenarios if a.endswith((".yaml", ".yml"))]
     if as_files:
         # The drill reads its scenario by name from one directory: that file's, so its edits count.
@@ -120,9 +121,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                          "run them separately")
     print(f"kdrill run {run_id}: {len(scenarios)} drill(s) on "
           f"{'context ' + (args.context or 'current') if args.kubeconfig or args.context else 'kind config ' + configs[0]}")
-    files = sorted({str(REPO_ROOT / s.drill) for s in scenarios})
+    files = sorted({str(resources.drill_file(s.drill)) for s in scenarios})
     cmd = [sys.executable, "-m", "pytest", *files, "-p", "no:cacheprovider", "-o", "addopts=",
-           "--rootdir", str(REPO_ROOT), "-q", "-s", "--no-header", "-r", "fEs", "--tb=short",
+           "--rootdir", str(resources.data_root()), "-q", "-s", "--no-header", "-r", "fEs", "--tb=short",
            f"--junitxml={run_dir / 'junit.xml'}", f"--alluredir={run_dir / 'allure-results'}",
            f"--kdrill-reports={args.reports}", f"--kdrill-run-id={run_id}",
            f"--kdrill-scenarios-dir={scenarios_dir}"]
@@ -238,14 +239,16 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def check_references(scenario) -> None:
-    """What a scenario names must exist: its drill file, cluster config and fault module.
-    Raises ScenarioError naming the file and field."""
+    """What a scenario names must exist: its drill file (among kdrill's own drills, wherever the
+    scenario file is), cluster config and fault module. Raises ScenarioError naming the file and
+    field."""
     from harness.faults import FaultError, check_params, fault_class
     from harness.scenario import ScenarioError
 
-    drill_file = (REPO_ROOT / scenario.drill).resolve()
-    if not drill_file.is_file() or (REPO_ROOT / "drills").resolve() not in drill_file.parents:
-        raise ScenarioError(scenario.path, "drill", f"an existing test file in {REPO_ROOT / 'drills'}", scenario.drill)
+    drills = resources.drills_dir()
+    drill_file = resources.drill_file(scenario.drill).resolve()
+    if not drill_file.is_file() or drills.resolve() not in drill_file.parents:
+        raise ScenarioError(scenario.path, "drill", f"an existing test file in {drills}", scenario.drill)
     if scenario.runner is not None:  # data-only: the runner's test runs it, its fault builds from data
         try:
             fault_type = fault_class(scenario.fault_kind)
@@ -263,8 +266,8 @@ def check_references(scenario) -> None:
         raise ScenarioError(scenario.path, "name", f"a scenario that a test in {scenario.drill} is marked with "
                             f"(@pytest.mark.scenario: {', '.join(sorted(marked)) or 'none'}); a copy with other "
                             "bounds keeps its name, a new name needs a test of its own", repr(scenario.name))
-    if not (REPO_ROOT / "clusters" / f"{scenario.cluster_config}.yaml").is_file():
-        known = ", ".join(sorted(p.stem for p in (REPO_ROOT / "clusters").glob("*.yaml")))
+    if not (resources.clusters_dir() / f"{scenario.cluster_config}.yaml").is_file():
+        known = ", ".join(sorted(p.stem for p in resources.clusters_dir().glob("*.yaml")))
         raise ScenarioError(scenario.path, "cluster.config", f"one of {known}", scenario.cluster_config)
     try:
         fault_class(scenario.fault_kind)
@@ -282,7 +285,7 @@ def run_until_reverted(cmd: list[str]) -> int:
     it only says what is happening and keeps waiting. SIGTERM is passed on as SIGTERM. The one
     command not run through :func:`harness.proc.run`: no time limit, output to the terminal.
     """
-    proc = subprocess.Popen(cmd, cwd=REPO_ROOT)
+    proc = subprocess.Popen(cmd, cwd=resources.data_root())
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))
     try:
         while True:
@@ -423,11 +426,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.claims:
         from harness.claims import format_claims, list_claims
 
-        print(format_claims(list_claims(SCENARIOS_DIR)))
+        print(format_claims(list_claims(resources.scenarios_dir())))
         return 0
     from harness.scenario import load_scenarios
 
-    for s in load_scenarios(SCENARIOS_DIR):
+    for s in load_scenarios(resources.scenarios_dir()):
         node = " (needs node access)" if s.needs_node_access else ""
         print(f"{s.name:28} {s.title}{node}\n{'':28} fault {s.fault_kind}; cluster {s.cluster_config}; {s.drill}")
     return 0
@@ -679,8 +682,9 @@ def parser() -> argparse.ArgumentParser:
     # No abbreviations: `run --scenario X` must not silently mean `--scenarios-dir X`.
     p = argparse.ArgumentParser(prog="kdrill", description=__doc__.split("\n")[0], allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    p.add_argument("--reports", default=os.environ.get("KDRILL_REPORTS", str(REPO_ROOT / "reports")),
-                   help="evidence root; each run writes <reports>/<run-id>/ (default: reports/)")
+    p.add_argument("--reports", default=os.environ.get("KDRILL_REPORTS"),
+                   help="evidence root; each run writes <reports>/<run-id>/ (default: $KDRILL_REPORTS, else "
+                   "reports/ in the checkout kdrill runs from, or in the current directory for an installed kdrill)")
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True,
                            parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
@@ -688,8 +692,10 @@ def parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run drills and write the evidence")
     run.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="scenario names or files (default: all)")
     run.add_argument("--run-id")
-    run.add_argument("--scenarios-dir", default=str(SCENARIOS_DIR),
-                     help="read scenarios from here (e.g. a copy with other bounds); default: scenarios/")
+    run.add_argument("--scenarios-dir", metavar="DIR",
+                     help="read the scenarios from DIR (*.yaml) instead of the built-in ones (`kdrill list`): a "
+                     "team's own, or a copy with other bounds; their `drill: drills/<file>` is one of kdrill's "
+                     "built-in drills. Default: the built-in scenarios")
     run.add_argument("--cluster-name", help="kind cluster name (default: the config's; reused if it exists)")
     run.add_argument("--keep-cluster", action="store_true", help="keep the kind cluster this run creates")
     run.add_argument("--kubeconfig", help="run against an existing cluster (no node access); $KUBECONFIG works too "
@@ -785,6 +791,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
     try:
+        if args.reports is None:
+            args.reports = str(resources.default_reports_dir())
         return args.func(args)
     except KeyboardInterrupt:
         print("kdrill: interrupted", file=sys.stderr)
@@ -793,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
         from harness.providers import ProviderError
         from harness.scenario import ScenarioError
 
-        if isinstance(exc, (ScenarioError, ProviderError)):
+        if isinstance(exc, (ScenarioError, ProviderError, resources.ResourcesMissing)):
             print(f"kdrill: {exc}", file=sys.stderr)
             return 2
         if isinstance(exc, OSError) and exc.filename:  # e.g. a scenario path that is a directory

@@ -8,11 +8,12 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import proc
+from harness import proc, resources
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-# This project's machines start Debian's Docker with this script, beside the checkout.
-DOCKER_UP = REPO_ROOT.parent / "shared" / "env" / "docker-up"
+# This project's machines start Debian's Docker with this script, beside the checkout (none for
+# an installed kdrill).
+_CHECKOUT = resources.checkout()
+DOCKER_UP = _CHECKOUT.parent / "shared" / "env" / "docker-up" if _CHECKOUT is not None else None
 DOCKER_INFO_TIMEOUT_SECONDS = 20  # a daemon that accepts and never answers must not hang kdrill
 VERSION_QUERY_SECONDS = 60  # `kind version`, `go env GOVERSION` answer at once; a hung one must not hang kdrill
 
@@ -42,7 +43,7 @@ def _docker_up() -> str:
 
 
 def _docker_up_hint() -> str:
-    if DOCKER_UP.exists():
+    if DOCKER_UP is not None and DOCKER_UP.exists():
         return f"on this project's machines: bash {_docker_up()}"
     return "e.g. sudo systemctl start docker"
 
@@ -57,7 +58,7 @@ def _docker_info(timeout_seconds: float) -> tuple[str | None, str]:
     """``docker info`` once: (the problem line, or None; the engine's version, or "")."""
     if not shutil.which("docker"):
         install = (f"on this project's machines: bash {_docker_up()} installs and starts it"
-                   if DOCKER_UP.exists() else "e.g. sudo apt-get install -y docker.io")
+                   if DOCKER_UP is not None and DOCKER_UP.exists() else "e.g. sudo apt-get install -y docker.io")
         return f"kdrill: Docker is not installed (no `docker` on PATH); install it ({install})", ""
     try:
         result = proc.run(["docker", "info", "--format", "{{.ServerVersion}}"], timeout_seconds=timeout_seconds,

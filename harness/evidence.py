@@ -248,12 +248,13 @@ class EvidenceWriter:
         return write_json_atomic(self._target("run.json"), _jsonable(meta))
 
 
-def run_metadata(repo_root: Path, run_id: str | None = None) -> dict[str, Any]:
+def run_metadata(repo_root: Path | None, run_id: str | None = None) -> dict[str, Any]:
     """Facts about this run, gathered locally (no network):
     ``run_id, started_at, user, host, git_commit, git_dirty, kdrill_version,
     python, command``. ``git_commit``/``git_dirty`` are None outside a git
-    checkout or without git; ``user`` is None when it cannot be determined. Raises RunIdError
-    for an invalid ``run_id``."""
+    checkout, without git, or when ``repo_root`` is None (an installed kdrill has no checkout:
+    harness.resources.checkout()); ``user`` is None when it cannot be determined. Raises
+    RunIdError for an invalid ``run_id``."""
     if run_id is not None:
         validate_run_id(run_id)
     try:
@@ -296,7 +297,9 @@ def dependency_versions() -> dict[str, str | None]:
     return versions
 
 
-def _git(repo_root: Path, *args: str) -> str | None:
+def _git(repo_root: Path | None, *args: str) -> str | None:
+    if repo_root is None:
+        return None
     try:
         done = proc.run(["git", "-C", str(repo_root), *args], timeout_seconds=10, check=False)
     except (OSError, subprocess.SubprocessError):

@@ -39,12 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from harness import proc
+from harness import proc, resources
 
 log = logging.getLogger("kdrill.images")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-IMAGES_DIR = REPO_ROOT / "clusters" / "images"
+IMAGES_DIR = resources.clusters_dir() / "images"
 LABEL = "org.kdrill.content-key"
 
 # Debian packages per root filesystem. The node's list is what a kind node runs on.
@@ -118,7 +117,8 @@ def content_key(name: str, inputs: list[Path], extra: list[str]) -> str:
     digest = hashlib.sha256(name.encode())
     for root in inputs:
         for f in _files_under(root):
-            digest.update(str(f.relative_to(REPO_ROOT)).encode() + b"\0")
+            # "clusters/images/...": the same in a checkout and an installed wheel (harness.resources)
+            digest.update(str(f.relative_to(resources.data_root())).encode() + b"\0")
             digest.update(f.read_bytes() + b"\0")
     for item in extra:
         digest.update(item.encode() + b"\0")

@@ -8,9 +8,11 @@ Options (``pytest --help``, group "kdrill"):
   --kdrill-context NAME          context in that kubeconfig (default: current)
   --kdrill-allow-context NAME    let destructive drills run on this non-kind context (repeatable)
   --kdrill-scenario NAME         run only the drills of these scenarios (repeatable)
-  --kdrill-reports DIR           evidence root (default: reports); the run writes DIR/<run-id>/
+  --kdrill-reports DIR           evidence root (default: $KDRILL_REPORTS, else reports/ as
+                                 harness.resources.default_reports_dir says); the run writes DIR/<run-id>/
   --kdrill-run-id ID             run id (default: a new one)
-  --kdrill-scenarios-dir DIR     where drills find their scenario files (default: scenarios/)
+  --kdrill-scenarios-dir DIR     where drills find their scenario files (default: the built-in
+                                 scenarios, harness.resources.scenarios_dir())
 
 A drill test is marked ``@pytest.mark.scenario("<name>")`` and takes the ``drill`` fixture; one
 test case runs per entry in the scenario's ``cases`` (or one when it has none).
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import resources
 from harness.drill import Drill
 from harness.evidence import EvidenceWriter, new_run_id, record_stem, run_metadata
 from harness.ledger import Ledger
@@ -35,7 +38,6 @@ from harness.providers.existing import check_destructive_allowed, existing_clust
 from harness.scenario import find_scenario
 from harness.topology import discover
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 log = logging.getLogger("kdrill.plugin")
 
 
@@ -49,14 +51,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kdrill-context", default=None)
     group.addoption("--kdrill-allow-context", action="append", default=[])
     group.addoption("--kdrill-scenario", action="append", default=[])
-    group.addoption("--kdrill-reports", default=os.environ.get("KDRILL_REPORTS", str(REPO_ROOT / "reports")))
+    # Both directories' defaults are looked up when used (_reports_dir, _scenarios_dir), not here:
+    # this hook runs in every pytest session of an environment where kdrill is installed.
+    group.addoption("--kdrill-reports", default=os.environ.get("KDRILL_REPORTS"))
     group.addoption("--kdrill-run-id", default=os.environ.get("KDRILL_RUN_ID"))
     group.addoption("--kdrill-ticket", default=os.environ.get("KDRILL_TICKET"),
                     help="the change or incident ticket this run belongs to (recorded in the evidence)")
     group.addoption("--kdrill-approved-by", default=os.environ.get("KDRILL_APPROVED_BY"),
                     help="who approved breaking this cluster for the drills (recorded in the evidence)")
-    group.addoption("--kdrill-scenarios-dir", default=str(REPO_ROOT / "scenarios"),
-                    help="where drills find their scenario files (default: scenarios/)")
+    group.addoption("--kdrill-scenarios-dir", default=None,
+                    help="where drills find their scenario files (default: kdrill's built-in scenarios)")
+
+
+def _reports_dir(config: pytest.Config) -> Path:
+    """--kdrill-reports, else resources.default_reports_dir()."""
+    given = config.getoption("--kdrill-reports")
+    return Path(given) if given else resources.default_reports_dir()
+
+
+def _scenarios_dir(config: pytest.Config) -> Path:
+    """--kdrill-scenarios-dir, else the built-in scenarios."""
+    given = config.getoption("--kdrill-scenarios-dir")
+    return Path(given) if given else resources.scenarios_dir()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -75,6 +91,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if problem:  # refused before any cluster is touched
         raise pytest.UsageError(problem)
     config.addinivalue_line("markers", "scenario(name): the scenario a drill test runs")
+    # The drills' markers, as pyproject.toml declares them for the checkout's own test runs: an
+    # installed kdrill runs its drills with no ini file of its own.
+    for line in ("cluster: needs a real kind cluster (created or reused by the kdrill plugin)",
+                 "destructive: injects a fault into the cluster",
+                 "node_access: needs the node containers (kind), skipped on an existing cluster"):
+        config.addinivalue_line("markers", line)
     config.addinivalue_line("markers", "data_scenarios: the test runs every data-only scenario (harness/runner.py)")
     from harness.evidence import RunIdError, validate_run_id
 
@@ -97,7 +119,7 @@ def _scenario(config: pytest.Config, name: str):
     goes on do not change its drills midway. Raises ScenarioError."""
     cache = config.__dict__.setdefault("_kdrill_scenarios", {})
     if name not in cache:
-        cache[name] = find_scenario(name, config.getoption("--kdrill-scenarios-dir"))
+        cache[name] = find_scenario(name, _scenarios_dir(config))
     return cache[name]
 
 
@@ -138,7 +160,7 @@ def _generate_data_scenarios(metafunc: pytest.Metafunc) -> None:
     wanted = set(metafunc.config.getoption("--kdrill-scenario"))
     params = []
     try:
-        for scenario in load_scenarios(metafunc.config.getoption("--kdrill-scenarios-dir")):
+        for scenario in load_scenarios(_scenarios_dir(metafunc.config)):
             if scenario.runner is None or (wanted and scenario.name not in wanted):
                 continue
             check_params(scenario)
@@ -199,11 +221,11 @@ def kdrill_run(request: pytest.FixtureRequest):
     run_id = request.config._kdrill_run_id
     try:
         # A new run's directory, never an earlier run's (kdrill run made it empty for us).
-        writer = EvidenceWriter.for_new_run(Path(request.config.getoption("--kdrill-reports")), run_id)
+        writer = EvidenceWriter.for_new_run(_reports_dir(request.config), run_id)
     except RunIdError as exc:
         pytest.exit(f"kdrill: {exc}")
     run_dir = writer.run_dir
-    meta = run_metadata(REPO_ROOT, run_id)
+    meta = run_metadata(resources.checkout(), run_id)
     meta["planned"] = getattr(request.config, "_kdrill_planned_names", [])
     meta["ticket"] = request.config.getoption("--kdrill-ticket")
     meta["approved_by"] = request.config.getoption("--kdrill-approved-by")
@@ -212,7 +234,7 @@ def kdrill_run(request: pytest.FixtureRequest):
     yield {"run_id": run_id, "run_dir": run_dir, "writer": writer, "meta": meta}
     meta["finished_at"] = time.time()
     # Scenarios are read once, but drills' code is not: say if the tree changed during the run.
-    end = run_metadata(REPO_ROOT, run_id)
+    end = run_metadata(resources.checkout(), run_id)
     meta["git_at_end"] = {"commit": end["git_commit"], "dirty": end["git_dirty"]}
     writer.write_run_metadata(meta)
 
@@ -279,7 +301,7 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     cluster.kind_provider = provider
     yield cluster
     if request.session.testsfailed:
-        logs = Path(request.config.getoption("--kdrill-reports")) / request.config._kdrill_run_id / "logs"
+        logs = _reports_dir(request.config) / request.config._kdrill_run_id / "logs"
         provider.export_logs(logs)
     if created and not opt("--kdrill-keep-cluster"):
         provider.delete()
@@ -417,11 +439,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         from harness.evidence import RunIdError
 
         try:
-            writer = EvidenceWriter.for_new_run(Path(config.getoption("--kdrill-reports")), config._kdrill_run_id)
+            writer = EvidenceWriter.for_new_run(_reports_dir(config), config._kdrill_run_id)
         except RunIdError as exc:
             log.warning("no evidence written: %s", exc)
             return
-        meta = run_metadata(REPO_ROOT, config._kdrill_run_id)
+        meta = run_metadata(resources.checkout(), config._kdrill_run_id)
         meta["planned"] = getattr(config, "_kdrill_planned_names", [])
         meta["finished_at"] = time.time()
         writer.write_run_metadata(meta)

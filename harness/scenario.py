@@ -23,12 +23,13 @@ import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
+from harness import resources
+
 OPS: tuple[str, ...] = ("<=", "<", ">=", ">", "==")
 # The platform's vital signs every drill records (harness/vitals.py, which imports this list).
 VITAL_SIGNS: tuple[str, ...] = ("api_read", "api_write", "service_name", "service_clusterip", "nodes_ready",
                                 "kube_system_restarts")
 MAX_PROBE_INTERVAL_SECONDS = 0.5
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # "x-expected" is our own annotation: the human text used when a value is
 # rejected. Draft 2020-12 ignores unknown keywords, so the schema stays valid.
@@ -118,7 +119,7 @@ SCHEMA: dict[str, Any] = {
         "name": _NAME,
         "title": _TEXT,
         "drill": {"type": "string", "pattern": r"^drills/[A-Za-z0-9_][A-Za-z0-9_-]*\.py$",
-                  "x-expected": "a drill file in the repository's drills/ directory, e.g. drills/test_x.py"},
+                  "x-expected": "a drill file in kdrill's drills/ directory, e.g. drills/test_x.py"},
         "claim": _TEXT,
         "source": {
             "type": "array", "minItems": 1,
@@ -498,7 +499,7 @@ def load_scenarios(directory: Path | str) -> list[Scenario]:
 
 def find_scenario(name_or_path: str | Path, directory: Path | str | None = None) -> Scenario:
     """Find a scenario by name (``"control-plane-stop"``) in ``directory``
-    (default: ``<repo>/scenarios``) or load it from a path.
+    (default: the built-in scenarios, harness.resources.scenarios_dir()) or load it from a path.
 
     Raises ScenarioError for an unknown name (listing the known names) or an
     invalid file, FileNotFoundError for a missing path or directory.
@@ -506,7 +507,7 @@ def find_scenario(name_or_path: str | Path, directory: Path | str | None = None)
     text = str(name_or_path)
     if isinstance(name_or_path, Path) or "/" in text or os.sep in text or text.endswith((".yaml", ".yml")):
         return load_scenario(Path(name_or_path))
-    directory = Path(directory) if directory is not None else REPO_ROOT / "scenarios"
+    directory = Path(directory) if directory is not None else resources.scenarios_dir()
     scenarios = load_scenarios(directory)
     for scenario in scenarios:
         if scenario.name == text:

@@ -29,13 +29,14 @@ from typing import Any
 
 import yaml
 
+from harness import resources
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.ledger import state_dir
 from harness.providers import Cluster
 
 log = logging.getLogger("kdrill.faults.drill_cluster")
 
-TEMPLATE = Path(__file__).resolve().parents[2] / "clusters" / "encryption-at-rest.yaml.j2"
+TEMPLATE = resources.clusters_dir() / "encryption-at-rest.yaml.j2"
 NODE_DIR = "/etc/kubernetes/kdrill-encryption"  # where the node and kube-apiserver see the directory
 CONFIG_FILE = "encryption-config.yaml"
 PROVIDERS = ("secretbox", "aescbc")  # both take a 32-byte key ("Encrypting Confidential Data at Rest")

@@ -18,13 +18,12 @@ from pathlib import Path
 
 import yaml
 
-from harness import proc
+from harness import proc, resources
 from harness.providers import Cluster, ProviderError
 
 log = logging.getLogger("kdrill.kind")
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CLUSTERS_DIR = REPO_ROOT / "clusters"
+CLUSTERS_DIR = resources.clusters_dir()
 
 
 def kind_binary() -> str:

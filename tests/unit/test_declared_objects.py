@@ -19,10 +19,11 @@ from harness.ledger import Ledger
 from harness.probes.object_state import holds
 from harness.providers import Cluster
 from harness.runner import declared_manifests, object_ref
-from harness.scenario import REPO_ROOT, ScenarioError, load_scenario
+from harness import resources
+from harness.scenario import ScenarioError, load_scenario
 from harness.timeline import Sample
 
-ORIGINAL = REPO_ROOT / "scenarios" / "apiservice-unavailable.yaml"
+ORIGINAL = resources.scenarios_dir() / "apiservice-unavailable.yaml"
 
 
 # --- kinds, placeholders, states --------------------------------------------------------------

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import measures
-from harness.scenario import REPO_ROOT, RUNNER_DRILL, ScenarioError, load_scenario
+from harness import measures, resources
+from harness.scenario import RUNNER_DRILL, ScenarioError, load_scenario
 from harness.timeline import Sample
 
 T = 1000.0
@@ -53,7 +53,7 @@ def test_longest_unanswered_counts_a_hung_request_as_much_as_a_failed_one() -> N
 
 
 def data_scenario(tmp_path: Path, edit=lambda d: None) -> Path:
-    data = yaml.safe_load((REPO_ROOT / "scenarios" / "service-without-endpoints.yaml").read_text())
+    data = yaml.safe_load((resources.scenarios_dir() / "service-without-endpoints.yaml").read_text())
     edit(data)
     path = tmp_path / "service-without-endpoints.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

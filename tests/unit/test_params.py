@@ -5,10 +5,11 @@ import copy
 import pytest
 import yaml
 
+from harness import resources
 from harness.faults import check_params
-from harness.scenario import REPO_ROOT, ScenarioError, load_scenario
+from harness.scenario import ScenarioError, load_scenario
 
-ORIGINAL = REPO_ROOT / "scenarios" / "control-plane-stop.yaml"
+ORIGINAL = resources.scenarios_dir() / "control-plane-stop.yaml"
 
 
 def scenario_with(tmp_path, edit):
