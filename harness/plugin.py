@@ -297,6 +297,8 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         created = True
         log.info("created kind cluster %s in %.0f s", provider.name, seconds)
         request.config._kdrill_cluster_create_seconds = seconds
+    if not created:  # a kept cluster made before the guard existed gets it too (idempotent)
+        provider.guard_service_subnet()
     cluster = provider.cluster()
     cluster.kind_provider = provider
     yield cluster

@@ -69,6 +69,10 @@ def cluster_name_of(config: Path) -> str:
     return yaml.safe_load(config.read_text()).get("name") or "kind"
 
 
+DEFAULT_SERVICE_SUBNET = "10.96.0.0/16"  # kind's serviceSubnet when the config sets none
+GUARD_COMMENT = "kdrill: no untranslated ClusterIP traffic leaves the node"
+
+
 class KindProvider:
     """One kind cluster, by name; ``config`` is the kind config used when creating it."""
 
@@ -116,7 +120,35 @@ class KindProvider:
         if not healthy.ok:
             raise ProviderError(f"kind cluster {self.name} not healthy {wait_seconds} s after creation: "
                                 f"{healthy.last_error or 'see kdrill cluster status'}")
+        self.guard_service_subnet()
         return time.monotonic() - started
+
+    def service_subnet(self) -> str:
+        """The cluster's Service CIDR: the kind config's ``networking.serviceSubnet``, or kind's
+        default ``10.96.0.0/16``."""
+        data = yaml.safe_load(self.config.read_text()) if self.config.exists() else {}
+        return ((data or {}).get("networking") or {}).get("serviceSubnet") or DEFAULT_SERVICE_SUBNET
+
+    def guard_service_subnet(self) -> list[str]:
+        """On every node, reject traffic to the Service CIDR that kube-proxy did not translate
+        (a ClusterIP not, or not yet, programmed on that node). Without it such a connection
+        follows the node's default route off the cluster: on this machine something outside
+        answered it (HTTP 404 over TLS), and an API server kept the connection alive, so an
+        APIService stayed unavailable for minutes after its backend was back. kube-proxy's
+        nftables mode rejects these by itself; its iptables mode, kind's default, does not.
+
+        Translated traffic never matches: in the filter table the destination is already the
+        pod's. Idempotent (``iptables -C`` first). Returns the nodes where a rule was added.
+        Raises ProviderError when a node refuses it."""
+        subnet, added = self.service_subnet(), []
+        cluster = self.cluster()
+        for node in cluster.nodes_by_role["control-plane"] + cluster.nodes_by_role["worker"]:
+            for chain in ("OUTPUT", "FORWARD"):
+                rule = [chain, "-d", subnet, "-m", "comment", "--comment", GUARD_COMMENT, "-j", "REJECT"]
+                if cluster.node_exec(node, ["iptables", "-w", "5", "-C", *rule], check=False).returncode != 0:
+                    cluster.node_exec(node, ["iptables", "-w", "5", "-I", chain, "1", *rule[1:]])
+                    added.append(f"{node} {chain}")
+        return added
 
     def delete(self) -> None:
         """Delete the cluster and the containers kdrill ran beside it (e.g. a drill's registry)."""

@@ -124,3 +124,42 @@ def test_no_node_ever_pulls_an_image(kdrill_cluster):
                                        timeout_seconds=60).stdout
         pulls = [line for line in log.splitlines() if "PullImage" in line]
         assert pulls == [], f"{node}: {pulls[:3]}"
+
+
+def unallocated_cluster_ip(cluster, subnet: str) -> str:
+    """An address of the Service CIDR that no Service has (from the top of the range down)."""
+    import ipaddress
+
+    taken = {s.spec.cluster_ip for s in cluster.core.list_service_for_all_namespaces().items}
+    network = ipaddress.ip_network(subnet)
+    return next(str(a) for a in reversed(list(network.hosts())[-256:]) if str(a) not in taken)
+
+
+def test_untranslated_cluster_ip_traffic_is_refused_on_the_node_not_answered_from_outside(kdrill_cluster):
+    """A ClusterIP kube-proxy has not programmed on a node must not leave the node: without the
+    provider's guard (KindProvider.guard_service_subnet) it followed the default route and
+    something outside the cluster answered it (HTTP 404 over TLS, kept alive by the API servers)."""
+    provider = kdrill_cluster.kind_provider
+    address = unallocated_cluster_ip(kdrill_cluster, provider.service_subnet())
+    roles = kdrill_cluster.nodes_by_role
+    for node in roles["control-plane"] + roles["worker"]:
+        # From the node's own network (how an API server calls an APIService's Service).
+        result = kdrill_cluster.node_exec(node, ["curl", "-sk", "-m", "3", "-o", "/dev/null", "-w", "%{http_code}",
+                                                 f"https://{address}/"], check=False)
+        assert (result.returncode, result.stdout) == (7, "000"), \
+            f"{node}: {address} was not refused (curl exit {result.returncode}, HTTP {result.stdout})"
+    # From a pod (forwarded traffic), on a worker.
+    ns = "kdrill-guard"
+    delete_namespace(kdrill_cluster, ns)
+    ensure_namespace(kdrill_cluster, ns)
+    try:
+        probe = InClusterProbe(kdrill_cluster, ns, "leak-client", {"unallocated": f"http://{address}/"},
+                               interval_seconds=0.5, duration_seconds=3, max_requests=4,
+                               node=roles["worker"][-1]).start()
+        lines = wait_until_or_raise(lambda: (r := probe.results()) and any(x.get("done") for x in r) and r, 60,
+                                    description="in-cluster probe done").value
+        calls = [r for r in lines if not r.get("done")]
+        assert calls and all(not r["ok"] and r["status"] is None and "refused" in (r["error"] or "").lower()
+                             for r in calls), calls
+    finally:
+        delete_namespace(kdrill_cluster, ns)

@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness import kube_objects
 from harness.components import static_pods
 from harness.components.registry import LocalRegistry
 from harness.expectations import wait_until
 from harness.faults import fault_class
 from harness.faults.control_plane_stop import ControlPlaneStop
 from harness.health import wait_healthy
+from harness.kube_objects import Ref
 from harness.ledger import Ledger
 from harness.providers.existing import kind_clusters
 
@@ -81,6 +83,9 @@ SIGKILLED = [
     ("secrets-at-rest", "encrypted", "drill-cluster", None),
     # Killed with the Service's selector matching no pod: recover puts the recorded selector back.
     ("service-blackhole", None, "service-blackhole", None),
+    # Killed with an APIService's backend scaled to zero: recover scales it back, then deletes the
+    # declared objects (the APIService, a second namespace) before the drill's namespace.
+    ("apiservice-unavailable", None, "scale-to-zero", None),
 ]
 # Not here: secrets-at-rest's planted Secret (it lives about 2 s, inside the drill namespace, which
 # recover deletes anyway), etcd-defrag (nothing to undo; its revert only waits for the member) and
@@ -150,6 +155,10 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path, scenari
     assert not present & set(namespaces), sorted(present & set(namespaces))
     if scenario.startswith("registry"):
         assert LocalRegistry.for_cluster(kdrill_cluster).state() is None, "the registry container is still there"
+    declared = [Ref.from_dict(r) for e in left if e.kind == "drill-objects" for r in e.target["created"]]
+    if scenario == "apiservice-unavailable":
+        assert any(r.kind == "APIService" for r in declared), [str(r) for r in declared]
+    assert [str(r) for r in declared if kube_objects.read(kdrill_cluster, r) is not None] == []
     made = {e.target["name"] for e in left if e.kind == "drill-cluster"}
     assert not made & set(kind_clusters()), f"still there: {sorted(made & set(kind_clusters()))}"
 
