@@ -137,7 +137,7 @@ def manifests(d):
     (lambda d: manifests(d)[0].pop("metadata"), "workload.manifests[0].metadata", "a mapping"),
     (lambda d: d["runner"]["actions"][0]["delete"].update(name="kube-system"), "runner.actions[0].delete",
      "an object made by workload.manifests"),
-    (lambda d: d["runner"]["actions"][0].update(after_seconds=100), "runner.actions[0].after_seconds",
+    (lambda d: d["runner"]["actions"][0].update(after_seconds=115), "runner.actions[0].after_seconds",
      "fewer seconds than the fault window"),
     (lambda d: d["runner"]["probes"][1].pop("ok_when"), "runner.probes[1].ok_when", "a ok_when for a object-state"),
     (lambda d: d["runner"]["probes"][1].update(target="name"), "runner.probes[1].target", "no target"),
