@@ -266,6 +266,12 @@ SCHEMA: dict[str, Any] = {
 _VALIDATOR = Draft202012Validator(SCHEMA)
 
 
+def drill_namespace(scenario_name: str, case: str | None = None) -> str:
+    """The namespace a drill of scenario ``scenario_name`` (and ``case``) runs in, what
+    ``$(namespace)`` means in its declared objects: at most 63 characters, as a namespace's name."""
+    return f"kdrill-{scenario_name}{'-' + case if case else ''}"[:63].rstrip("-")
+
+
 class ScenarioError(ValueError):
     """A scenario file is unreadable or invalid.
 
@@ -803,14 +809,18 @@ def _check_runner(path: Path, data: dict) -> None:
 
 
 def _check_objects(path: Path, data: dict) -> None:
-    """The objects a data-only scenario names: kinds the runner knows, known placeholders, each
+    """The objects a data-only scenario names: kinds the runner knows, known placeholders, names
+    and namespaces the API takes once ``$(namespace)`` is expanded (their only placeholder), each
     object made once, namespaced ones only in the drill's namespace or one the manifests make,
     probes with the fields their kind needs, and actions only on objects the manifests make,
     within their window."""
-    from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, placeholders
+    from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, expand, placeholders
 
     known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
     kinds = ", ".join(sorted(KINDS))
+    # Every namespace this scenario's drills run in (one per case): a name is checked as it will be sent.
+    drill_namespaces = [drill_namespace(data["name"], c["name"]) for c in data.get("cases") or []] \
+        or [drill_namespace(data["name"])]
 
     def check_kind(field: str, kind: str) -> None:
         if kind not in KINDS:
@@ -820,6 +830,24 @@ def _check_objects(path: Path, data: dict) -> None:
         unknown = sorted(placeholders(value) - set(PLACEHOLDER_NAMES))
         if unknown:
             raise ScenarioError(path, field, f"placeholders among {known}", ", ".join(f"$({u})" for u in unknown))
+
+    def check_names(field: str, kind: str, name: str, namespace: str | None) -> None:
+        """``name`` and ``namespace`` (at ``field``.name and .namespace) as the API will get them,
+        placeholders expanded for each drill namespace: a name the API would refuse is refused
+        here, before anything is made (and one such as "../kube-system/..." never reaches a path)."""
+        for key, value in (("name", name), ("namespace", namespace)):
+            if value is not None and placeholders(value) - {"namespace"}:
+                raise ScenarioError(path, f"{field}.{key}", "a name whose only placeholder is $(namespace)", repr(value))
+        for ns in drill_namespaces:
+            def sent(value: str | None) -> str | None:
+                return None if value is None else expand(value, {"namespace": ns})
+
+            namespace_sent = sent(namespace) if namespace is not None or not KINDS[kind].namespaced else ns
+            for key, value, problem in (("namespace", namespace, KINDS[kind].problem(None, namespace_sent)),
+                                        ("name", name, KINDS[kind].problem(sent(name), namespace_sent))):
+                if problem is not None:
+                    shown = f"{sent(value)!r} ($(namespace) is {ns})" if sent(value) != value else repr(value)
+                    raise ScenarioError(path, f"{field}.{key}", problem, shown)
 
     def ref(kind: str, name: str, namespace: str | None) -> tuple:
         return (kind, name, (namespace or "$(namespace)") if KINDS[kind].namespaced else None)
@@ -838,6 +866,8 @@ def _check_objects(path: Path, data: dict) -> None:
             raise ScenarioError(path, f"{field}.metadata.namespace", "the drill's namespace ($(namespace), the "
                                 "default) or a Namespace made by an earlier manifest: "
                                 + ", ".join(namespaces), repr(this[2]))
+        check_names(f"{field}.metadata", manifest["kind"], manifest["metadata"]["name"],
+                    manifest["metadata"].get("namespace"))
         if this in made:
             raise ScenarioError(path, f"{field}.metadata.name", "an object not made twice", f"{this[0]} {this[1]} again")
         made.append(this)
@@ -854,11 +884,14 @@ def _check_objects(path: Path, data: dict) -> None:
         if "object" in probe:
             check_kind(f"{field}.object.kind", probe["object"]["kind"])
             check_placeholders(f"{field}.object", probe["object"])
+            check_names(f"{field}.object", probe["object"]["kind"], probe["object"]["name"],
+                        probe["object"].get("namespace"))
     for i, action in enumerate(data["runner"].get("actions") or []):
         field = f"runner.actions[{i}]"
         target = action["delete"]
         check_kind(f"{field}.delete.kind", target["kind"])
         check_placeholders(f"{field}.delete", target)
+        check_names(f"{field}.delete", target["kind"], target["name"], target.get("namespace"))
         if ref(target["kind"], target["name"], target.get("namespace")) not in made:
             raise ScenarioError(path, f"{field}.delete", "an object made by workload.manifests (an action never "
                                 "touches what the drill did not make)", f"{target['kind']} {target['name']}")

@@ -262,3 +262,70 @@ def test_an_object_that_stays_fails_the_verification(cluster, fake, monkeypatch)
     objects.revert()
     with pytest.raises(FaultNotReverted, match="Namespace ns-victim still exists"):
         objects.verify_reverted()
+
+
+# --- hostile input: names that would reach outside the drill ---------------------------------
+
+@pytest.mark.parametrize("kind, name, namespace", [
+    ("ConfigMap", "../../kube-system/configmaps/coredns", "ns"),  # the client normalises "..": kube-system
+    ("ConfigMap", "x", "ns/../kube-system"),
+    ("ConfigMap", "%2e%2e%2fkube-system", "ns"),
+    ("ConfigMap", "Coredns", "ns"),
+    ("ConfigMap", "a" * 254, "ns"),
+    ("ConfigMap", "", "ns"),
+    ("ConfigMap", "x", None),  # a namespaced kind without its namespace: /namespaces/None/
+    ("Namespace", "kube-system", "ns"),  # a cluster-scoped kind with one
+    ("Namespace", "a.b", None),  # a namespace is a DNS label
+    ("Service", "1web", "ns"),  # a Service is an RFC 1035 label
+])
+def test_a_name_the_api_would_not_take_never_becomes_a_request(monkeypatch, kind, name, namespace):
+    sent = []
+    monkeypatch.setattr(kube_objects, "_call", lambda *args, **kwargs: sent.append(args))
+    ref = Ref(kind, name, namespace)
+    manifest = {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": namespace}}
+    calls = [lambda: kube_objects.read(None, ref), lambda: kube_objects.delete(None, ref)]
+    if Ref.of(manifest) == ref:  # a creation names a cluster-scoped kind's object without its namespace
+        calls.append(lambda: kube_objects.create(None, manifest))
+    for call in calls:
+        with pytest.raises(ValueError, match="expected"):
+            call()
+    assert sent == []
+
+
+def test_valid_names_still_make_paths():
+    assert kube_objects.kind_of("APIService").path("v1alpha1.drill.kdrill.io") == \
+        "/apis/apiregistration.k8s.io/v1/apiservices/v1alpha1.drill.kdrill.io"
+    assert kube_objects.kind_of("ConfigMap").path("a" * 253, "n" * 63).endswith("/configmaps/" + "a" * 253)
+
+
+def configmap(name="extra", **metadata):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, **metadata}}
+
+
+@pytest.mark.parametrize("edit, field, expected, got", [
+    (lambda d: manifests(d).append(configmap("../../kube-system/configmaps/coredns")),
+     "workload.manifests[4].metadata.name", "a ConfigMap name", "'../../kube-system/configmaps/coredns'"),
+    (lambda d: manifests(d).append(configmap("%2e%2e")), "workload.manifests[4].metadata.name", "a ConfigMap name", None),
+    (lambda d: manifests(d).append(configmap("Extra")), "workload.manifests[4].metadata.name", "a ConfigMap name", None),
+    (lambda d: manifests(d).append(configmap("a\nb")), "workload.manifests[4].metadata.name", "a ConfigMap name", None),
+    (lambda d: manifests(d).append(configmap("$(toolbox_image)")), "workload.manifests[4].metadata.name",
+     "only placeholder is $(namespace)", None),
+    (lambda d: manifests(d)[1]["metadata"].update(name="backend.svc"), "workload.manifests[1].metadata.name",
+     "a Service name", None),
+    # A drill namespace of 63 characters leaves no room for "-victim": the API would refuse it midway.
+    (lambda d: d.update(name="a" * 50), "workload.manifests[0].metadata.name", "a Namespace name",
+     "($(namespace) is kdrill-" + "a" * 50 + ")"),
+    (lambda d: manifests(d)[3]["metadata"].update(namespace="kube-system"), "workload.manifests[3].metadata.namespace",
+     "no namespace (APIService objects are cluster-scoped)", "'kube-system'"),
+    (lambda d: d["runner"]["probes"][1]["object"].update(name="../x"), "runner.probes[1].object.name",
+     "APIService name", None),
+    (lambda d: d["runner"]["actions"][0]["delete"].update(namespace="kube-system"), "runner.actions[0].delete.namespace",
+     "no namespace", "'kube-system'"),
+    (lambda d: d["runner"]["actions"][0]["delete"].update(name="$(namespace)-Victim"), "runner.actions[0].delete.name",
+     "a Namespace name", "'kdrill-apiservice-unavailable-Victim' ($(namespace) is kdrill-apiservice-unavailable)"),
+])
+def test_names_are_checked_as_the_api_will_get_them(tmp_path, edit, field, expected, got):
+    err = error_for(tmp_path, edit)
+    assert err.field == field, str(err)
+    assert expected in err.expected
+    assert got is None or got in err.got
