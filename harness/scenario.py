@@ -266,6 +266,10 @@ SCHEMA: dict[str, Any] = {
 _VALIDATOR = Draft202012Validator(SCHEMA)
 
 
+# A Namespace a scenario declares is named after its drill's: "$(namespace)-victim".
+OWN_NAMESPACE_PREFIX = "$(namespace)-"
+
+
 def drill_namespace(scenario_name: str, case: str | None = None) -> str:
     """The namespace a drill of scenario ``scenario_name`` (and ``case``) runs in, what
     ``$(namespace)`` means in its declared objects: at most 63 characters, as a namespace's name."""
@@ -811,9 +815,9 @@ def _check_runner(path: Path, data: dict) -> None:
 def _check_objects(path: Path, data: dict) -> None:
     """The objects a data-only scenario names: kinds the runner knows, known placeholders, names
     and namespaces the API takes once ``$(namespace)`` is expanded (their only placeholder), each
-    object made once, namespaced ones only in the drill's namespace or one the manifests make,
-    probes with the fields their kind needs, and actions only on objects the manifests make,
-    within their window."""
+    object made once, a Namespace only under a name made from the drill's namespace, namespaced
+    ones only in the drill's namespace or one the manifests make, probes with the fields their
+    kind needs, and actions only on objects the manifests make, within their window."""
     from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, expand, placeholders
 
     known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
@@ -860,6 +864,14 @@ def _check_objects(path: Path, data: dict) -> None:
         if manifest["apiVersion"] != KINDS[manifest["kind"]].api_version:
             raise ScenarioError(path, f"{field}.apiVersion", f"{KINDS[manifest['kind']].api_version!r} for a "
                                 f"{manifest['kind']}", repr(manifest["apiVersion"]))
+        if manifest["kind"] == "Namespace" and not str(manifest["metadata"]["name"]).startswith(OWN_NAMESPACE_PREFIX):
+            # The drill's namespace is kdrill's by name (kdrill-<scenario>), and so is any name
+            # built on it; kube-system, default or a tenant's namespace is not, even one that does
+            # not exist yet (kdrill would create it, then delete it with what others put there),
+            # and a declared namespace is where the manifests after it, and actions, may act.
+            raise ScenarioError(path, f"{field}.metadata.name", f"a name made from the drill's namespace, "
+                                f"{OWN_NAMESPACE_PREFIX}<suffix>: kdrill creates and deletes only namespaces "
+                                "named after its own", repr(manifest["metadata"]["name"]))
         this = ref(manifest["kind"], manifest["metadata"]["name"], manifest["metadata"].get("namespace"))
         namespaces = ["$(namespace)"] + [name for kind, name, _ in made if kind == "Namespace"]
         if this[2] is not None and this[2] not in namespaces:

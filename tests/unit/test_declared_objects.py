@@ -329,3 +329,20 @@ def test_names_are_checked_as_the_api_will_get_them(tmp_path, edit, field, expec
     assert err.field == field, str(err)
     assert expected in err.expected
     assert got is None or got in err.got
+
+
+def namespace_manifest(name):
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+@pytest.mark.parametrize("name", ["kube-system", "default", "team-a", "$(namespace)", "x-$(namespace)"])
+def test_a_namespace_is_declared_only_under_the_drills_own_name(tmp_path, name):
+    # A declared Namespace would make kube-system or default a place for the manifests after it
+    # (and an action could then delete it); one that does not exist yet (a tenant's, made later)
+    # would be created and deleted with whatever was put in it meanwhile.
+    def edit(d):
+        manifests(d)[0] = namespace_manifest(name)
+        manifests(d).append(configmap(namespace=name))
+    err = error_for(tmp_path, edit)
+    assert err.field == "workload.manifests[0].metadata.name", str(err)
+    assert "$(namespace)-" in err.expected and err.got == repr(name)
