@@ -100,12 +100,18 @@ _OBJECT_REF = {
                    "namespace": {"type": "string", "minLength": 1, "maxLength": 63}},
     "x-expected": "an object: {kind, name, namespace (for a namespaced kind; default: the drill's)}",
 }
+_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}, "x-expected": "a mapping of strings"}
 _MANIFEST = {
     "type": "object", "required": ["apiVersion", "kind", "metadata"],
     "properties": {"apiVersion": {"type": "string", "minLength": 1}, "kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
-                   "metadata": {"type": "object", "required": ["name"],
+                   # Only what a scenario says about the object: kdrill adds its owner label to
+                   # labels; finalizers (which would keep the object after the revert),
+                   # ownerReferences (its deletion left to the garbage collector) and the fields
+                   # the API sets itself are not the scenario's to declare.
+                   "metadata": {"type": "object", "required": ["name"], "additionalProperties": False,
                                 "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 253},
-                                               "namespace": {"type": "string", "minLength": 1, "maxLength": 63}}}},
+                                               "namespace": {"type": "string", "minLength": 1, "maxLength": 63},
+                                               "labels": _STRINGS, "annotations": _STRINGS}}},
     "x-expected": "a Kubernetes manifest: {apiVersion, kind, metadata: {name}, ...}",
 }
 
@@ -818,6 +824,7 @@ def _check_objects(path: Path, data: dict) -> None:
     object made once, a Namespace only under a name made from the drill's namespace, namespaced
     ones only in the drill's namespace or one the manifests make, probes with the fields their
     kind needs, and actions only on objects the manifests make, within their window."""
+    from harness.faults.drill_objects import OWNER_LABEL
     from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, expand, placeholders
 
     known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
@@ -872,6 +879,10 @@ def _check_objects(path: Path, data: dict) -> None:
             raise ScenarioError(path, f"{field}.metadata.name", f"a name made from the drill's namespace, "
                                 f"{OWN_NAMESPACE_PREFIX}<suffix>: kdrill creates and deletes only namespaces "
                                 "named after its own", repr(manifest["metadata"]["name"]))
+        if OWNER_LABEL in (manifest["metadata"].get("labels") or {}):
+            # kdrill sets it to the ledger entry's token; a scenario's value would be replaced.
+            raise ScenarioError(path, f"{field}.metadata.labels.{OWNER_LABEL}", f"no {OWNER_LABEL} label: kdrill "
+                                "labels the objects it makes itself", repr(manifest["metadata"]["labels"][OWNER_LABEL]))
         this = ref(manifest["kind"], manifest["metadata"]["name"], manifest["metadata"].get("namespace"))
         namespaces = ["$(namespace)"] + [name for kind, name, _ in made if kind == "Namespace"]
         if this[2] is not None and this[2] not in namespaces:

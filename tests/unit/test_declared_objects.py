@@ -346,3 +346,33 @@ def test_a_namespace_is_declared_only_under_the_drills_own_name(tmp_path, name):
     err = error_for(tmp_path, edit)
     assert err.field == "workload.manifests[0].metadata.name", str(err)
     assert "$(namespace)-" in err.expected and err.got == repr(name)
+
+
+@pytest.mark.parametrize("metadata, field, expected", [
+    # Labels kdrill adds its own to: anything but a mapping of strings failed at setup (TypeError)
+    # after the namespace and the HTTP server were made, or at the API after earlier objects were.
+    ({"labels": "app=x"}, "workload.manifests[1].metadata.labels", "a mapping"),
+    ({"labels": None}, "workload.manifests[1].metadata.labels", "a mapping"),
+    ({"labels": {"app": 1}}, "workload.manifests[1].metadata.labels.app", "a string"),
+    ({"annotations": ["a"]}, "workload.manifests[1].metadata.annotations", "a mapping"),
+    # The owner label is kdrill's to set; a scenario's value would be silently replaced.
+    ({"labels": {OWNER_LABEL: "0123456789ab"}}, f"workload.manifests[1].metadata.labels.{OWNER_LABEL}",
+     "no kdrill.io/drill-objects label"),
+    # Lifecycle and ownership are the drill's: a finalizer would keep the object after the revert,
+    # ownerReferences hand its deletion to the garbage collector, the rest the API sets itself.
+    ({"finalizers": ["example.com/keep"]}, "workload.manifests[1].metadata.finalizers", "no such field"),
+    ({"ownerReferences": []}, "workload.manifests[1].metadata.ownerReferences", "no such field"),
+    ({"generateName": "x-"}, "workload.manifests[1].metadata.generateName", "no such field"),
+    ({"resourceVersion": "1"}, "workload.manifests[1].metadata.resourceVersion", "no such field"),
+])
+def test_manifest_metadata_is_name_namespace_labels_annotations(tmp_path, metadata, field, expected):
+    err = error_for(tmp_path, lambda d: manifests(d)[1]["metadata"].update(metadata))
+    assert err.field == field, str(err)
+    assert expected in err.expected
+
+
+def test_labels_and_annotations_of_strings_are_taken(tmp_path):
+    scenario = scenario_with(tmp_path, lambda d: manifests(d)[1]["metadata"].update(
+        labels={"app.kubernetes.io/name": "backend"}, annotations={"note": "drill"}))
+    made = DrillObjects(None, declared_manifests(scenario.workload["manifests"], "ns"))
+    assert made.manifests[1]["metadata"]["labels"] == {"app.kubernetes.io/name": "backend", OWNER_LABEL: made.token}
