@@ -15,8 +15,9 @@ so those first connections leave the node for its default route (on this machine
 answered from outside the cluster and kept alive, and the APIService stayed unavailable for
 minutes). A Service that exists, even without endpoints, is rejected locally instead.
 
-Placeholders: every string in a manifest, probe object or action may hold ``$(namespace)`` (the
-drill's namespace), ``$(toolbox_image)`` and ``$(toolbox_pull_policy)`` (the configured toolbox);
+Placeholders: every string value (not a mapping key) in a manifest, probe object or action may
+hold ``$(namespace)`` (the drill's namespace; the only one an object's name or namespace may
+hold), ``$(toolbox_image)`` and ``$(toolbox_pull_policy)`` (the configured toolbox);
 :func:`expand` replaces them. The ``$(NAME)`` form is the one Kubernetes uses for dependent
 environment variables in a container's command.
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
@@ -150,6 +151,19 @@ def placeholders(value: Any) -> set[str]:
     if isinstance(value, list):
         return set().union(*(placeholders(v) for v in value)) if value else set()
     return set()
+
+
+def placeholder_keys(value: Any, where: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
+    """Where (keys and list indices) each mapping key of ``value`` that holds a placeholder is:
+    :func:`expand` replaces placeholders in values only, so such a key would be sent as written."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and PLACEHOLDER.search(key):
+                yield where + (key,)
+            yield from placeholder_keys(item, where + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from placeholder_keys(item, where + (i,))
 
 
 @dataclass(frozen=True)

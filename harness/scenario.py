@@ -825,7 +825,7 @@ def _check_objects(path: Path, data: dict) -> None:
     ones only in the drill's namespace or one the manifests make, probes with the fields their
     kind needs, and actions only on objects the manifests make, within their window."""
     from harness.faults.drill_objects import OWNER_LABEL
-    from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, expand, placeholders
+    from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, expand, placeholder_keys, placeholders
 
     known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
     kinds = ", ".join(sorted(KINDS))
@@ -838,6 +838,9 @@ def _check_objects(path: Path, data: dict) -> None:
             raise ScenarioError(path, field, f"a kind the runner knows: {kinds}", repr(kind))
 
     def check_placeholders(field: str, value: Any) -> None:
+        for where in placeholder_keys(value):
+            raise ScenarioError(path, _format_field((field, *where)), "placeholders in values only (keys are sent "
+                                "as written)", repr(where[-1]))
         unknown = sorted(placeholders(value) - set(PLACEHOLDER_NAMES))
         if unknown:
             raise ScenarioError(path, field, f"placeholders among {known}", ", ".join(f"$({u})" for u in unknown))

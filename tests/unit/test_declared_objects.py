@@ -376,3 +376,14 @@ def test_labels_and_annotations_of_strings_are_taken(tmp_path):
         labels={"app.kubernetes.io/name": "backend"}, annotations={"note": "drill"}))
     made = DrillObjects(None, declared_manifests(scenario.workload["manifests"], "ns"))
     assert made.manifests[1]["metadata"]["labels"] == {"app.kubernetes.io/name": "backend", OWNER_LABEL: made.token}
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"$(namespace).conf": "x"}, "workload.manifests[4].data.$(namespace).conf"),
+    ({"a": "ok", "$(nope)": "y"}, "workload.manifests[4].data.$(nope)"),
+])
+def test_a_placeholder_in_a_key_is_refused_not_sent_as_written(tmp_path, data, field):
+    # expand() replaces placeholders in values only: the key would reach the API as "$(namespace).conf".
+    err = error_for(tmp_path, lambda d: manifests(d).append({**configmap(), "data": data}))
+    assert err.field == field, str(err)
+    assert "keys are sent as written" in err.expected
