@@ -867,6 +867,7 @@ def _check_objects(path: Path, data: dict) -> None:
         return (kind, name, (namespace or "$(namespace)") if KINDS[kind].namespaced else None)
 
     made: list[tuple] = []
+    made_sent: dict[tuple, int] = {}  # (drill namespace, kind, name, namespace as sent) -> manifest index
     for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
         field = f"workload.manifests[{i}]"
         check_kind(f"{field}.kind", manifest["kind"])
@@ -894,8 +895,13 @@ def _check_objects(path: Path, data: dict) -> None:
                                 + ", ".join(namespaces), repr(this[2]))
         check_names(f"{field}.metadata", manifest["kind"], manifest["metadata"]["name"],
                     manifest["metadata"].get("namespace"))
-        if this in made:
-            raise ScenarioError(path, f"{field}.metadata.name", "an object not made twice", f"{this[0]} {this[1]} again")
+        # Compared as sent: "$(namespace)-c" and its expansion written out are one object.
+        for ns in drill_namespaces:
+            sent = (ns, *(expand(part, {"namespace": ns}) if part is not None else None for part in this))
+            if sent in made_sent:
+                raise ScenarioError(path, f"{field}.metadata.name", f"an object not made twice (workload.manifests"
+                                    f"[{made_sent[sent]}] makes it too)", f"{this[0]} {this[1]} again")
+            made_sent[sent] = i
         made.append(this)
     windows = data["runner"]["windows"]
     for i, probe in enumerate(data["runner"]["probes"]):
@@ -912,8 +918,14 @@ def _check_objects(path: Path, data: dict) -> None:
             check_placeholders(f"{field}.object", probe["object"])
             check_names(f"{field}.object", probe["object"]["kind"], probe["object"]["name"],
                         probe["object"].get("namespace"))
-    for i, action in enumerate(data["runner"].get("actions") or []):
+    actions = data["runner"].get("actions") or []
+    for i, action in enumerate(actions):
         field = f"runner.actions[{i}]"
+        first = [a["name"] for a in actions].index(action["name"])
+        if first != i:
+            # Actions.finish tells an action that never ran by its name.
+            raise ScenarioError(path, f"{field}.name", f"an action name unique in the runner (runner.actions[{first}] "
+                                "has it)", repr(action["name"]))
         target = action["delete"]
         check_kind(f"{field}.delete.kind", target["kind"])
         check_placeholders(f"{field}.delete", target)

@@ -387,3 +387,24 @@ def test_a_placeholder_in_a_key_is_refused_not_sent_as_written(tmp_path, data, f
     err = error_for(tmp_path, lambda d: manifests(d).append({**configmap(), "data": data}))
     assert err.field == field, str(err)
     assert "keys are sent as written" in err.expected
+
+
+def test_action_names_are_unique(tmp_path):
+    # Actions.finish tells a run action from one that never ran by its name: with two of one name,
+    # the second going unrun would be counted as run, and the drill would not be an error.
+    def edit(d):
+        again = copy.deepcopy(d["runner"]["actions"][0])
+        again.update(window="after", after_seconds=1)
+        d["runner"]["actions"].append(again)
+    err = error_for(tmp_path, edit)
+    assert err.field == "runner.actions[1].name", str(err)
+    assert "unique" in err.expected
+
+
+def test_the_same_object_is_not_made_twice_once_placeholders_are_expanded(tmp_path):
+    # Two spellings of one ConfigMap: the second creation would meet a 409 and be blamed on "an
+    # object kdrill did not make".
+    err = error_for(tmp_path, lambda d: manifests(d).extend([
+        configmap("$(namespace)-c"), configmap("kdrill-apiservice-unavailable-c")]))
+    assert err.field == "workload.manifests[5].metadata.name", str(err)
+    assert "not made twice" in err.expected and "workload.manifests[4]" in err.expected
