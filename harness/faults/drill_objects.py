@@ -4,8 +4,11 @@ a second namespace).
 
 Namespaced objects would go with the drill's namespace; cluster-scoped ones would not, and a
 left-over APIService whose backend is gone breaks every namespace deletion in the cluster. So
-the objects are written to the ledger before any is created, created in order, and deleted
-newest first by the revert, in the runner's ``finally`` and by ``kdrill recover`` after a crash.
+the objects are written to the ledger before any is created (``planned``), created in order, and
+deleted newest first by the revert, in the runner's ``finally`` and by ``kdrill recover`` after a
+crash. The revert goes over every planned object, not only those whose creation was answered
+(``created``): a creation the API made but whose answer was lost (a timeout, a reset), or one
+just before a ``kill -9`` and its checkpoint, is not in ``created`` but is labelled.
 
 kdrill never takes over what it did not make: an object that already exists is refused (the
 drill stops before its fault), and the revert deletes only objects carrying this entry's label
@@ -42,10 +45,13 @@ class DrillObjects(Fault):
 
     def __init__(self, cluster: Cluster, manifests: list[dict[str, Any]], token: str | None = None,
                  created: list[dict[str, Any]] | None = None,
-                 until_serving: Callable[[Ref], None] | None = None) -> None:
+                 until_serving: Callable[[Ref], None] | None = None,
+                 planned: list[dict[str, Any]] | None = None) -> None:
         super().__init__(cluster)
         self.token = token or secrets.token_hex(6)
         self.manifests = [self._labelled(m) for m in manifests]
+        # What may exist (the manifests' refs, or the ledger's after a crash), in creation order.
+        self.planned: list[dict[str, Any]] = [Ref.of(m).to_dict() for m in self.manifests] or list(planned or [])
         self.created: list[dict[str, Any]] = list(created or [])
         # Called after each creation, before the next: waits until that object serves (raises if
         # it does not). An APIService created before its backend Service is programmed on the
@@ -59,8 +65,7 @@ class DrillObjects(Fault):
 
     def target(self) -> dict[str, Any]:
         # The refs, not the manifests: they may hold a Secret's data, and the revert needs names only.
-        return {"token": self.token, "planned": [Ref.of(m).to_dict() for m in self.manifests],
-                "created": list(self.created)}
+        return {"token": self.token, "planned": list(self.planned), "created": list(self.created)}
 
     def where(self) -> list[Any]:
         return [str(Ref.of(m)) for m in self.manifests]
@@ -87,10 +92,16 @@ class DrillObjects(Fault):
             return None
         return ((obj.get("metadata") or {}).get("labels") or {}).get(OWNER_LABEL) == self.token
 
+    def _newest_first(self) -> list[Ref]:
+        """Every object this entry may have made, newest first: the planned ones (a creation may
+        have taken effect without its answer), and any created one not among them."""
+        refs = [Ref.from_dict(data) for data in self.planned]
+        refs += [ref for ref in map(Ref.from_dict, self.created) if ref not in refs]
+        return list(reversed(refs))
+
     def revert(self) -> None:
         errors = []
-        for data in reversed(self.created):
-            ref = Ref.from_dict(data)
+        for ref in self._newest_first():
             try:
                 if self._ours(ref):
                     kube_objects.delete(self.cluster, ref)
@@ -103,8 +114,7 @@ class DrillObjects(Fault):
         from harness.expectations import wait_until
 
         started = time.monotonic()
-        for data in reversed(self.created):
-            ref = Ref.from_dict(data)
+        for ref in self._newest_first():
             left = GONE_DEADLINE_SECONDS - (time.monotonic() - started)
             # Gone, or someone else's object of that name now (not ours to delete); an API error is "not yet".
             if not wait_until(lambda: self._ours(ref) is not True, max(left, 1.0), interval_seconds=POLL_SECONDS,
@@ -113,4 +123,5 @@ class DrillObjects(Fault):
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "DrillObjects":
-        return cls(cluster, [], token=target["token"], created=target.get("created") or [])
+        return cls(cluster, [], token=target["token"], created=target.get("created") or [],
+                   planned=target.get("planned") or [])

@@ -180,6 +180,7 @@ class FakeApi:
         return manifest
 
     def read(self, cluster, ref, **kwargs):
+        self.calls.append(("read", ref))
         return copy.deepcopy(self.objects.get(ref))
 
     def delete(self, cluster, ref):
@@ -408,3 +409,54 @@ def test_the_same_object_is_not_made_twice_once_placeholders_are_expanded(tmp_pa
         configmap("$(namespace)-c"), configmap("kdrill-apiservice-unavailable-c")]))
     assert err.field == "workload.manifests[5].metadata.name", str(err)
     assert "not made twice" in err.expected and "workload.manifests[4]" in err.expected
+
+
+# --- hostile ledger entries and creations that half happened ------------------------------------
+
+def test_a_creation_that_took_effect_without_an_answer_is_still_deleted(cluster, fake, tmp_path):
+    # The API stored the APIService, the answer was lost (a read timeout): it is not in `created`,
+    # but it is in `planned`, recorded before anything was made, and it carries this entry's label.
+    real_create = fake.create
+
+    def create(c, manifest):
+        real_create(c, manifest)
+        if manifest["kind"] == "APIService":
+            raise TimeoutError("read timed out")
+        return manifest
+
+    kube_objects.create = create
+    ledger = Ledger(tmp_path / "ledger")
+    with pytest.raises(TimeoutError):
+        with injected(DrillObjects(cluster, MANIFESTS), ledger):
+            pass
+    assert fake.objects == {} and ledger.entries() == []
+
+
+def test_recover_deletes_what_was_made_just_before_a_crash(cluster, fake):
+    # kill -9 after the APIService's creation, before its checkpoint: the ledger lists it as planned only.
+    objects = DrillObjects(cluster, MANIFESTS)
+    for manifest in objects.manifests:
+        fake.create(cluster, manifest)
+    target = {**objects.target(), "created": [Ref("Namespace", "ns-victim").to_dict()]}
+    again = DrillObjects.from_target(cluster, target)
+    again.revert()
+    again.verify_reverted()
+    assert fake.objects == {}
+
+
+PLATFORM = {Ref("Namespace", "kube-system"): {"metadata": {"name": "kube-system"}},
+            Ref("ConfigMap", "coredns", "kube-system"): {"metadata": {"name": "coredns"}},
+            Ref("APIService", "v1.apps"): {"metadata": {"name": "v1.apps", "labels": {OWNER_LABEL: "someoneelse"}}}}
+
+
+def test_a_ledger_entry_edited_to_name_platform_objects_deletes_none_of_them(cluster, fake, tmp_path):
+    fake.objects.update(copy.deepcopy(PLATFORM))
+    refs = [r.to_dict() for r in PLATFORM]
+    ledger = Ledger(tmp_path / "ledger")
+    entry = ledger.record("drill-objects", cluster=cluster.describe(),
+                          target={"token": "0123456789ab", "planned": refs, "created": refs})
+    from harness.faults import recover
+
+    results = recover(ledger, lambda c: cluster, force=True)
+    assert results[0]["reverted"] and results[0]["id"] == entry.id
+    assert fake.objects == PLATFORM and not [c for c in fake.calls if c[0] == "delete"]
