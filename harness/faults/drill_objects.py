@@ -18,6 +18,7 @@ drill stops before its fault), and the revert deletes only objects carrying this
 from __future__ import annotations
 
 import copy
+import re
 import secrets
 import time
 from typing import Any, Callable
@@ -30,6 +31,8 @@ from harness.kube_objects import Ref
 from harness.providers import Cluster
 
 OWNER_LABEL = "kdrill.io/drill-objects"
+# The label's value, one per ledger entry (secrets.token_hex); an entry's is checked against this.
+TOKEN = re.compile(r"[A-Za-z0-9]{1,63}")
 # Deadlines, not measurements: objects gone after their deletion (a namespace's finalisation on
 # a loaded 2-core machine takes the longest).
 GONE_DEADLINE_SECONDS = 240
@@ -123,5 +126,29 @@ class DrillObjects(Fault):
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "DrillObjects":
+        """The entry's objects, for ``kdrill recover``. Raises FaultError, before anything is read
+        or deleted, for an entry not as :meth:`target` writes it (edited or damaged): a token that
+        is no label value (a missing one once meant a fresh token, nothing deleted and the entry
+        dropped), or an object that is no ref of a known kind with a name the API takes. The
+        entry then stays for a human to look at."""
+        def refuse(field: str, expected: str, got: Any) -> None:
+            raise FaultError(f"drill-objects ledger entry: {field}: expected {expected}, got {got!r:.200}; "
+                             "inspect it by hand (nothing was read or deleted)")
+
+        token = target.get("token")
+        if not isinstance(token, str) or not TOKEN.fullmatch(token):
+            refuse("token", "the entry's own label value (letters and digits)", token)
+        for key in ("planned", "created"):
+            items = target.get(key, [])
+            if not isinstance(items, list):
+                refuse(key, "a list of objects", items)
+            for i, data in enumerate(items):
+                if not isinstance(data, dict) or set(data) - {"kind", "name", "namespace"} \
+                        or data.get("kind") not in kube_objects.KINDS:
+                    refuse(f"{key}[{i}]", f"{{kind, name, namespace}} of a kind among {', '.join(kube_objects.KINDS)}",
+                           data)
+                problem = kube_objects.KINDS[data["kind"]].problem(data.get("name"), data.get("namespace"))
+                if problem is not None or data.get("name") is None:
+                    refuse(f"{key}[{i}]", problem or "a name", data)
         return cls(cluster, [], token=target["token"], created=target.get("created") or [],
                    planned=target.get("planned") or [])

@@ -6,6 +6,7 @@ measured on a real cluster by the runner."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import yaml
@@ -460,3 +461,33 @@ def test_a_ledger_entry_edited_to_name_platform_objects_deletes_none_of_them(clu
     results = recover(ledger, lambda c: cluster, force=True)
     assert results[0]["reverted"] and results[0]["id"] == entry.id
     assert fake.objects == PLATFORM and not [c for c in fake.calls if c[0] == "delete"]
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda t: t.pop("token"), "token"),
+    (lambda t: t.update(token=None), "token"),  # was: a fresh random token, nothing matched, entry dropped
+    (lambda t: t.update(token=""), "token"),
+    (lambda t: t.update(token="x/y"), "token"),
+    (lambda t: t.update(created="Namespace ns-victim"), "created"),
+    (lambda t: t.update(created=["Namespace ns-victim"]), "created[0]"),
+    (lambda t: t.update(created=[{"kind": "Node", "name": "worker"}]), "created[0]"),
+    (lambda t: t.update(created=[{"kind": "ConfigMap", "name": "../../kube-system/configmaps/coredns",
+                                  "namespace": "ns"}]), "created[0]"),
+    (lambda t: t.update(created=[{"kind": "ConfigMap", "name": "c"}]), "created[0]"),
+    (lambda t: t.update(planned=[{"kind": "Namespace", "name": "ns-victim"}, {"kind": "APIService"}]), "planned[1]"),
+])
+def test_a_malformed_ledger_entry_is_refused_before_anything_is_touched(cluster, fake, tmp_path, edit, expected):
+    objects = DrillObjects(cluster, MANIFESTS)
+    objects.inject()
+    calls = len(fake.calls)
+    target = copy.deepcopy(objects.target())
+    edit(target)
+    with pytest.raises(FaultError, match=r"drill-objects ledger entry: " + re.escape(expected)):
+        DrillObjects.from_target(cluster, target)
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.record("drill-objects", cluster=cluster.describe(), target=target)
+    from harness.faults import recover
+
+    [result] = recover(ledger, lambda c: cluster, force=True)
+    assert not result["reverted"] and "inspect it by hand" in result["error"]
+    assert len(ledger.entries()) == 1 and len(fake.calls) == calls  # kept, and nothing read or deleted
