@@ -226,13 +226,15 @@ def read(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_
         raise
 
 
-def delete(cluster: Cluster, ref: Ref) -> bool:
-    """Ask the API to delete the object (background propagation); False when it was already
-    gone. Raises ApiException otherwise, or ValueError for a name the API would not take (nothing
-    is sent)."""
+def delete(cluster: Cluster, ref: Ref, uid: str | None = None) -> bool:
+    """Ask the API to delete the object (background propagation), with ``uid`` only that very
+    object (a precondition: another one of the same name is not deleted); False when it was
+    already gone. Raises ApiException otherwise (409 when ``uid`` is not the object's), or
+    ValueError for a name the API would not take (nothing is sent)."""
+    options = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background",
+               **({"preconditions": {"uid": uid}} if uid else {})}
     try:
-        _call(cluster, "DELETE", kind_of(ref.kind).path(ref.name, ref.namespace),
-              body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+        _call(cluster, "DELETE", kind_of(ref.kind).path(ref.name, ref.namespace), body=options)
     except ApiException as exc:
         if exc.status == 404:
             return False

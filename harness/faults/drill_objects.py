@@ -102,12 +102,29 @@ class DrillObjects(Fault):
         refs += [ref for ref in map(Ref.from_dict, self.created) if ref not in refs]
         return list(reversed(refs))
 
+    def delete_if_ours(self, ref: Ref) -> str:
+        """Delete ``ref`` when it carries this entry's label, and only the object read (its uid a
+        precondition of the deletion: one that took its name meanwhile is left). Returns
+        "deleted", "gone" (it did not exist) or "not ours". Raises ApiException, or what the client
+        raises when nothing answers."""
+        obj = kube_objects.read(self.cluster, ref)
+        if obj is None:
+            return "gone"
+        meta = obj.get("metadata") or {}
+        if (meta.get("labels") or {}).get(OWNER_LABEL) != self.token:
+            return "not ours"
+        try:
+            return "deleted" if kube_objects.delete(self.cluster, ref, uid=meta.get("uid")) else "gone"
+        except ApiException as exc:
+            if exc.status == 409 and meta.get("uid"):  # the precondition failed: another object now
+                return "not ours"
+            raise
+
     def revert(self) -> None:
         errors = []
         for ref in self._newest_first():
             try:
-                if self._ours(ref):
-                    kube_objects.delete(self.cluster, ref)
+                self.delete_if_ours(ref)
             except ApiException as exc:
                 errors.append(f"{ref}: HTTP {exc.status} {exc.reason}")
         if errors:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import re
+import time
 
 import pytest
 import yaml
@@ -178,14 +179,17 @@ class FakeApi:
         if ref in self.objects:
             raise ApiException(status=409, reason="AlreadyExists")
         self.objects[ref] = copy.deepcopy(manifest)
+        self.objects[ref]["metadata"]["uid"] = f"uid-{len(self.calls)}"
         return manifest
 
     def read(self, cluster, ref, **kwargs):
         self.calls.append(("read", ref))
         return copy.deepcopy(self.objects.get(ref))
 
-    def delete(self, cluster, ref):
+    def delete(self, cluster, ref, uid=None):
         self.calls.append(("delete", ref))
+        if uid is not None and ref in self.objects and self.objects[ref]["metadata"].get("uid") != uid:
+            raise ApiException(status=409, reason="Conflict")  # the API's answer to a failed precondition
         return self.objects.pop(ref, None) is not None
 
 
@@ -259,7 +263,7 @@ def test_an_object_that_stays_fails_the_verification(cluster, fake, monkeypatch)
     monkeypatch.setattr(module, "POLL_SECONDS", 0.1)
     objects = DrillObjects(cluster, MANIFESTS[:1])
     objects.inject()
-    fake.delete = lambda c, ref: True  # the API accepts the deletion, the object stays (a finalizer)
+    fake.delete = lambda c, ref, uid=None: True  # the API accepts the deletion, the object stays (a finalizer)
     monkeypatch.setattr(kube_objects, "delete", fake.delete)
     objects.revert()
     with pytest.raises(FaultNotReverted, match="Namespace ns-victim still exists"):
@@ -491,3 +495,68 @@ def test_a_malformed_ledger_entry_is_refused_before_anything_is_touched(cluster,
     [result] = recover(ledger, lambda c: cluster, force=True)
     assert not result["reverted"] and "inspect it by hand" in result["error"]
     assert len(ledger.entries()) == 1 and len(fake.calls) == calls  # kept, and nothing read or deleted
+
+
+# --- only this drill's very objects are deleted, by the revert and by actions ---------------------
+
+def test_delete_names_the_object_it_means_by_its_uid(monkeypatch):
+    sent = []
+    monkeypatch.setattr(kube_objects, "_call", lambda cluster, method, path, body=None, **kw: sent.append(body))
+    kube_objects.delete(None, Ref("APIService", "v1.x.io"), uid="u-1")
+    assert sent[0]["preconditions"] == {"uid": "u-1"} and sent[0]["propagationPolicy"] == "Background"
+
+
+def test_an_object_replaced_between_the_read_and_the_delete_is_left(cluster, fake):
+    objects = DrillObjects(cluster, MANIFESTS)
+    objects.inject()
+    theirs = {"kind": "APIService", "metadata": {"name": "v1.x.io", "uid": "theirs"}}
+    real_read = fake.read
+
+    def read(c, ref, **kwargs):  # ours is read, then someone else's takes its name
+        found = real_read(c, ref, **kwargs)
+        if ref == Ref("APIService", "v1.x.io"):
+            fake.objects[ref] = copy.deepcopy(theirs)
+        return found
+
+    kube_objects.read = read
+    objects.revert()
+    assert fake.objects == {Ref("APIService", "v1.x.io"): theirs}
+
+
+class StubDrill:
+    def __init__(self, cluster):
+        self.namespace, self.cluster, self.said = "ns", cluster, []
+
+    def say(self, line):
+        self.said.append(line)
+
+
+def run_action(cluster, objects, target):
+    from harness.runner import Actions
+
+    actions = Actions(StubDrill(cluster), [{"name": "a", "window": "fault", "after_seconds": 0, "delete": target}],
+                      "fault")
+    actions.start(time.time(), objects)
+    for timer in actions._timers:
+        timer.join(5)
+    [result] = actions.finish()
+    return result
+
+
+def test_an_action_deletes_the_drills_own_object(cluster, fake):
+    objects = DrillObjects(cluster, MANIFESTS)
+    objects.inject()
+    result = run_action(cluster, objects, {"kind": "Namespace", "name": "ns-victim"})
+    assert result["ok"] and "accepted" in result["detail"]
+    assert Ref("Namespace", "ns-victim") not in fake.objects
+
+
+def test_an_action_leaves_an_object_without_the_drills_label(cluster, fake):
+    # Validation admits only declared objects, each created by this drill; should one be someone
+    # else's by the time the action runs, the action fails rather than delete it.
+    objects = DrillObjects(cluster, MANIFESTS)
+    objects.inject()
+    fake.objects[Ref("Namespace", "ns-victim")]["metadata"]["labels"] = {}
+    result = run_action(cluster, objects, {"kind": "Namespace", "name": "ns-victim"})
+    assert not result["ok"] and "label" in result["detail"]
+    assert Ref("Namespace", "ns-victim") in fake.objects
