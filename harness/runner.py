@@ -48,6 +48,10 @@ from harness.timeline import Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
 APP = "web"
+PROBE_POD = "runner-probe"
+# What the runner makes in the drill's namespace itself (kind, name): a scenario declaring one of
+# these there is refused when it loads (its creation would meet a 409 after the setup had begun).
+OWN_OBJECTS = (("Deployment", APP), ("Service", APP), ("Pod", PROBE_POD))
 log = logging.getLogger("kdrill.runner")
 
 
@@ -245,7 +249,7 @@ def run(drill) -> None:
                 stack.enter_context(injected(objects, drill.ledger, drill=drill.name))
             targets = service_targets(cluster, ns, APP, f"app={APP}")
             total = sum(windows.values()) + 300  # the probe pod stops by itself after this
-            probe = InClusterProbe(cluster, ns, "runner-probe", {name: targets[t] for name, t in wanted.items()},
+            probe = InClusterProbe(cluster, ns, PROBE_POD, {name: targets[t] for name, t in wanted.items()},
                                    interval_seconds=drill.interval_seconds, duration_seconds=total,
                                    node=(drill.topology.workers or [None])[-1]).start()
             object_probes = [ObjectStateProbe(p["name"], cluster, object_ref(p["object"], ns), p["ok_when"],

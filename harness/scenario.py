@@ -826,6 +826,7 @@ def _check_objects(path: Path, data: dict) -> None:
     kind needs, and actions only on objects the manifests make, within their window."""
     from harness.faults.drill_objects import OWNER_LABEL
     from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, expand, placeholder_keys, placeholders
+    from harness.runner import OWN_OBJECTS
 
     known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
     kinds = ", ".join(sorted(KINDS))
@@ -895,6 +896,10 @@ def _check_objects(path: Path, data: dict) -> None:
                                 + ", ".join(namespaces), repr(this[2]))
         check_names(f"{field}.metadata", manifest["kind"], manifest["metadata"]["name"],
                     manifest["metadata"].get("namespace"))
+        if this[2] == "$(namespace)" and this[:2] in OWN_OBJECTS:
+            raise ScenarioError(path, f"{field}.metadata.name", "a name other than those of the objects the runner "
+                                "makes in the drill's namespace itself: " + ", ".join(f"{k} {n}" for k, n in OWN_OBJECTS),
+                                repr(this[1]))
         # Compared as sent: "$(namespace)-c" and its expansion written out are one object.
         for ns in drill_namespaces:
             sent = (ns, *(expand(part, {"namespace": ns}) if part is not None else None for part in this))

@@ -560,3 +560,19 @@ def test_an_action_leaves_an_object_without_the_drills_label(cluster, fake):
     result = run_action(cluster, objects, {"kind": "Namespace", "name": "ns-victim"})
     assert not result["ok"] and "label" in result["detail"]
     assert Ref("Namespace", "ns-victim") in fake.objects
+
+
+@pytest.mark.parametrize("kind, api_version, name", [("Service", "v1", "web"), ("Deployment", "apps/v1", "web"),
+                                                      ("Pod", "v1", "runner-probe")])
+def test_a_declared_object_may_not_be_one_the_runner_makes_itself(tmp_path, kind, api_version, name):
+    # Its creation would meet the runner's own object (409) after the setup had begun, and be
+    # reported as an object kdrill did not make.
+    err = error_for(tmp_path, lambda d: manifests(d).append(
+        {"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": "$(namespace)"}}))
+    assert err.field == "workload.manifests[4].metadata.name", str(err)
+    assert "the runner makes" in err.expected
+
+
+def test_the_runners_names_are_free_in_a_declared_namespace(tmp_path):
+    scenario_with(tmp_path, lambda d: manifests(d).append(
+        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "$(namespace)-victim"}}))
