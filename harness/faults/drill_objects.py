@@ -116,9 +116,14 @@ class DrillObjects(Fault):
         try:
             return "deleted" if kube_objects.delete(self.cluster, ref, uid=meta.get("uid")) else "gone"
         except ApiException as exc:
-            if exc.status == 409 and meta.get("uid"):  # the precondition failed: another object now
-                return "not ours"
-            raise
+            if exc.status != 409 or not meta.get("uid"):
+                raise
+            # The precondition failed when another object has the name now; any other conflict
+            # leaves ours there, and is raised so the revert is tried again.
+            now = kube_objects.read(self.cluster, ref)
+            if now is not None and (now.get("metadata") or {}).get("uid") == meta["uid"]:
+                raise
+            return "not ours" if now is not None else "gone"
 
     def revert(self) -> None:
         errors = []

@@ -576,3 +576,16 @@ def test_a_declared_object_may_not_be_one_the_runner_makes_itself(tmp_path, kind
 def test_the_runners_names_are_free_in_a_declared_namespace(tmp_path):
     scenario_with(tmp_path, lambda d: manifests(d).append(
         {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "$(namespace)-victim"}}))
+
+
+def test_a_conflict_on_our_own_object_is_an_error_not_a_replacement(cluster, fake, monkeypatch):
+    # A 409 whose object is still ours (same uid) is a conflict to retry, not "someone else's now".
+    objects = DrillObjects(cluster, MANIFESTS[:1])
+    objects.inject()
+
+    def conflict(c, ref, uid=None):
+        raise ApiException(status=409, reason="Conflict")
+
+    monkeypatch.setattr(kube_objects, "delete", conflict)
+    with pytest.raises(FaultError, match="Namespace ns-victim: HTTP 409"):
+        objects.revert()
