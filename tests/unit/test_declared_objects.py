@@ -589,3 +589,26 @@ def test_a_conflict_on_our_own_object_is_an_error_not_a_replacement(cluster, fak
     monkeypatch.setattr(kube_objects, "delete", conflict)
     with pytest.raises(FaultError, match="Namespace ns-victim: HTTP 409"):
         objects.revert()
+
+
+@pytest.mark.parametrize("ok_when", [{"condition": "Available", "status": True}, {"condition": "Available"},
+                                     {"condition": "Available", "status": "True", "reason": "Passed"},
+                                     {"condition": "", "status": "True"}, ["absent"], "Absent", None, 1])
+def test_a_malformed_ok_when_is_refused(tmp_path, ok_when):
+    err = error_for(tmp_path, lambda d: d["runner"]["probes"][1].update(ok_when=ok_when))
+    assert err.field.startswith("runner.probes[1].ok_when"), str(err)
+    with pytest.raises(ValueError):
+        holds(None, ok_when)
+
+
+@pytest.mark.parametrize("window, seconds", [("fault", 40), ("fault", 41), ("after", 90), ("after", 600)])
+def test_an_action_at_or_past_its_windows_end_is_refused(tmp_path, window, seconds):
+    err = error_for(tmp_path, lambda d: d["runner"]["actions"][0].update(window=window, after_seconds=seconds))
+    assert err.field == "runner.actions[0].after_seconds", str(err)
+
+
+def test_a_probe_may_read_a_platform_object(tmp_path):
+    # Reading changes nothing: watching coredns or kube-system from a probe is allowed.
+    scenario = scenario_with(tmp_path, lambda d: d["runner"]["probes"][1].update(
+        object={"kind": "Deployment", "name": "coredns", "namespace": "kube-system"}, ok_when="present"))
+    assert object_ref(scenario.runner["probes"][1]["object"], "ns") == Ref("Deployment", "coredns", "kube-system")
