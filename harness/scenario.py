@@ -936,8 +936,14 @@ def _check_objects(path: Path, data: dict) -> None:
         check_placeholders(f"{field}.delete", target)
         check_names(f"{field}.delete", target["kind"], target["name"], target.get("namespace"))
         if ref(target["kind"], target["name"], target.get("namespace")) not in made:
-            raise ScenarioError(path, f"{field}.delete", "an object made by workload.manifests (an action never "
-                                "touches what the drill did not make)", f"{target['kind']} {target['name']}")
+            def text(kind: str, name: str, namespace: str | None) -> str:
+                return f"{kind} {namespace + '/' if namespace else ''}{name}"
+
+            # As written: the namespace left out, or "$(namespace)", for the drill's own.
+            raise ScenarioError(path, f"{field}.delete", "an object made by workload.manifests, as written there "
+                                "(an action never touches what the drill did not make): "
+                                + (", ".join(text(*m) for m in made) or "none"),
+                                text(*ref(target["kind"], target["name"], target.get("namespace"))))
         length = windows["hold_seconds" if action["window"] == "fault" else "after_seconds"]
         if action["after_seconds"] >= length:
             raise ScenarioError(path, f"{field}.after_seconds", f"fewer seconds than the {action['window']} window "

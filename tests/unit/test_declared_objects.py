@@ -612,3 +612,13 @@ def test_a_probe_may_read_a_platform_object(tmp_path):
     scenario = scenario_with(tmp_path, lambda d: d["runner"]["probes"][1].update(
         object={"kind": "Deployment", "name": "coredns", "namespace": "kube-system"}, ok_when="present"))
     assert object_ref(scenario.runner["probes"][1]["object"], "ns") == Ref("Deployment", "coredns", "kube-system")
+
+
+def test_an_undeclared_action_target_is_named_with_its_namespace(tmp_path):
+    # Written out, the drill's namespace is another spelling than the manifest's default: refused
+    # (an action matches a manifest as written), and the message shows both sides.
+    err = error_for(tmp_path, lambda d: d["runner"]["actions"][0].update(delete={
+        "kind": "Service", "name": "apiservice-backend", "namespace": "kdrill-apiservice-unavailable"}))
+    assert err.field == "runner.actions[0].delete", str(err)
+    assert err.got == "Service kdrill-apiservice-unavailable/apiservice-backend"
+    assert "Service $(namespace)/apiservice-backend" in err.expected
