@@ -26,7 +26,7 @@ from harness.expectations import ExpectationFailed, Expectations, WaitLog, log_w
 from harness.faults import Fault, injected
 from harness.ledger import Ledger
 from harness.providers import Cluster
-from harness.scenario import Scenario
+from harness.scenario import Scenario, drill_namespace
 from harness.timeline import Timeline, summarize
 from harness.topology import Topology
 
@@ -50,8 +50,7 @@ class Drill:
         self.timelines: dict[str, Timeline] = {}
         self.vitals = None  # harness.vitals.DrillVitals, set by the plugin
         self.interval_seconds = scenario.probe_interval_seconds
-        suffix = f"-{case}" if case else ""
-        self.namespace = f"kdrill-{scenario.name}{suffix}"[:63].rstrip("-")
+        self.namespace = drill_namespace(scenario.name, case)
         self._namespaces: list[tuple[Any, Any]] = []  # (DrillNamespace, ledger entry)
         # Every wait from here to finish() is in the record, with the last error it met.
         self.waits = WaitLog()

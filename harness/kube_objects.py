@@ -15,8 +15,9 @@ so those first connections leave the node for its default route (on this machine
 answered from outside the cluster and kept alive, and the APIService stayed unavailable for
 minutes). A Service that exists, even without endpoints, is rejected locally instead.
 
-Placeholders: every string in a manifest, probe object or action may hold ``$(namespace)`` (the
-drill's namespace), ``$(toolbox_image)`` and ``$(toolbox_pull_policy)`` (the configured toolbox);
+Placeholders: every string value (not a mapping key) in a manifest, probe object or action may
+hold ``$(namespace)`` (the drill's namespace; the only one an object's name or namespace may
+hold), ``$(toolbox_image)`` and ``$(toolbox_pull_policy)`` (the configured toolbox);
 :func:`expand` replaces them. The ``$(NAME)`` form is the one Kubernetes uses for dependent
 environment variables in a container's command.
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
@@ -37,27 +38,71 @@ PLACEHOLDER = re.compile(r"\$\(([a-z_]+)\)")
 PLACEHOLDER_NAMES = ("namespace", "toolbox_image", "toolbox_pull_policy")
 
 
+# Object names as the API validates them
+# (https://kubernetes.io/docs/concepts/overview/working-with-objects/names/). Checked here as well,
+# before a name becomes part of a request's path: the client normalises the path, so a name such
+# as "../../kube-system/configmaps/coredns" would otherwise reach another namespace's object.
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+NAME_RULES: dict[str, tuple[re.Pattern, int, str]] = {
+    "subdomain": (re.compile(rf"{_LABEL}(\.{_LABEL})*"), 253,
+                  "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"),
+    "label": (re.compile(_LABEL), 63, "lowercase letters, digits and '-', starting and ending with a letter or digit"),
+    "label-1035": (re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?"), 63,
+                   "lowercase letters, digits and '-', starting with a letter and ending with a letter or digit"),
+}
+
+
+def name_problem(name: Any, rule: str = "subdomain") -> str | None:
+    """What is wrong with ``name`` under ``rule`` (a key of :data:`NAME_RULES`), or None."""
+    pattern, limit, text = NAME_RULES[rule]
+    if not isinstance(name, str) or not pattern.fullmatch(name) or len(name) > limit:
+        return f"{text}, at most {limit} characters"
+    return None
+
+
 @dataclass(frozen=True)
 class Kind:
-    """A kind the runner knows: its apiVersion, REST plural, whether it lives in a namespace."""
+    """A kind the runner knows: its apiVersion, REST plural, whether it lives in a namespace, and
+    the rule its names follow (a key of :data:`NAME_RULES`)."""
 
     api_version: str
     kind: str
     plural: str
     namespaced: bool
+    names: str = "subdomain"
+
+    def problem(self, name: Any, namespace: Any = None) -> str | None:
+        """What an object of this kind called ``name`` (None: the collection) in ``namespace``
+        should be instead, or None when both are as the API takes them: a namespaced kind needs a
+        namespace (a DNS label), a cluster-scoped one has none."""
+        if self.namespaced:
+            if namespace is None:
+                return f"a namespace ({self.kind} objects live in one)"
+            if (problem := name_problem(namespace, "label")) is not None:
+                return f"a namespace name: {problem}"
+        elif namespace is not None:
+            return f"no namespace ({self.kind} objects are cluster-scoped)"
+        if name is not None and (problem := name_problem(name, self.names)) is not None:
+            return f"a {self.kind} name: {problem}"
+        return None
 
     def path(self, name: str | None = None, namespace: str | None = None) -> str:
+        """The REST path of the object ``name`` (None: of the collection) in ``namespace``.
+        Raises ValueError for a name or namespace the API would not take (:meth:`problem`)."""
+        problem = self.problem(name, namespace)
+        if problem is not None:
+            raise ValueError(f"{self.kind} {name!r} in namespace {namespace!r}: expected {problem}")
         base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
         if self.namespaced:
             base += f"/namespaces/{namespace}"
-        return f"{base}/{self.plural}" + (f"/{name}" if name else "")
+        return f"{base}/{self.plural}" + (f"/{name}" if name is not None else "")
 
 
 KINDS: dict[str, Kind] = {k.kind: k for k in [
-    Kind("v1", "Namespace", "namespaces", False),
+    Kind("v1", "Namespace", "namespaces", False, "label"),
     Kind("v1", "ConfigMap", "configmaps", True),
     Kind("v1", "Secret", "secrets", True),
-    Kind("v1", "Service", "services", True),
+    Kind("v1", "Service", "services", True, "label-1035"),
     Kind("v1", "ServiceAccount", "serviceaccounts", True),
     Kind("v1", "Pod", "pods", True),
     Kind("apps/v1", "Deployment", "deployments", True),
@@ -108,6 +153,19 @@ def placeholders(value: Any) -> set[str]:
     return set()
 
 
+def placeholder_keys(value: Any, where: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
+    """Where (keys and list indices) each mapping key of ``value`` that holds a placeholder is:
+    :func:`expand` replaces placeholders in values only, so such a key would be sent as written."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and PLACEHOLDER.search(key):
+                yield where + (key,)
+            yield from placeholder_keys(item, where + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from placeholder_keys(item, where + (i,))
+
+
 @dataclass(frozen=True)
 class Ref:
     """One object: kind, name, namespace (None for a cluster-scoped kind)."""
@@ -147,16 +205,18 @@ def _call(cluster: Cluster, method: str, path: str, body: Any = None, api=None,
 
 def create(cluster: Cluster, manifest: dict[str, Any]) -> dict[str, Any]:
     """Create ``manifest`` (its ``metadata.namespace`` set for a namespaced kind). Returns the
-    object the API stored. Raises ApiException (409 when it already exists) or KeyError for a
-    kind the runner does not know."""
+    object the API stored. Raises ApiException (409 when it already exists), KeyError for a kind
+    the runner does not know, ValueError for a name the API would not take (nothing is sent)."""
     ref = Ref.of(manifest)
-    return _call(cluster, "POST", kind_of(ref.kind).path(namespace=ref.namespace), body=manifest)
+    kind = kind_of(ref.kind)
+    kind.path(ref.name, ref.namespace)  # the name checked as a read or a delete would check it
+    return _call(cluster, "POST", kind.path(namespace=ref.namespace), body=manifest)
 
 
 def read(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any] | None:
     """The object, or None when it does not exist (404), read with ``api`` (default: the
-    cluster's client) within ``timeout_seconds``. Raises ApiException otherwise, or what the
-    client raises for no answer."""
+    cluster's client) within ``timeout_seconds``. Raises ApiException otherwise, what the client
+    raises for no answer, or ValueError for a name the API would not take (nothing is sent)."""
     try:
         return _call(cluster, "GET", kind_of(ref.kind).path(ref.name, ref.namespace), api=api,
                      timeout_seconds=timeout_seconds)
@@ -166,12 +226,15 @@ def read(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_
         raise
 
 
-def delete(cluster: Cluster, ref: Ref) -> bool:
-    """Ask the API to delete the object (background propagation); False when it was already
-    gone. Raises ApiException otherwise."""
+def delete(cluster: Cluster, ref: Ref, uid: str | None = None) -> bool:
+    """Ask the API to delete the object (background propagation), with ``uid`` only that very
+    object (a precondition: another one of the same name is not deleted); False when it was
+    already gone. Raises ApiException otherwise (409 when ``uid`` is not the object's), or
+    ValueError for a name the API would not take (nothing is sent)."""
+    options = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background",
+               **({"preconditions": {"uid": uid}} if uid else {})}
     try:
-        _call(cluster, "DELETE", kind_of(ref.kind).path(ref.name, ref.namespace),
-              body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"})
+        _call(cluster, "DELETE", kind_of(ref.kind).path(ref.name, ref.namespace), body=options)
     except ApiException as exc:
         if exc.status == 404:
             return False

@@ -16,9 +16,10 @@ The path a drill takes, in named, timed phases:
    probe has failed without a break for longer than allowed, the fault is reverted at once and
    the abort recorded (``observations.abort``); the drill's expectations are still measured and
    its verdict is error.
-   ``runner.actions`` of the ``fault`` window (a deletion of a declared object) run at their
-   time from the injection, in timer threads; what each did is recorded
-   (``observations.actions``), and one that could not run makes the drill an error.
+   ``runner.actions`` of the ``fault`` window (a deletion of a declared object, only while it
+   carries the drill's label, and only that very object) run at their time from the injection,
+   in timer threads; what each did is recorded (``observations.actions``), and one that could
+   not run makes the drill an error.
 4. ``after``: ``after_seconds`` of probing with the fault reverted (and its actions). The
    declared objects are deleted, newest first, before the namespace.
 5. Each expectation's ``measure`` is computed by harness/measures.py over its probe's samples in
@@ -39,7 +40,7 @@ from contextlib import ExitStack
 from harness import kube_objects, measures
 from harness.expectations import wait_until
 from harness.faults import FaultError, fault_class, injected
-from harness.faults.drill_objects import DrillObjects
+from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
 from harness.kube_objects import Ref
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.object_state import ObjectStateProbe
@@ -47,6 +48,10 @@ from harness.timeline import Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
 APP = "web"
+PROBE_POD = "runner-probe"
+# What the runner makes in the drill's namespace itself (kind, name): a scenario declaring one of
+# these there is refused when it loads (its creation would meet a 409 after the setup had begun).
+OWN_OBJECTS = (("Deployment", APP), ("Service", APP), ("Pod", PROBE_POD))
 log = logging.getLogger("kdrill.runner")
 
 
@@ -165,10 +170,15 @@ class Actions:
     def __init__(self, drill, specs: list[dict], window: str) -> None:
         self.drill, self.results = drill, []
         self.specs = [a for a in specs if a["window"] == window]
+        self.objects: DrillObjects | None = None
         self._timers: list[threading.Timer] = []
         self._lock = threading.Lock()
 
-    def start(self, window_started_at: float) -> "Actions":
+    def start(self, window_started_at: float, objects: DrillObjects | None) -> "Actions":
+        """Start the timers; ``objects`` are the declared objects, the only ones an action deletes
+        (and only while they carry their label: validation admits only declared objects, and this
+        holds at run time too)."""
+        self.objects = objects
         for spec in self.specs:
             delay = max(0.0, window_started_at + float(spec["after_seconds"]) - time.time())
             timer = threading.Timer(delay, self._run, args=(spec, window_started_at))
@@ -178,11 +188,16 @@ class Actions:
         return self
 
     def _run(self, spec: dict, window_started_at: float) -> None:
-        ref = object_ref(spec["delete"], self.drill.namespace)
         at = time.time()
+        ref = spec["delete"]
         try:
-            existed = kube_objects.delete(self.drill.cluster, ref)
-            result = {"ok": True, "detail": f"delete {ref}: accepted" if existed else f"delete {ref}: already gone"}
+            ref = object_ref(spec["delete"], self.drill.namespace)
+            if self.objects is None:
+                raise FaultError("the scenario declares no objects (workload.manifests) for an action to delete")
+            outcome = self.objects.delete_if_ours(ref)
+            result = {"ok": outcome != "not ours", "detail": {
+                "deleted": f"delete {ref}: accepted", "gone": f"delete {ref}: already gone",
+                "not ours": f"delete {ref}: refused, it does not carry this drill's label {OWNER_LABEL}"}[outcome]}
         except Exception as exc:  # recorded; the drill errors after its measures (see run)
             result = {"ok": False, "detail": f"delete {ref}: {type(exc).__name__}: {exc}"[:300]}
         self.drill.say(f"action {spec['name']}: {result['detail']}")
@@ -217,7 +232,7 @@ def run(drill) -> None:
                          "(it has no for_scenario); it needs a drill file")
     replicas = int(drill.workload.get("replicas", 2))
     wanted = {p["name"]: p["target"] for p in spec["probes"] if p["kind"] == "incluster-http"}
-    probe, object_probes = None, []
+    probe, object_probes, objects = None, [], None
     actions = {w: Actions(drill, spec.get("actions") or [], w) for w in ("fault", "after")}
     stack = ExitStack()
     try:
@@ -234,7 +249,7 @@ def run(drill) -> None:
                 stack.enter_context(injected(objects, drill.ledger, drill=drill.name))
             targets = service_targets(cluster, ns, APP, f"app={APP}")
             total = sum(windows.values()) + 300  # the probe pod stops by itself after this
-            probe = InClusterProbe(cluster, ns, "runner-probe", {name: targets[t] for name, t in wanted.items()},
+            probe = InClusterProbe(cluster, ns, PROBE_POD, {name: targets[t] for name, t in wanted.items()},
                                    interval_seconds=drill.interval_seconds, duration_seconds=total,
                                    node=(drill.topology.workers or [None])[-1]).start()
             object_probes = [ObjectStateProbe(p["name"], cluster, object_ref(p["object"], ns), p["ok_when"],
@@ -255,7 +270,7 @@ def run(drill) -> None:
 
         with drill.inject(fault):
             with drill.phase("fault"):
-                actions["fault"].start(fault.injected_at)
+                actions["fault"].start(fault.injected_at, objects)
                 try:
                     aborted = guarded_hold(windows["hold_seconds"], guard, guard_samples,
                                            quiet_allowance_seconds=probe.timeout_seconds + 1.0)
@@ -269,7 +284,7 @@ def run(drill) -> None:
         if aborted:
             aborted["revert_started_at"] = fault.revert_started_at
         with drill.phase("after"):
-            actions["after"].start(fault.reverted_at or time.time())
+            actions["after"].start(fault.reverted_at or time.time(), objects)
             try:
                 hold(windows["after_seconds"])
             finally:

@@ -100,12 +100,18 @@ _OBJECT_REF = {
                    "namespace": {"type": "string", "minLength": 1, "maxLength": 63}},
     "x-expected": "an object: {kind, name, namespace (for a namespaced kind; default: the drill's)}",
 }
+_STRINGS = {"type": "object", "additionalProperties": {"type": "string"}, "x-expected": "a mapping of strings"}
 _MANIFEST = {
     "type": "object", "required": ["apiVersion", "kind", "metadata"],
     "properties": {"apiVersion": {"type": "string", "minLength": 1}, "kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
-                   "metadata": {"type": "object", "required": ["name"],
+                   # Only what a scenario says about the object: kdrill adds its owner label to
+                   # labels; finalizers (which would keep the object after the revert),
+                   # ownerReferences (its deletion left to the garbage collector) and the fields
+                   # the API sets itself are not the scenario's to declare.
+                   "metadata": {"type": "object", "required": ["name"], "additionalProperties": False,
                                 "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 253},
-                                               "namespace": {"type": "string", "minLength": 1, "maxLength": 63}}}},
+                                               "namespace": {"type": "string", "minLength": 1, "maxLength": 63},
+                                               "labels": _STRINGS, "annotations": _STRINGS}}},
     "x-expected": "a Kubernetes manifest: {apiVersion, kind, metadata: {name}, ...}",
 }
 
@@ -264,6 +270,16 @@ SCHEMA: dict[str, Any] = {
 }
 
 _VALIDATOR = Draft202012Validator(SCHEMA)
+
+
+# A Namespace a scenario declares is named after its drill's: "$(namespace)-victim".
+OWN_NAMESPACE_PREFIX = "$(namespace)-"
+
+
+def drill_namespace(scenario_name: str, case: str | None = None) -> str:
+    """The namespace a drill of scenario ``scenario_name`` (and ``case``) runs in, what
+    ``$(namespace)`` means in its declared objects: at most 63 characters, as a namespace's name."""
+    return f"kdrill-{scenario_name}{'-' + case if case else ''}"[:63].rstrip("-")
 
 
 class ScenarioError(ValueError):
@@ -803,28 +819,56 @@ def _check_runner(path: Path, data: dict) -> None:
 
 
 def _check_objects(path: Path, data: dict) -> None:
-    """The objects a data-only scenario names: kinds the runner knows, known placeholders, each
-    object made once, namespaced ones only in the drill's namespace or one the manifests make,
-    probes with the fields their kind needs, and actions only on objects the manifests make,
-    within their window."""
-    from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, placeholders
+    """The objects a data-only scenario names: kinds the runner knows, known placeholders, names
+    and namespaces the API takes once ``$(namespace)`` is expanded (their only placeholder), each
+    object made once, a Namespace only under a name made from the drill's namespace, namespaced
+    ones only in the drill's namespace or one the manifests make, probes with the fields their
+    kind needs, and actions only on objects the manifests make, within their window."""
+    from harness.faults.drill_objects import OWNER_LABEL
+    from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, expand, placeholder_keys, placeholders
+    from harness.runner import OWN_OBJECTS
 
     known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
     kinds = ", ".join(sorted(KINDS))
+    # Every namespace this scenario's drills run in (one per case): a name is checked as it will be sent.
+    drill_namespaces = [drill_namespace(data["name"], c["name"]) for c in data.get("cases") or []] \
+        or [drill_namespace(data["name"])]
 
     def check_kind(field: str, kind: str) -> None:
         if kind not in KINDS:
             raise ScenarioError(path, field, f"a kind the runner knows: {kinds}", repr(kind))
 
     def check_placeholders(field: str, value: Any) -> None:
+        for where in placeholder_keys(value):
+            raise ScenarioError(path, _format_field((field, *where)), "placeholders in values only (keys are sent "
+                                "as written)", repr(where[-1]))
         unknown = sorted(placeholders(value) - set(PLACEHOLDER_NAMES))
         if unknown:
             raise ScenarioError(path, field, f"placeholders among {known}", ", ".join(f"$({u})" for u in unknown))
+
+    def check_names(field: str, kind: str, name: str, namespace: str | None) -> None:
+        """``name`` and ``namespace`` (at ``field``.name and .namespace) as the API will get them,
+        placeholders expanded for each drill namespace: a name the API would refuse is refused
+        here, before anything is made (and one such as "../kube-system/..." never reaches a path)."""
+        for key, value in (("name", name), ("namespace", namespace)):
+            if value is not None and placeholders(value) - {"namespace"}:
+                raise ScenarioError(path, f"{field}.{key}", "a name whose only placeholder is $(namespace)", repr(value))
+        for ns in drill_namespaces:
+            def sent(value: str | None) -> str | None:
+                return None if value is None else expand(value, {"namespace": ns})
+
+            namespace_sent = sent(namespace) if namespace is not None or not KINDS[kind].namespaced else ns
+            for key, value, problem in (("namespace", namespace, KINDS[kind].problem(None, namespace_sent)),
+                                        ("name", name, KINDS[kind].problem(sent(name), namespace_sent))):
+                if problem is not None:
+                    shown = f"{sent(value)!r} ($(namespace) is {ns})" if sent(value) != value else repr(value)
+                    raise ScenarioError(path, f"{field}.{key}", problem, shown)
 
     def ref(kind: str, name: str, namespace: str | None) -> tuple:
         return (kind, name, (namespace or "$(namespace)") if KINDS[kind].namespaced else None)
 
     made: list[tuple] = []
+    made_sent: dict[tuple, int] = {}  # (drill namespace, kind, name, namespace as sent) -> manifest index
     for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
         field = f"workload.manifests[{i}]"
         check_kind(f"{field}.kind", manifest["kind"])
@@ -832,14 +876,37 @@ def _check_objects(path: Path, data: dict) -> None:
         if manifest["apiVersion"] != KINDS[manifest["kind"]].api_version:
             raise ScenarioError(path, f"{field}.apiVersion", f"{KINDS[manifest['kind']].api_version!r} for a "
                                 f"{manifest['kind']}", repr(manifest["apiVersion"]))
+        if manifest["kind"] == "Namespace" and not str(manifest["metadata"]["name"]).startswith(OWN_NAMESPACE_PREFIX):
+            # The drill's namespace is kdrill's by name (kdrill-<scenario>), and so is any name
+            # built on it; kube-system, default or a tenant's namespace is not, even one that does
+            # not exist yet (kdrill would create it, then delete it with what others put there),
+            # and a declared namespace is where the manifests after it, and actions, may act.
+            raise ScenarioError(path, f"{field}.metadata.name", f"a name made from the drill's namespace, "
+                                f"{OWN_NAMESPACE_PREFIX}<suffix>: kdrill creates and deletes only namespaces "
+                                "named after its own", repr(manifest["metadata"]["name"]))
+        if OWNER_LABEL in (manifest["metadata"].get("labels") or {}):
+            # kdrill sets it to the ledger entry's token; a scenario's value would be replaced.
+            raise ScenarioError(path, f"{field}.metadata.labels.{OWNER_LABEL}", f"no {OWNER_LABEL} label: kdrill "
+                                "labels the objects it makes itself", repr(manifest["metadata"]["labels"][OWNER_LABEL]))
         this = ref(manifest["kind"], manifest["metadata"]["name"], manifest["metadata"].get("namespace"))
         namespaces = ["$(namespace)"] + [name for kind, name, _ in made if kind == "Namespace"]
         if this[2] is not None and this[2] not in namespaces:
             raise ScenarioError(path, f"{field}.metadata.namespace", "the drill's namespace ($(namespace), the "
                                 "default) or a Namespace made by an earlier manifest: "
                                 + ", ".join(namespaces), repr(this[2]))
-        if this in made:
-            raise ScenarioError(path, f"{field}.metadata.name", "an object not made twice", f"{this[0]} {this[1]} again")
+        check_names(f"{field}.metadata", manifest["kind"], manifest["metadata"]["name"],
+                    manifest["metadata"].get("namespace"))
+        if this[2] == "$(namespace)" and this[:2] in OWN_OBJECTS:
+            raise ScenarioError(path, f"{field}.metadata.name", "a name other than those of the objects the runner "
+                                "makes in the drill's namespace itself: " + ", ".join(f"{k} {n}" for k, n in OWN_OBJECTS),
+                                repr(this[1]))
+        # Compared as sent: "$(namespace)-c" and its expansion written out are one object.
+        for ns in drill_namespaces:
+            sent = (ns, *(expand(part, {"namespace": ns}) if part is not None else None for part in this))
+            if sent in made_sent:
+                raise ScenarioError(path, f"{field}.metadata.name", f"an object not made twice (workload.manifests"
+                                    f"[{made_sent[sent]}] makes it too)", f"{this[0]} {this[1]} again")
+            made_sent[sent] = i
         made.append(this)
     windows = data["runner"]["windows"]
     for i, probe in enumerate(data["runner"]["probes"]):
@@ -854,14 +921,29 @@ def _check_objects(path: Path, data: dict) -> None:
         if "object" in probe:
             check_kind(f"{field}.object.kind", probe["object"]["kind"])
             check_placeholders(f"{field}.object", probe["object"])
-    for i, action in enumerate(data["runner"].get("actions") or []):
+            check_names(f"{field}.object", probe["object"]["kind"], probe["object"]["name"],
+                        probe["object"].get("namespace"))
+    actions = data["runner"].get("actions") or []
+    for i, action in enumerate(actions):
         field = f"runner.actions[{i}]"
+        first = [a["name"] for a in actions].index(action["name"])
+        if first != i:
+            # Actions.finish tells an action that never ran by its name.
+            raise ScenarioError(path, f"{field}.name", f"an action name unique in the runner (runner.actions[{first}] "
+                                "has it)", repr(action["name"]))
         target = action["delete"]
         check_kind(f"{field}.delete.kind", target["kind"])
         check_placeholders(f"{field}.delete", target)
+        check_names(f"{field}.delete", target["kind"], target["name"], target.get("namespace"))
         if ref(target["kind"], target["name"], target.get("namespace")) not in made:
-            raise ScenarioError(path, f"{field}.delete", "an object made by workload.manifests (an action never "
-                                "touches what the drill did not make)", f"{target['kind']} {target['name']}")
+            def text(kind: str, name: str, namespace: str | None) -> str:
+                return f"{kind} {namespace + '/' if namespace else ''}{name}"
+
+            # As written: the namespace left out, or "$(namespace)", for the drill's own.
+            raise ScenarioError(path, f"{field}.delete", "an object made by workload.manifests, as written there "
+                                "(an action never touches what the drill did not make): "
+                                + (", ".join(text(*m) for m in made) or "none"),
+                                text(*ref(target["kind"], target["name"], target.get("namespace"))))
         length = windows["hold_seconds" if action["window"] == "fault" else "after_seconds"]
         if action["after_seconds"] >= length:
             raise ScenarioError(path, f"{field}.after_seconds", f"fewer seconds than the {action['window']} window "

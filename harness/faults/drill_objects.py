@@ -4,8 +4,11 @@ a second namespace).
 
 Namespaced objects would go with the drill's namespace; cluster-scoped ones would not, and a
 left-over APIService whose backend is gone breaks every namespace deletion in the cluster. So
-the objects are written to the ledger before any is created, created in order, and deleted
-newest first by the revert, in the runner's ``finally`` and by ``kdrill recover`` after a crash.
+the objects are written to the ledger before any is created (``planned``), created in order, and
+deleted newest first by the revert, in the runner's ``finally`` and by ``kdrill recover`` after a
+crash. The revert goes over every planned object, not only those whose creation was answered
+(``created``): a creation the API made but whose answer was lost (a timeout, a reset), or one
+just before a ``kill -9`` and its checkpoint, is not in ``created`` but is labelled.
 
 kdrill never takes over what it did not make: an object that already exists is refused (the
 drill stops before its fault), and the revert deletes only objects carrying this entry's label
@@ -15,6 +18,7 @@ drill stops before its fault), and the revert deletes only objects carrying this
 from __future__ import annotations
 
 import copy
+import re
 import secrets
 import time
 from typing import Any, Callable
@@ -27,6 +31,8 @@ from harness.kube_objects import Ref
 from harness.providers import Cluster
 
 OWNER_LABEL = "kdrill.io/drill-objects"
+# The label's value, one per ledger entry (secrets.token_hex); an entry's is checked against this.
+TOKEN = re.compile(r"[A-Za-z0-9]{1,63}")
 # Deadlines, not measurements: objects gone after their deletion (a namespace's finalisation on
 # a loaded 2-core machine takes the longest).
 GONE_DEADLINE_SECONDS = 240
@@ -42,10 +48,13 @@ class DrillObjects(Fault):
 
     def __init__(self, cluster: Cluster, manifests: list[dict[str, Any]], token: str | None = None,
                  created: list[dict[str, Any]] | None = None,
-                 until_serving: Callable[[Ref], None] | None = None) -> None:
+                 until_serving: Callable[[Ref], None] | None = None,
+                 planned: list[dict[str, Any]] | None = None) -> None:
         super().__init__(cluster)
         self.token = token or secrets.token_hex(6)
         self.manifests = [self._labelled(m) for m in manifests]
+        # What may exist (the manifests' refs, or the ledger's after a crash), in creation order.
+        self.planned: list[dict[str, Any]] = [Ref.of(m).to_dict() for m in self.manifests] or list(planned or [])
         self.created: list[dict[str, Any]] = list(created or [])
         # Called after each creation, before the next: waits until that object serves (raises if
         # it does not). An APIService created before its backend Service is programmed on the
@@ -59,8 +68,7 @@ class DrillObjects(Fault):
 
     def target(self) -> dict[str, Any]:
         # The refs, not the manifests: they may hold a Secret's data, and the revert needs names only.
-        return {"token": self.token, "planned": [Ref.of(m).to_dict() for m in self.manifests],
-                "created": list(self.created)}
+        return {"token": self.token, "planned": list(self.planned), "created": list(self.created)}
 
     def where(self) -> list[Any]:
         return [str(Ref.of(m)) for m in self.manifests]
@@ -87,13 +95,41 @@ class DrillObjects(Fault):
             return None
         return ((obj.get("metadata") or {}).get("labels") or {}).get(OWNER_LABEL) == self.token
 
+    def _newest_first(self) -> list[Ref]:
+        """Every object this entry may have made, newest first: the planned ones (a creation may
+        have taken effect without its answer), and any created one not among them."""
+        refs = [Ref.from_dict(data) for data in self.planned]
+        refs += [ref for ref in map(Ref.from_dict, self.created) if ref not in refs]
+        return list(reversed(refs))
+
+    def delete_if_ours(self, ref: Ref) -> str:
+        """Delete ``ref`` when it carries this entry's label, and only the object read (its uid a
+        precondition of the deletion: one that took its name meanwhile is left). Returns
+        "deleted", "gone" (it did not exist) or "not ours". Raises ApiException, or what the client
+        raises when nothing answers."""
+        obj = kube_objects.read(self.cluster, ref)
+        if obj is None:
+            return "gone"
+        meta = obj.get("metadata") or {}
+        if (meta.get("labels") or {}).get(OWNER_LABEL) != self.token:
+            return "not ours"
+        try:
+            return "deleted" if kube_objects.delete(self.cluster, ref, uid=meta.get("uid")) else "gone"
+        except ApiException as exc:
+            if exc.status != 409 or not meta.get("uid"):
+                raise
+            # The precondition failed when another object has the name now; any other conflict
+            # leaves ours there, and is raised so the revert is tried again.
+            now = kube_objects.read(self.cluster, ref)
+            if now is not None and (now.get("metadata") or {}).get("uid") == meta["uid"]:
+                raise
+            return "not ours" if now is not None else "gone"
+
     def revert(self) -> None:
         errors = []
-        for data in reversed(self.created):
-            ref = Ref.from_dict(data)
+        for ref in self._newest_first():
             try:
-                if self._ours(ref):
-                    kube_objects.delete(self.cluster, ref)
+                self.delete_if_ours(ref)
             except ApiException as exc:
                 errors.append(f"{ref}: HTTP {exc.status} {exc.reason}")
         if errors:
@@ -103,8 +139,7 @@ class DrillObjects(Fault):
         from harness.expectations import wait_until
 
         started = time.monotonic()
-        for data in reversed(self.created):
-            ref = Ref.from_dict(data)
+        for ref in self._newest_first():
             left = GONE_DEADLINE_SECONDS - (time.monotonic() - started)
             # Gone, or someone else's object of that name now (not ours to delete); an API error is "not yet".
             if not wait_until(lambda: self._ours(ref) is not True, max(left, 1.0), interval_seconds=POLL_SECONDS,
@@ -113,4 +148,29 @@ class DrillObjects(Fault):
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "DrillObjects":
-        return cls(cluster, [], token=target["token"], created=target.get("created") or [])
+        """The entry's objects, for ``kdrill recover``. Raises FaultError, before anything is read
+        or deleted, for an entry not as :meth:`target` writes it (edited or damaged): a token that
+        is no label value (a missing one once meant a fresh token, nothing deleted and the entry
+        dropped), or an object that is no ref of a known kind with a name the API takes. The
+        entry then stays for a human to look at."""
+        def refuse(field: str, expected: str, got: Any) -> None:
+            raise FaultError(f"drill-objects ledger entry: {field}: expected {expected}, got {got!r:.200}; "
+                             "inspect it by hand (nothing was read or deleted)")
+
+        token = target.get("token")
+        if not isinstance(token, str) or not TOKEN.fullmatch(token):
+            refuse("token", "the entry's own label value (letters and digits)", token)
+        for key in ("planned", "created"):
+            items = target.get(key, [])
+            if not isinstance(items, list):
+                refuse(key, "a list of objects", items)
+            for i, data in enumerate(items):
+                if not isinstance(data, dict) or set(data) - {"kind", "name", "namespace"} \
+                        or data.get("kind") not in kube_objects.KINDS:
+                    refuse(f"{key}[{i}]", f"{{kind, name, namespace}} of a kind among {', '.join(kube_objects.KINDS)}",
+                           data)
+                problem = kube_objects.KINDS[data["kind"]].problem(data.get("name"), data.get("namespace"))
+                if problem is not None or data.get("name") is None:
+                    refuse(f"{key}[{i}]", problem or "a name", data)
+        return cls(cluster, [], token=target["token"], created=target.get("created") or [],
+                   planned=target.get("planned") or [])

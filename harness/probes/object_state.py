@@ -38,6 +38,7 @@ def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
     if ok_when == "present":
         return obj is not None
     if isinstance(ok_when, dict) and set(ok_when) == {"condition", "status"} \
+            and isinstance(ok_when["condition"], str) and ok_when["condition"] \
             and ok_when["status"] in CONDITION_STATUSES:
         found = kube_objects.condition(obj, ok_when["condition"])
         return found is not None and found.get("status") == ok_when["status"]
