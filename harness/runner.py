@@ -33,9 +33,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
-
 from contextlib import ExitStack
+from typing import Any
 
 from harness import kube_objects, measures
 from harness.expectations import wait_until
@@ -58,7 +57,7 @@ log = logging.getLogger("kdrill.runner")
 # How often the abort guard reads its probe's log during the hold (one API read each time).
 GUARD_CHECK_SECONDS = 1.0
 # A deadline for the declared objects to serve (replicas ready, an APIService Available), not a
-# measurement: the time they took is recorded (observations.objects.ready_seconds).
+# measurement: the time each took is recorded (observations.objects.serving_seconds).
 OBJECTS_READY_DEADLINE_SECONDS = 180
 
 
