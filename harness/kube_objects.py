@@ -13,7 +13,9 @@ after both: an API server calls an APIService's Service by its ClusterIP from th
 network, and a ClusterIP the node's kube-proxy has not programmed yet is no address on the node,
 so those first connections leave the node for its default route (on this machine they were
 answered from outside the cluster and kept alive, and the APIService stayed unavailable for
-minutes). A Service that exists, even without endpoints, is rejected locally instead.
+minutes). A Service that exists, even without endpoints, is rejected locally instead. On kind,
+kdrill's clusters reject such traffic on every node (``KindProvider.guard_service_subnet``); on
+another platform, the order is what keeps it in.
 
 Placeholders: every string value (not a mapping key) in a manifest, probe object or action may
 hold ``$(namespace)`` (the drill's namespace; the only one an object's name or namespace may

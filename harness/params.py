@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from harness.kube_objects import name_problem
 from harness.scenario import Scenario, ScenarioError
 
-_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Mi|Gi|Ki)?$")
 # Label selectors (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/): a key
 # is an optional DNS-subdomain prefix and "/", then a name of at most 63 characters; a value is
@@ -97,7 +97,7 @@ class Param:
         if self.kind == "choice":
             return None if value in self.choices else f"one of {', '.join(repr(c) for c in self.choices)}"
         if self.kind == "name":
-            return None if isinstance(value, str) and _NAME.fullmatch(value) else \
+            return None if name_problem(value) is None else \
                 "a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253 characters)"
         if self.kind == "quantity":
             return None if isinstance(value, str) and _QUANTITY.fullmatch(value) else "a resource quantity such as '30m'"

@@ -57,8 +57,7 @@ class DrillObjects(Fault):
         self.planned: list[dict[str, Any]] = [Ref.of(m).to_dict() for m in self.manifests] or list(planned or [])
         self.created: list[dict[str, Any]] = list(created or [])
         # Called after each creation, before the next: waits until that object serves (raises if
-        # it does not). An APIService created before its backend Service is programmed on the
-        # nodes has the API servers' first connections leave the node (see kube_objects).
+        # it does not), so an APIService is created after its Service and backend (see kube_objects).
         self.until_serving = until_serving or (lambda ref: None)
 
     def _labelled(self, manifest: dict[str, Any]) -> dict[str, Any]:

@@ -22,8 +22,9 @@ from harness.probes.object_state import holds
 from harness.providers import Cluster
 from harness.runner import declared_manifests, object_ref
 from harness import resources
-from harness.scenario import ScenarioError, load_scenario
+from harness.scenario import ScenarioError
 from harness.timeline import Sample
+from scenario_copies import load_edited
 
 ORIGINAL = resources.scenarios_dir() / "apiservice-unavailable.yaml"
 
@@ -104,11 +105,7 @@ def test_first_success_seconds():
 # --- the scenario fields are checked before anything is touched --------------------------------
 
 def scenario_with(tmp_path, edit):
-    data = yaml.safe_load(ORIGINAL.read_text())
-    edit(data)
-    path = tmp_path / "apiservice-unavailable.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return load_scenario(path)
+    return load_edited(tmp_path, "apiservice-unavailable", edit)
 
 
 def error_for(tmp_path, edit) -> ScenarioError:

@@ -1,23 +1,14 @@
 """Fault parameters are checked against what the fault declares, before anything is touched."""
 
-import copy
-
 import pytest
-import yaml
 
-from harness import resources
 from harness.faults import check_params
-from harness.scenario import ScenarioError, load_scenario
-
-ORIGINAL = resources.scenarios_dir() / "control-plane-stop.yaml"
+from harness.scenario import ScenarioError
+from scenario_copies import load_edited
 
 
 def scenario_with(tmp_path, edit):
-    data = yaml.safe_load(ORIGINAL.read_text())
-    edit(data)
-    path = tmp_path / "control-plane-stop.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return load_scenario(path)
+    return load_edited(tmp_path, "control-plane-stop", edit)
 
 
 def error_for(tmp_path, edit) -> ScenarioError:
