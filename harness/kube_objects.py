@@ -19,7 +19,10 @@ another platform, the order is what keeps it in.
 
 Placeholders: every string value (not a mapping key) in a manifest, probe object or action may
 hold ``$(namespace)`` (the drill's namespace; the only one an object's name or namespace may
-hold), ``$(toolbox_image)`` and ``$(toolbox_pull_policy)`` (the configured toolbox);
+hold), ``$(toolbox_image)`` and ``$(toolbox_pull_policy)`` (the configured toolbox) and, in a
+scenario with ``workload.tls``, ``$(tls_cert)`` and ``$(tls_key)`` (PEM: a serving certificate
+for that Service and its key, made for the drill and never written to the evidence) and
+``$(tls_ca_bundle)`` (the CA that signed it, base64, as a ``caBundle`` holds it);
 :func:`expand` replaces them. The ``$(NAME)`` form is the one Kubernetes uses for dependent
 environment variables in a container's command.
 """
@@ -37,7 +40,9 @@ from harness.providers import Cluster
 # Per-request timeout, seconds: a read or write the API should answer at once.
 REQUEST_TIMEOUT_SECONDS = 10
 PLACEHOLDER = re.compile(r"\$\(([a-z_]+)\)")
-PLACEHOLDER_NAMES = ("namespace", "toolbox_image", "toolbox_pull_policy")
+PLACEHOLDER_NAMES = ("namespace", "toolbox_image", "toolbox_pull_policy", "tls_cert", "tls_key", "tls_ca_bundle")
+# Only with workload.tls: the runner makes them for the drill (harness/components/webhook.py).
+TLS_PLACEHOLDERS = ("tls_cert", "tls_key", "tls_ca_bundle")
 
 
 # Object names as the API validates them
@@ -237,6 +242,26 @@ def delete(cluster: Cluster, ref: Ref, uid: str | None = None) -> bool:
                **({"preconditions": {"uid": uid}} if uid else {})}
     try:
         _call(cluster, "DELETE", kind_of(ref.kind).path(ref.name, ref.namespace), body=options)
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def evict(cluster: Cluster, ref: Ref, uid: str | None = None) -> bool:
+    """Ask the API to evict the Pod ``ref`` (the Eviction API, what a node drain uses: a
+    PodDisruptionBudget may refuse it, with 429), with ``uid`` only that very pod; False when it
+    was already gone. Raises ApiException otherwise, or ValueError for a ref that is no Pod or a
+    name the API would not take (nothing is sent).
+    Source: https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/"""
+    if ref.kind != "Pod":
+        raise ValueError(f"only a Pod can be evicted, got {ref}")
+    body = {"apiVersion": "policy/v1", "kind": "Eviction",
+            "metadata": {"name": ref.name, "namespace": ref.namespace},
+            **({"deleteOptions": {"preconditions": {"uid": uid}}} if uid else {})}
+    try:
+        _call(cluster, "POST", kind_of("Pod").path(ref.name, ref.namespace) + "/eviction", body=body)
     except ApiException as exc:
         if exc.status == 404:
             return False

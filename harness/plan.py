@@ -80,9 +80,10 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 *([f"  creates    {', '.join(_ref_text(m['kind'], m['metadata']['name'], m['metadata'].get('namespace')) for m in s.workload['manifests'])}"
                    " (through the ledger; deleted newest first after the drill)"]
                   if s.workload.get("manifests") else []),
-                *([f"  action     {a['window']} +{a['after_seconds']} s: delete "
-                   f"{_ref_text(a['delete']['kind'], a['delete']['name'], a['delete'].get('namespace'))}"
-                   for a in (s.runner or {}).get("actions") or []]),
+                *([f"  action     {a['window']} +{a['after_seconds']} s: {verb} "
+                   f"{_ref_text(a[verb]['kind'], a[verb]['name'], a[verb].get('namespace'))}"
+                   for a in (s.runner or {}).get("actions") or []
+                   for verb in [next(v for v in ("delete", "evict") if v in a)]]),
                 *([f"  abort      when probe {s.runner['abort']['probe']} fails without a break for more than "
                    f"{s.runner['abort']['max_failing_seconds']} s (the fault is reverted at once)"]
                   if s.runner is not None and s.runner.get("abort") else []),

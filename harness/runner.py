@@ -16,8 +16,9 @@ The path a drill takes, in named, timed phases:
    probe has failed without a break for longer than allowed, the fault is reverted at once and
    the abort recorded (``observations.abort``); the drill's expectations are still measured and
    its verdict is error.
-   ``runner.actions`` of the ``fault`` window (a deletion of a declared object, only while it
-   carries the drill's label, and only that very object) run at their time from the injection,
+   ``runner.actions`` of the ``fault`` window (a deletion of a declared object, or an eviction
+   of a declared Pod or of a declared StatefulSet's pod, only while it is the drill's, and only
+   that very object) run at their time from the injection,
    in timer threads; what each did is recorded (``observations.actions``), and one that could
    not run makes the drill an error.
 4. ``after``: ``after_seconds`` of probing with the fault reverted (and its actions). The
@@ -43,6 +44,7 @@ from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
 from harness.kube_objects import Ref
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.object_state import ObjectStateProbe
+from harness.components.webhook import WebhookTLS, generate_webhook_tls
 from harness.timeline import Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
@@ -137,16 +139,21 @@ def until_serving(cluster, ref: Ref) -> float:
     return round(waited.elapsed_seconds, 2)
 
 
-def placeholder_values(namespace: str) -> dict[str, str]:
-    """What ``$(name)`` means in a scenario's manifests, probe objects and actions."""
-    return {"namespace": namespace, "toolbox_image": TOOLBOX_IMAGE, "toolbox_pull_policy": TOOLBOX_PULL_POLICY}
+def placeholder_values(namespace: str, tls: WebhookTLS | None = None) -> dict[str, str]:
+    """What ``$(name)`` means in a scenario's manifests, probe objects and actions; the
+    ``$(tls_*)`` ones only with ``tls`` (a scenario with ``workload.tls``)."""
+    values = {"namespace": namespace, "toolbox_image": TOOLBOX_IMAGE, "toolbox_pull_policy": TOOLBOX_PULL_POLICY}
+    if tls is not None:
+        values.update(tls_cert=tls.cert_pem.decode("ascii"), tls_key=tls.key_pem.decode("ascii"),
+                      tls_ca_bundle=tls.ca_bundle)
+    return values
 
 
-def declared_manifests(manifests: list[dict], namespace: str) -> list[dict]:
+def declared_manifests(manifests: list[dict], namespace: str, tls: WebhookTLS | None = None) -> list[dict]:
     """``workload.manifests`` ready to create: placeholders expanded, a namespaced object without
     ``metadata.namespace`` put in the drill's ``namespace``."""
     result = []
-    for manifest in kube_objects.expand(manifests, placeholder_values(namespace)):
+    for manifest in kube_objects.expand(manifests, placeholder_values(namespace, tls)):
         if kube_objects.kind_of(manifest["kind"]).namespaced:
             manifest["metadata"].setdefault("namespace", namespace)
         result.append(manifest)
@@ -188,17 +195,20 @@ class Actions:
 
     def _run(self, spec: dict, window_started_at: float) -> None:
         at = time.time()
-        ref = spec["delete"]
+        verb = "evict" if "evict" in spec else "delete"
+        ref = spec[verb]
         try:
-            ref = object_ref(spec["delete"], self.drill.namespace)
+            ref = object_ref(spec[verb], self.drill.namespace)
             if self.objects is None:
-                raise FaultError("the scenario declares no objects (workload.manifests) for an action to delete")
-            outcome = self.objects.delete_if_ours(ref)
+                raise FaultError(f"the scenario declares no objects (workload.manifests) for an action to {verb}")
+            act = self.objects.evict_if_ours if verb == "evict" else self.objects.delete_if_ours
+            outcome = act(ref)
             result = {"ok": outcome != "not ours", "detail": {
-                "deleted": f"delete {ref}: accepted", "gone": f"delete {ref}: already gone",
-                "not ours": f"delete {ref}: refused, it does not carry this drill's label {OWNER_LABEL}"}[outcome]}
+                "deleted": f"delete {ref}: accepted", "evicted": f"evict {ref}: accepted",
+                "gone": f"{verb} {ref}: already gone",
+                "not ours": f"{verb} {ref}: not done, it is not this drill's (label {OWNER_LABEL})"}[outcome]}
         except Exception as exc:  # recorded; the drill errors after its measures (see run)
-            result = {"ok": False, "detail": f"delete {ref}: {type(exc).__name__}: {exc}"[:300]}
+            result = {"ok": False, "detail": f"{verb} {ref}: {type(exc).__name__}: {exc}"[:300]}
         self.drill.say(f"action {spec['name']}: {result['detail']}")
         with self._lock:
             self.results.append({"name": spec["name"], "window": spec["window"], "at": at,
@@ -241,7 +251,10 @@ def run(drill) -> None:
             if drill.workload.get("manifests"):
                 # In the ledger before the first is created; deleted newest first when the stack closes.
                 serving: dict[str, float] = {}
-                objects = DrillObjects(cluster, declared_manifests(drill.workload["manifests"], ns),
+                # A throw-away CA and serving certificate per drill: in the manifests only (the
+                # ledger and the evidence hold the objects' names, never a Secret's data).
+                tls = generate_webhook_tls(drill.workload["tls"]["service"], ns) if drill.workload.get("tls") else None
+                objects = DrillObjects(cluster, declared_manifests(drill.workload["manifests"], ns, tls),
                                        until_serving=lambda ref: serving.update({str(ref): until_serving(cluster, ref)}))
                 drill.observe("objects", {"created": [str(Ref.of(m)) for m in objects.manifests],
                                           "serving_seconds": serving})

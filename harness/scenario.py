@@ -167,7 +167,13 @@ SCHEMA: dict[str, Any] = {
                           "x-expected": "a NodePort from 30000 to 32767 that the cluster config maps to 127.0.0.1"},
             # Data-only scenarios: objects created (in order, through the ledger) before the
             # probes start, deleted newest first after the fault (harness/faults/drill_objects.py).
-            "manifests": {"type": "array", "minItems": 1, "maxItems": 50, "items": _MANIFEST}},
+            "manifests": {"type": "array", "minItems": 1, "maxItems": 50, "items": _MANIFEST},
+            # A serving certificate for a Service of the manifests (e.g. an admission webhook's),
+            # made for each drill with a throw-away CA: $(tls_cert), $(tls_key), $(tls_ca_bundle).
+            "tls": {"type": "object", "additionalProperties": False, "required": ["service"],
+                    "properties": {"service": {"type": "string", "minLength": 1, "maxLength": 63,
+                                               "x-expected": "the name of a Service in the drill's namespace"}},
+                    "x-expected": "a mapping {service: NAME}"}},
             "x-expected": "a mapping"},
         # A scenario with no `drill` file is run by harness/runner.py from this.
         "runner": {
@@ -192,11 +198,11 @@ SCHEMA: dict[str, Any] = {
                             "target": {"enum": ["name", "clusterip"]},
                             # object-state: one object read from this machine; ok when in this state
                             "object": _OBJECT_REF,
-                            "ok_when": {"anyOf": [{"enum": ["absent", "present"]}, {
+                            "ok_when": {"anyOf": [{"enum": ["absent", "present", "deleting"]}, {
                                 "type": "object", "additionalProperties": False, "required": ["condition", "status"],
                                 "properties": {"condition": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9]*$"},
                                                "status": {"enum": ["True", "False", "Unknown"]}}}],
-                                "x-expected": "absent, present, or {condition: TYPE, status: \"True\"|\"False\"|\"Unknown\"}"},
+                                "x-expected": "absent, present, deleting, or {condition: TYPE, status: \"True\"|\"False\"|\"Unknown\"}"},
                         },
                     },
                 },
@@ -206,14 +212,18 @@ SCHEMA: dict[str, Any] = {
                     "type": "array", "maxItems": 20,
                     "items": {
                         "type": "object", "additionalProperties": False,
-                        "required": ["name", "window", "after_seconds", "delete"],
+                        # and one of delete or evict (checked with the objects: _check_objects)
+                        "required": ["name", "window", "after_seconds"],
                         "properties": {
                             "name": {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 40,
                                      "x-expected": "lowercase letters, digits and '-', at most 40 characters"},
                             "window": {"enum": ["fault", "after"]},
                             "after_seconds": {"type": "number", "minimum": 0, "maximum": 600,
                                               "x-expected": "seconds from the window's start, 0 to 600"},
+                            # the object is deleted (as kubectl delete does)
                             "delete": _OBJECT_REF,
+                            # a Pod is evicted through the Eviction API (as a node drain does)
+                            "evict": _OBJECT_REF,
                         },
                     },
                 },
@@ -825,7 +835,7 @@ def _check_objects(path: Path, data: dict) -> None:
     ones only in the drill's namespace or one the manifests make, probes with the fields their
     kind needs, and actions only on objects the manifests make, within their window."""
     from harness.faults.drill_objects import OWNER_LABEL
-    from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, expand, placeholder_keys, placeholders
+    from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, TLS_PLACEHOLDERS, expand, placeholder_keys, placeholders
     from harness.runner import OWN_OBJECTS
 
     known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
@@ -908,6 +918,18 @@ def _check_objects(path: Path, data: dict) -> None:
                                     f"[{made_sent[sent]}] makes it too)", f"{this[0]} {this[1]} again")
             made_sent[sent] = i
         made.append(this)
+    _check_webhook_scope(path, data, made)
+    tls = (data.get("workload") or {}).get("tls")
+    if tls is not None and ("Service", tls["service"], "$(namespace)") not in made:
+        raise ScenarioError(path, "workload.tls.service", "a Service made by workload.manifests in the drill's namespace: "
+                            + (", ".join(n for k, n, ns in made if k == "Service" and ns == "$(namespace)") or "none"),
+                            repr(tls["service"]))
+    if tls is None:
+        for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
+            used = sorted(placeholders(manifest) & set(TLS_PLACEHOLDERS))
+            if used:
+                raise ScenarioError(path, f"workload.manifests[{i}]", "$(tls_*) placeholders only with workload.tls "
+                                    "(the Service the certificate is made for)", ", ".join(f"$({u})" for u in used))
     windows = data["runner"]["windows"]
     for i, probe in enumerate(data["runner"]["probes"]):
         field = f"runner.probes[{i}]"
@@ -931,11 +953,28 @@ def _check_objects(path: Path, data: dict) -> None:
             # Actions.finish tells an action that never ran by its name.
             raise ScenarioError(path, f"{field}.name", f"an action name unique in the runner (runner.actions[{first}] "
                                 "has it)", repr(action["name"]))
-        target = action["delete"]
-        check_kind(f"{field}.delete.kind", target["kind"])
-        check_placeholders(f"{field}.delete", target)
-        check_names(f"{field}.delete", target["kind"], target["name"], target.get("namespace"))
-        if ref(target["kind"], target["name"], target.get("namespace")) not in made:
+        verbs = [verb for verb in ("delete", "evict") if verb in action]
+        if len(verbs) != 1:
+            raise ScenarioError(path, field, "one of delete (an object) or evict (a Pod)",
+                                " and ".join(verbs) or "neither")
+        verb = verbs[0]
+        target = action[verb]
+        check_kind(f"{field}.{verb}.kind", target["kind"])
+        check_placeholders(f"{field}.{verb}", target)
+        check_names(f"{field}.{verb}", target["kind"], target["name"], target.get("namespace"))
+        if verb == "evict":
+            if target["kind"] != "Pod":
+                raise ScenarioError(path, f"{field}.evict.kind", "Pod (only pods are evicted)", repr(target["kind"]))
+            this = ref("Pod", target["name"], target.get("namespace"))
+            # A declared Pod, or one a declared StatefulSet makes: <name>-<ordinal>, a stable name.
+            pods = [m for m in made if m[0] == "Pod"] + [
+                ("Pod", f"{name}-{ordinal}", namespace) for kind, name, namespace, replicas in _stateful_sets(data)
+                for ordinal in range(replicas)]
+            if this not in pods:
+                raise ScenarioError(path, f"{field}.evict", "a Pod made by workload.manifests, or by one of its "
+                                    "StatefulSets (<name>-<ordinal>): " + (", ".join(f"{n}" for _, n, _ in pods) or "none"),
+                                    f"Pod {target['name']}")
+        elif ref(target["kind"], target["name"], target.get("namespace")) not in made:
             def text(kind: str, name: str, namespace: str | None) -> str:
                 return f"{kind} {namespace + '/' if namespace else ''}{name}"
 
@@ -948,6 +987,56 @@ def _check_objects(path: Path, data: dict) -> None:
         if action["after_seconds"] >= length:
             raise ScenarioError(path, f"{field}.after_seconds", f"fewer seconds than the {action['window']} window "
                                 f"({length} s)", repr(action["after_seconds"]))
+
+
+def _stateful_sets(data: dict) -> list[tuple[str, str, str, int]]:
+    """(kind, name, namespace as written, replicas) of every StatefulSet the manifests make."""
+    found = []
+    for manifest in (data.get("workload") or {}).get("manifests") or []:
+        if manifest["kind"] == "StatefulSet":
+            replicas = (manifest.get("spec") or {}).get("replicas", 1)  # the API's default is 1
+            found.append(("StatefulSet", manifest["metadata"]["name"], manifest["metadata"].get("namespace")
+                          or "$(namespace)", replicas if type(replicas) is int else 0))
+    return found
+
+
+# A declared admission webhook must not reach beyond the drill: it is called for every matching
+# request in the cluster, and a fail-closed one whose backend is down refuses them all.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
+    """Each webhook of a declared Validating/MutatingWebhookConfiguration matches only the
+    drill's own namespaces: its rules are ``scope: Namespaced`` (a namespaceSelector does not
+    apply to cluster-scoped objects) and its namespaceSelector requires
+    ``kubernetes.io/metadata.name In [...]`` of the drill's namespace and namespaces the
+    manifests make. Source: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
+    (matching requests: rules, namespaceSelector)."""
+    own = {"$(namespace)"} | {name for kind, name, _ in made if kind == "Namespace"}
+    for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
+        if manifest["kind"] not in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+            continue
+        webhooks = manifest.get("webhooks")
+        if not isinstance(webhooks, list) or not webhooks:
+            raise ScenarioError(path, f"workload.manifests[{i}].webhooks", "a list of webhooks", repr(webhooks))
+        for j, hook in enumerate(webhooks):
+            field = f"workload.manifests[{i}].webhooks[{j}]"
+            hook = hook if isinstance(hook, dict) else {}
+            for k, rule in enumerate(hook.get("rules") or []):
+                scope = rule.get("scope") if isinstance(rule, dict) else None
+                if scope != "Namespaced":
+                    raise ScenarioError(path, f"{field}.rules[{k}].scope", "Namespaced (a declared webhook matches only "
+                                        "objects in the drill's namespaces; the namespaceSelector does not apply to "
+                                        "cluster-scoped ones)", repr(scope))
+            selector = hook.get("namespaceSelector")
+            expressions = (selector or {}).get("matchExpressions") if isinstance(selector, dict) else None
+            confined = [e for e in expressions or [] if isinstance(e, dict) and e.get("key") == NAMESPACE_NAME_LABEL
+                        and e.get("operator") == "In" and isinstance(e.get("values"), list) and e["values"]
+                        and set(e["values"]) <= own]
+            if not hook.get("rules") or not confined:
+                raise ScenarioError(path, f"{field}.namespaceSelector", "rules, and matchExpressions with "
+                                    f"{{key: {NAMESPACE_NAME_LABEL}, operator: In, values: [...]}} naming only the "
+                                    "drill's namespaces: " + ", ".join(sorted(own)), repr(selector))
 
 
 def _build(path: Path, data: dict) -> Scenario:

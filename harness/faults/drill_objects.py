@@ -124,6 +124,27 @@ class DrillObjects(Fault):
                 raise
             return "not ours" if now is not None else "gone"
 
+    def evict_if_ours(self, ref: Ref) -> str:
+        """Evict the Pod ``ref`` when it is this entry's: it carries the label (a declared Pod),
+        or its controller is a StatefulSet that does (the very object, by uid). Only the pod read
+        is evicted (its uid a precondition). Returns "evicted", "gone" or "not ours". Raises
+        ApiException (429 when a PodDisruptionBudget refuses), or what the client raises when
+        nothing answers."""
+        pod = kube_objects.read(self.cluster, ref)
+        if pod is None:
+            return "gone"
+        meta = pod.get("metadata") or {}
+        ours = (meta.get("labels") or {}).get(OWNER_LABEL) == self.token
+        owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
+        if not ours and owner and owner.get("kind") == "StatefulSet":
+            parent = kube_objects.read(self.cluster, Ref("StatefulSet", owner.get("name", ""), ref.namespace))
+            parent_meta = (parent or {}).get("metadata") or {}
+            ours = parent_meta.get("uid") == owner.get("uid") \
+                and (parent_meta.get("labels") or {}).get(OWNER_LABEL) == self.token
+        if not ours:
+            return "not ours"
+        return "evicted" if kube_objects.evict(self.cluster, ref, uid=meta.get("uid")) else "gone"
+
     def revert(self) -> None:
         errors = []
         for ref in self._newest_first():

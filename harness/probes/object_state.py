@@ -5,6 +5,8 @@ What "ok" means (``ok_when``):
 
 - ``absent``: the object does not exist (e.g. a deleted namespace is finally gone);
 - ``present``: it exists (whatever its state);
+- ``deleting``: it exists and is being deleted (``metadata.deletionTimestamp`` set: e.g. a pod
+  Terminating, a namespace being finalised);
 - ``{condition: TYPE, status: "True"|"False"|"Unknown"}``: it exists and has that condition
   with that status (e.g. an APIService ``Available`` ``True``, a namespace's
   ``NamespaceDeletionDiscoveryFailure`` ``True``).
@@ -37,12 +39,14 @@ def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
         return obj is None
     if ok_when == "present":
         return obj is not None
+    if ok_when == "deleting":
+        return obj is not None and bool((obj.get("metadata") or {}).get("deletionTimestamp"))
     if isinstance(ok_when, dict) and set(ok_when) == {"condition", "status"} \
             and isinstance(ok_when["condition"], str) and ok_when["condition"] \
             and ok_when["status"] in CONDITION_STATUSES:
         found = kube_objects.condition(obj, ok_when["condition"])
         return found is not None and found.get("status") == ok_when["status"]
-    raise ValueError(f"ok_when must be 'absent', 'present' or {{condition, status}}, got {ok_when!r}")
+    raise ValueError(f"ok_when must be 'absent', 'present', 'deleting' or {{condition, status}}, got {ok_when!r}")
 
 
 class ObjectStateProbe(Probe):

@@ -1,0 +1,232 @@
+"""A data-only scenario's admission webhook: its per-drill certificate (``workload.tls``), the
+scope a declared webhook may have, and eviction actions (scenarios/webhook-on-pod-delete.yaml)."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import time
+
+import pytest
+from cryptography import x509
+from kubernetes.client.exceptions import ApiException
+
+from harness import kube_objects
+from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
+from harness.kube_objects import Ref
+from harness.probes.object_state import holds
+from harness.providers import Cluster
+from harness.runner import Actions, declared_manifests
+from harness.scenario import ScenarioError
+from scenario_copies import load_edited
+
+NAME = "webhook-on-pod-delete"
+
+
+def manifests(d):
+    return d["workload"]["manifests"]
+
+
+def webhook(d):
+    return next(m for m in manifests(d) if m["kind"] == "ValidatingWebhookConfiguration")["webhooks"][0]
+
+
+def error_for(tmp_path, edit) -> ScenarioError:
+    with pytest.raises(ScenarioError) as err:
+        load_edited(tmp_path, NAME, edit)
+    return err.value
+
+
+def test_the_shipped_scenario_loads(tmp_path):
+    scenario = load_edited(tmp_path, NAME, lambda d: None)
+    assert scenario.workload["tls"] == {"service": "pod-delete-webhook"}
+    assert [a.get("evict") for a in scenario.runner["actions"]] == [{"kind": "Pod", "name": "guarded-0"},
+                                                                    {"kind": "Pod", "name": "unguarded-0"}]
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    # The certificate's placeholders need the Service it is made for.
+    (lambda d: d["workload"].pop("tls"), "workload.manifests[0]", "$(tls_*) placeholders only with workload.tls"),
+    (lambda d: d["workload"]["tls"].update(service="nowhere"), "workload.tls.service", "a Service made by"),
+    # A declared webhook reaches no further than the drill's own namespaces.
+    (lambda d: webhook(d).pop("namespaceSelector"), "workload.manifests[6].webhooks[0].namespaceSelector",
+     "naming only the drill's namespaces"),
+    (lambda d: webhook(d)["namespaceSelector"]["matchExpressions"][0].update(values=["$(namespace)", "kube-system"]),
+     "workload.manifests[6].webhooks[0].namespaceSelector", "naming only the drill's namespaces"),
+    (lambda d: webhook(d)["namespaceSelector"]["matchExpressions"][0].update(operator="NotIn"),
+     "workload.manifests[6].webhooks[0].namespaceSelector", "operator: In"),
+    (lambda d: webhook(d)["namespaceSelector"].update(matchExpressions=[], matchLabels={"a": "b"}),
+     "workload.manifests[6].webhooks[0].namespaceSelector", "kubernetes.io/metadata.name"),
+    (lambda d: webhook(d)["rules"][0].pop("scope"), "workload.manifests[6].webhooks[0].rules[0].scope", "Namespaced"),
+    (lambda d: webhook(d)["rules"][0].update(scope="*"), "workload.manifests[6].webhooks[0].rules[0].scope",
+     "Namespaced"),
+    (lambda d: webhook(d).pop("rules"), "workload.manifests[6].webhooks[0].namespaceSelector", "rules"),
+    (lambda d: manifests(d)[6].update(webhooks=[]), "workload.manifests[6].webhooks", "a list of webhooks"),
+    # An eviction is of a Pod the drill made, or one of its StatefulSets' pods.
+    (lambda d: d["runner"]["actions"][0]["evict"].update(name="guarded-1"), "runner.actions[0].evict",
+     "a Pod made by workload.manifests, or by one of its StatefulSets"),
+    (lambda d: d["runner"]["actions"][0]["evict"].update(name="coredns-0", namespace="kube-system"),
+     "runner.actions[0].evict", "a Pod made by workload.manifests"),
+    (lambda d: d["runner"]["actions"][0]["evict"].update(kind="StatefulSet", name="guarded"),
+     "runner.actions[0].evict.kind", "Pod (only pods are evicted)"),
+    (lambda d: d["runner"]["actions"][0].update(delete={"kind": "StatefulSet", "name": "guarded"}),
+     "runner.actions[0]", "one of delete (an object) or evict (a Pod)"),
+    (lambda d: d["runner"]["actions"][0].pop("evict"), "runner.actions[0]", "one of delete"),
+])
+def test_bad_webhook_scenarios_are_refused_naming_the_field(tmp_path, edit, field, expected):
+    err = error_for(tmp_path, edit)
+    assert err.field == field, str(err)
+    assert expected in err.expected, str(err)
+
+
+def test_a_statefulsets_later_ordinals_may_be_evicted(tmp_path):
+    def edit(d):
+        next(m for m in manifests(d) if m["metadata"]["name"] == "guarded")["spec"]["replicas"] = 2
+        d["runner"]["actions"][0]["evict"]["name"] = "guarded-1"
+    assert load_edited(tmp_path, NAME, edit).runner["actions"][0]["evict"]["name"] == "guarded-1"
+
+
+def test_each_drill_gets_a_certificate_for_its_service_and_the_ca_that_signed_it(tmp_path):
+    from harness.components.webhook import generate_webhook_tls
+
+    scenario = load_edited(tmp_path, NAME, lambda d: None)
+    tls = generate_webhook_tls(scenario.workload["tls"]["service"], "kdrill-x")
+    made = declared_manifests(scenario.workload["manifests"], "kdrill-x", tls)
+    secret = made[0]["stringData"]
+    cert = x509.load_pem_x509_certificate(secret["tls.crt"].encode())
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert "pod-delete-webhook.kdrill-x.svc" in names
+    assert secret["tls.key"].startswith("-----BEGIN PRIVATE KEY-----")
+    hook = made[-1]["webhooks"][0]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(hook["clientConfig"]["caBundle"]))
+    cert.verify_directly_issued_by(ca)
+    assert hook["clientConfig"]["service"]["namespace"] == "kdrill-x"
+    assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kdrill-x"]
+    # The ledger holds names only: the key is never written there (nor, through it, to the evidence).
+    objects = DrillObjects(None, made)
+    assert "PRIVATE KEY" not in json.dumps(objects.target()) and "BEGIN" not in json.dumps(objects.target())
+
+
+def test_two_drills_never_share_a_key():
+    from harness.components.webhook import generate_webhook_tls
+
+    assert generate_webhook_tls("w", "ns").key_pem != generate_webhook_tls("w", "ns").key_pem
+
+
+def test_deleting_holds_while_the_object_has_a_deletion_timestamp():
+    assert holds({"metadata": {"deletionTimestamp": "2026-12-01T10:00:00Z"}}, "deleting")
+    assert not holds({"metadata": {}}, "deleting")
+    assert not holds(None, "deleting")
+
+
+# --- eviction actions against a fake API ------------------------------------------------------
+
+class FakeApi:
+    def __init__(self):
+        self.objects, self.evicted = {}, []
+
+    def read(self, cluster, ref, **kwargs):
+        return copy.deepcopy(self.objects.get(ref))
+
+    def create(self, cluster, manifest):
+        ref = Ref.of(manifest)
+        self.objects[ref] = copy.deepcopy(manifest)
+        self.objects[ref]["metadata"]["uid"] = f"uid-{ref.name}"
+        return manifest
+
+    def evict(self, cluster, ref, uid=None):
+        if ref not in self.objects:
+            return False
+        assert uid == self.objects[ref]["metadata"]["uid"]
+        self.evicted.append(ref)
+        self.objects[ref]["metadata"]["deletionTimestamp"] = "now"
+        return True
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    made = Cluster(name="unit", provider="kind", kubeconfig=tmp_path / "kubeconfig", context="kind-unit",
+                   node_access=False)
+    made.__dict__["api"] = object()
+    return made
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    api = FakeApi()
+    for name in ("create", "read", "evict"):
+        monkeypatch.setattr(kube_objects, name, getattr(api, name))
+    return api
+
+
+STATEFUL_SET = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "guarded", "namespace": "ns"}}
+
+
+def pod_of(fake, owner_uid, name="guarded-0", labels=None):
+    fake.objects[Ref("Pod", name, "ns")] = {"kind": "Pod", "metadata": {
+        "name": name, "namespace": "ns", "uid": f"uid-{name}", "labels": labels or {},
+        "ownerReferences": [{"kind": "StatefulSet", "name": "guarded", "uid": owner_uid, "controller": True}]}}
+
+
+class StubDrill:
+    def __init__(self, cluster):
+        self.namespace, self.cluster, self.said = "ns", cluster, []
+
+    def say(self, line):
+        self.said.append(line)
+
+
+def evict(cluster, objects, name="guarded-0"):
+    actions = Actions(StubDrill(cluster), [{"name": "e", "window": "fault", "after_seconds": 0,
+                                            "evict": {"kind": "Pod", "name": name}}], "fault")
+    actions.start(time.time(), objects)
+    for timer in actions._timers:
+        timer.join(5)
+    [result] = actions.finish()
+    return result
+
+
+def test_an_eviction_of_the_drills_statefulset_pod_is_sent_for_that_very_pod(cluster, fake):
+    objects = DrillObjects(cluster, [STATEFUL_SET])
+    objects.inject()
+    pod_of(fake, owner_uid="uid-guarded")
+    result = evict(cluster, objects)
+    assert result["ok"] and result["detail"] == "evict Pod ns/guarded-0: accepted"
+    assert fake.evicted == [Ref("Pod", "guarded-0", "ns")]
+
+
+def test_a_pod_whose_statefulset_is_not_the_drills_is_not_evicted(cluster, fake):
+    objects = DrillObjects(cluster, [STATEFUL_SET])
+    objects.inject()
+    # Same name, another StatefulSet (a uid the drill's does not have): someone else's pod.
+    pod_of(fake, owner_uid="uid-theirs")
+    result = evict(cluster, objects)
+    assert not result["ok"] and "not this drill's" in result["detail"]
+    fake.objects[Ref("StatefulSet", "guarded", "ns")]["metadata"]["labels"][OWNER_LABEL] = "other"
+    pod_of(fake, owner_uid="uid-guarded")
+    assert not evict(cluster, objects)["ok"]
+    assert fake.evicted == []
+
+
+def test_a_refused_eviction_is_recorded_as_not_run(cluster, fake, monkeypatch):
+    objects = DrillObjects(cluster, [STATEFUL_SET])
+    objects.inject()
+    pod_of(fake, owner_uid="uid-guarded")
+
+    def refused(cluster, ref, uid=None):
+        raise ApiException(status=429, reason="TooManyRequests")  # a PodDisruptionBudget's answer
+    monkeypatch.setattr(kube_objects, "evict", refused)
+    result = evict(cluster, objects)
+    assert not result["ok"] and "429" in result["detail"]
+
+
+def test_the_eviction_request_names_the_pod_and_its_uid(monkeypatch):
+    sent = []
+    monkeypatch.setattr(kube_objects, "_call", lambda cluster, method, path, body=None, **kw: sent.append((method, path, body)))
+    assert kube_objects.evict(None, Ref("Pod", "guarded-0", "ns"), uid="u1")
+    assert sent == [("POST", "/api/v1/namespaces/ns/pods/guarded-0/eviction",
+                     {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "guarded-0", "namespace": "ns"},
+                      "deleteOptions": {"preconditions": {"uid": "u1"}}})]
+    with pytest.raises(ValueError):
+        kube_objects.evict(None, Ref("Deployment", "web", "ns"))
