@@ -86,6 +86,9 @@ SIGKILLED = [
     # Killed with an APIService's backend scaled to zero: recover scales it back, then deletes the
     # declared objects (the APIService, a second namespace) before the drill's namespace.
     ("apiservice-unavailable", None, "scale-to-zero", None),
+    # Killed with a fail-closed webhook on pod DELETE whose backend is down: were the namespace
+    # deleted before the webhook configuration, its pods could never be deleted (nor it finalised).
+    ("webhook-on-pod-delete", None, "scale-to-zero", None),
 ]
 # Not here: secrets-at-rest's planted Secret (it lives about 2 s, inside the drill namespace, which
 # recover deletes anyway), etcd-defrag (nothing to undo; its revert only waits for the member) and
@@ -158,6 +161,8 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path, scenari
     declared = [Ref.from_dict(r) for e in left if e.kind == "drill-objects" for r in e.target["created"]]
     if scenario == "apiservice-unavailable":
         assert any(r.kind == "APIService" for r in declared), [str(r) for r in declared]
+    if scenario == "webhook-on-pod-delete":
+        assert any(r.kind == "ValidatingWebhookConfiguration" for r in declared), [str(r) for r in declared]
     assert [str(r) for r in declared if kube_objects.read(kdrill_cluster, r) is not None] == []
     made = {e.target["name"] for e in left if e.kind == "drill-cluster"}
     assert not made & set(kind_clusters()), f"still there: {sorted(made & set(kind_clusters()))}"
