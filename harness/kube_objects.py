@@ -23,7 +23,8 @@ hold), ``$(toolbox_image)`` and ``$(toolbox_pull_policy)`` (the configured toolb
 scenario with ``workload.tls``, ``$(tls_cert)`` and ``$(tls_key)`` (PEM: a serving certificate
 for that Service and its key, made for the drill and never written to the evidence) and
 ``$(tls_ca_bundle)`` (the CA that signed it, base64, as a ``caBundle`` holds it);
-:func:`expand` replaces them. The ``$(NAME)`` form is the one Kubernetes uses for dependent
+:func:`expand` replaces them, and sends ``$$(name)`` as ``$(name)`` (e.g. a shell's
+``$$(hostname)`` in a command). The ``$(NAME)`` form is the one Kubernetes uses for dependent
 environment variables in a container's command.
 """
 
@@ -39,7 +40,9 @@ from harness.providers import Cluster
 
 # Per-request timeout, seconds: a read or write the API should answer at once.
 REQUEST_TIMEOUT_SECONDS = 10
-PLACEHOLDER = re.compile(r"\$\(([a-z_]+)\)")
+# ``$(name)``, or ``$$(name)``: escaped, sent as ``$(name)`` (as Kubernetes escapes a container's
+# ``$(VAR)``), e.g. a shell's ``$$(hostname)`` in a command.
+PLACEHOLDER = re.compile(r"(\$?)\$\(([a-z_]+)\)")
 PLACEHOLDER_NAMES = ("namespace", "toolbox_image", "toolbox_pull_policy", "tls_cert", "tls_key", "tls_ca_bundle")
 # Only with workload.tls: the runner makes them for the drill (harness/components/webhook.py).
 TLS_PLACEHOLDERS = ("tls_cert", "tls_key", "tls_ca_bundle")
@@ -137,10 +140,13 @@ def expand(value: Any, values: dict[str, str]) -> Any:
     copies). Raises KeyError for a placeholder ``values`` does not have."""
     if isinstance(value, str):
         def one(match: re.Match) -> str:
-            if match.group(1) not in values:
-                raise KeyError(f"unknown placeholder $({match.group(1)}); known: "
+            escaped, name = match.groups()
+            if escaped:
+                return f"$({name})"
+            if name not in values:
+                raise KeyError(f"unknown placeholder $({name}); known: "
                                + ", ".join(f"$({k})" for k in sorted(values)))
-            return values[match.group(1)]
+            return values[name]
         return PLACEHOLDER.sub(one, value)
     if isinstance(value, dict):
         return {k: expand(v, values) for k, v in value.items()}
@@ -152,7 +158,7 @@ def expand(value: Any, values: dict[str, str]) -> Any:
 def placeholders(value: Any) -> set[str]:
     """Every placeholder name used in ``value``'s strings."""
     if isinstance(value, str):
-        return set(PLACEHOLDER.findall(value))
+        return {name for escaped, name in PLACEHOLDER.findall(value) if not escaped}
     if isinstance(value, dict):
         return set().union(*(placeholders(v) for v in value.values())) if value else set()
     if isinstance(value, list):
@@ -165,7 +171,7 @@ def placeholder_keys(value: Any, where: tuple[str | int, ...] = ()) -> Iterator[
     :func:`expand` replaces placeholders in values only, so such a key would be sent as written."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if isinstance(key, str) and PLACEHOLDER.search(key):
+            if isinstance(key, str) and placeholders(key):
                 yield where + (key,)
             yield from placeholder_keys(item, where + (key,))
     elif isinstance(value, list):

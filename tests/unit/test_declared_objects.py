@@ -51,6 +51,16 @@ def test_placeholders_expand_everywhere_and_an_unknown_one_is_an_error():
     assert kube_objects.placeholders(value) == {"namespace"}
 
 
+def test_an_escaped_placeholder_is_sent_as_written_once_unescaped():
+    # As Kubernetes escapes $(VAR) in a container's command: a shell's command substitution
+    # must reach the shell, not be refused as an unknown placeholder.
+    command = ["sh", "-c", "echo $$(hostname) in $(namespace)"]
+    assert kube_objects.placeholders(command) == {"namespace"}
+    assert kube_objects.expand(command, {"namespace": "ns"}) == ["sh", "-c", "echo $(hostname) in ns"]
+    assert kube_objects.expand("$$(namespace)", {"namespace": "ns"}) == "$(namespace)"
+    assert list(kube_objects.placeholder_keys({"$$(x)": 1, "$(y)": 2})) == [("$(y)",)]
+
+
 def test_declared_manifests_go_in_the_drill_namespace_unless_cluster_scoped_or_placed():
     made = declared_manifests([
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "$(namespace)-victim"}},
