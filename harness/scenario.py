@@ -967,13 +967,19 @@ def _check_objects(path: Path, data: dict) -> None:
                 raise ScenarioError(path, f"{field}.evict.kind", "Pod (only pods are evicted)", repr(target["kind"]))
             this = ref("Pod", target["name"], target.get("namespace"))
             # A declared Pod, or one a declared StatefulSet makes: <name>-<ordinal>, a stable name.
-            pods = [m for m in made if m[0] == "Pod"] + [
-                ("Pod", f"{name}-{ordinal}", namespace) for kind, name, namespace, replicas in _stateful_sets(data)
-                for ordinal in range(replicas)]
-            if this not in pods:
+            # The ordinal is read from the name, not looked up in a list of every pod: replicas is
+            # the scenario's number, and 10**12 of them must not be enumerated here.
+            pods = [n for k, n, _ in made if k == "Pod"]
+            sets = [(name, namespace, replicas) for _, name, namespace, replicas in _stateful_sets(data) if replicas > 0]
+            ordinal = re.fullmatch(r"(.+)-(0|[1-9][0-9]*)", this[1])
+            if this not in [m for m in made if m[0] == "Pod"] and not (ordinal and any(
+                    (name, namespace) == (ordinal[1], this[2]) and int(ordinal[2]) < replicas
+                    for name, namespace, replicas in sets)):
                 raise ScenarioError(path, f"{field}.evict", "a Pod made by workload.manifests, or by one of its "
-                                    "StatefulSets (<name>-<ordinal>): " + (", ".join(f"{n}" for _, n, _ in pods) or "none"),
-                                    f"Pod {target['name']}")
+                                    "StatefulSets (<name>-<ordinal>): " + (", ".join(
+                                        pods + [f"{name}-0" + (f"..{name}-{replicas - 1}" if replicas > 1 else "")
+                                                for name, _, replicas in sets]) or "none"),
+                                    f"Pod {target.get('namespace') + '/' if target.get('namespace') else ''}{target['name']}")
         elif ref(target["kind"], target["name"], target.get("namespace")) not in made:
             def text(kind: str, name: str, namespace: str | None) -> str:
                 return f"{kind} {namespace + '/' if namespace else ''}{name}"
@@ -994,7 +1000,9 @@ def _stateful_sets(data: dict) -> list[tuple[str, str, str, int]]:
     found = []
     for manifest in (data.get("workload") or {}).get("manifests") or []:
         if manifest["kind"] == "StatefulSet":
-            replicas = (manifest.get("spec") or {}).get("replicas", 1)  # the API's default is 1
+            spec = manifest.get("spec") or {}
+            # the API's default is 1; a spec that is no mapping makes no pods here (the API refuses it)
+            replicas = spec.get("replicas", 1) if isinstance(spec, dict) else 0
             found.append(("StatefulSet", manifest["metadata"]["name"], manifest["metadata"].get("namespace")
                           or "$(namespace)", replicas if type(replicas) is int else 0))
     return found

@@ -230,3 +230,42 @@ def test_the_eviction_request_names_the_pod_and_its_uid(monkeypatch):
                       "deleteOptions": {"preconditions": {"uid": "u1"}}})]
     with pytest.raises(ValueError):
         kube_objects.evict(None, Ref("Deployment", "web", "ns"))
+
+
+# --- what a careless or hostile scenario file must not do to the loader -------------------------
+
+def test_a_huge_replicas_count_is_not_enumerated_when_an_eviction_is_checked(tmp_path):
+    # Loading once built a list of every <set>-<ordinal> name: 10**12 replicas exhausted memory.
+    # In a child process with its address space limited, so a regression fails instead of swapping.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from pathlib import Path
+from scenario_copies import load_edited
+
+def edit(d):
+    next(m for m in d["workload"]["manifests"] if m["metadata"]["name"] == "guarded")["spec"]["replicas"] = 10**12
+    d["runner"]["actions"][0]["evict"]["name"] = "guarded-999999999999"
+print(load_edited(Path({str(tmp_path)!r}), {NAME!r}, edit).runner["actions"][0]["evict"]["name"])
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "guarded-999999999999", done.stderr[-500:]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: next(m for m in manifests(d) if m["metadata"]["name"] == "guarded").update(spec="replicas: 1"),
+    lambda d: next(m for m in manifests(d) if m["metadata"]["name"] == "guarded")["spec"].update(replicas=-1),
+    lambda d: next(m for m in manifests(d) if m["metadata"]["name"] == "guarded")["spec"].update(replicas="1"),
+    lambda d: next(m for m in manifests(d) if m["metadata"]["name"] == "guarded")["spec"].update(replicas=True),
+    # Leading zeros are no ordinal a StatefulSet names a pod with.
+    lambda d: d["runner"]["actions"][0]["evict"].update(name="guarded-00"),
+    lambda d: d["runner"]["actions"][0]["evict"].update(namespace="kube-system"),
+])
+def test_an_eviction_of_a_pod_no_declared_statefulset_makes_is_refused(tmp_path, edit):
+    err = error_for(tmp_path, edit)
+    assert err.field == "runner.actions[0].evict", str(err)
