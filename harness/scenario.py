@@ -1029,8 +1029,12 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
             raise ScenarioError(path, f"workload.manifests[{i}].webhooks", "a list of webhooks", repr(webhooks))
         for j, hook in enumerate(webhooks):
             field = f"workload.manifests[{i}].webhooks[{j}]"
-            hook = hook if isinstance(hook, dict) else {}
-            for k, rule in enumerate(hook.get("rules") or []):
+            if not isinstance(hook, dict):
+                raise ScenarioError(path, field, "a mapping (one webhook)", repr(hook))
+            if not isinstance(hook.get("rules"), list) or not hook["rules"]:
+                raise ScenarioError(path, f"{field}.rules", "a list of rules, each scope: Namespaced",
+                                    repr(hook.get("rules")))
+            for k, rule in enumerate(hook["rules"]):
                 scope = rule.get("scope") if isinstance(rule, dict) else None
                 if scope != "Namespaced":
                     raise ScenarioError(path, f"{field}.rules[{k}].scope", "Namespaced (a declared webhook matches only "
@@ -1040,9 +1044,10 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
             expressions = (selector or {}).get("matchExpressions") if isinstance(selector, dict) else None
             confined = [e for e in expressions or [] if isinstance(e, dict) and e.get("key") == NAMESPACE_NAME_LABEL
                         and e.get("operator") == "In" and isinstance(e.get("values"), list) and e["values"]
-                        and set(e["values"]) <= own]
-            if not hook.get("rules") or not confined:
-                raise ScenarioError(path, f"{field}.namespaceSelector", "rules, and matchExpressions with "
+                        # strings only: a list or mapping among the values is no name (and unhashable)
+                        and all(isinstance(v, str) for v in e["values"]) and set(e["values"]) <= own]
+            if not confined:
+                raise ScenarioError(path, f"{field}.namespaceSelector", "matchExpressions with "
                                     f"{{key: {NAMESPACE_NAME_LABEL}, operator: In, values: [...]}} naming only the "
                                     "drill's namespaces: " + ", ".join(sorted(own)), repr(selector))
 

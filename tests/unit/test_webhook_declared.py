@@ -61,7 +61,7 @@ def test_the_shipped_scenario_loads(tmp_path):
     (lambda d: webhook(d)["rules"][0].pop("scope"), "workload.manifests[6].webhooks[0].rules[0].scope", "Namespaced"),
     (lambda d: webhook(d)["rules"][0].update(scope="*"), "workload.manifests[6].webhooks[0].rules[0].scope",
      "Namespaced"),
-    (lambda d: webhook(d).pop("rules"), "workload.manifests[6].webhooks[0].namespaceSelector", "rules"),
+    (lambda d: webhook(d).pop("rules"), "workload.manifests[6].webhooks[0].rules", "a list of rules"),
     (lambda d: manifests(d)[6].update(webhooks=[]), "workload.manifests[6].webhooks", "a list of webhooks"),
     # An eviction is of a Pod the drill made, or one of its StatefulSets' pods.
     (lambda d: d["runner"]["actions"][0]["evict"].update(name="guarded-1"), "runner.actions[0].evict",
@@ -269,3 +269,30 @@ print(load_edited(Path({str(tmp_path)!r}), {NAME!r}, edit).runner["actions"][0][
 def test_an_eviction_of_a_pod_no_declared_statefulset_makes_is_refused(tmp_path, edit):
     err = error_for(tmp_path, edit)
     assert err.field == "runner.actions[0].evict", str(err)
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    # Values that are no strings were a TypeError (unhashable) rather than a refusal.
+    (lambda d: webhook(d)["namespaceSelector"]["matchExpressions"][0].update(values=[["$(namespace)"]]),
+     "workload.manifests[6].webhooks[0].namespaceSelector", "naming only the drill's namespaces"),
+    (lambda d: webhook(d)["namespaceSelector"]["matchExpressions"][0].update(values=[{"a": "b"}]),
+     "workload.manifests[6].webhooks[0].namespaceSelector", "naming only the drill's namespaces"),
+    # Rules and webhooks of the wrong type are named as such, not as a missing scope or selector.
+    (lambda d: webhook(d).update(rules={"scope": "Namespaced"}), "workload.manifests[6].webhooks[0].rules",
+     "a list of rules"),
+    (lambda d: webhook(d).update(rules="Namespaced"), "workload.manifests[6].webhooks[0].rules", "a list of rules"),
+    (lambda d: webhook(d).update(rules=[]), "workload.manifests[6].webhooks[0].rules", "a list of rules"),
+    (lambda d: manifests(d)[6].update(webhooks=["pod-delete.kdrill.io"]), "workload.manifests[6].webhooks[0]",
+     "a mapping"),
+    # A mutating webhook is held to the same scope.
+    (lambda d: manifests(d)[6].update(kind="MutatingWebhookConfiguration") or webhook_any(d).pop("namespaceSelector"),
+     "workload.manifests[6].webhooks[0].namespaceSelector", "naming only the drill's namespaces"),
+])
+def test_webhooks_of_the_wrong_shape_are_refused_naming_the_field(tmp_path, edit, field, expected):
+    err = error_for(tmp_path, edit)
+    assert err.field == field, str(err)
+    assert expected in err.expected, str(err)
+
+
+def webhook_any(d):
+    return next(m for m in manifests(d) if m["kind"].endswith("WebhookConfiguration"))["webhooks"][0]
