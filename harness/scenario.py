@@ -924,6 +924,15 @@ def _check_objects(path: Path, data: dict) -> None:
         raise ScenarioError(path, "workload.tls.service", "a Service made by workload.manifests in the drill's namespace: "
                             + (", ".join(n for k, n, ns in made if k == "Service" and ns == "$(namespace)") or "none"),
                             repr(tls["service"]))
+    for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
+        # The private key goes in a Secret's stringData and nowhere else: in a label or a
+        # ConfigMap it is readable by whoever reads those, and an object the API refuses is
+        # quoted back in the error (its invalid value with it), which the evidence keeps.
+        elsewhere = {k: v for k, v in manifest.items() if (manifest["kind"], k) != ("Secret", "stringData")}
+        if "tls_key" in placeholders(elsewhere):
+            raise ScenarioError(path, f"workload.manifests[{i}]", "$(tls_key) only in the stringData of a Secret",
+                                f"$(tls_key) in a {manifest['kind']}"
+                                + (" outside its stringData" if manifest["kind"] == "Secret" else ""))
     if tls is None:
         for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
             used = sorted(placeholders(manifest) & set(TLS_PLACEHOLDERS))

@@ -296,3 +296,18 @@ def test_webhooks_of_the_wrong_shape_are_refused_naming_the_field(tmp_path, edit
 
 def webhook_any(d):
     return next(m for m in manifests(d) if m["kind"].endswith("WebhookConfiguration"))["webhooks"][0]
+
+
+@pytest.mark.parametrize("edit, got", [
+    (lambda d: manifests(d)[0]["metadata"].update(labels={"key": "$(tls_key)"}), "$(tls_key) in a Secret outside"),
+    (lambda d: manifests(d)[0]["metadata"].update(annotations={"key": "$(tls_key)"}), "$(tls_key) in a Secret outside"),
+    (lambda d: manifests(d).insert(1, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "key"},
+                                       "data": {"tls.key": "$(tls_key)"}}), "$(tls_key) in a ConfigMap"),
+    (lambda d: manifests(d)[2]["spec"]["template"]["spec"]["containers"][0].update(
+        env=[{"name": "KEY", "value": "$(tls_key)"}]), "$(tls_key) in a Deployment"),
+])
+def test_the_private_key_goes_only_in_a_secrets_string_data(tmp_path, edit, got):
+    # Elsewhere it would be readable beside the object, or quoted back in a refusal the evidence keeps.
+    err = error_for(tmp_path, edit)
+    assert err.field.startswith("workload.manifests[") and "only in the stringData of a Secret" in err.expected, str(err)
+    assert got in err.got, str(err)
