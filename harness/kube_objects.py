@@ -21,7 +21,8 @@ Placeholders: every string value (not a mapping key) in a manifest, probe object
 hold ``$(namespace)`` (the drill's namespace; the only one an object's name or namespace may
 hold), ``$(toolbox_image)`` and ``$(toolbox_pull_policy)`` (the configured toolbox) and, in a
 scenario with ``workload.tls``, ``$(tls_cert)`` and ``$(tls_key)`` (PEM: a serving certificate
-for that Service and its key, made for the drill and never written to the evidence) and
+for that Service and its key, made for the drill and never written to the evidence; the key
+only in a Secret's ``stringData``) and
 ``$(tls_ca_bundle)`` (the CA that signed it, base64, as a ``caBundle`` holds it);
 :func:`expand` replaces them, and sends ``$$(name)`` as ``$(name)`` (e.g. a shell's
 ``$$(hostname)`` in a command). The ``$(NAME)`` form is the one Kubernetes uses for dependent

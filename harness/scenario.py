@@ -924,6 +924,15 @@ def _check_objects(path: Path, data: dict) -> None:
         raise ScenarioError(path, "workload.tls.service", "a Service made by workload.manifests in the drill's namespace: "
                             + (", ".join(n for k, n, ns in made if k == "Service" and ns == "$(namespace)") or "none"),
                             repr(tls["service"]))
+    for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
+        # The private key goes in a Secret's stringData and nowhere else: in a label or a
+        # ConfigMap it is readable by whoever reads those, and an object the API refuses is
+        # quoted back in the error (its invalid value with it), which the evidence keeps.
+        elsewhere = {k: v for k, v in manifest.items() if (manifest["kind"], k) != ("Secret", "stringData")}
+        if "tls_key" in placeholders(elsewhere):
+            raise ScenarioError(path, f"workload.manifests[{i}]", "$(tls_key) only in the stringData of a Secret",
+                                f"$(tls_key) in a {manifest['kind']}"
+                                + (" outside its stringData" if manifest["kind"] == "Secret" else ""))
     if tls is None:
         for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
             used = sorted(placeholders(manifest) & set(TLS_PLACEHOLDERS))
@@ -967,13 +976,19 @@ def _check_objects(path: Path, data: dict) -> None:
                 raise ScenarioError(path, f"{field}.evict.kind", "Pod (only pods are evicted)", repr(target["kind"]))
             this = ref("Pod", target["name"], target.get("namespace"))
             # A declared Pod, or one a declared StatefulSet makes: <name>-<ordinal>, a stable name.
-            pods = [m for m in made if m[0] == "Pod"] + [
-                ("Pod", f"{name}-{ordinal}", namespace) for kind, name, namespace, replicas in _stateful_sets(data)
-                for ordinal in range(replicas)]
-            if this not in pods:
+            # The ordinal is read from the name, not looked up in a list of every pod: replicas is
+            # the scenario's number, and 10**12 of them must not be enumerated here.
+            pods = [n for k, n, _ in made if k == "Pod"]
+            sets = [(name, namespace, replicas) for _, name, namespace, replicas in _stateful_sets(data) if replicas > 0]
+            ordinal = re.fullmatch(r"(.+)-(0|[1-9][0-9]*)", this[1])
+            if this not in [m for m in made if m[0] == "Pod"] and not (ordinal and any(
+                    (name, namespace) == (ordinal[1], this[2]) and int(ordinal[2]) < replicas
+                    for name, namespace, replicas in sets)):
                 raise ScenarioError(path, f"{field}.evict", "a Pod made by workload.manifests, or by one of its "
-                                    "StatefulSets (<name>-<ordinal>): " + (", ".join(f"{n}" for _, n, _ in pods) or "none"),
-                                    f"Pod {target['name']}")
+                                    "StatefulSets (<name>-<ordinal>): " + (", ".join(
+                                        pods + [f"{name}-0" + (f"..{name}-{replicas - 1}" if replicas > 1 else "")
+                                                for name, _, replicas in sets]) or "none"),
+                                    f"Pod {target.get('namespace') + '/' if target.get('namespace') else ''}{target['name']}")
         elif ref(target["kind"], target["name"], target.get("namespace")) not in made:
             def text(kind: str, name: str, namespace: str | None) -> str:
                 return f"{kind} {namespace + '/' if namespace else ''}{name}"
@@ -994,7 +1009,9 @@ def _stateful_sets(data: dict) -> list[tuple[str, str, str, int]]:
     found = []
     for manifest in (data.get("workload") or {}).get("manifests") or []:
         if manifest["kind"] == "StatefulSet":
-            replicas = (manifest.get("spec") or {}).get("replicas", 1)  # the API's default is 1
+            spec = manifest.get("spec") or {}
+            # the API's default is 1; a spec that is no mapping makes no pods here (the API refuses it)
+            replicas = spec.get("replicas", 1) if isinstance(spec, dict) else 0
             found.append(("StatefulSet", manifest["metadata"]["name"], manifest["metadata"].get("namespace")
                           or "$(namespace)", replicas if type(replicas) is int else 0))
     return found
@@ -1021,8 +1038,12 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
             raise ScenarioError(path, f"workload.manifests[{i}].webhooks", "a list of webhooks", repr(webhooks))
         for j, hook in enumerate(webhooks):
             field = f"workload.manifests[{i}].webhooks[{j}]"
-            hook = hook if isinstance(hook, dict) else {}
-            for k, rule in enumerate(hook.get("rules") or []):
+            if not isinstance(hook, dict):
+                raise ScenarioError(path, field, "a mapping (one webhook)", repr(hook))
+            if not isinstance(hook.get("rules"), list) or not hook["rules"]:
+                raise ScenarioError(path, f"{field}.rules", "a list of rules, each scope: Namespaced",
+                                    repr(hook.get("rules")))
+            for k, rule in enumerate(hook["rules"]):
                 scope = rule.get("scope") if isinstance(rule, dict) else None
                 if scope != "Namespaced":
                     raise ScenarioError(path, f"{field}.rules[{k}].scope", "Namespaced (a declared webhook matches only "
@@ -1032,9 +1053,10 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
             expressions = (selector or {}).get("matchExpressions") if isinstance(selector, dict) else None
             confined = [e for e in expressions or [] if isinstance(e, dict) and e.get("key") == NAMESPACE_NAME_LABEL
                         and e.get("operator") == "In" and isinstance(e.get("values"), list) and e["values"]
-                        and set(e["values"]) <= own]
-            if not hook.get("rules") or not confined:
-                raise ScenarioError(path, f"{field}.namespaceSelector", "rules, and matchExpressions with "
+                        # strings only: a list or mapping among the values is no name (and unhashable)
+                        and all(isinstance(v, str) for v in e["values"]) and set(e["values"]) <= own]
+            if not confined:
+                raise ScenarioError(path, f"{field}.namespaceSelector", "matchExpressions with "
                                     f"{{key: {NAMESPACE_NAME_LABEL}, operator: In, values: [...]}} naming only the "
                                     "drill's namespaces: " + ", ".join(sorted(own)), repr(selector))
 

@@ -61,7 +61,7 @@ def test_the_shipped_scenario_loads(tmp_path):
     (lambda d: webhook(d)["rules"][0].pop("scope"), "workload.manifests[6].webhooks[0].rules[0].scope", "Namespaced"),
     (lambda d: webhook(d)["rules"][0].update(scope="*"), "workload.manifests[6].webhooks[0].rules[0].scope",
      "Namespaced"),
-    (lambda d: webhook(d).pop("rules"), "workload.manifests[6].webhooks[0].namespaceSelector", "rules"),
+    (lambda d: webhook(d).pop("rules"), "workload.manifests[6].webhooks[0].rules", "a list of rules"),
     (lambda d: manifests(d)[6].update(webhooks=[]), "workload.manifests[6].webhooks", "a list of webhooks"),
     # An eviction is of a Pod the drill made, or one of its StatefulSets' pods.
     (lambda d: d["runner"]["actions"][0]["evict"].update(name="guarded-1"), "runner.actions[0].evict",
@@ -230,3 +230,84 @@ def test_the_eviction_request_names_the_pod_and_its_uid(monkeypatch):
                       "deleteOptions": {"preconditions": {"uid": "u1"}}})]
     with pytest.raises(ValueError):
         kube_objects.evict(None, Ref("Deployment", "web", "ns"))
+
+
+# --- what a careless or hostile scenario file must not do to the loader -------------------------
+
+def test_a_huge_replicas_count_is_not_enumerated_when_an_eviction_is_checked(tmp_path):
+    # Loading once built a list of every <set>-<ordinal> name: 10**12 replicas exhausted memory.
+    # In a child process with its address space limited, so a regression fails instead of swapping.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = f"""
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from pathlib import Path
+from scenario_copies import load_edited
+
+def edit(d):
+    next(m for m in d["workload"]["manifests"] if m["metadata"]["name"] == "guarded")["spec"]["replicas"] = 10**12
+    d["runner"]["actions"][0]["evict"]["name"] = "guarded-999999999999"
+print(load_edited(Path({str(tmp_path)!r}), {NAME!r}, edit).runner["actions"][0]["evict"]["name"])
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "guarded-999999999999", done.stderr[-500:]
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: next(m for m in manifests(d) if m["metadata"]["name"] == "guarded").update(spec="replicas: 1"),
+    lambda d: next(m for m in manifests(d) if m["metadata"]["name"] == "guarded")["spec"].update(replicas=-1),
+    lambda d: next(m for m in manifests(d) if m["metadata"]["name"] == "guarded")["spec"].update(replicas="1"),
+    lambda d: next(m for m in manifests(d) if m["metadata"]["name"] == "guarded")["spec"].update(replicas=True),
+    # Leading zeros are no ordinal a StatefulSet names a pod with.
+    lambda d: d["runner"]["actions"][0]["evict"].update(name="guarded-00"),
+    lambda d: d["runner"]["actions"][0]["evict"].update(namespace="kube-system"),
+])
+def test_an_eviction_of_a_pod_no_declared_statefulset_makes_is_refused(tmp_path, edit):
+    err = error_for(tmp_path, edit)
+    assert err.field == "runner.actions[0].evict", str(err)
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    # Values that are no strings were a TypeError (unhashable) rather than a refusal.
+    (lambda d: webhook(d)["namespaceSelector"]["matchExpressions"][0].update(values=[["$(namespace)"]]),
+     "workload.manifests[6].webhooks[0].namespaceSelector", "naming only the drill's namespaces"),
+    (lambda d: webhook(d)["namespaceSelector"]["matchExpressions"][0].update(values=[{"a": "b"}]),
+     "workload.manifests[6].webhooks[0].namespaceSelector", "naming only the drill's namespaces"),
+    # Rules and webhooks of the wrong type are named as such, not as a missing scope or selector.
+    (lambda d: webhook(d).update(rules={"scope": "Namespaced"}), "workload.manifests[6].webhooks[0].rules",
+     "a list of rules"),
+    (lambda d: webhook(d).update(rules="Namespaced"), "workload.manifests[6].webhooks[0].rules", "a list of rules"),
+    (lambda d: webhook(d).update(rules=[]), "workload.manifests[6].webhooks[0].rules", "a list of rules"),
+    (lambda d: manifests(d)[6].update(webhooks=["pod-delete.kdrill.io"]), "workload.manifests[6].webhooks[0]",
+     "a mapping"),
+    # A mutating webhook is held to the same scope.
+    (lambda d: manifests(d)[6].update(kind="MutatingWebhookConfiguration") or webhook_any(d).pop("namespaceSelector"),
+     "workload.manifests[6].webhooks[0].namespaceSelector", "naming only the drill's namespaces"),
+])
+def test_webhooks_of_the_wrong_shape_are_refused_naming_the_field(tmp_path, edit, field, expected):
+    err = error_for(tmp_path, edit)
+    assert err.field == field, str(err)
+    assert expected in err.expected, str(err)
+
+
+def webhook_any(d):
+    return next(m for m in manifests(d) if m["kind"].endswith("WebhookConfiguration"))["webhooks"][0]
+
+
+@pytest.mark.parametrize("edit, got", [
+    (lambda d: manifests(d)[0]["metadata"].update(labels={"key": "$(tls_key)"}), "$(tls_key) in a Secret outside"),
+    (lambda d: manifests(d)[0]["metadata"].update(annotations={"key": "$(tls_key)"}), "$(tls_key) in a Secret outside"),
+    (lambda d: manifests(d).insert(1, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "key"},
+                                       "data": {"tls.key": "$(tls_key)"}}), "$(tls_key) in a ConfigMap"),
+    (lambda d: manifests(d)[2]["spec"]["template"]["spec"]["containers"][0].update(
+        env=[{"name": "KEY", "value": "$(tls_key)"}]), "$(tls_key) in a Deployment"),
+])
+def test_the_private_key_goes_only_in_a_secrets_string_data(tmp_path, edit, got):
+    # Elsewhere it would be readable beside the object, or quoted back in a refusal the evidence keeps.
+    err = error_for(tmp_path, edit)
+    assert err.field.startswith("workload.manifests[") and "only in the stringData of a Secret" in err.expected, str(err)
+    assert got in err.got, str(err)
