@@ -979,15 +979,17 @@ def _check_objects(path: Path, data: dict) -> None:
             # The ordinal is read from the name, not looked up in a list of every pod: replicas is
             # the scenario's number, and 10**12 of them must not be enumerated here.
             pods = [n for k, n, _ in made if k == "Pod"]
-            sets = [(name, namespace, replicas) for _, name, namespace, replicas in _stateful_sets(data) if replicas > 0]
+            sets = [(name, namespace, start, replicas) for name, namespace, start, replicas in _stateful_sets(data)
+                    if replicas > 0]
             ordinal = re.fullmatch(r"(.+)-(0|[1-9][0-9]*)", this[1])
             if this not in [m for m in made if m[0] == "Pod"] and not (ordinal and any(
-                    (name, namespace) == (ordinal[1], this[2]) and int(ordinal[2]) < replicas
-                    for name, namespace, replicas in sets)):
+                    (name, namespace) == (ordinal[1], this[2]) and start <= int(ordinal[2]) < start + replicas
+                    for name, namespace, start, replicas in sets)):
                 raise ScenarioError(path, f"{field}.evict", "a Pod made by workload.manifests, or by one of its "
                                     "StatefulSets (<name>-<ordinal>): " + (", ".join(
-                                        pods + [f"{name}-0" + (f"..{name}-{replicas - 1}" if replicas > 1 else "")
-                                                for name, _, replicas in sets]) or "none"),
+                                        pods + [f"{name}-{start}" + (f"..{name}-{start + replicas - 1}" if replicas > 1
+                                                                     else "")
+                                                for name, _, start, replicas in sets]) or "none"),
                                     f"Pod {target.get('namespace') + '/' if target.get('namespace') else ''}{target['name']}")
         elif ref(target["kind"], target["name"], target.get("namespace")) not in made:
             def text(kind: str, name: str, namespace: str | None) -> str:
@@ -1004,16 +1006,19 @@ def _check_objects(path: Path, data: dict) -> None:
                                 f"({length} s)", repr(action["after_seconds"]))
 
 
-def _stateful_sets(data: dict) -> list[tuple[str, str, str, int]]:
-    """(kind, name, namespace as written, replicas) of every StatefulSet the manifests make."""
+def _stateful_sets(data: dict) -> list[tuple[str, str, int, int]]:
+    """(name, namespace as written, first ordinal, replicas) of every StatefulSet the manifests
+    make: its pods are <name>-<first> to <name>-<first + replicas - 1>."""
     found = []
     for manifest in (data.get("workload") or {}).get("manifests") or []:
         if manifest["kind"] == "StatefulSet":
             spec = manifest.get("spec") or {}
             # the API's default is 1; a spec that is no mapping makes no pods here (the API refuses it)
             replicas = spec.get("replicas", 1) if isinstance(spec, dict) else 0
-            found.append(("StatefulSet", manifest["metadata"]["name"], manifest["metadata"].get("namespace")
-                          or "$(namespace)", replicas if type(replicas) is int else 0))
+            ordinals = spec.get("ordinals") if isinstance(spec, dict) else None
+            start = ordinals.get("start", 0) if isinstance(ordinals, dict) else 0  # spec.ordinals.start, default 0
+            found.append((manifest["metadata"]["name"], manifest["metadata"].get("namespace") or "$(namespace)",
+                          start if type(start) is int and start >= 0 else 0, replicas if type(replicas) is int else 0))
     return found
 
 
@@ -1027,8 +1032,9 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
     drill's own namespaces: its rules are ``scope: Namespaced`` (a namespaceSelector does not
     apply to cluster-scoped objects) and its namespaceSelector requires
     ``kubernetes.io/metadata.name In [...]`` of the drill's namespace and namespaces the
-    manifests make. Source: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
-    (matching requests: rules, namespaceSelector)."""
+    manifests make; and it calls a Service in those namespaces, never a ``url``.
+    Source: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
+    (matching requests: rules, namespaceSelector; contacting the webhook: url, service)."""
     own = {"$(namespace)"} | {name for kind, name, _ in made if kind == "Namespace"}
     for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
         if manifest["kind"] not in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
@@ -1059,6 +1065,15 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
                 raise ScenarioError(path, f"{field}.namespaceSelector", "matchExpressions with "
                                     f"{{key: {NAMESPACE_NAME_LABEL}, operator: In, values: [...]}} naming only the "
                                     "drill's namespaces: " + ", ".join(sorted(own)), repr(selector))
+            # Where the API server sends what it intercepts (objects, Secrets included): a Service
+            # in the drill's namespaces, never a url (which may be outside the cluster).
+            client = hook.get("clientConfig")
+            service = client.get("service") if isinstance(client, dict) else None
+            if not isinstance(client, dict) or "url" in client or not isinstance(service, dict) \
+                    or service.get("namespace") not in own:
+                raise ScenarioError(path, f"{field}.clientConfig", "a service in the drill's namespaces ("
+                                    + ", ".join(sorted(own)) + "), no url: the API server sends the requests it "
+                                    "intercepts there, and a drill sends nothing outside the cluster", repr(client)[:200])
 
 
 def _build(path: Path, data: dict) -> Scenario:

@@ -538,10 +538,11 @@ class StubDrill:
         self.said.append(line)
 
 
-def run_action(cluster, objects, target):
+def run_action(cluster, objects, target, verb="delete"):
+    """Run one action (``verb``: delete or evict) on ``target`` now, as the runner would."""
     from harness.runner import Actions
 
-    actions = Actions(StubDrill(cluster), [{"name": "a", "window": "fault", "after_seconds": 0, "delete": target}],
+    actions = Actions(StubDrill(cluster), [{"name": "a", "window": "fault", "after_seconds": 0, verb: target}],
                       "fault")
     actions.start(time.time(), objects)
     for timer in actions._timers:

@@ -20,6 +20,8 @@ from harness.providers import Cluster
 from harness.runner import Actions, declared_manifests
 from harness.scenario import ScenarioError
 from scenario_copies import load_edited
+from test_declared_objects import FakeApi as DeclaredObjectsApi
+from test_declared_objects import cluster, run_action  # noqa: F401 (cluster: the fake Cluster fixture)
 
 NAME = "webhook-on-pod-delete"
 
@@ -58,6 +60,14 @@ def test_the_shipped_scenario_loads(tmp_path):
      "workload.manifests[6].webhooks[0].namespaceSelector", "operator: In"),
     (lambda d: webhook(d)["namespaceSelector"].update(matchExpressions=[], matchLabels={"a": "b"}),
      "workload.manifests[6].webhooks[0].namespaceSelector", "kubernetes.io/metadata.name"),
+    # ... and sends what it intercepts to a Service of the drill's, never to a url.
+    (lambda d: webhook(d)["clientConfig"].update(url="https://198.51.100.7/validate"),
+     "workload.manifests[6].webhooks[0].clientConfig", "no url"),
+    (lambda d: webhook(d).update(clientConfig={"url": "https://198.51.100.7/validate", "caBundle": "$(tls_ca_bundle)"}),
+     "workload.manifests[6].webhooks[0].clientConfig", "a service in the drill's namespaces"),
+    (lambda d: webhook(d)["clientConfig"]["service"].update(namespace="kube-system"),
+     "workload.manifests[6].webhooks[0].clientConfig", "a service in the drill's namespaces"),
+    (lambda d: webhook(d).pop("clientConfig"), "workload.manifests[6].webhooks[0].clientConfig", "no url"),
     (lambda d: webhook(d)["rules"][0].pop("scope"), "workload.manifests[6].webhooks[0].rules[0].scope", "Namespaced"),
     (lambda d: webhook(d)["rules"][0].update(scope="*"), "workload.manifests[6].webhooks[0].rules[0].scope",
      "Namespaced"),
@@ -122,18 +132,12 @@ def test_deleting_holds_while_the_object_has_a_deletion_timestamp():
 
 # --- eviction actions against a fake API ------------------------------------------------------
 
-class FakeApi:
+class FakeApi(DeclaredObjectsApi):
+    """The fake API of test_declared_objects, which also evicts: the pod is then Terminating."""
+
     def __init__(self):
-        self.objects, self.evicted = {}, []
-
-    def read(self, cluster, ref, **kwargs):
-        return copy.deepcopy(self.objects.get(ref))
-
-    def create(self, cluster, manifest):
-        ref = Ref.of(manifest)
-        self.objects[ref] = copy.deepcopy(manifest)
-        self.objects[ref]["metadata"]["uid"] = f"uid-{ref.name}"
-        return manifest
+        super().__init__()
+        self.evicted = []
 
     def evict(self, cluster, ref, uid=None):
         if ref not in self.objects:
@@ -145,22 +149,18 @@ class FakeApi:
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    made = Cluster(name="unit", provider="kind", kubeconfig=tmp_path / "kubeconfig", context="kind-unit",
-                   node_access=False)
-    made.__dict__["api"] = object()
-    return made
-
-
-@pytest.fixture
 def fake(monkeypatch):
     api = FakeApi()
-    for name in ("create", "read", "evict"):
+    for name in ("create", "read", "delete", "evict"):
         monkeypatch.setattr(kube_objects, name, getattr(api, name))
     return api
 
 
 STATEFUL_SET = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "guarded", "namespace": "ns"}}
+
+
+def uid_of_guarded(fake):
+    return fake.objects[Ref("StatefulSet", "guarded", "ns")]["metadata"]["uid"]
 
 
 def pod_of(fake, owner_uid, name="guarded-0", labels=None):
@@ -169,28 +169,14 @@ def pod_of(fake, owner_uid, name="guarded-0", labels=None):
         "ownerReferences": [{"kind": "StatefulSet", "name": "guarded", "uid": owner_uid, "controller": True}]}}
 
 
-class StubDrill:
-    def __init__(self, cluster):
-        self.namespace, self.cluster, self.said = "ns", cluster, []
-
-    def say(self, line):
-        self.said.append(line)
-
-
 def evict(cluster, objects, name="guarded-0"):
-    actions = Actions(StubDrill(cluster), [{"name": "e", "window": "fault", "after_seconds": 0,
-                                            "evict": {"kind": "Pod", "name": name}}], "fault")
-    actions.start(time.time(), objects)
-    for timer in actions._timers:
-        timer.join(5)
-    [result] = actions.finish()
-    return result
+    return run_action(cluster, objects, {"kind": "Pod", "name": name}, verb="evict")
 
 
 def test_an_eviction_of_the_drills_statefulset_pod_is_sent_for_that_very_pod(cluster, fake):
     objects = DrillObjects(cluster, [STATEFUL_SET])
     objects.inject()
-    pod_of(fake, owner_uid="uid-guarded")
+    pod_of(fake, owner_uid=uid_of_guarded(fake))
     result = evict(cluster, objects)
     assert result["ok"] and result["detail"] == "evict Pod ns/guarded-0: accepted"
     assert fake.evicted == [Ref("Pod", "guarded-0", "ns")]
@@ -204,7 +190,7 @@ def test_a_pod_whose_statefulset_is_not_the_drills_is_not_evicted(cluster, fake)
     result = evict(cluster, objects)
     assert not result["ok"] and "not this drill's" in result["detail"]
     fake.objects[Ref("StatefulSet", "guarded", "ns")]["metadata"]["labels"][OWNER_LABEL] = "other"
-    pod_of(fake, owner_uid="uid-guarded")
+    pod_of(fake, owner_uid=uid_of_guarded(fake))
     assert not evict(cluster, objects)["ok"]
     assert fake.evicted == []
 
@@ -212,7 +198,7 @@ def test_a_pod_whose_statefulset_is_not_the_drills_is_not_evicted(cluster, fake)
 def test_a_refused_eviction_is_recorded_as_not_run(cluster, fake, monkeypatch):
     objects = DrillObjects(cluster, [STATEFUL_SET])
     objects.inject()
-    pod_of(fake, owner_uid="uid-guarded")
+    pod_of(fake, owner_uid=uid_of_guarded(fake))
 
     def refused(cluster, ref, uid=None):
         raise ApiException(status=429, reason="TooManyRequests")  # a PodDisruptionBudget's answer
@@ -311,3 +297,12 @@ def test_the_private_key_goes_only_in_a_secrets_string_data(tmp_path, edit, got)
     err = error_for(tmp_path, edit)
     assert err.field.startswith("workload.manifests[") and "only in the stringData of a Secret" in err.expected, str(err)
     assert got in err.got, str(err)
+
+
+def test_a_statefulset_numbered_from_spec_ordinals_start_is_evicted_by_those_names(tmp_path):
+    def numbered_from_5(d, name):
+        next(m for m in manifests(d) if m["metadata"]["name"] == "guarded")["spec"]["ordinals"] = {"start": 5}
+        d["runner"]["actions"][0]["evict"]["name"] = name
+    assert load_edited(tmp_path, NAME, lambda d: numbered_from_5(d, "guarded-5")).runner["actions"][0]["evict"]
+    err = error_for(tmp_path, lambda d: numbered_from_5(d, "guarded-0"))
+    assert err.field == "runner.actions[0].evict" and "guarded-5" in err.expected, str(err)
