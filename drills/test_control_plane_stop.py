@@ -35,7 +35,7 @@ from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.nodes import NodeReadyProbe, node_transitions, nodes_not_ready_seconds
 from harness.probes.pods import (NodeContainerProbe, kube_system_snapshot, node_containers, pod_snapshot,
                                  restarts_between, restarts_outside_control_plane, running_container_ids)
-from harness.timeline import longest_gap_seconds, success_ratio
+from harness.timeline import failure_reasons, first_time, last_time, longest_gap_seconds, success_ratio
 from harness.workloads import (TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, delete_namespace, deploy_http_server, http_server_deployment,
                                wait_deployment_available)
 
@@ -232,14 +232,29 @@ def test_control_plane_stop(drill):
                   detail=f"lowest over {len(pod_targets)} pods behind the Service, from {workers[-1]}")
     name_ratio = ratio("incluster/name", window)
     drill.observe("service_name_success_ratio_while_stopped", name_ratio)
+    # What a ratio alone does not say: whether names already failed before the stop (a CoreDNS
+    # replica that stopped serving earlier), why they failed, and when in the window.
+    name_samples = timeline_of("incluster/name").samples()
+    failed_at = [t for t in (first_time(name_samples, lambda s: not s.ok, *window),
+                             last_time(name_samples, lambda s: not s.ok, *window)) if t is not None]
+    name_failures = {
+        "baseline_ratio": ratio("incluster/name", (fault.injected_at - 60, fault.injected_at)),
+        "reasons": failure_reasons(name_samples, *window),
+        "failing_from_to_seconds": [round(t - fault.injected_at, 1) for t in failed_at],
+    }
+    drill.observe("service_name_failures_while_stopped", name_failures)
+    name_detail = (f"lookups by name succeeded {name_ratio} (in the minute before the stop "
+                   f"{name_failures['baseline_ratio']}); predicted to {prediction}")
+    if name_failures["reasons"]:
+        name_detail += (f"; failures from {name_failures['failing_from_to_seconds']} s after the stop: "
+                        + "; ".join(f"{n}x {why}" for why, n in name_failures["reasons"]))
     if "service_name_success_ratio" in drill.expectations:
         drill.measure("service_name_success_ratio", name_ratio, detail=f"probe pod -> {targets['name']}; "
-                      f"CoreDNS on {', '.join(dns_nodes)}, all of them running")
+                      f"CoreDNS on {', '.join(dns_nodes)}, all of them running; {name_detail}")
     else:
         drill.measure("service_name_outcome_as_placement_predicts", lookups_as_predicted(prediction, name_ratio),
-                      detail=f"lookups by name succeeded {name_ratio}; predicted to {prediction}: every CoreDNS "
-                             f"replica ({', '.join(dns_nodes)}) on a frozen node" if prediction == "fail" else
-                             f"lookups by name succeeded {name_ratio}; predicted to {prediction}")
+                      detail=f"{name_detail}; CoreDNS on {', '.join(dns_nodes)}, frozen: "
+                             f"{', '.join(n for n in dns_nodes if n in stopped_nodes) or 'none'}")
 
     # The recovery window: what broke after the control plane returned, and why.
     service_paths = (("host-http", "workload_http"), ("incluster/clusterip", "service_clusterip"),

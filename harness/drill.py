@@ -133,6 +133,22 @@ class Drill:
             revert_and_verify(namespace, self.ledger, entry.id)
             self._namespaces.pop()
 
+    def start_namespace_removal(self) -> list:
+        """Start deleting the namespaces made by :meth:`fresh_namespace`, newest first, without
+        waiting for their finalisation: their Services (and with them the fixed NodePorts) go at
+        once, the rest goes while the next drill sets up. Returns a
+        :class:`harness.faults.drill_namespace.PendingDeletion` per namespace; each ledger entry
+        stays until :func:`harness.faults.drill_namespace.settle` sees its namespace gone.
+        Raises ApiException (the namespaces not yet started stay with the drill)."""
+        from harness.faults.drill_namespace import PendingDeletion
+
+        pending = []
+        while self._namespaces:
+            namespace, entry = self._namespaces[-1]
+            pending.append(PendingDeletion(namespace, entry.id, namespace.start_deletion(), time.time()))
+            self._namespaces.pop()
+        return pending
+
     @contextmanager
     def quiet_vitals(self, why: str) -> Iterator[None]:
         """Stop the in-cluster vital-sign probe for the block (its lookups reach CoreDNS): for a

@@ -31,6 +31,7 @@ import pytest
 
 from harness import resources
 from harness.drill import Drill
+from harness.faults.drill_namespace import DELETE_DEADLINE_SECONDS
 from harness.evidence import EvidenceWriter, new_run_id, record_stem, run_metadata
 from harness.ledger import Ledger
 from harness.providers import ProviderError
@@ -85,6 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, raise_interrupt)
+    config._kdrill_pending_namespaces = []  # drill namespaces being deleted (_settle_namespaces)
     from harness.workloads import toolbox_problem
 
     problem = toolbox_problem(os.environ.get("KDRILL_TOOLBOX_IMAGE"), os.environ.get("KDRILL_TOOLBOX_PULL_POLICY"))
@@ -255,6 +257,7 @@ def kdrill_cluster(request: pytest.FixtureRequest):
             request.config._kdrill_refused = str(exc)
             pytest.exit(f"kdrill: refused: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         yield cluster
+        _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
         return
     from harness.doctor import docker_problem
     from harness.images import BuildError, ensure_built
@@ -302,6 +305,8 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     cluster = provider.cluster()
     cluster.kind_provider = provider
     yield cluster
+    # Every drill namespace whose deletion the drills started is gone before the session ends.
+    _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
     if request.session.testsfailed:
         logs = _reports_dir(request.config) / request.config._kdrill_run_id / "logs"
         provider.export_logs(logs)
@@ -352,6 +357,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
         if reporter is not None:
             reporter.write_line(line)
 
+    _settle_namespaces(request.config, 0)
     d = Drill(scenario, drill_case, kdrill_cluster, kdrill_topology, Ledger(), kdrill_run["writer"],
               kdrill_run["run_id"], progress=progress)
     _label_for_allure(scenario, drill_case)
@@ -390,15 +396,33 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
                                          (f"{x['name']}.bound", x["bound_text"]),
                                          (f"{x['name']}.unit", x["unit"]), (f"{x['name']}.verdict", x["verdict"])]
     request.node.user_properties.append(("kdrill.verdict", d.record.verdict))
-    # Whatever the drill left in its namespace goes, so the next drill starts clean (and its
-    # ledger entry with it: only a namespace that is gone leaves the ledger).
+    # Whatever the drill left in its namespace goes, so the next drill starts clean. Its Services
+    # (fixed NodePorts) go now; the namespace finalises while the next drill sets up (about 6 to
+    # 12 s each here), and its ledger entry leaves only once it is gone (see _settle_namespaces).
     try:
-        from harness.workloads import delete_namespace
-
-        d.remove_namespace()
-        delete_namespace(kdrill_cluster, d.namespace, wait_seconds=120)
+        request.config._kdrill_pending_namespaces += d.start_namespace_removal()
     except Exception as exc:  # cleanup must not mask the drill's own outcome
         log.warning("could not delete namespace %s: %s", d.namespace, exc)
+
+
+def _settle_namespaces(config: pytest.Config, wait_seconds: float) -> None:
+    """Drop the ledger entries of the drill namespaces whose deletion finished, waiting up to
+    ``wait_seconds`` for the others; those still there keep their entries (``kdrill recover``)
+    and are named on the terminal."""
+    from harness.faults.drill_namespace import settle
+
+    pending = getattr(config, "_kdrill_pending_namespaces", [])
+    if not pending:
+        return
+    left = settle(pending, Ledger(), wait_seconds)
+    config._kdrill_pending_namespaces = left
+    if left and wait_seconds > 0:
+        line = (f"kdrill: drill namespace(s) {', '.join(p.namespace.namespace for p in left)} still there "
+                f"{wait_seconds:.0f} s after their deletion; `kdrill recover` deletes them")
+        log.warning(line)
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line)
 
 
 def _label_for_allure(scenario, case: str | None) -> None:

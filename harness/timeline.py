@@ -165,3 +165,15 @@ def summarize(name: str, samples: Sequence[Sample] | Iterable[Sample],
         "latency_p50_seconds": latency_percentile(window, 50),
         "latency_p99_seconds": latency_percentile(window, 99),
     }
+
+
+def failure_reasons(samples: Iterable[Sample], start: float | None = None, end: float | None = None,
+                    limit: int = 3) -> list[tuple[str, int]]:
+    """The ``limit`` commonest failure details in [start, end] (epoch seconds), each cut to 80
+    characters, with their counts, commonest first: what a bare success ratio does not say."""
+    counts: dict[str, int] = {}
+    for s in _window(samples, start, end):
+        if not s.ok:
+            key = (s.detail or "no detail")[:80]
+            counts[key] = counts.get(key, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]

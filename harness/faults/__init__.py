@@ -245,8 +245,14 @@ def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool 
     results = []
     # Newest first, as a finally would: a drill's namespace goes after the fault made inside it
     # is reverted (deleting it needs the control plane that fault may have stopped).
-    for entry in reversed(ledger.entries()):
+    entries = list(reversed(ledger.entries()))
+    started: set[str] = set()
+    for index, entry in enumerate(entries):
         result = {"id": entry.id, "kind": getattr(entry, "kind", None), "reverted": False, "error": None}
+        if entry.id not in started and getattr(entry, "kind", None) == "drill-namespace":
+            # The namespaces that come next, with nothing else between them, are deleted together:
+            # each takes several seconds to finalise, even empty.
+            started |= _start_namespace_deletions(entries[index:], cluster_for, force)
         if not force and _owner_alive(entry):
             # A live kdrill on this machine owns it and will revert it in its own finally.
             result["error"] = (f"owned by running kdrill pid {entry.pid}; left to it "
@@ -272,3 +278,22 @@ def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool 
             result["error"] = f"{type(exc).__name__}: {exc}"
         results.append(result)
     return results
+
+
+def _start_namespace_deletions(entries: list, cluster_for: Callable[[dict], Cluster], force: bool) -> set[str]:
+    """Start deleting the namespaces of the leading run of ``drill-namespace`` entries (not those
+    a live kdrill owns, unless ``force``), without waiting; :func:`recover` then reverts and
+    verifies each in turn. Returns the ids of the entries looked at. Errors are left to the
+    revert, which meets them again."""
+    looked: set[str] = set()
+    for entry in entries:
+        if getattr(entry, "kind", None) != "drill-namespace" or getattr(entry, "corrupt", False):
+            break
+        looked.add(entry.id)
+        if not force and _owner_alive(entry):
+            continue
+        try:
+            fault_class(entry.kind).from_target(cluster_for(entry.cluster), entry.target).start_deletion()
+        except Exception as exc:  # noqa: BLE001 - the revert below tries again and reports
+            log.info("could not start deleting namespace %s: %s", entry.target.get("namespace"), exc)
+    return looked

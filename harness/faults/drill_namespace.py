@@ -8,6 +8,7 @@ does not meet ``provided port is already allocated``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from harness.faults import Fault, FaultNotReverted
@@ -35,6 +36,44 @@ class DrillNamespace(Fault):
 
         delete_namespace(self.cluster, self.namespace, wait_seconds=DELETE_DEADLINE_SECONDS)
         ensure_namespace(self.cluster, self.namespace, self.labels)
+
+    def start_deletion(self) -> str | None:
+        """Delete the namespace's Services (they hold the fixed NodePorts the next drill asks for),
+        then ask for the namespace's deletion without waiting for its finalisation (several
+        seconds even when empty). Returns the namespace's UID, for :meth:`gone`; None when it is
+        gone already. Raises ApiException."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            uid = self.cluster.core.read_namespace(self.namespace, _request_timeout=10).metadata.uid
+            for svc in self.cluster.core.list_namespaced_service(self.namespace, _request_timeout=10).items:
+                try:
+                    self.cluster.core.delete_namespaced_service(svc.metadata.name, self.namespace,
+                                                                _request_timeout=10)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+            self.cluster.core.delete_namespace(self.namespace, grace_period_seconds=0, _request_timeout=10)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return uid
+
+    def gone(self, uid: str | None) -> bool:
+        """Whether the namespace whose deletion :meth:`start_deletion` started (``uid``) is gone:
+        no namespace of that name, or one of that name made since (another UID). Raises
+        ApiException."""
+        from kubernetes.client.exceptions import ApiException
+
+        if uid is None:
+            return True
+        try:
+            return self.cluster.core.read_namespace(self.namespace, _request_timeout=10).metadata.uid != uid
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
 
     def revert(self) -> None:
         from harness.expectations import wait_until
@@ -69,3 +108,40 @@ class DrillNamespace(Fault):
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "DrillNamespace":
         return cls(cluster, target["namespace"])
+
+
+@dataclass
+class PendingDeletion:
+    """A drill namespace whose deletion was started (:meth:`DrillNamespace.start_deletion`) and
+    whose ledger entry ``entry_id`` stays until :func:`settle` sees it gone. ``started_at``:
+    epoch seconds."""
+
+    namespace: DrillNamespace
+    entry_id: str
+    uid: str | None
+    started_at: float
+
+
+def settle(pending: list[PendingDeletion], ledger, wait_seconds: float = 0.0) -> list[PendingDeletion]:
+    """Drop from ``ledger`` the entry of every namespace in ``pending`` that is gone, waiting up to
+    ``wait_seconds`` for the rest (0: look once). Returns those still there (their entries stay,
+    for the next call or ``kdrill recover``). An API error counts as "still there"."""
+    from harness.expectations import wait_until
+
+    left = list(pending)
+
+    def all_gone() -> bool:
+        for p in list(left):
+            try:
+                gone = p.namespace.gone(p.uid)
+            except Exception:  # noqa: BLE001 - the API may be down (a drill's fault): not yet
+                gone = False
+            if gone:
+                ledger.remove(p.entry_id)
+                left.remove(p)
+        return not left
+
+    if not all_gone() and wait_seconds > 0:
+        wait_until(all_gone, wait_seconds, interval_seconds=1.0,
+                   description=f"drill namespaces deleted: {', '.join(p.namespace.namespace for p in left)}")
+    return left

@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.components.etcd import etcd_container_id, etcdctl, member_healthy
+from harness.components.etcd import etcdctl, member_healthy
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -87,27 +87,35 @@ class EtcdSpaceQuota(Fault):
     def restarts_by_design(self) -> list[str]:
         return [f"etcd-{n}" for n in self.nodes]
 
+    def quota_running(self, node: str) -> bool | None:
+        """Whether the etcd process on ``node`` runs with this fault's quota (from its command
+        line, as the node sees it); None while there is no etcd process or one of each (the
+        kubelet restarting the member)."""
+        lines = self.cluster.node_exec(node, ["ps", "-C", "etcd", "-o", "args="], timeout_seconds=15,
+                                       check=False).stdout.splitlines()
+        kinds = {f"--quota-backend-bytes={self.quota_bytes}" in line.split() for line in lines if line.strip()}
+        return kinds.pop() if len(kinds) == 1 else None
+
     def _roll(self, node: str, script: str, when: str, serving=member_healthy) -> None:
-        """Edit ``node``'s etcd manifest with ``script`` and wait until the kubelet runs a new
-        member container and ``serving(cluster, node)`` holds (default: it serves a quorum read;
-        under an alarm, which makes etcd report itself unhealthy, :func:`answers`). Raises
-        FaultError."""
+        """Edit ``node``'s etcd manifest with ``script`` and wait until the member runs as the
+        edited manifest says (with this fault's quota on inject, without it on revert) and
+        ``serving(cluster, node)`` holds (default: it serves a quorum read; under an alarm, which
+        makes etcd report itself unhealthy, :func:`answers`). Judged by the running process, not
+        by a new container: after a crash mid-inject the kubelet may never have run the edited
+        manifest the revert puts back. Raises FaultError."""
         from harness.expectations import wait_until
 
-        before = etcd_container_id(self.cluster, node)
+        want = when == "inject"
         started = time.time()
         self.cluster.node_exec(node, ["sh", "-c", script])
 
         def restarted() -> bool:
-            try:
-                return etcd_container_id(self.cluster, node) != before and serving(self.cluster, node)
-            except LookupError:
-                return False
+            return self.quota_running(node) is want and serving(self.cluster, node)
 
         if not wait_until(restarted, MEMBER_RESTART_DEADLINE_SECONDS, interval_seconds=1.0,
-                          description=f"etcd member on {node} restarted from its edited manifest").ok:
-            raise FaultError(f"the etcd member on {node} did not restart healthy within "
-                             f"{MEMBER_RESTART_DEADLINE_SECONDS} s of its manifest's edit")
+                          description=f"etcd member on {node} running from its edited manifest").ok:
+            raise FaultError(f"the etcd member on {node} did not run healthy from its edited manifest within "
+                             f"{MEMBER_RESTART_DEADLINE_SECONDS} s of the edit")
         self.restarted_after[when][node] = time.time() - started
 
     def inject(self) -> None:

@@ -154,3 +154,14 @@ def test_timeline_summary_with_window():
         tl.add(s)
     assert tl.summary(start=101.0)["samples"] == 4
     assert tl.summary()["longest_gap_seconds"] == pytest.approx(1.5)
+
+
+def test_failure_reasons_counts_the_commonest_failures_in_the_window_only():
+    from harness.timeline import Sample, failure_reasons
+
+    samples = [Sample(1, False, detail="dns: [Errno -3] Temporary failure"), Sample(2, True),
+               Sample(3, False, detail="dns: [Errno -3] Temporary failure"), Sample(4, False, detail="timeout"),
+               Sample(9, False, detail="outside the window")]
+    assert failure_reasons(samples, 0, 5) == [("dns: [Errno -3] Temporary failure", 2), ("timeout", 1)]
+    assert failure_reasons(samples, 0, 5, limit=1) == [("dns: [Errno -3] Temporary failure", 2)]
+    assert failure_reasons([Sample(1, True)]) == []

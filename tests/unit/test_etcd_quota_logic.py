@@ -1,0 +1,41 @@
+"""etcd-space-quota judges a member by the command line of the etcd process the node runs, not by
+a new container: after a crash mid-inject the kubelet may never have run the edited manifest the
+revert puts back. The node is a stand-in answering ``ps``: what is tested is the reading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from harness.faults.etcd_space_quota import EtcdSpaceQuota
+from harness.providers import Cluster
+
+QUOTA = 123456789
+WITH = f"etcd --advertise-client-urls=https://172.18.0.3:2379 --quota-backend-bytes={QUOTA} --data-dir=/var/lib/etcd"
+WITHOUT = "etcd --advertise-client-urls=https://172.18.0.3:2379 --data-dir=/var/lib/etcd"
+OTHER_QUOTA = f"etcd --quota-backend-bytes={QUOTA}0 --data-dir=/var/lib/etcd"
+
+
+class PsNode(Cluster):
+    ps_output = ""
+
+    def node_exec(self, node, command, timeout_seconds=60, check=True):
+        assert command == ["ps", "-C", "etcd", "-o", "args="], command
+        return SimpleNamespace(stdout=self.ps_output, returncode=0)
+
+
+@pytest.mark.parametrize("ps, expected", [
+    (WITH + "\n", True),
+    (WITHOUT + "\n", False),
+    (OTHER_QUOTA + "\n", False),  # another quota is not this fault's
+    ("", None),  # no member running: restarting
+    (WITH + "\n" + WITHOUT + "\n", None),  # old and new side by side: restarting
+])
+def test_the_running_member_is_read_from_its_command_line(tmp_path, ps, expected):
+    cluster = PsNode(name="unit", provider="kind", kubeconfig=Path(tmp_path / "kubeconfig"), context="kind-unit",
+                     node_access=True)
+    cluster.ps_output = ps
+    fault = EtcdSpaceQuota(cluster, ["cp1"], QUOTA, "ns")
+    assert fault.quota_running("cp1") is expected
