@@ -46,6 +46,17 @@ RESTART = "restart-me"
 # A Job pod (restartPolicy Never): killed, it is Failed, and only the Job controller replaces it.
 JOB = "replace-me"
 BOTH = f"app in ({APP},{RESTART})"
+# Steady state for lookups by name: this many good ones in a row, within this deadline (a
+# deadline, not a measurement: a new Service resolved about 5 s after its creation here).
+NAME_STEADY_SAMPLES = 10
+NAME_STEADY_DEADLINE_SECONDS = 120
+
+
+def _names_steady(incluster: InClusterProbe) -> bool:
+    """Whether the in-cluster probe's last NAME_STEADY_SAMPLES calls by name all succeeded."""
+    timeline = incluster.timelines().get("name")
+    samples = timeline.samples() if timeline else []
+    return len(samples) >= NAME_STEADY_SAMPLES and all(s.ok for s in samples[-NAME_STEADY_SAMPLES:])
 # kube-controller-manager's --node-monitor-grace-period, the v1.35 default (kubeadm sets none):
 # a node not heard from for longer is marked Ready=Unknown and its pods not Ready.
 NODE_MONITOR_GRACE_PERIOD_SECONDS = 50.0
@@ -127,6 +138,7 @@ def test_control_plane_stop(drill):
         # The in-cluster probe calls from a worker, bounded to the drill's length.
         incluster = InClusterProbe(cluster, ns, "incluster-probe", targets, interval_seconds=drill.interval_seconds,
                                    duration_seconds=hold + recovery + 300, node=workers[-1]).start()
+        incluster_started = time.time()
 
     bound = hold + recovery + 600
     probes = Probes(
@@ -145,6 +157,20 @@ def test_control_plane_stop(drill):
                 steady = wait_until(lambda: sum(s.ok for s in probes["host-http"].timeline.samples()) >= 6
                                     and sum(s.ok for s in probes["api-read"].timeline.samples()) >= 6, 60)
                 assert steady.ok, "no steady state before the fault: the workload or the API does not answer"
+                # Steady state for names too: the probe pod resolves the drill's new Service through
+                # every CoreDNS replica (kube-proxy picks one per lookup: a replica that has not
+                # learnt the Service survives 10 good lookups in a row 1 time in 1024). A CI run
+                # once had half the lookups fail through the whole window with no replica frozen.
+                names = wait_until(lambda: _names_steady(incluster), NAME_STEADY_DEADLINE_SECONDS,
+                                   interval_seconds=2.0)
+                drill.observe("service_name_steady_after_seconds",
+                              names.became_true_at - incluster_started if names.ok else None)
+                if not names.ok:
+                    name_samples = incluster.timelines().get("name")
+                    reasons = failure_reasons(name_samples.samples()) if name_samples else []
+                    raise AssertionError(f"no steady state before the fault: lookups by name of the drill's new Service "
+                                         f"still fail {NAME_STEADY_DEADLINE_SECONDS} s after the probe started "
+                                         f"(CoreDNS on {', '.join(dns_nodes)}): {reasons}")
                 # The control experiment: with a working control plane, a killed Job pod is replaced.
                 uid, pod = first_job.value
                 killed_at = time.time()

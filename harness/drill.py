@@ -133,21 +133,22 @@ class Drill:
             revert_and_verify(namespace, self.ledger, entry.id)
             self._namespaces.pop()
 
-    def start_namespace_removal(self) -> list:
+    def start_namespace_removal(self, pending: list, retry_seconds: float = 60.0) -> None:
         """Start deleting the namespaces made by :meth:`fresh_namespace`, newest first, without
         waiting for their finalisation: their Services (and with them the fixed NodePorts) go at
-        once, the rest goes while the next drill sets up. Returns a
-        :class:`harness.faults.drill_namespace.PendingDeletion` per namespace; each ledger entry
-        stays until :func:`harness.faults.drill_namespace.settle` sees its namespace gone.
-        Raises ApiException (the namespaces not yet started stay with the drill)."""
+        once, the rest goes while the next drill sets up. Each is appended to ``pending`` (a
+        :class:`harness.faults.drill_namespace.PendingDeletion`) before it is asked for, its
+        ledger entry staying until :func:`harness.faults.drill_namespace.settle` sees it gone; a
+        deletion the API refused for ``retry_seconds`` (seconds) stays there, to be asked again."""
         from harness.faults.drill_namespace import PendingDeletion
 
-        pending = []
         while self._namespaces:
-            namespace, entry = self._namespaces[-1]
-            pending.append(PendingDeletion(namespace, entry.id, namespace.start_deletion(), time.time()))
-            self._namespaces.pop()
-        return pending
+            namespace, entry = self._namespaces.pop()
+            deletion = PendingDeletion(namespace, entry.id, time.time())
+            pending.append(deletion)
+            if not deletion.start(retry_seconds):
+                self.say(f"could not ask for the deletion of namespace {namespace.namespace} "
+                         f"({deletion.error}); asked again before the next drill")
 
     @contextmanager
     def quiet_vitals(self, why: str) -> Iterator[None]:

@@ -400,7 +400,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     # (fixed NodePorts) go now; the namespace finalises while the next drill sets up (about 6 to
     # 12 s each here), and its ledger entry leaves only once it is gone (see _settle_namespaces).
     try:
-        request.config._kdrill_pending_namespaces += d.start_namespace_removal()
+        d.start_namespace_removal(request.config._kdrill_pending_namespaces)
     except Exception as exc:  # cleanup must not mask the drill's own outcome
         log.warning("could not delete namespace %s: %s", d.namespace, exc)
 

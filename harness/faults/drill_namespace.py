@@ -112,26 +112,49 @@ class DrillNamespace(Fault):
 
 @dataclass
 class PendingDeletion:
-    """A drill namespace whose deletion was started (:meth:`DrillNamespace.start_deletion`) and
-    whose ledger entry ``entry_id`` stays until :func:`settle` sees it gone. ``started_at``:
-    epoch seconds."""
+    """A drill namespace being deleted, whose ledger entry ``entry_id`` stays until :func:`settle`
+    sees it gone. ``started``: whether :meth:`DrillNamespace.start_deletion` went through (if not,
+    :func:`settle` asks again); ``uid``: what it returned; ``started_at``: epoch seconds."""
 
     namespace: DrillNamespace
     entry_id: str
-    uid: str | None
     started_at: float
+    uid: str | None = None
+    started: bool = False
+    error: str | None = None
+
+    def start(self, retry_seconds: float = 0.0) -> bool:
+        """Ask for the deletion (again), retrying API errors for up to ``retry_seconds`` (right
+        after a control-plane fault the API may still be settling). Returns whether it went
+        through; the last error stays in ``error``."""
+        from harness.expectations import wait_until
+
+        def attempt() -> bool:
+            try:
+                self.uid, self.started, self.error = self.namespace.start_deletion(), True, None
+            except Exception as exc:  # noqa: BLE001 - kept, and asked again later
+                self.error = f"{type(exc).__name__}: {exc}"[:300]
+            return self.started
+
+        if not attempt() and retry_seconds > 0:
+            wait_until(attempt, retry_seconds, interval_seconds=2.0,
+                       description=f"deletion of namespace {self.namespace.namespace} asked for")
+        return self.started
 
 
 def settle(pending: list[PendingDeletion], ledger, wait_seconds: float = 0.0) -> list[PendingDeletion]:
-    """Drop from ``ledger`` the entry of every namespace in ``pending`` that is gone, waiting up to
-    ``wait_seconds`` for the rest (0: look once). Returns those still there (their entries stay,
-    for the next call or ``kdrill recover``). An API error counts as "still there"."""
+    """Drop from ``ledger`` the entry of every namespace in ``pending`` that is gone, asking again
+    for the deletions that did not go through, and waiting up to ``wait_seconds`` for the rest
+    (0: look once). Returns those still there (their entries stay, for the next call or
+    ``kdrill recover``). An API error counts as "still there"."""
     from harness.expectations import wait_until
 
     left = list(pending)
 
     def all_gone() -> bool:
         for p in list(left):
+            if not p.started and not p.start():
+                continue
             try:
                 gone = p.namespace.gone(p.uid)
             except Exception:  # noqa: BLE001 - the API may be down (a drill's fault): not yet

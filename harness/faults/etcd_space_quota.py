@@ -91,7 +91,7 @@ class EtcdSpaceQuota(Fault):
         """Whether the etcd process on ``node`` runs with this fault's quota (from its command
         line, as the node sees it); None while there is no etcd process or one of each (the
         kubelet restarting the member)."""
-        lines = self.cluster.node_exec(node, ["ps", "-C", "etcd", "-o", "args="], timeout_seconds=15,
+        lines = self.cluster.node_exec(node, ["ps", "-ww", "-C", "etcd", "-o", "args="], timeout_seconds=15,
                                        check=False).stdout.splitlines()
         kinds = {f"--quota-backend-bytes={self.quota_bytes}" in line.split() for line in lines if line.strip()}
         return kinds.pop() if len(kinds) == 1 else None

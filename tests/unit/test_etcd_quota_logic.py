@@ -22,7 +22,7 @@ class PsNode(Cluster):
     ps_output = ""
 
     def node_exec(self, node, command, timeout_seconds=60, check=True):
-        assert command == ["ps", "-C", "etcd", "-o", "args="], command
+        assert command == ["ps", "-ww", "-C", "etcd", "-o", "args="], command
         return SimpleNamespace(stdout=self.ps_output, returncode=0)
 
 
@@ -39,3 +39,33 @@ def test_the_running_member_is_read_from_its_command_line(tmp_path, ps, expected
     cluster.ps_output = ps
     fault = EtcdSpaceQuota(cluster, ["cp1"], QUOTA, "ns")
     assert fault.quota_running("cp1") is expected
+
+
+@pytest.mark.parametrize("when, running, done", [
+    ("inject", [False, None, True], True),  # old member, restarting, then with the quota
+    ("revert", [True, None, False], True),  # with the quota, restarting, then without it
+    ("inject", [False, False, False], False),  # never restarted with the quota
+    ("revert", [True, True, True], False),  # still the small quota
+])
+def test_a_roll_waits_for_the_member_the_edited_manifest_describes(tmp_path, monkeypatch, when, running, done):
+    import harness.expectations as expectations
+    from harness.faults import FaultError
+
+    cluster = PsNode(name="unit", provider="kind", kubeconfig=Path(tmp_path / "kubeconfig"), context="kind-unit",
+                     node_access=True)
+    cluster.node_exec = lambda node, command, **kw: SimpleNamespace(stdout="", returncode=0)
+    fault = EtcdSpaceQuota(cluster, ["cp1"], QUOTA, "ns")
+    states = iter(running)
+    monkeypatch.setattr(fault, "quota_running", lambda node: next(states, running[-1]))
+
+    def polls(condition, timeout_seconds, **kwargs):  # as many polls as states, no clock
+        ok = any(condition() for _ in running)
+        return SimpleNamespace(ok=ok)
+
+    monkeypatch.setattr(expectations, "wait_until", polls)
+    if done:
+        fault._roll("cp1", "true", when, serving=lambda c, n: True)
+        assert "cp1" in fault.restarted_after[when]
+    else:
+        with pytest.raises(FaultError):
+            fault._roll("cp1", "true", when, serving=lambda c, n: True)

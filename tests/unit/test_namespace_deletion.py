@@ -76,8 +76,9 @@ def cluster(tmp_path, core):
 
 def pending_for(cluster, ledger, name):
     entry = ledger.record("drill-namespace", cluster=cluster.describe(), target={"namespace": name})
-    ns = DrillNamespace(cluster, name)
-    return PendingDeletion(ns, entry.id, ns.start_deletion(), 0.0)
+    deletion = PendingDeletion(DrillNamespace(cluster, name), entry.id, 0.0)
+    deletion.start()
+    return deletion
 
 
 def test_services_go_before_the_namespace_and_nothing_waits(cluster, core, tmp_path):
@@ -146,3 +147,90 @@ def test_recover_starts_every_namespace_deletion_before_waiting_for_the_first(cl
     assert [r["reverted"] for r in results] == [True, True]
     assert waited[0] == ("kdrill-drill", {"kdrill-vitals", "kdrill-drill"})
     assert ledger.entries() == []
+
+
+def test_a_deletion_the_api_refused_stays_pending_and_is_asked_again(cluster, core, tmp_path, monkeypatch):
+    ledger = Ledger(tmp_path / "ledger")
+    core.namespaces["kdrill-a"] = "uid-a"
+    real = core.delete_namespace
+
+    def refused(*a, **k):
+        raise ApiException(status=503)
+
+    monkeypatch.setattr(core, "delete_namespace", refused)
+    p = pending_for(cluster, ledger, "kdrill-a")
+    assert not p.started and "503" in p.error
+    assert settle([p], ledger) == [p]  # still refused: kept, entry kept
+    monkeypatch.setattr(core, "delete_namespace", real)
+    assert settle([p], ledger) == [p] and p.started  # asked again, now finalising
+    assert ("delete-namespace", "kdrill-a") in core.calls
+    core.finalise("kdrill-a")
+    assert settle([p], ledger) == [] and ledger.entries() == []
+
+
+def test_the_drill_hands_over_every_namespace_even_when_one_deletion_is_refused(cluster, core, tmp_path, monkeypatch):
+    from harness.drill import Drill
+
+    ledger = Ledger(tmp_path / "ledger")
+    drill = Drill.__new__(Drill)
+    drill._namespaces, drill.say = [], lambda message: None
+    for name in ("kdrill-old", "kdrill-new"):
+        core.namespaces[name] = f"uid-{name}"
+        entry = ledger.record("drill-namespace", cluster=cluster.describe(), target={"namespace": name})
+        drill._namespaces.append((DrillNamespace(cluster, name), entry))
+    real = core.delete_namespace
+
+    def refuse_old(name, **k):
+        if name == "kdrill-old":
+            raise ApiException(status=503)
+        return real(name, **k)
+
+    monkeypatch.setattr(core, "delete_namespace", refuse_old)
+    pending: list = []
+    drill.start_namespace_removal(pending, retry_seconds=0)
+    assert [(p.namespace.namespace, p.started) for p in pending] == [("kdrill-new", True), ("kdrill-old", False)]
+    assert drill._namespaces == []
+
+
+def test_recover_never_starts_deleting_a_namespace_older_than_a_fault_not_yet_reverted(cluster, core, tmp_path,
+                                                                                      monkeypatch):
+    from harness.faults import Fault
+
+    ledger = Ledger(tmp_path / "ledger")
+    core.namespaces["kdrill-older"] = "uid-older"
+    core.namespaces["kdrill-newer"] = "uid-newer"
+    ledger.record("drill-namespace", cluster=cluster.describe(), target={"namespace": "kdrill-older"})
+    ledger.record("in-namespace", cluster=cluster.describe(), target={})
+    ledger.record("drill-namespace", cluster=cluster.describe(), target={"namespace": "kdrill-newer"})
+    seen_at_fault_revert: list[set] = []
+
+    class InNamespace(Fault):
+        kind = "in-namespace"
+
+        def target(self):
+            return {}
+
+        def inject(self):
+            pass
+
+        def revert(self):
+            seen_at_fault_revert.append(set(core.terminating))
+
+        def verify_reverted(self):
+            pass
+
+        @classmethod
+        def from_target(cls, cluster, target):
+            return cls(cluster)
+
+    def revert(self):
+        core.finalise(self.namespace)
+
+    monkeypatch.setattr(DrillNamespace, "revert", revert)
+    monkeypatch.setattr(faults, "_owner_alive", lambda entry: False)
+    monkeypatch.setattr(faults, "fault_class",
+                        lambda kind: InNamespace if kind == "in-namespace" else DrillNamespace)
+    results = faults.recover(ledger, lambda c: cluster)
+    assert all(r["reverted"] for r in results), results
+    # newest first: the newer namespace went, then the fault, and only then the older namespace
+    assert seen_at_fault_revert == [set()]
