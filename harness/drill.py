@@ -111,8 +111,8 @@ class Drill:
     def fresh_namespace(self, labels: dict[str, str] | None = None, name: str | None = None) -> str:
         """Delete what an interrupted earlier run left in namespace ``name`` (default: the
         drill's own), then create it, recorded in the ledger first (kind ``drill-namespace``) so
-        ``kdrill recover`` removes it after a crash; :meth:`remove_namespace` deletes every
-        namespace made here and drops their entries. Returns the name."""
+        ``kdrill recover`` removes it after a crash; :meth:`start_namespace_removal` deletes every
+        namespace made here (their entries leave once they are gone). Returns the name."""
         from harness.faults.drill_namespace import DrillNamespace
 
         namespace = DrillNamespace(self.cluster, name or self.namespace, labels)
@@ -121,17 +121,6 @@ class Drill:
         self._namespaces.append((namespace, entry))
         namespace.inject()
         return namespace.namespace
-
-    def remove_namespace(self) -> None:
-        """Delete the namespaces made by :meth:`fresh_namespace`, newest first, each ledger
-        entry going once its namespace is gone. Raises FaultNotReverted (the entries stay) when
-        one is still there after the deadline."""
-        from harness.faults import revert_and_verify
-
-        while self._namespaces:
-            namespace, entry = self._namespaces[-1]
-            revert_and_verify(namespace, self.ledger, entry.id)
-            self._namespaces.pop()
 
     def start_namespace_removal(self, pending: list, retry_seconds: float = 60.0) -> None:
         """Start deleting the namespaces made by :meth:`fresh_namespace`, newest first, without
