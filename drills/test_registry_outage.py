@@ -29,7 +29,8 @@ from harness.faults.registry_outage import RegistryOutage
 from harness.ledger import Ledger
 from harness.probes import Probe
 from harness.probes.incluster import InClusterProbe
-from harness.probes.pods import node_containers, pod_snapshot
+from harness.probes.pods import node_containers, pod_events, pod_snapshot
+from harness.scenario import ScenarioError
 from harness.timeline import Sample, first_time, success_ratio
 from harness.workloads import delete_namespace, http_server_deployment, wait_deployment_available
 
@@ -161,19 +162,6 @@ def transitions(samples: list[Sample], pod: str) -> list[dict]:
     return out
 
 
-def pod_events(cluster, namespace: str, pod: str) -> list[dict]:
-    """The pod's Events (reason, count, first/last time in epoch seconds, message), oldest first."""
-    events = cluster.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}",
-                                                _request_timeout=10).items
-    out = []
-    for e in events:
-        first = e.first_timestamp or e.event_time
-        last = e.last_timestamp or first
-        out.append({"reason": e.reason, "count": e.count or 1, "first": first.timestamp() if first else None,
-                    "last": last.timestamp() if last else None, "message": (e.message or "")[:300]})
-    return sorted(out, key=lambda e: e["first"] or 0)
-
-
 def registry_check_from_node(cluster, node: str, container: str) -> str:
     """What a node sees calling the registry now: the HTTP code, or curl's error (3 s timeout)."""
     result = cluster.node_exec(node, ["curl", "-sS", "-o", "/dev/null", "-m", "3", "-w", "%{http_code}",
@@ -191,6 +179,9 @@ def _replacement(cluster, node, namespace, pod_uid, old_id) -> bool:
 
 def run_registry_outage(drill, registry: LocalRegistry, left: dict) -> None:
     cluster, ns = drill.cluster, drill.namespace
+    if "hold_seconds" not in drill.params:  # optional for the fault, which data-only scenarios also use
+        raise ScenarioError(drill.scenario.path, "fault.params.hold_seconds",
+                            "how long the registry stays down, in seconds (this drill file reads it)", "nothing")
     mode, hold = drill.params["mode"], float(drill.params["hold_seconds"])
     replicas = int(drill.workload.get("replicas", 2))
     workers = drill.topology.workers

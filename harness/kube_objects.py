@@ -43,10 +43,13 @@ from harness.providers import Cluster
 REQUEST_TIMEOUT_SECONDS = 10
 # ``$(name)``, or ``$$(name)``: escaped, sent as ``$(name)`` (as Kubernetes escapes a container's
 # ``$(VAR)``), e.g. a shell's ``$$(hostname)`` in a command.
-PLACEHOLDER = re.compile(r"(\$?)\$\(([a-z_]+)\)")
+PLACEHOLDER = re.compile(r"(\$?)\$\(([a-z_][a-z0-9_]*)\)")
 PLACEHOLDER_NAMES = ("namespace", "toolbox_image", "toolbox_pull_policy", "tls_cert", "tls_key", "tls_ca_bundle")
 # Only with workload.tls: the runner makes them for the drill (harness/components/webhook.py).
 TLS_PLACEHOLDERS = ("tls_cert", "tls_key", "tls_ca_bundle")
+# In manifests only: $(worker_1), $(worker_2), ...: the cluster's workers' node names, sorted (to
+# pin a pod to a node), and $(image_<image>): an image of workload.registries, pushed for the drill.
+WORKER_PLACEHOLDER = re.compile(r"worker_[1-9]")
 
 
 # Object names as the API validates them

@@ -19,7 +19,10 @@ window holds nothing to measure (the expectation is then an error, never a pass)
 - ``longest_unanswered_seconds``: the longest time inside the window without a successful answer
   (each taken when its request *completed*: ``t`` plus its latency), so a request that hung is a
   stall as much as one that failed; silence before the first answer and after the last one, while
-  the probe was still asking, counts too (seconds; None for an empty window or no samples).
+  the probe was still asking, counts too (seconds; None for an empty window or no samples);
+- ``max_latency_seconds``: the largest latency among the window's samples that have one
+  (seconds; None when none has): for an ``image-pulls`` probe, the longest an image pull request
+  waited behind another pull on its node.
 """
 
 from __future__ import annotations
@@ -88,6 +91,12 @@ def longest_unanswered_seconds(samples: list[Sample], start: float, end: float) 
                      *(t for t, ok in done if ok)})
     gaps = [min(b, end) - max(a, start) for a, b in zip(points, points[1:]) if b > start and a < end]
     return max(gaps) if gaps else None
+
+
+def max_latency_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    timed = [s.latency_seconds for s in in_window(samples, start, end)
+             if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
+    return max(timed) if timed else None
 
 
 ENTRY_POINTS = "kdrill.measures"

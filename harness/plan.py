@@ -77,6 +77,10 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"  windows    {', '.join(f'{k} {v}' for k, v in windows.items()) or 'none declared'}",
                 f"  access     {'node containers (kind) and the API' if s.needs_node_access else 'the API only'}; "
                 f"cluster config {s.cluster_config}",
+                *([f"  registry   container kdrill-registry-<cluster>-{r['name']} beside the nodes, pulled from as "
+                   f"kdrill-registry-{r['name']}:5000 (each node's containerd told so), images pushed: "
+                   f"{', '.join(r['images'])} (removed after the drill, with what the nodes pulled)"
+                   for r in s.workload.get("registries") or []]),
                 *([f"  creates    {', '.join(_ref_text(m['kind'], m['metadata']['name'], m['metadata'].get('namespace')) for m in s.workload['manifests'])}"
                    " (through the ledger; deleted newest first after the drill)"]
                   if s.workload.get("manifests") else []),

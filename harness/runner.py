@@ -3,12 +3,16 @@
 The path a drill takes, in named, timed phases:
 
 1. ``setup``: a fresh namespace (in the ledger), the built-in HTTP server as Deployment and
-   Service ``web`` (``workload.replicas``, default 2), the scenario's own objects
+   Service ``web`` (``workload.replicas``, default 2), the scenario's own registries
+   (``workload.registries``: a registry container each beside a kind cluster, the nodes'
+   containerd told where it is, images pushed; through the ledger, kind ``drill-registry``;
+   a manifest names an image ``$(image_<image>)`` and a worker ``$(worker_<n>)``), its own objects
    (``workload.manifests``: created in order through the ledger, kind ``drill-objects``, and
    waited on until they serve), and the declared probes: one in-cluster probe pod on the last
    worker calls the Service by name and/or ClusterIP, proven healthy (every target answered)
    before the fault, or the drill stops with an error; ``object-state`` probes read one object
-   each from this machine (harness/probes/object_state.py).
+   each from this machine (harness/probes/object_state.py); ``image-pulls`` probes read a Pod's
+   pulls from its Events at the end (harness/probes/image_pulls.py).
 2. ``baseline``: ``runner.windows.baseline_seconds`` of probing with nothing broken.
 3. ``fault``: the scenario's fault, built by its ``for_scenario(cluster, namespace, params)``,
    injected through the ledger, held ``hold_seconds``, then reverted and verified.
@@ -25,6 +29,8 @@ The path a drill takes, in named, timed phases:
    declared objects are deleted, newest first, before the namespace.
 5. Each expectation's ``measure`` is computed by harness/measures.py over its probe's samples in
    its window; the vital signs are watched around all of it by the plugin, as for any drill.
+   The Events of the Pods the object-state probes watched are recorded as they were at the end
+   (``observations.pod_events``).
 
 The windows are timed waits by design (how long the platform is watched), not synchronisation.
 """
@@ -43,8 +49,13 @@ from harness.faults import FaultError, fault_class, injected
 from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
 from harness.kube_objects import Ref
 from harness.probes.incluster import InClusterProbe, service_targets
+from harness.probes.image_pulls import ImagePullsProbe
 from harness.probes.object_state import ObjectStateProbe
+from harness.probes.pods import pod_events
+from harness.components.registry import container_name, image_tag, registry_host
 from harness.components.webhook import WebhookTLS, generate_webhook_tls
+from harness.faults.drill_registry import DrillRegistry
+from harness.images import Build
 from harness.timeline import Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
@@ -149,11 +160,23 @@ def placeholder_values(namespace: str, tls: WebhookTLS | None = None) -> dict[st
     return values
 
 
-def declared_manifests(manifests: list[dict], namespace: str, tls: WebhookTLS | None = None) -> list[dict]:
-    """``workload.manifests`` ready to create: placeholders expanded, a namespaced object without
-    ``metadata.namespace`` put in the drill's ``namespace``."""
+def manifest_only_values(workers: list[str], images: dict[str, str]) -> dict[str, str]:
+    """The placeholders only manifests may use: ``$(worker_<n>)``, the ``n``-th worker's node
+    name (``workers`` sorted, from 1), and ``$(image_<image>)``, the reference of a pushed image
+    (``images``: image name -> reference)."""
+    values = {f"worker_{i}": name for i, name in enumerate(sorted(workers), start=1)}
+    values.update({f"image_{image}": reference for image, reference in images.items()})
+    return values
+
+
+def declared_manifests(manifests: list[dict], namespace: str, tls: WebhookTLS | None = None,
+                       extra: dict[str, str] | None = None) -> list[dict]:
+    """``workload.manifests`` ready to create: placeholders expanded (``extra``:
+    :func:`manifest_only_values`), a namespaced object without ``metadata.namespace`` put in the
+    drill's ``namespace``. Raises KeyError for a placeholder with no value (e.g. ``$(worker_3)``
+    on a cluster with two workers)."""
     result = []
-    for manifest in kube_objects.expand(manifests, placeholder_values(namespace, tls)):
+    for manifest in kube_objects.expand(manifests, {**placeholder_values(namespace, tls), **(extra or {})}):
         if kube_objects.kind_of(manifest["kind"]).namespaced:
             manifest["metadata"].setdefault("namespace", namespace)
         result.append(manifest)
@@ -166,6 +189,52 @@ def object_ref(spec: dict, namespace: str) -> Ref:
     spec = kube_objects.expand(spec, placeholder_values(namespace))
     namespaced = kube_objects.kind_of(spec["kind"]).namespaced
     return Ref(spec["kind"], spec["name"], (spec.get("namespace") or namespace) if namespaced else None)
+
+
+def record_pod_events(drill, refs: list[Ref]) -> None:
+    """The Events of every Pod an object-state probe watched, before the objects go
+    (``observations.pod_events``: pod -> events, :func:`harness.probes.pods.pod_events`; a kubelet
+    Pulled event says how long its pull request waited). Facts, not measures: a read that fails
+    is recorded as its error, not raised."""
+    events: dict[str, Any] = {}
+    for ref in sorted({r for r in refs if r.kind == "Pod"}, key=str):
+        try:
+            events[ref.name] = pod_events(drill.cluster, ref.namespace, ref.name)
+        except Exception as exc:  # the evidence says what could not be read
+            events[ref.name] = f"not read: {type(exc).__name__}: {exc}"[:300]
+    if events:
+        drill.observe("pod_events", events)
+
+
+def set_up_registries(drill, stack: ExitStack) -> dict[str, str]:
+    """``workload.registries``: each registry container and the nodes' containerd configuration
+    for it, through the ledger (kind ``drill-registry``, removed when ``stack`` closes, after
+    the declared objects), then its images pushed: Kubernetes' pause image (under 1 MB: a push
+    takes about a second, where the toolbox's 226 MB took 20 s) plus a file naming the run, so
+    every node has to pull it; its container runs ``/pause``. Returns image name -> reference; records what was pushed,
+    with its digest and the time it took (``observations.registries``). Raises RegistryError."""
+    cluster, images, evidence = drill.cluster, {}, {}
+    nodes = cluster.nodes_by_role.get("control-plane", []) + cluster.nodes_by_role.get("worker", [])
+    tag, base = image_tag(drill.record.run_id), Build().tags["pause"]
+    for spec in drill.workload.get("registries") or []:
+        host = registry_host(spec["name"])
+        setup = DrillRegistry(cluster, container_name(cluster.name, spec["name"]), nodes, host)
+        stack.enter_context(injected(setup, drill.ledger, drill=drill.name))
+        pushed = {}
+        for image in spec["images"]:
+            started = time.time()
+            digest = setup.registry.push_unique_image(f"{REPOSITORY}/{image}", tag, base=base,
+                                                      marker=f"{drill.record.run_id}/{drill.name}/{image}")
+            images[image] = f"{host}/{REPOSITORY}/{image}:{tag}"
+            pushed[image] = {"reference": images[image], "digest": digest,
+                             "push_seconds": round(time.time() - started, 1)}
+        evidence[spec["name"]] = {"container": setup.registry.name, "host": host, "images": pushed}
+    drill.observe("registries", evidence)
+    return images
+
+
+# The repository under which a scenario's images are pushed: kdrill-registry-<name>:5000/kdrill-drill/<image>.
+REPOSITORY = "kdrill-drill"
 
 
 class Actions:
@@ -248,13 +317,16 @@ def run(drill) -> None:
         with drill.phase("setup"):
             drill.fresh_namespace()
             deploy_http_server(cluster, ns, APP, replicas)
+            # Before the objects (whose pods pull from them), removed after them.
+            images = set_up_registries(drill, stack) if drill.workload.get("registries") else {}
             if drill.workload.get("manifests"):
                 # In the ledger before the first is created; deleted newest first when the stack closes.
                 serving: dict[str, float] = {}
                 # A throw-away CA and serving certificate per drill: in the manifests only (the
                 # ledger and the evidence hold the objects' names, never a Secret's data).
                 tls = generate_webhook_tls(drill.workload["tls"]["service"], ns) if drill.workload.get("tls") else None
-                objects = DrillObjects(cluster, declared_manifests(drill.workload["manifests"], ns, tls),
+                extra = manifest_only_values(drill.topology.workers, images)
+                objects = DrillObjects(cluster, declared_manifests(drill.workload["manifests"], ns, tls, extra),
                                        until_serving=lambda ref: serving.update({str(ref): until_serving(cluster, ref)}))
                 drill.observe("objects", {"created": [str(Ref.of(m)) for m in objects.manifests],
                                           "serving_seconds": serving})
@@ -267,6 +339,8 @@ def run(drill) -> None:
             object_probes = [ObjectStateProbe(p["name"], cluster, object_ref(p["object"], ns), p["ok_when"],
                                               interval_seconds=drill.interval_seconds, max_seconds=total).start()
                              for p in spec["probes"] if p["kind"] == "object-state"]
+            object_probes += [ImagePullsProbe(p["name"], cluster, object_ref(p["object"], ns)).start()
+                              for p in spec["probes"] if p["kind"] == "image-pulls"]
             # Steady state: every HTTP target has answered before anything is broken.
             healthy = wait_until(lambda: set(wanted) <= {r["target"] for r in probe.results() if r.get("ok")}, 60,
                                  interval_seconds=1.0, description="every probe target answered")
@@ -309,6 +383,7 @@ def run(drill) -> None:
         done = actions["fault"].results + actions["after"].results
         if done:
             drill.observe("actions", done)
+        record_pod_events(drill, [p.ref for p in object_probes])
         try:
             if probe is not None:
                 probe.delete()

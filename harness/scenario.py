@@ -41,7 +41,8 @@ RUNNER_WINDOWS = ("baseline", "fault", "after")
 # The unit each of kdrill's own measures gives (a plug-in's is the scenario's to say).
 MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "first_success_seconds": "seconds",
                  "recovery_seconds": "seconds",
-                 "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds"}
+                 "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds",
+                 "max_latency_seconds": "seconds"}
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,
@@ -92,7 +93,7 @@ _EXPECTATION: dict[str, Any] = {
     },
 }
 
-PROBE_KINDS = ("incluster-http", "object-state")
+PROBE_KINDS = ("incluster-http", "object-state", "image-pulls")
 _OBJECT_REF = {
     "type": "object", "additionalProperties": False, "required": ["kind", "name"],
     "properties": {"kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
@@ -173,7 +174,22 @@ SCHEMA: dict[str, Any] = {
             "tls": {"type": "object", "additionalProperties": False, "required": ["service"],
                     "properties": {"service": {"type": "string", "minLength": 1, "maxLength": 63,
                                                "x-expected": "the name of a Service in the drill's namespace"}},
-                    "x-expected": "a mapping {service: NAME}"}},
+                    "x-expected": "a mapping {service: NAME}"},
+            # Data-only scenarios: OCI registries beside a kind cluster (container
+            # kdrill-registry-<cluster>-<name>, pulled from as kdrill-registry-<name>:5000), each
+            # with images pushed for the drill (the pause image plus a file, so new to every node;
+            # it runs /pause): a manifest names one as $(image_<image>). A registry-outage fault
+            # takes one down.
+            "registries": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
+                "type": "object", "additionalProperties": False, "required": ["name", "images"],
+                "properties": {
+                    "name": {"type": "string", "pattern": "^[a-z][a-z0-9]{0,15}$",
+                             "x-expected": "lowercase letters and digits, starting with a letter, at most 16"},
+                    "images": {"type": "array", "minItems": 1, "maxItems": 5, "items": {
+                        "type": "string", "pattern": "^[a-z][a-z0-9]{0,30}$",
+                        "x-expected": "an image name: lowercase letters and digits, starting with a letter"}},
+                },
+                "x-expected": "a mapping {name: NAME, images: [IMAGE, ...]}"}}},
             "x-expected": "a mapping"},
         # A scenario with no `drill` file is run by harness/runner.py from this.
         "runner": {
@@ -196,7 +212,8 @@ SCHEMA: dict[str, Any] = {
                             "kind": {"enum": list(PROBE_KINDS)},
                             # incluster-http: the built-in HTTP server's Service, by name or ClusterIP
                             "target": {"enum": ["name", "clusterip"]},
-                            # object-state: one object read from this machine; ok when in this state
+                            # object-state: one object read from this machine; ok when in this state.
+                            # image-pulls: a Pod's image pulls as its kubelet reported them (Events)
                             "object": _OBJECT_REF,
                             "ok_when": {"anyOf": [{"enum": ["absent", "present", "deleting"]}, {
                                 "type": "object", "additionalProperties": False, "required": ["condition", "status"],
@@ -782,9 +799,10 @@ def _check_runner(path: Path, data: dict) -> None:
     lists += [(f"cases[{c}].expectations", case.get("expectations") or [])
               for c, case in enumerate(data.get("cases", []))]
     if "runner" not in data:
-        if "manifests" in (data.get("workload") or {}):
-            raise ScenarioError(path, "workload.manifests", "no manifests: they are for data-only scenarios "
-                                "(the runner creates them); the drill file makes its own objects", "manifests")
+        for key in ("manifests", "registries"):
+            if key in (data.get("workload") or {}):
+                raise ScenarioError(path, f"workload.{key}", f"no {key}: they are for data-only scenarios "
+                                    "(the runner creates them); the drill file makes its own objects", key)
         for where, items in lists:
             for i, item in enumerate(items):
                 if "measure" in item:
@@ -835,7 +853,8 @@ def _check_objects(path: Path, data: dict) -> None:
     ones only in the drill's namespace or one the manifests make, probes with the fields their
     kind needs, and actions only on objects the manifests make, within their window."""
     from harness.faults.drill_objects import OWNER_LABEL
-    from harness.kube_objects import KINDS, PLACEHOLDER_NAMES, TLS_PLACEHOLDERS, expand, placeholder_keys, placeholders
+    from harness.kube_objects import (KINDS, PLACEHOLDER_NAMES, TLS_PLACEHOLDERS, WORKER_PLACEHOLDER, expand,
+                                      placeholder_keys, placeholders)
     from harness.runner import OWN_OBJECTS
 
     known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
@@ -848,13 +867,29 @@ def _check_objects(path: Path, data: dict) -> None:
         if kind not in KINDS:
             raise ScenarioError(path, field, f"a kind the runner knows: {kinds}", repr(kind))
 
-    def check_placeholders(field: str, value: Any) -> None:
+    registries = (data.get("workload") or {}).get("registries") or []
+    images = [image for registry in registries for image in registry["images"]]
+    for field, names in (("workload.registries", [r["name"] for r in registries]),
+                         ("workload.registries[].images", images)):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ScenarioError(path, field, "each name once (a manifest names an image by it alone)",
+                                ", ".join(twice))
+    if registries and not data["cluster"].get("needs_node_access"):
+        raise ScenarioError(path, "cluster.needs_node_access", "true: workload.registries writes the nodes' "
+                            "containerd configuration", repr(data["cluster"].get("needs_node_access", False)))
+    # What only a manifest may use: the drill's images and the workers' node names.
+    manifest_only = {f"image_{image}" for image in images}
+
+    def check_placeholders(field: str, value: Any, extra: set[str] = frozenset()) -> None:
         for where in placeholder_keys(value):
             raise ScenarioError(path, _format_field((field, *where)), "placeholders in values only (keys are sent "
                                 "as written)", repr(where[-1]))
-        unknown = sorted(placeholders(value) - set(PLACEHOLDER_NAMES))
+        unknown = sorted(u for u in placeholders(value) - set(PLACEHOLDER_NAMES) - extra
+                         if not (extra and WORKER_PLACEHOLDER.fullmatch(u)))
         if unknown:
-            raise ScenarioError(path, field, f"placeholders among {known}", ", ".join(f"$({u})" for u in unknown))
+            allowed = known + "".join(f", $({k})" for k in sorted(extra)) + (", $(worker_<n>)" if extra else "")
+            raise ScenarioError(path, field, f"placeholders among {allowed}", ", ".join(f"$({u})" for u in unknown))
 
     def check_names(field: str, kind: str, name: str, namespace: str | None) -> None:
         """``name`` and ``namespace`` (at ``field``.name and .namespace) as the API will get them,
@@ -882,7 +917,7 @@ def _check_objects(path: Path, data: dict) -> None:
     for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
         field = f"workload.manifests[{i}]"
         check_kind(f"{field}.kind", manifest["kind"])
-        check_placeholders(field, manifest)
+        check_placeholders(field, manifest, manifest_only)
         if manifest["apiVersion"] != KINDS[manifest["kind"]].api_version:
             raise ScenarioError(path, f"{field}.apiVersion", f"{KINDS[manifest['kind']].api_version!r} for a "
                                 f"{manifest['kind']}", repr(manifest["apiVersion"]))
@@ -942,13 +977,17 @@ def _check_objects(path: Path, data: dict) -> None:
     windows = data["runner"]["windows"]
     for i, probe in enumerate(data["runner"]["probes"]):
         field = f"runner.probes[{i}]"
-        needs = {"incluster-http": ("target",), "object-state": ("object", "ok_when")}[probe["kind"]]
+        needs = {"incluster-http": ("target",), "object-state": ("object", "ok_when"),
+                 "image-pulls": ("object",)}[probe["kind"]]
         for key in ("target", "object", "ok_when"):
             if key in needs and key not in probe:
                 raise ScenarioError(path, f"{field}.{key}", f"a {key} for a {probe['kind']} probe", "nothing")
             if key not in needs and key in probe:
                 raise ScenarioError(path, f"{field}.{key}", f"no {key}: a {probe['kind']} probe takes "
                                     + " and ".join(needs), repr(probe[key]))
+        if probe["kind"] == "image-pulls" and probe["object"]["kind"] != "Pod":
+            raise ScenarioError(path, f"{field}.object.kind", "Pod: an image-pulls probe reads a Pod's Events",
+                                repr(probe["object"]["kind"]))
         if "object" in probe:
             check_kind(f"{field}.object.kind", probe["object"]["kind"])
             check_placeholders(f"{field}.object", probe["object"])

@@ -77,13 +77,26 @@ class RegistryError(RuntimeError):
 
 # --- pure logic ------------------------------------------------------------------------------
 
-def container_name(cluster_name: str) -> str:
-    """``kdrill-registry-<cluster>``, a valid Docker container name and DNS label.
-    Raises ValueError when the cluster name cannot make one."""
-    name = f"kdrill-registry-{cluster_name}"
+def container_name(cluster_name: str, instance: str | None = None) -> str:
+    """``kdrill-registry-<cluster>``, or ``kdrill-registry-<cluster>-<instance>`` for one of a
+    data-only scenario's registries (``workload.registries``): a valid Docker container name and
+    DNS label. Raises ValueError when the names cannot make one."""
+    name = f"kdrill-registry-{cluster_name}" + (f"-{instance}" if instance else "")
     if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", name):
-        raise ValueError(f"cluster name {cluster_name!r} does not make a DNS-label container name: {name!r}")
+        raise ValueError(f"cluster name {cluster_name!r} and registry {instance!r} do not make a DNS-label "
+                         f"container name: {name!r}")
     return name
+
+
+def registry_host(instance: str | None = None) -> str:
+    """The registry host pods name in image references: :data:`REGISTRY_HOST`, or
+    ``kdrill-registry-<instance>:5000`` for a scenario's registry ``instance``. Raises ValueError
+    for an instance that is not a DNS label."""
+    if instance is None:
+        return REGISTRY_HOST
+    if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?", instance):
+        raise ValueError(f"registry name {instance!r} is not a DNS label of at most 32 characters")
+    return f"kdrill-registry-{instance}:{REGISTRY_PORT}"
 
 
 def hosts_toml(server_host: str, port: int = REGISTRY_PORT) -> str:
@@ -159,8 +172,8 @@ class LocalRegistry:
     image: str = TOOLBOX_IMAGE
 
     @classmethod
-    def for_cluster(cls, cluster: Cluster) -> "LocalRegistry":
-        return cls(container_name(cluster.name))
+    def for_cluster(cls, cluster: Cluster, instance: str | None = None) -> "LocalRegistry":
+        return cls(container_name(cluster.name, instance))
 
     # state
 

@@ -11,42 +11,45 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.components.registry import (LocalRegistry, configure_nodes, hosts_dir, remove_registry_images,
-                                         unconfigure_nodes)
+from harness.components.registry import (REGISTRY_HOST, LocalRegistry, configure_nodes, hosts_dir,
+                                         remove_registry_images, unconfigure_nodes)
 from harness.faults import Fault, FaultNotReverted
 from harness.providers import Cluster
 
 
 class DrillRegistry(Fault):
-    """The registry container ``container`` and the containerd configuration for it on ``nodes``:
-    :meth:`inject` creates (or brings back) both; :meth:`revert` removes the images pulled from
-    it, the configuration and the container."""
+    """The registry container ``container`` and the containerd configuration on ``nodes`` that
+    sends pulls for ``registry_host`` (``host:port`` in image references) to it: :meth:`inject`
+    creates (or brings back) both; :meth:`revert` removes the images pulled from it, the
+    configuration and the container."""
 
     kind = "drill-registry"
     needs_node_access = True
 
-    def __init__(self, cluster: Cluster, container: str, nodes: list[str]) -> None:
+    def __init__(self, cluster: Cluster, container: str, nodes: list[str],
+                 registry_host: str = REGISTRY_HOST) -> None:
         super().__init__(cluster)
-        self.registry, self.nodes = LocalRegistry(container), list(nodes)
+        self.registry, self.nodes, self.registry_host = LocalRegistry(container), list(nodes), registry_host
+        hosts_dir(registry_host)  # raises ValueError for a malformed host before anything is recorded
 
     def target(self) -> dict[str, Any]:
-        return {"container": self.registry.name, "nodes": self.nodes}
+        return {"container": self.registry.name, "nodes": self.nodes, "registry_host": self.registry_host}
 
     def inject(self) -> None:
         self.registry.ensure(self.cluster.name)
-        configure_nodes(self.cluster, self.nodes, self.registry)
+        configure_nodes(self.cluster, self.nodes, self.registry, self.registry_host)
 
     def revert(self) -> None:
         # Images first, while the nodes still resolve the registry host; the container last.
-        remove_registry_images(self.cluster, self.nodes)
-        unconfigure_nodes(self.cluster, self.nodes)
+        remove_registry_images(self.cluster, self.nodes, self.registry_host)
+        unconfigure_nodes(self.cluster, self.nodes, self.registry_host)
         self.registry.remove()
 
     def verify_reverted(self) -> None:
         left = []
         if self.registry.state() is not None:
             left.append(f"container {self.registry.name} still exists")
-        directory = hosts_dir()
+        directory = hosts_dir(self.registry_host)
         for node in self.nodes:
             if self.cluster.node_exec(node, ["test", "-e", directory], timeout_seconds=20,
                                       check=False).returncode == 0:
@@ -56,4 +59,5 @@ class DrillRegistry(Fault):
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "DrillRegistry":
-        return cls(cluster, target["container"], target["nodes"])
+        # Entries written before registry_host was recorded are for the default host.
+        return cls(cluster, target["container"], target["nodes"], target.get("registry_host", REGISTRY_HOST))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.components.registry import LocalRegistry, RegistryError
+from harness.components.registry import LocalRegistry, RegistryError, container_name
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -41,7 +41,10 @@ class RegistryOutage(Fault):
     kind = "registry-outage"
     params = {
         "mode": Param("choice", "how the registry stops serving", choices=tuple(MODES)),
-        "hold_seconds": Param("seconds", "how long the registry stays down", minimum=10, maximum=600),
+        # Read by the registry drill file; a data-only scenario holds for runner.windows.hold_seconds.
+        "hold_seconds": Param("seconds", "how long the registry stays down (drill file only)", minimum=10,
+                              maximum=600, required=False),
+        "registry": Param("name", "which of workload.registries goes down (data-only scenarios)", required=False),
     }
     # Acts on a container of the host's Docker engine beside the kind nodes: a kind-only fault.
     needs_node_access = True
@@ -93,6 +96,16 @@ class RegistryOutage(Fault):
                 raise FaultNotReverted(str(exc)) from exc
             if not present:
                 raise FaultNotReverted(f"registry {self.container} no longer serves {self.verify_image}")
+
+    @classmethod
+    def for_scenario(cls, cluster: Cluster, namespace: str, params: dict[str, Any]) -> "RegistryOutage":
+        """The outage of the data-only scenario's registry ``params["registry"]`` (one of its
+        ``workload.registries``, container ``kdrill-registry-<cluster>-<registry>``). Raises
+        FaultError when ``registry`` is not given."""
+        if not params.get("registry"):
+            raise FaultError("registry-outage in a data-only scenario needs params.registry: "
+                             "the name of one of workload.registries")
+        return cls(cluster, container=container_name(cluster.name, params["registry"]), mode=params["mode"])
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "RegistryOutage":

@@ -3,7 +3,7 @@ at a fixed interval (0.5 s by default, so measured times are good to about a sec
 
 Each probe is bounded: it stops by itself after ``max_seconds`` (and ``max_samples``) even if
 nobody calls :meth:`Probe.stop`. One module per probe kind: ``http``, ``api``, ``pods``,
-``incluster``, ``object_state``.
+``incluster``, ``object_state``, ``image_pulls``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ node container), so container restarts and replacements are seen even with no co
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from harness.probes import Probe
@@ -120,3 +121,55 @@ def restarts_outside_control_plane(added: dict[str, int], before: dict[str, dict
     kube-controller-manager and kube-scheduler exit when they cannot renew their leader lease,
     so their restarts are a control-plane fault's own consequence."""
     return {pod: n for pod, n in added.items() if before.get(pod, {}).get("app") not in CONTROL_PLANE_APPS}
+
+
+def pod_events(cluster: Cluster, namespace: str, pod: str, timeout_seconds: float = 10.0) -> list[dict]:
+    """The pod's Events, oldest first: {"reason", "count", "first", "last" (epoch seconds),
+    "message" (at most 300 characters)}; a kubelet ``Pulled`` event also gets ``pull``
+    (:func:`pulled_seconds`). Raises kubernetes.client.ApiException."""
+    events = cluster.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}",
+                                                _request_timeout=timeout_seconds).items
+    out = []
+    for e in events:
+        first = e.first_timestamp or e.event_time
+        last = e.last_timestamp or first
+        event = {"reason": e.reason, "count": e.count or 1, "first": first.timestamp() if first else None,
+                 "last": last.timestamp() if last else None, "message": (e.message or "")[:300]}
+        if e.reason == "Pulled" and (pull := pulled_seconds(e.message or "")) is not None:
+            event["pull"] = pull
+        out.append(event)
+    return sorted(out, key=lambda e: e["first"] or 0)
+
+
+# The kubelet's Pulled event: 'Successfully pulled image "X" in 52ms (47.6s including waiting).
+# Image size: N bytes.' The first duration is the runtime's pull; the second adds the time the
+# request waited for the kubelet's image puller (with serialized pulls, behind the pull before it).
+_PULLED = re.compile(r"Successfully pulled image .* in (\S+) \((\S+) including waiting\)")
+_GO_DURATION_PART = re.compile(r"([0-9.]+)(h|ms|us|µs|ns|m|s)")
+_GO_UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def go_duration_seconds(text: str) -> float | None:
+    """A Go ``time.Duration`` string (``1m2.5s``, ``52ms``, ``0s``) in seconds, or None when
+    ``text`` is not one."""
+    parts = _GO_DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    try:
+        return sum(float(n) * _GO_UNITS[u] for n, u in parts)
+    except ValueError:
+        return None
+
+
+def pulled_seconds(message: str) -> dict | None:
+    """From a kubelet ``Pulled`` event's message: {"pull_seconds": the runtime's pull,
+    "including_waiting_seconds": from the pull's request to its end, "waiting_seconds": the
+    difference (the time the request queued)}; None for another message (e.g. "already present")."""
+    match = _PULLED.search(message)
+    if not match:
+        return None
+    pull, total = go_duration_seconds(match.group(1)), go_duration_seconds(match.group(2))
+    if pull is None or total is None:
+        return None
+    return {"pull_seconds": round(pull, 3), "including_waiting_seconds": round(total, 3),
+            "waiting_seconds": round(max(0.0, total - pull), 3)}
