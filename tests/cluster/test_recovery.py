@@ -240,7 +240,7 @@ def test_the_abort_guard_reverts_the_fault_once_its_probe_fails_for_too_long(kdr
     def guarded(data):
         # Scaling the workload to zero makes every call by ClusterIP fail within seconds
         # (service-without-endpoints measures it): the guard must trip long before the hold ends.
-        data["runner"]["windows"]["hold_seconds"] = GUARD_HOLD_SECONDS
+        data["runner"]["windows"].update(baseline_seconds=5, hold_seconds=GUARD_HOLD_SECONDS, after_seconds=5)
         data["runner"]["abort"] = {"probe": "by-clusterip", "max_failing_seconds": GUARD_MAX_FAILING_SECONDS}
 
     code, record, _ = run_edited(kdrill_cluster, tmp_path, "service-without-endpoints", guarded, "guarded", 600)

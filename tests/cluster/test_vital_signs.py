@@ -23,6 +23,9 @@ def test_a_broken_vital_sign_is_flagged_though_no_expectation_names_it(kdrill_cl
     # The fault scales kube-system/coredns to zero; nothing the scenario asserts is about names.
     data["fault"]["params"] = {"target_kind": "Deployment", "target_name": "coredns", "target_namespace": "kube-system"}
     data["runner"]["probes"] = [p for p in data["runner"]["probes"] if p["target"] == "clusterip"]
+    # Short windows (CI time): names fail about 5 s into the hold (CoreDNS's lameduck), so a
+    # 15 s hold still has most of its lookups failing.
+    data["runner"]["windows"] = {"baseline_seconds": 5, "hold_seconds": 15, "after_seconds": 5}
     data["expectations"] = [
         data["expectations"][0],
         {"name": "fault_clusterip_success_ratio", "description": "Calls by ClusterIP do not need CoreDNS",
