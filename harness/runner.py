@@ -12,7 +12,8 @@ The path a drill takes, in named, timed phases:
    worker calls the Service by name and/or ClusterIP, proven healthy (every target answered)
    before the fault, or the drill stops with an error; ``object-state`` probes read one object
    each from this machine (harness/probes/object_state.py); ``image-pulls`` probes read a Pod's
-   pulls from its Events at the end (harness/probes/image_pulls.py).
+   pulls from its Events at the end (harness/probes/image_pulls.py); ``metric`` probes read a
+   component's Prometheus metric through the API (harness/probes/metric.py).
 2. ``baseline``: ``runner.windows.baseline_seconds`` of probing with nothing broken.
 3. ``fault``: the scenario's fault, built by its ``for_scenario(cluster, namespace, params)``,
    injected through the ledger, held ``hold_seconds``, then reverted and verified.
@@ -50,12 +51,14 @@ from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
 from harness.kube_objects import Ref
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.image_pulls import ImagePullsProbe
+from harness.probes.metric import MetricProbe
 from harness.probes.object_state import ObjectStateProbe
 from harness.probes.pods import pod_events
 from harness.components.registry import container_name, image_tag, registry_host
 from harness.components.webhook import WebhookTLS, generate_webhook_tls
 from harness.faults.drill_registry import DrillRegistry
 from harness.images import Build
+from harness.scenario import Bound
 from harness.timeline import Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
@@ -67,6 +70,8 @@ OWN_OBJECTS = (("Deployment", APP), ("Service", APP), ("Pod", PROBE_POD))
 log = logging.getLogger("kdrill.runner")
 
 
+# A metric probe's default interval: a kube-apiserver's metrics are about 2 MB a read here.
+METRIC_INTERVAL_SECONDS = 2.0
 # How often the abort guard reads its probe's log during the hold (one API read each time).
 GUARD_CHECK_SECONDS = 1.0
 # A deadline for the declared objects to serve (replicas ready, an APIService Available), not a
@@ -341,6 +346,12 @@ def run(drill) -> None:
                              for p in spec["probes"] if p["kind"] == "object-state"]
             object_probes += [ImagePullsProbe(p["name"], cluster, object_ref(p["object"], ns)).start()
                               for p in spec["probes"] if p["kind"] == "image-pulls"]
+            object_probes += [MetricProbe(p["name"], cluster, p["metric"], p.get("labels") or {},
+                                          Bound(p["ok_when"]["op"], p["ok_when"]["value"]),
+                                          source=p.get("source", "apiserver"), namespace=ns,
+                                          interval_seconds=float(p.get("interval_seconds", METRIC_INTERVAL_SECONDS)),
+                                          max_seconds=total).start()
+                              for p in spec["probes"] if p["kind"] == "metric"]
             # Steady state: every HTTP target has answered before anything is broken.
             healthy = wait_until(lambda: set(wanted) <= {r["target"] for r in probe.results() if r.get("ok")}, 60,
                                  interval_seconds=1.0, description="every probe target answered")
@@ -377,18 +388,22 @@ def run(drill) -> None:
                 actions["after"].finish()
         end = time.time()
     finally:
-        timelines = probe.timelines() if probe is not None and probe.started else {}
-        timelines.update({p.name: p.stop() for p in object_probes})
-        drill.add_timelines(timelines)
-        done = actions["fault"].results + actions["after"].results
-        if done:
-            drill.observe("actions", done)
-        record_pod_events(drill, [p.ref for p in object_probes])
+        # Whatever the evidence-keeping below raises, the probe pod, the declared objects and the
+        # registries still go (an APIService left behind blocks every namespace's deletion).
         try:
-            if probe is not None:
-                probe.delete()
+            timelines = probe.timelines() if probe is not None and probe.started else {}
+            timelines.update({p.name: p.stop() for p in object_probes})
+            drill.add_timelines(timelines)
+            done = actions["fault"].results + actions["after"].results
+            if done:
+                drill.observe("actions", done)
+            record_pod_events(drill, [object_ref(p["object"], ns) for p in spec["probes"] if p.get("object")])
         finally:
-            stack.close()  # the declared objects go before the namespace (an APIService first)
+            try:
+                if probe is not None:
+                    probe.delete()
+            finally:
+                stack.close()  # the declared objects go before the namespace (an APIService first)
     bounds = {"baseline": (baseline_start, fault.injected_at),
               "fault": (fault.injected_at, fault.revert_started_at),
               "after": (fault.reverted_at, end)}

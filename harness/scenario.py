@@ -93,7 +93,7 @@ _EXPECTATION: dict[str, Any] = {
     },
 }
 
-PROBE_KINDS = ("incluster-http", "object-state", "image-pulls")
+PROBE_KINDS = ("incluster-http", "object-state", "image-pulls", "metric")
 _OBJECT_REF = {
     "type": "object", "additionalProperties": False, "required": ["kind", "name"],
     "properties": {"kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
@@ -218,8 +218,29 @@ SCHEMA: dict[str, Any] = {
                             "ok_when": {"anyOf": [{"enum": ["absent", "present", "deleting"]}, {
                                 "type": "object", "additionalProperties": False, "required": ["condition", "status"],
                                 "properties": {"condition": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9]*$"},
-                                               "status": {"enum": ["True", "False", "Unknown"]}}}],
-                                "x-expected": "absent, present, deleting, or {condition: TYPE, status: \"True\"|\"False\"|\"Unknown\"}"},
+                                               "status": {"enum": ["True", "False", "Unknown"]}}}, {
+                                # metric: a bound on the metric's value
+                                "type": "object", "additionalProperties": False, "required": ["op", "value"],
+                                "properties": {"op": {"enum": list(OPS)}, "value": {"type": "number"}}}],
+                                "x-expected": "absent, present, deleting, {condition: TYPE, status: \"True\"|\"False\"|"
+                                              "\"Unknown\"} (object-state), or {op, value} (metric)"},
+                            # metric: a component's Prometheus metric (harness/probes/metric.py)
+                            "metric": {"type": "string", "pattern": "^[a-zA-Z_:][a-zA-Z0-9_:]*$",
+                                       "x-expected": "a Prometheus metric name"},
+                            "labels": {"type": "object", "additionalProperties": {"type": "string"},
+                                       "x-expected": "a mapping of label names to values (strings)"},
+                            "source": {"anyOf": [{"enum": ["apiserver"]}, {
+                                "type": "object", "additionalProperties": False, "required": ["node"],
+                                "properties": {"node": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"}}}, {
+                                "type": "object", "additionalProperties": False, "required": ["pod"],
+                                "properties": {"pod": {
+                                    "type": "object", "additionalProperties": False, "required": ["name", "port"],
+                                    "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"},
+                                                   "namespace": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"},
+                                                   "port": {"type": "integer", "minimum": 1, "maximum": 65535}}}}}],
+                                "x-expected": "apiserver, {node: NAME} or {pod: {name: NAME, port: PORT}}"},
+                            "interval_seconds": {"type": "number", "minimum": 0.5, "maximum": 60,
+                                                 "x-expected": "seconds between reads, 0.5 to 60"},
                         },
                     },
                 },
@@ -978,13 +999,19 @@ def _check_objects(path: Path, data: dict) -> None:
     for i, probe in enumerate(data["runner"]["probes"]):
         field = f"runner.probes[{i}]"
         needs = {"incluster-http": ("target",), "object-state": ("object", "ok_when"),
-                 "image-pulls": ("object",)}[probe["kind"]]
-        for key in ("target", "object", "ok_when"):
+                 "image-pulls": ("object",), "metric": ("metric", "ok_when")}[probe["kind"]]
+        takes = needs + (("labels", "source", "interval_seconds") if probe["kind"] == "metric" else ())
+        for key in ("target", "object", "ok_when", "metric", "labels", "source", "interval_seconds"):
             if key in needs and key not in probe:
                 raise ScenarioError(path, f"{field}.{key}", f"a {key} for a {probe['kind']} probe", "nothing")
-            if key not in needs and key in probe:
+            if key not in takes and key in probe:
                 raise ScenarioError(path, f"{field}.{key}", f"no {key}: a {probe['kind']} probe takes "
-                                    + " and ".join(needs), repr(probe[key]))
+                                    + ", ".join(takes), repr(probe[key]))
+        bound_form = isinstance(probe.get("ok_when"), dict) and "op" in probe["ok_when"]
+        if "ok_when" in probe and bound_form != (probe["kind"] == "metric"):
+            raise ScenarioError(path, f"{field}.ok_when", "{op, value} for a metric probe" if probe["kind"] == "metric"
+                                else f"absent, present, deleting or {{condition, status}} for a {probe['kind']} probe",
+                                repr(probe["ok_when"]))
         if probe["kind"] == "image-pulls" and probe["object"]["kind"] != "Pod":
             raise ScenarioError(path, f"{field}.object.kind", "Pod: an image-pulls probe reads a Pod's Events",
                                 repr(probe["object"]["kind"]))

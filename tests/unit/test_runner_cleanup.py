@@ -1,0 +1,137 @@
+"""The runner's own cleanup: whatever keeping the evidence raises at the end of a drill (here,
+handing over the timelines), the probe pod is deleted and everything entered on the runner's
+stack (declared objects, registries) is reverted. Found on a real cluster: an error there once
+skipped the cleanup and left a declared APIService, which blocked every namespace's deletion.
+Everything the runner calls on the cluster is a stand-in; the fault, the windows and the
+cleanup order are the runner's own."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import pytest
+
+from harness import runner
+from harness.timeline import Sample, Timeline
+from scenario_copies import load_edited
+
+
+class FakeProbe:
+    """The runner's in-cluster probe pod: every target answers at once."""
+    timeout_seconds = 1.0
+
+    def __init__(self, cluster, namespace, name, targets, **kwargs) -> None:
+        self.targets, self.started, self.deleted = targets, False, False
+        FakeProbe.last = self
+
+    def start(self):
+        self.started = True
+        return self
+
+    def results(self):
+        return [{"target": t, "ok": True} for t in self.targets]
+
+    def timelines(self, since=None):
+        timelines = {}
+        for t in self.targets:
+            timelines[t] = Timeline(t)
+            timelines[t].add(Sample(t=0.0, ok=True))
+        return timelines
+
+    def delete(self):
+        self.deleted = True
+
+
+class FakeObjectProbe:
+    def __init__(self, name, *args, **kwargs) -> None:
+        self.name = name
+
+    def start(self):
+        return self
+
+    def stop(self):
+        return Timeline(self.name)
+
+
+class FakeFault:
+    injected_at = revert_started_at = reverted_at = None
+
+    @classmethod
+    def for_scenario(cls, cluster, namespace, params):
+        return cls()
+
+
+class FakeDrill:
+    def __init__(self, scenario) -> None:
+        self.scenario, self.name, self.namespace = scenario, scenario.name, "kdrill-x"
+        self.cluster, self.ledger, self.params = object(), object(), {}
+        self.workload, self.interval_seconds = scenario.workload, 0.5
+        self.topology = type("Topology", (), {"workers": ["w1", "w2"]})()
+        self.said, self.observed = [], {}
+
+    @contextlib.contextmanager
+    def phase(self, name):
+        yield
+
+    def fresh_namespace(self):
+        pass
+
+    @contextlib.contextmanager
+    def inject(self, fault):
+        fault.injected_at = fault.revert_started_at = fault.reverted_at = 1.0
+        yield fault
+
+    def observe(self, key, value):
+        self.observed[key] = value
+
+    def say(self, text):
+        self.said.append(text)
+
+    def add_timelines(self, timelines):
+        raise RuntimeError("the evidence directory is gone")
+
+
+@pytest.fixture
+def stubbed(monkeypatch):
+    entered, exited = [], []
+
+    @contextlib.contextmanager
+    def fake_injected(fault, ledger, drill=None):
+        entered.append(type(fault).__name__)
+        try:
+            yield fault
+        finally:
+            exited.append(type(fault).__name__)
+
+    def fake_registries(drill, stack):
+        stack.enter_context(fake_injected(type("DrillRegistry", (), {})(), None))
+        return {"stuck": "r/stuck:t", "app": "r/app:t"}
+
+    monkeypatch.setattr(runner, "deploy_http_server", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "service_targets", lambda *a, **k: {"name": "http://web", "clusterip": "http://10.96.0.1"})
+    monkeypatch.setattr(runner, "InClusterProbe", FakeProbe)
+    for probe_type in ("ObjectStateProbe", "ImagePullsProbe", "MetricProbe"):
+        monkeypatch.setattr(runner, probe_type, FakeObjectProbe)
+    monkeypatch.setattr(runner, "fault_class", lambda kind: FakeFault)
+    monkeypatch.setattr(runner, "set_up_registries", fake_registries)
+    monkeypatch.setattr(runner, "injected", fake_injected)
+    monkeypatch.setattr(runner, "DrillObjects", lambda cluster, manifests, until_serving:
+                        type("DrillObjects", (), {"manifests": manifests})())
+    monkeypatch.setattr(runner, "hold", lambda seconds: None)
+    monkeypatch.setattr(runner, "guarded_hold", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "pod_events", lambda *a, **k: [])
+    monkeypatch.setattr(runner.Actions, "start", lambda self, at, objects: self)
+    monkeypatch.setattr(threading, "Timer", None)  # no action may start a real timer here
+    return entered, exited
+
+
+def test_an_error_keeping_the_evidence_still_removes_the_probe_pod_objects_and_registries(stubbed, tmp_path):
+    entered, exited = stubbed
+    scenario = load_edited(tmp_path, "serial-image-pull", lambda d: None)
+    with pytest.raises(RuntimeError, match="evidence directory is gone") as info:
+        runner.run(FakeDrill(scenario))
+    assert info.value.__context__ is None, info.value.__context__  # the drill itself ran to its end
+    assert FakeProbe.last.deleted
+    assert entered == ["DrillRegistry", "DrillObjects"]
+    assert exited == ["DrillObjects", "DrillRegistry"]  # newest first: the objects before their registries
