@@ -58,7 +58,7 @@ from harness.components.registry import container_name, image_tag, registry_host
 from harness.components.webhook import WebhookTLS, generate_webhook_tls
 from harness.faults.drill_registry import DrillRegistry
 from harness.images import Build
-from harness.scenario import Bound
+from harness.scenario import Bound, ScenarioError
 from harness.timeline import Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
@@ -314,6 +314,14 @@ def run(drill) -> None:
         raise FaultError(f"fault {scenario.fault_kind} cannot be built from a data-only scenario "
                          "(it has no for_scenario); it needs a drill file")
     replicas = int(drill.workload.get("replicas", 2))
+    # Before anything is made: a $(worker_<n>) this cluster does not have.
+    workers = len(drill.topology.workers)
+    beyond = sorted(p for p in kube_objects.placeholders(drill.workload.get("manifests") or [])
+                    if kube_objects.WORKER_PLACEHOLDER.fullmatch(p) and int(p.split("_")[1]) > workers)
+    if beyond:
+        raise ScenarioError(scenario.path, "workload.manifests", f"workers this cluster has ({workers}: "
+                            + (f"$(worker_1) to $(worker_{workers})" if workers else "none") + ")",
+                            ", ".join(f"$({p})" for p in beyond))
     wanted = {p["name"]: p["target"] for p in spec["probes"] if p["kind"] == "incluster-http"}
     probe, object_probes, objects = None, [], None
     actions = {w: Actions(drill, spec.get("actions") or [], w) for w in ("fault", "after")}

@@ -26,6 +26,9 @@ from jsonschema.exceptions import ValidationError
 from harness import resources
 
 OPS: tuple[str, ...] = ("<=", "<", ">=", ">", "==")
+# The timelines the vital signs write into every record (harness/vitals.py): no probe of a
+# scenario may have one of these names.
+VITAL_SIGN_TIMELINES: tuple[str, ...] = ("api_read", "api_write", "nodes")
 # The platform's vital signs every drill records (harness/vitals.py, which imports this list).
 VITAL_SIGNS: tuple[str, ...] = ("api_read", "api_write", "service_name", "service_clusterip", "nodes_ready",
                                 "kube_system_restarts")
@@ -207,8 +210,10 @@ SCHEMA: dict[str, Any] = {
                     "items": {
                         "type": "object", "additionalProperties": False, "required": ["name", "kind"],
                         "properties": {
-                            "name": {"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 40,
-                                     "x-expected": "lowercase letters, digits and '-', at most 40 characters"},
+                            # Not starting with '-': the in-cluster probe gets its names as arguments.
+                            "name": {"type": "string", "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", "maxLength": 40,
+                                     "x-expected": "lowercase letters, digits and '-', starting and ending with a "
+                                                   "letter or digit, at most 40 characters"},
                             "kind": {"enum": list(PROBE_KINDS)},
                             # incluster-http: the built-in HTTP server's Service, by name or ClusterIP
                             "target": {"enum": ["name", "clusterip"]},
@@ -839,10 +844,23 @@ def _check_runner(path: Path, data: dict) -> None:
     for i, name in enumerate(probes):
         if probes.index(name) != i:
             raise ScenarioError(path, f"runner.probes[{i}].name", "a probe name unique in the runner", repr(name))
+        if name in VITAL_SIGN_TIMELINES:
+            # The record keeps one timeline per name: a probe named so would be overwritten by the
+            # vital sign's (or pass its samples off as the vital sign's).
+            raise ScenarioError(path, f"runner.probes[{i}].name", "a name that is not a vital sign's timeline ("
+                                + ", ".join(VITAL_SIGN_TIMELINES) + ")", repr(name))
     guard = data["runner"].get("abort")
-    if guard is not None and guard["probe"] not in probes:
-        raise ScenarioError(path, "runner.abort.probe", f"one of runner.probes: {', '.join(probes)}",
+    http_probes = [p["name"] for p in data["runner"]["probes"] if p["kind"] == "incluster-http"]
+    if guard is not None and guard["probe"] not in http_probes:
+        # The guard reads the in-cluster probe pod's log while the fault holds; other kinds'
+        # samples are not there, so it would see nothing and trip on every run.
+        raise ScenarioError(path, "runner.abort.probe", f"one of the incluster-http probes: {', '.join(http_probes)}",
                             repr(guard["probe"]))
+    registry = (data["fault"].get("params") or {}).get("registry")
+    declared = [r["name"] for r in (data.get("workload") or {}).get("registries") or []]
+    if data["fault"]["kind"] == "registry-outage" and registry not in declared:
+        raise ScenarioError(path, "fault.params.registry", f"one of workload.registries: {', '.join(declared) or '(none declared)'}",
+                            repr(registry) if registry is not None else "nothing")
     if guard is not None and guard["max_failing_seconds"] >= data["runner"]["windows"]["hold_seconds"]:
         raise ScenarioError(path, "runner.abort.max_failing_seconds", "fewer seconds than runner.windows."
                             f"hold_seconds ({data['runner']['windows']['hold_seconds']}): a guard that can trip",
@@ -1012,6 +1030,13 @@ def _check_objects(path: Path, data: dict) -> None:
             raise ScenarioError(path, f"{field}.ok_when", "{op, value} for a metric probe" if probe["kind"] == "metric"
                                 else f"absent, present, deleting or {{condition, status}} for a {probe['kind']} probe",
                                 repr(probe["ok_when"]))
+        if probe["kind"] == "metric":
+            from harness.probes.metric import metrics_path
+            try:
+                metrics_path(probe.get("source", "apiserver"), drill_namespaces[0])
+            except ValueError as exc:
+                raise ScenarioError(path, f"{field}.source", "apiserver, {node: NAME} or {pod: {name: NAME, port: "
+                                    "PORT[, namespace: NS]}} with names the API takes", repr(probe["source"])) from exc
         if probe["kind"] == "image-pulls" and probe["object"]["kind"] != "Pod":
             raise ScenarioError(path, f"{field}.object.kind", "Pod: an image-pulls probe reads a Pod's Events",
                                 repr(probe["object"]["kind"]))

@@ -150,3 +150,32 @@ def test_an_object_state_probe_does_not_take_a_bound(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_edited(tmp_path, "apiservice-unavailable", change)
     assert info.value.field == "runner.probes[1].ok_when"
+
+
+def test_a_source_the_probe_would_refuse_is_refused_at_load(tmp_path):
+    def change(d):
+        d["runner"]["probes"][METRIC_PROBE]["source"] = {"node": "n" * 300}
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "apiservice-unavailable", change)
+    assert info.value.field == f"runner.probes[{METRIC_PROBE}].source"
+
+
+@pytest.mark.parametrize("name, field", [("nodes", "runner.probes[0].name"), ("api_read", "runner.probes[0].name"),
+                                         ("-x", "runner.probes[0].name"), ("x-", "runner.probes[0].name")])
+def test_a_probe_may_not_take_a_vital_signs_name_or_look_like_an_option(tmp_path, name, field):
+    def change(d):
+        d["runner"]["probes"][0]["name"] = name
+        for e in d["expectations"]:
+            if e["measure"]["probe"] == "by-name":
+                e["measure"]["probe"] = name
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "apiservice-unavailable", change)
+    assert info.value.field == field, str(info.value)
+
+
+def test_the_abort_guard_watches_an_incluster_http_probe_only(tmp_path):
+    def change(d):
+        d["runner"]["abort"] = {"probe": "aggregator-metric-available", "max_failing_seconds": 10}
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "apiservice-unavailable", change)
+    assert info.value.field == "runner.abort.probe" and "by-name" in info.value.expected

@@ -135,3 +135,16 @@ def test_an_error_keeping_the_evidence_still_removes_the_probe_pod_objects_and_r
     assert FakeProbe.last.deleted
     assert entered == ["DrillRegistry", "DrillObjects"]
     assert exited == ["DrillObjects", "DrillRegistry"]  # newest first: the objects before their registries
+
+
+def test_a_worker_the_cluster_does_not_have_stops_the_drill_before_anything_is_made(stubbed, tmp_path):
+    entered, _ = stubbed
+    scenario = load_edited(tmp_path, "serial-image-pull", lambda d: d["workload"]["manifests"][3]["spec"]["template"]
+                           ["spec"].update(nodeSelector={"kubernetes.io/hostname": "$(worker_3)"}))
+    drill = FakeDrill(scenario)
+    drill.fresh_namespace = lambda: pytest.fail("a namespace was made")
+    with pytest.raises(runner.ScenarioError) as info:
+        runner.run(drill)
+    assert info.value.field == "workload.manifests" and info.value.got == "$(worker_3)"
+    assert "workers this cluster has (2" in info.value.expected
+    assert entered == []

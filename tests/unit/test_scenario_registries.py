@@ -135,3 +135,28 @@ def test_a_kubelet_pulled_event_says_how_long_the_request_waited():
     assert pulled_seconds(message) == {"pull_seconds": 0.052, "including_waiting_seconds": 47.6,
                                        "waiting_seconds": 47.548}
     assert pulled_seconds('Container image "kdrill/toolbox:v0.1.0" already present on machine') is None
+
+
+@pytest.mark.parametrize("params, got", [({"mode": "unresponsive", "registry": "other"}, "'other'"),
+                                         ({"mode": "unresponsive"}, "nothing")])
+def test_the_outage_must_name_a_declared_registry_before_anything_is_made(tmp_path, params, got):
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "serial-image-pull", lambda d: d["fault"].update(params=params))
+    assert info.value.field == "fault.params.registry"
+    assert "one of workload.registries: stuck, apps" in info.value.expected and info.value.got == got
+
+
+class AbsentRegistry:
+    def state(self):
+        return None
+
+    def restore(self, *args):
+        raise AssertionError("nothing to restore: the container does not exist")
+
+
+def test_an_outage_of_a_container_that_does_not_exist_leaves_nothing_to_revert():
+    """Recorded before inject found no container: the entry must clear (kdrill recover), not fail forever."""
+    fault = RegistryOutage(FakeCluster(), "kdrill-registry-kdrill-test-other", "unresponsive")
+    fault.registry = AbsentRegistry()
+    fault.revert()
+    fault.verify_reverted()
