@@ -399,8 +399,11 @@ def run(drill) -> None:
         # Whatever the evidence-keeping below raises, the probe pod, the declared objects and the
         # registries still go (an APIService left behind blocks every namespace's deletion).
         try:
-            timelines = probe.timelines() if probe is not None and probe.started else {}
-            timelines.update({p.name: p.stop() for p in object_probes})
+            # The probes this process runs stop first: they stop even if the probe pod's log
+            # cannot be read below.
+            timelines = {p.name: p.stop() for p in object_probes}
+            if probe is not None and probe.started:
+                timelines = {**probe.timelines(), **timelines}
             drill.add_timelines(timelines)
             done = actions["fault"].results + actions["after"].results
             if done:

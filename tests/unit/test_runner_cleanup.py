@@ -44,6 +44,8 @@ class FakeProbe:
 
 
 class FakeObjectProbe:
+    stopped: list = []
+
     def __init__(self, name, *args, **kwargs) -> None:
         self.name = name
 
@@ -51,6 +53,7 @@ class FakeObjectProbe:
         return self
 
     def stop(self):
+        FakeObjectProbe.stopped.append(self.name)
         return Timeline(self.name)
 
 
@@ -148,3 +151,20 @@ def test_a_worker_the_cluster_does_not_have_stops_the_drill_before_anything_is_m
     assert info.value.field == "workload.manifests" and info.value.got == "$(worker_3)"
     assert "workers this cluster has (2" in info.value.expected
     assert entered == []
+
+
+def test_an_unreadable_probe_pod_log_still_stops_this_process_probes_and_cleans_up(stubbed, tmp_path, monkeypatch):
+    entered, exited = stubbed
+
+    def unreadable(self, since=None):
+        raise ConnectionError("the API did not answer")
+
+    monkeypatch.setattr(FakeProbe, "timelines", unreadable)
+    monkeypatch.setattr(FakeDrill, "add_timelines", lambda self, timelines: None)
+    FakeObjectProbe.stopped = []
+    scenario = load_edited(tmp_path, "serial-image-pull", lambda d: None)
+    with pytest.raises(ConnectionError):
+        runner.run(FakeDrill(scenario))
+    assert sorted(FakeObjectProbe.stopped) == ["control-pulls", "control-ready", "queued-pulls", "queued-ready",
+                                               "stuck-ready"]
+    assert FakeProbe.last.deleted and exited == ["DrillObjects", "DrillRegistry"]
