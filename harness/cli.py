@@ -249,6 +249,9 @@ def check_references(scenario) -> None:
     drill_file = resources.drill_file(scenario.drill).resolve()
     if not drill_file.is_file() or drills.resolve() not in drill_file.parents:
         raise ScenarioError(scenario.path, "drill", f"an existing test file in {drills}", scenario.drill)
+    if not (resources.clusters_dir() / f"{scenario.cluster_config}.yaml").is_file():
+        known = ", ".join(sorted(p.stem for p in resources.clusters_dir().glob("*.yaml")))
+        raise ScenarioError(scenario.path, "cluster.config", f"one of {known}", scenario.cluster_config)
     if scenario.runner is not None:  # data-only: the runner's test runs it, its fault builds from data
         try:
             fault_type = fault_class(scenario.fault_kind)
@@ -266,9 +269,6 @@ def check_references(scenario) -> None:
         raise ScenarioError(scenario.path, "name", f"a scenario that a test in {scenario.drill} is marked with "
                             f"(@pytest.mark.scenario: {', '.join(sorted(marked)) or 'none'}); a copy with other "
                             "bounds keeps its name, a new name needs a test of its own", repr(scenario.name))
-    if not (resources.clusters_dir() / f"{scenario.cluster_config}.yaml").is_file():
-        known = ", ".join(sorted(p.stem for p in resources.clusters_dir().glob("*.yaml")))
-        raise ScenarioError(scenario.path, "cluster.config", f"one of {known}", scenario.cluster_config)
     try:
         fault_class(scenario.fault_kind)
     except FaultError as exc:

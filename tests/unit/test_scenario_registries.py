@@ -160,3 +160,12 @@ def test_an_outage_of_a_container_that_does_not_exist_leaves_nothing_to_revert()
     fault.registry = AbsentRegistry()
     fault.revert()
     fault.verify_reverted()
+
+
+def test_a_data_only_scenario_names_a_cluster_config_that_exists(tmp_path):
+    from harness.cli import check_references
+
+    scenario = load_edited(tmp_path, "serial-image-pull", lambda d: d["cluster"].update(config="no-such-config"))
+    with pytest.raises(ScenarioError) as info:
+        check_references(scenario)
+    assert info.value.field == "cluster.config" and "one of ha, single" in info.value.expected
