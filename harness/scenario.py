@@ -920,14 +920,14 @@ def _check_objects(path: Path, data: dict) -> None:
     # What only a manifest may use: the drill's images and the workers' node names.
     manifest_only = {f"image_{image}" for image in images}
 
-    def check_placeholders(field: str, value: Any, extra: set[str] = frozenset()) -> None:
+    def check_placeholders(field: str, value: Any, extra: set[str] = frozenset(), workers: bool = False) -> None:
         for where in placeholder_keys(value):
             raise ScenarioError(path, _format_field((field, *where)), "placeholders in values only (keys are sent "
                                 "as written)", repr(where[-1]))
         unknown = sorted(u for u in placeholders(value) - set(PLACEHOLDER_NAMES) - extra
-                         if not (extra and WORKER_PLACEHOLDER.fullmatch(u)))
+                         if not (workers and WORKER_PLACEHOLDER.fullmatch(u)))
         if unknown:
-            allowed = known + "".join(f", $({k})" for k in sorted(extra)) + (", $(worker_<n>)" if extra else "")
+            allowed = known + "".join(f", $({k})" for k in sorted(extra)) + (", $(worker_<n>)" if workers else "")
             raise ScenarioError(path, field, f"placeholders among {allowed}", ", ".join(f"$({u})" for u in unknown))
 
     def check_names(field: str, kind: str, name: str, namespace: str | None) -> None:
@@ -956,7 +956,7 @@ def _check_objects(path: Path, data: dict) -> None:
     for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
         field = f"workload.manifests[{i}]"
         check_kind(f"{field}.kind", manifest["kind"])
-        check_placeholders(field, manifest, manifest_only)
+        check_placeholders(field, manifest, manifest_only, workers=True)
         if manifest["apiVersion"] != KINDS[manifest["kind"]].api_version:
             raise ScenarioError(path, f"{field}.apiVersion", f"{KINDS[manifest['kind']].api_version!r} for a "
                                 f"{manifest['kind']}", repr(manifest["apiVersion"]))

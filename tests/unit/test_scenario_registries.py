@@ -169,3 +169,9 @@ def test_a_data_only_scenario_names_a_cluster_config_that_exists(tmp_path):
     with pytest.raises(ScenarioError) as info:
         check_references(scenario)
     assert info.value.field == "cluster.config" and "one of ha, single" in info.value.expected
+
+
+def test_a_manifest_pins_a_pod_to_a_worker_without_registries_too(tmp_path):
+    def edit(d):
+        d["workload"]["manifests"][2]["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "$(worker_1)"}
+    load_edited(tmp_path, "webhook-on-pod-delete", edit)
