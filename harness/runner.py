@@ -49,16 +49,14 @@ from harness.expectations import wait_until
 from harness.faults import FaultError, fault_class, injected
 from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
 from harness.kube_objects import Ref
+from harness.probes import ProbeContext, probe_types
 from harness.probes.incluster import InClusterProbe, service_targets
-from harness.probes.image_pulls import ImagePullsProbe
-from harness.probes.metric import MetricProbe
-from harness.probes.object_state import ObjectStateProbe
 from harness.probes.pods import pod_events
 from harness.components.registry import container_name, image_tag, registry_host
 from harness.components.webhook import WebhookTLS, generate_webhook_tls
 from harness.faults.drill_registry import DrillRegistry
 from harness.images import Build
-from harness.scenario import Bound, ScenarioError
+from harness.scenario import ScenarioError
 from harness.timeline import Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
@@ -70,8 +68,6 @@ OWN_OBJECTS = (("Deployment", APP), ("Service", APP), ("Pod", PROBE_POD))
 log = logging.getLogger("kdrill.runner")
 
 
-# A metric probe's default interval: a kube-apiserver's metrics are about 2 MB a read here.
-METRIC_INTERVAL_SECONDS = 2.0
 # How often the abort guard reads its probe's log during the hold (one API read each time).
 GUARD_CHECK_SECONDS = 1.0
 # A deadline for the declared objects to serve (replicas ready, an APIService Available), not a
@@ -322,7 +318,8 @@ def run(drill) -> None:
         raise ScenarioError(scenario.path, "workload.manifests", f"workers this cluster has ({workers}: "
                             + (f"$(worker_1) to $(worker_{workers})" if workers else "none") + ")",
                             ", ".join(f"$({p})" for p in beyond))
-    wanted = {p["name"]: p["target"] for p in spec["probes"] if p["kind"] == "incluster-http"}
+    # The incluster-http probes are targets of the runner's own probe pod.
+    wanted = {p["name"]: p["target"] for p in spec["probes"] if probe_types()[p["kind"]].in_probe_pod}
     probe, object_probes, objects = None, [], None
     actions = {w: Actions(drill, spec.get("actions") or [], w) for w in ("fault", "after")}
     stack = ExitStack()
@@ -349,17 +346,13 @@ def run(drill) -> None:
             probe = InClusterProbe(cluster, ns, PROBE_POD, {name: targets[t] for name, t in wanted.items()},
                                    interval_seconds=drill.interval_seconds, duration_seconds=total,
                                    node=(drill.topology.workers or [None])[-1]).start()
-            object_probes = [ObjectStateProbe(p["name"], cluster, object_ref(p["object"], ns), p["ok_when"],
-                                              interval_seconds=drill.interval_seconds, max_seconds=total).start()
-                             for p in spec["probes"] if p["kind"] == "object-state"]
-            object_probes += [ImagePullsProbe(p["name"], cluster, object_ref(p["object"], ns)).start()
-                              for p in spec["probes"] if p["kind"] == "image-pulls"]
-            object_probes += [MetricProbe(p["name"], cluster, p["metric"], p.get("labels") or {},
-                                          Bound(p["ok_when"]["op"], p["ok_when"]["value"]),
-                                          source=p.get("source", "apiserver"), namespace=ns,
-                                          interval_seconds=float(p.get("interval_seconds", METRIC_INTERVAL_SECONDS)),
-                                          max_seconds=total).start()
-                              for p in spec["probes"] if p["kind"] == "metric"]
+            # Every other kind is a plug-in that runs in this process (harness/probes/__init__.py).
+            context = ProbeContext(cluster, ns, drill.interval_seconds, total, lambda spec: object_ref(spec, ns))
+            kinds = probe_types()
+            object_probes = []
+            for p in spec["probes"]:
+                if not kinds[p["kind"]].in_probe_pod:
+                    object_probes.append(kinds[p["kind"]].for_scenario(p, context).start())
             # Steady state: every HTTP target has answered before anything is broken.
             healthy = wait_until(lambda: set(wanted) <= {r["target"] for r in probe.results() if r.get("ok")}, 60,
                                  interval_seconds=1.0, description="every probe target answered")

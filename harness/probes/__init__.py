@@ -3,15 +3,31 @@ at a fixed interval (0.5 s by default, so measured times are good to about a sec
 
 Each probe is bounded: it stops by itself after ``max_seconds`` (and ``max_samples``) even if
 nobody calls :meth:`Probe.stop`. One module per probe kind: ``http``, ``api``, ``pods``,
-``incluster``, ``object_state``, ``image_pulls``.
+``incluster``, ``object_state``, ``image_pulls``, ``metric``.
+
+The kinds a data-only scenario may declare (``runner.probes[].kind``) are plug-ins: the
+``kdrill.probes`` entry points (pyproject.toml), kdrill's own and another package's alike
+(:func:`probe_types`). Such a class sets
+
+- ``kind``: the name a scenario uses;
+- ``fields``: each field a scenario may give it (besides ``name`` and ``kind``) -> its JSON Schema
+  (with ``x-expected``, the text an error shows), and ``required``: those it must have;
+- ``in_probe_pod``: True only for ``incluster-http``, whose calls run in the runner's probe pod;
+  every other kind has ``for_scenario(spec, context)`` (``context``: a :class:`ProbeContext`)
+  returning a probe with ``start()`` and ``stop() -> Timeline``;
+- optionally ``problems(spec)``: what the schema cannot say, as (field, expected, got) tuples,
+  checked when the scenario loads.
 """
 
 from __future__ import annotations
 
 import abc
+import functools
 import logging
 import threading
 import time
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from harness.timeline import Sample, Timeline
 
@@ -98,3 +114,36 @@ class Probes:
             if p.name == name:
                 return p
         raise KeyError(f"no probe {name!r} (probes: {', '.join(p.name for p in self.probes)})")
+
+
+ENTRY_POINTS = "kdrill.probes"
+
+
+@functools.cache
+def probe_types() -> dict[str, type]:
+    """Every probe kind a data-only scenario may declare: kind -> class, from the
+    ``kdrill.probes`` entry points. Raises TypeError for an entry whose class is not one (its
+    ``kind`` not the entry's name, or no ``fields``/``required``)."""
+    from importlib.metadata import entry_points
+
+    found = {}
+    for ep in entry_points(group=ENTRY_POINTS):
+        cls = ep.load()
+        if getattr(cls, "kind", None) != ep.name or not isinstance(getattr(cls, "fields", None), dict) \
+                or not set(getattr(cls, "required", ())) <= set(cls.fields):
+            raise TypeError(f"kdrill.probes entry {ep.name} = {ep.value}: not a probe kind (kind, fields, required)")
+        found[ep.name] = cls
+    return found
+
+
+@dataclass
+class ProbeContext:
+    """What a data probe is built with: the cluster, the drill's namespace, the scenario's
+    sampling interval and the probes' bound (seconds), and ``ref(object_spec)``: a probe's
+    ``object`` as a :class:`harness.kube_objects.Ref` (placeholders expanded)."""
+
+    cluster: Any
+    namespace: str
+    interval_seconds: float
+    max_seconds: float
+    ref: Callable[[dict], Any]

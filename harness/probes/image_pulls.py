@@ -22,8 +22,10 @@ Source: "Images", https://kubernetes.io/docs/concepts/containers/images/#serial-
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from harness.kube_objects import Ref
+from harness.probes.object_state import OBJECT_REF_SCHEMA
 from harness.probes.pods import pod_events
 from harness.providers import Cluster
 from harness.timeline import Sample, Timeline
@@ -49,6 +51,20 @@ def pull_samples(events: list[dict]) -> list[Sample]:
 class ImagePullsProbe:
     """The image pulls of Pod ``ref`` as samples (module docstring), read when :meth:`stop` is
     called. ``start`` and ``stop`` as for a :class:`harness.probes.Probe`."""
+
+    kind = "image-pulls"
+    in_probe_pod = False
+    required = ("object",)
+    fields = {"object": OBJECT_REF_SCHEMA}
+
+    @classmethod
+    def problems(cls, spec: dict[str, Any]) -> list[tuple[str, str, str]]:
+        kind = (spec.get("object") or {}).get("kind")
+        return [] if kind == "Pod" else [("object.kind", "Pod: an image-pulls probe reads a Pod's Events", repr(kind))]
+
+    @classmethod
+    def for_scenario(cls, spec: dict[str, Any], context) -> "ImagePullsProbe":
+        return cls(spec["name"], context.cluster, context.ref(spec["object"]))
 
     def __init__(self, name: str, cluster: Cluster, ref: Ref) -> None:
         if ref.kind != "Pod":

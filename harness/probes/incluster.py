@@ -110,6 +110,18 @@ class InClusterProbe:
                     raise
 
 
+class InClusterHttp:
+    """Probe kind ``incluster-http`` of a data-only scenario: calls to the runner's built-in HTTP
+    server's Service, by name or by ClusterIP (``target``). Every such probe of a scenario is one
+    target of the runner's single in-cluster probe pod (:class:`InClusterProbe`), which the
+    runner starts and proves healthy itself: no ``for_scenario``."""
+
+    kind = "incluster-http"
+    in_probe_pod = True
+    required = ("target",)
+    fields = {"target": {"enum": ["name", "clusterip"]}}
+
+
 def service_targets(cluster: Cluster, namespace: str, service: str, selector: str) -> dict[str, str]:
     """The three ways a client in the cluster reaches a Service's pods, as probe targets:
     ``name`` (through CoreDNS, as an absolute name so the pod's search list, and with it any

@@ -73,9 +73,57 @@ def metric_value(exposition: str, metric: str, labels: dict[str, str]) -> float 
     return sum(values) if values else None
 
 
+_NAME_253 = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253}
+# A metric probe's default interval: a kube-apiserver's metrics are about 2 MB a read here.
+DEFAULT_INTERVAL_SECONDS = 2.0
+OPS = ("<=", "<", ">=", ">", "==")  # harness.scenario.OPS (not imported: scenario loads the probe kinds)
+
+
 class MetricProbe(Probe):
     """Read ``metric`` (with ``labels``) from ``source`` every ``interval_seconds``; ``ok`` when
     its value meets ``ok_when`` (a :class:`harness.scenario.Bound`)."""
+
+    kind = "metric"
+    in_probe_pod = False
+    required = ("metric", "ok_when")
+    fields = {
+        "metric": {"type": "string", "pattern": "^[a-zA-Z_:][a-zA-Z0-9_:]*$", "x-expected": "a Prometheus metric name"},
+        "labels": {"type": "object", "additionalProperties": {"type": "string"},
+                   "x-expected": "a mapping of label names to values (strings)"},
+        "source": {"anyOf": [{"enum": ["apiserver"]}, {
+            "type": "object", "additionalProperties": False, "required": ["node"], "properties": {"node": _NAME_253}}, {
+            "type": "object", "additionalProperties": False, "required": ["pod"], "properties": {"pod": {
+                "type": "object", "additionalProperties": False, "required": ["name", "port"],
+                "properties": {"name": _NAME_253,
+                               "namespace": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+                                             "maxLength": 63},
+                               "port": {"type": "integer", "minimum": 1, "maximum": 65535}}}}}],
+            "x-expected": "apiserver, {node: NAME} or {pod: {name: NAME, port: PORT}}"},
+        "interval_seconds": {"type": "number", "minimum": 0.5, "maximum": 60,
+                             "x-expected": "seconds between reads, 0.5 to 60"},
+        "ok_when": {"type": "object", "additionalProperties": False, "required": ["op", "value"],
+                    "properties": {"op": {"enum": list(OPS)}, "value": {"type": "number"}},
+                    "x-expected": "{op, value} for a metric probe: a bound on the value"},
+    }
+
+    @classmethod
+    def problems(cls, spec: dict[str, Any]) -> list[tuple[str, str, str]]:
+        try:
+            metrics_path(spec.get("source", "apiserver"), "default")
+        except ValueError:
+            return [("source", "apiserver, {node: NAME} or {pod: {name: NAME, port: PORT[, namespace: NS]}} with "
+                     "names the API takes", repr(spec.get("source")))]
+        return []
+
+    @classmethod
+    def for_scenario(cls, spec: dict[str, Any], context) -> "MetricProbe":
+        from harness.scenario import Bound
+
+        return cls(spec["name"], context.cluster, spec["metric"], spec.get("labels") or {},
+                   Bound(spec["ok_when"]["op"], spec["ok_when"]["value"]), source=spec.get("source", "apiserver"),
+                   namespace=context.namespace,
+                   interval_seconds=float(spec.get("interval_seconds", DEFAULT_INTERVAL_SECONDS)),
+                   max_seconds=context.max_seconds)
 
     def __init__(self, name: str, cluster: Cluster, metric: str, labels: dict[str, str], ok_when,
                  source: str | dict[str, Any] = "apiserver", namespace: str = "default",

@@ -49,8 +49,34 @@ def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
     raise ValueError(f"ok_when must be 'absent', 'present', 'deleting' or {{condition, status}}, got {ok_when!r}")
 
 
+OBJECT_REF_SCHEMA = {
+    "type": "object", "additionalProperties": False, "required": ["kind", "name"],
+    "properties": {"kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
+                   "name": {"type": "string", "minLength": 1, "maxLength": 253},
+                   "namespace": {"type": "string", "minLength": 1, "maxLength": 63}},
+    "x-expected": "a mapping {kind, name[, namespace]}",
+}
+
+
 class ObjectStateProbe(Probe):
     """Read ``ref`` every ``interval_seconds``; ``ok`` when :func:`holds` ``ok_when``."""
+
+    kind = "object-state"
+    in_probe_pod = False
+    required = ("object", "ok_when")
+    fields = {
+        "object": OBJECT_REF_SCHEMA,
+        "ok_when": {"anyOf": [{"enum": ["absent", "present", "deleting"]}, {
+            "type": "object", "additionalProperties": False, "required": ["condition", "status"],
+            "properties": {"condition": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9]*$"},
+                           "status": {"enum": list(CONDITION_STATUSES)}}}],
+            "x-expected": "absent, present, deleting, or {condition: TYPE, status: \"True\"|\"False\"|\"Unknown\"}"},
+    }
+
+    @classmethod
+    def for_scenario(cls, spec: dict[str, Any], context) -> "ObjectStateProbe":
+        return cls(spec["name"], context.cluster, context.ref(spec["object"]), spec["ok_when"],
+                   interval_seconds=context.interval_seconds, max_seconds=context.max_seconds)
 
     def __init__(self, name: str, cluster: Cluster, ref: Ref, ok_when: str | dict[str, Any],
                  timeout_seconds: float = 2.0, **kwargs) -> None:

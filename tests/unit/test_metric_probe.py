@@ -126,7 +126,8 @@ METRIC_PROBE = 4  # runner.probes index of the metric probe in apiservice-unavai
 
 @pytest.mark.parametrize("edit, field, expected", [
     (lambda p: p.pop("ok_when"), "ok_when", "a ok_when for a metric probe"),
-    (lambda p: p.update(ok_when="present"), "ok_when", "{op, value} for a metric probe"),
+    (lambda p: p.update(ok_when="present"), "ok_when", "a mapping"),
+    (lambda p: p.update(ok_when={"op": "~", "value": 1}), "ok_when.op", "one of"),
     (lambda p: p.update(object={"kind": "Pod", "name": "x"}), "object", "no object"),
     (lambda p: p.update(metric="not a metric"), "metric", "a Prometheus metric name"),
     (lambda p: p.update(source={"node": "../x"}), "source", "apiserver, {node: NAME}"),

@@ -49,6 +49,10 @@ class FakeObjectProbe:
     def __init__(self, name, *args, **kwargs) -> None:
         self.name = name
 
+    @classmethod
+    def for_scenario(cls, spec, context):
+        return cls(spec["name"])
+
     def start(self):
         return self
 
@@ -114,8 +118,9 @@ def stubbed(monkeypatch):
     monkeypatch.setattr(runner, "deploy_http_server", lambda *a, **k: None)
     monkeypatch.setattr(runner, "service_targets", lambda *a, **k: {"name": "http://web", "clusterip": "http://10.96.0.1"})
     monkeypatch.setattr(runner, "InClusterProbe", FakeProbe)
-    for probe_type in ("ObjectStateProbe", "ImagePullsProbe", "MetricProbe"):
-        monkeypatch.setattr(runner, probe_type, FakeObjectProbe)
+    kinds = {kind: type(kind, (FakeObjectProbe,), {"in_probe_pod": kind == "incluster-http"})
+             for kind in ("incluster-http", "object-state", "image-pulls", "metric")}
+    monkeypatch.setattr(runner, "probe_types", lambda: kinds)
     monkeypatch.setattr(runner, "fault_class", lambda kind: FakeFault)
     monkeypatch.setattr(runner, "set_up_registries", fake_registries)
     monkeypatch.setattr(runner, "injected", fake_injected)

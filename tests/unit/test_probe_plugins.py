@@ -1,0 +1,72 @@
+"""Probe kinds are plug-ins (entry points ``kdrill.probes``): kdrill's own four are found there,
+each declares the fields a scenario may give it, and a kind another package installs is
+validated with its own fields, like the built-in ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import probes
+from harness.scenario import ScenarioError
+from scenario_copies import load_edited
+
+
+def test_the_built_in_kinds_are_entry_points_with_their_fields():
+    kinds = probes.probe_types()
+    assert sorted(kinds) == ["image-pulls", "incluster-http", "metric", "object-state"]
+    assert [k for k, cls in kinds.items() if cls.in_probe_pod] == ["incluster-http"]
+    for kind, cls in kinds.items():
+        assert cls.kind == kind and set(cls.required) <= set(cls.fields)
+        assert cls.in_probe_pod or callable(getattr(cls, "for_scenario", None)), kind
+
+
+class QueueDepth:
+    """A team's own probe kind, as another package would install it."""
+    kind = "queue-depth"
+    in_probe_pod = False
+    required = ("queue",)
+    fields = {"queue": {"type": "string", "pattern": "^[a-z]+$", "x-expected": "a queue name"},
+              "max_depth": {"type": "integer", "minimum": 0, "x-expected": "a whole number of messages"}}
+
+    @classmethod
+    def problems(cls, spec):
+        return [("queue", "a queue other than 'dead'", "'dead'")] if spec.get("queue") == "dead" else []
+
+
+@pytest.fixture
+def with_plugin(monkeypatch):
+    kinds = {**probes.probe_types(), "queue-depth": QueueDepth}
+    monkeypatch.setattr(probes, "probe_types", lambda: kinds)
+
+
+def add_probe(**fields):
+    def edit(d):
+        d["runner"]["probes"].append({"name": "queue", "kind": "queue-depth", **fields})
+    return edit
+
+
+def test_a_plugin_kind_is_accepted_with_its_own_fields(tmp_path, with_plugin):
+    scenario = load_edited(tmp_path, "service-blackhole", add_probe(queue="orders", max_depth=10))
+    assert scenario.runner["probes"][-1]["kind"] == "queue-depth"
+
+
+@pytest.mark.parametrize("fields, field, expected", [
+    ({}, "queue", "a queue for a queue-depth probe"),
+    ({"queue": "orders", "target": "name"}, "target", "no target: a queue-depth probe takes queue, max_depth"),
+    ({"queue": "Orders"}, "queue", "a queue name"),
+    ({"queue": "orders", "max_depth": -1}, "max_depth", "a whole number of messages"),
+    ({"queue": "dead"}, "queue", "a queue other than 'dead'"),
+])
+def test_a_plugin_kinds_fields_are_checked_as_it_declares(tmp_path, with_plugin, fields, field, expected):
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "service-blackhole", add_probe(**fields))
+    assert info.value.field == f"runner.probes[2].{field}", str(info.value)
+    assert expected in info.value.expected
+
+
+def test_a_kind_nobody_installed_names_the_installed_ones(tmp_path):
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "service-blackhole", add_probe(queue="orders"))
+    assert info.value.field == "runner.probes[2].kind"
+    assert "an installed probe kind (kdrill.probes): image-pulls, incluster-http, metric, object-state" \
+        in info.value.expected
