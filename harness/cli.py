@@ -403,6 +403,7 @@ def cmd_new(args: argparse.Namespace) -> int:
 
     from harness.faults import fault_class, fault_kinds
     from harness.measures import measure_kinds
+    from harness.probes import probe_types
     from harness.scenario import MAX_NAME_LENGTH
 
     if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", args.name) or len(args.name) > MAX_NAME_LENGTH:
@@ -414,7 +415,8 @@ def cmd_new(args: argparse.Namespace) -> int:
     kinds = [k for k in fault_kinds() if hasattr(fault_class(k), "for_scenario")]
     text = Environment(loader=PackageLoader("harness", "templates"), keep_trailing_newline=True).get_template(
         "scenario.yaml.j2").render(name=args.name, path=path, kinds=", ".join(kinds),
-                                   measures=", ".join(measure_kinds()))
+                                   measures=", ".join(measure_kinds()),
+                                   probe_kinds=", ".join(sorted(probe_types())))
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("x", encoding="utf-8") as out:
         out.write(text)
