@@ -30,7 +30,7 @@ The path a drill takes, in named, timed phases:
    declared objects are deleted, newest first, before the namespace.
 5. Each expectation's ``measure`` is computed by harness/measures.py over its probe's samples in
    its window; the vital signs are watched around all of it by the plugin, as for any drill.
-   The Events of the Pods the object-state probes watched are recorded as they were at the end
+   The Events of the Pods the probes watched are recorded as they were at the end
    (``observations.pod_events``).
 
 The windows are timed waits by design (how long the platform is watched), not synchronisation.
@@ -45,17 +45,17 @@ from contextlib import ExitStack
 from typing import Any
 
 from harness import kube_objects, measures
+from harness.components.registry import container_name, image_tag, registry_host
+from harness.components.webhook import WebhookTLS, generate_webhook_tls
 from harness.expectations import wait_until
 from harness.faults import FaultError, fault_class, injected
 from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
+from harness.faults.drill_registry import DrillRegistry
+from harness.images import Build
 from harness.kube_objects import Ref
 from harness.probes import ProbeContext, probe_types
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.pods import pod_events
-from harness.components.registry import container_name, image_tag, registry_host
-from harness.components.webhook import WebhookTLS, generate_webhook_tls
-from harness.faults.drill_registry import DrillRegistry
-from harness.images import Build
 from harness.scenario import ScenarioError
 from harness.timeline import Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
@@ -193,7 +193,7 @@ def object_ref(spec: dict, namespace: str) -> Ref:
 
 
 def record_pod_events(drill, refs: list[Ref]) -> None:
-    """The Events of every Pod an object-state probe watched, before the objects go
+    """The Events of every Pod a probe watched (its ``object``), before the objects go
     (``observations.pod_events``: pod -> events, :func:`harness.probes.pods.pod_events`; a kubelet
     Pulled event says how long its pull request waited). Facts, not measures: a read that fails
     is recorded as its error, not raised."""
@@ -212,8 +212,9 @@ def set_up_registries(drill, stack: ExitStack) -> dict[str, str]:
     for it, through the ledger (kind ``drill-registry``, removed when ``stack`` closes, after
     the declared objects), then its images pushed: Kubernetes' pause image (under 1 MB: a push
     takes about a second, where the toolbox's 226 MB took 20 s) plus a file naming the run, so
-    every node has to pull it; its container runs ``/pause``. Returns image name -> reference; records what was pushed,
-    with its digest and the time it took (``observations.registries``). Raises RegistryError."""
+    every node has to pull it; its container runs ``/pause``. Returns image name -> reference;
+    records what was pushed, with its digest and the time it took (``observations.registries``).
+    Raises RegistryError."""
     cluster, images, evidence = drill.cluster, {}, {}
     nodes = cluster.nodes_by_role.get("control-plane", []) + cluster.nodes_by_role.get("worker", [])
     tag, base = image_tag(drill.record.run_id), Build().tags["pause"]
