@@ -54,7 +54,7 @@ from harness.faults.drill_registry import DrillRegistry
 from harness.images import Build
 from harness.kube_objects import Ref
 from harness.probes import ProbeContext, probe_types
-from harness.probes.incluster import InClusterProbe, service_targets
+from harness.probes.incluster import InClusterProbe, lookups, service_targets
 from harness.probes.pods import pod_events
 from harness.scenario import ScenarioError
 from harness.timeline import Timeline
@@ -319,8 +319,10 @@ def run(drill) -> None:
         raise ScenarioError(scenario.path, "workload.manifests", f"workers this cluster has ({workers}: "
                             + (f"$(worker_1) to $(worker_{workers})" if workers else "none") + ")",
                             ", ".join(f"$({p})" for p in beyond))
-    # The incluster-http probes are targets of the runner's own probe pod.
-    wanted = {p["name"]: p["target"] for p in spec["probes"] if probe_types()[p["kind"]].in_probe_pod}
+    # The incluster-http and incluster-dns probes are targets of the runner's own probe pod (a
+    # lookup is a call by name whose samples are read for the lookup: incluster.lookups).
+    wanted = {p["name"]: p.get("target", "name") for p in spec["probes"] if probe_types()[p["kind"]].in_probe_pod}
+    dns_views = [p["name"] for p in spec["probes"] if p["kind"] == "incluster-dns"]
     probe, object_probes, objects = None, [], None
     actions = {w: Actions(drill, spec.get("actions") or [], w) for w in ("fault", "after")}
     stack = ExitStack()
@@ -398,6 +400,7 @@ def run(drill) -> None:
             timelines = {p.name: p.stop() for p in object_probes}
             if probe is not None and probe.started:
                 timelines = {**probe.timelines(), **timelines}
+                timelines.update({name: lookups(timelines[name], name) for name in dns_views if name in timelines})
             drill.add_timelines(timelines)
             done = actions["fault"].results + actions["after"].results
             if done:

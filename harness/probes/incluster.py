@@ -122,6 +122,34 @@ class InClusterHttp:
     fields = {"target": {"enum": ["name", "clusterip"]}}
 
 
+class InClusterDns:
+    """Probe kind ``incluster-dns`` of a data-only scenario: lookups of the runner's Service's
+    name from the runner's probe pod, as its resolver makes them (the pod's ``ndots``, search
+    path and CoreDNS). It is a target of the probe pod like a by-name call, and its samples say
+    whether the *name resolved* (:func:`lookups`), whatever the HTTP call after it did: a call
+    that fails on a dropped endpoint is a good lookup, one that fails to resolve is not. Only the
+    drill's own Service is looked up, so no query leaves the cluster."""
+
+    kind = "incluster-dns"
+    in_probe_pod = True
+    required = ()
+    fields: dict = {}
+
+
+def lookups(timeline: Timeline, name: str) -> Timeline:
+    """The lookups in an in-cluster probe's by-name ``timeline``, as the timeline ``name``: ok
+    when the name resolved (the probe logs how long getaddrinfo took), latency the lookup's
+    seconds; a sample whose lookup failed keeps its error ("dns: ...")."""
+    out = Timeline(name)
+    for sample in timeline.samples():
+        resolved = "resolve_seconds" in sample.labels
+        out.add(Sample(t=sample.t, ok=resolved,
+                       latency_seconds=float(sample.labels["resolve_seconds"]) if resolved else sample.latency_seconds,
+                       detail=f"resolved in {float(sample.labels['resolve_seconds']):.3f} s" if resolved else sample.detail,
+                       labels={"target": name}))
+    return out
+
+
 def service_targets(cluster: Cluster, namespace: str, service: str, selector: str) -> dict[str, str]:
     """The three ways a client in the cluster reaches a Service's pods, as probe targets:
     ``name`` (through CoreDNS, as an absolute name so the pod's search list, and with it any

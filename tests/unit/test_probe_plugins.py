@@ -13,8 +13,8 @@ from scenario_copies import load_edited
 
 def test_the_built_in_kinds_are_entry_points_with_their_fields():
     kinds = probes.probe_types()
-    assert sorted(kinds) == ["image-pulls", "incluster-http", "metric", "object-state"]
-    assert [k for k, cls in kinds.items() if cls.in_probe_pod] == ["incluster-http"]
+    assert sorted(kinds) == ["image-pulls", "incluster-dns", "incluster-http", "metric", "object-state"]
+    assert sorted(k for k, cls in kinds.items() if cls.in_probe_pod) == ["incluster-dns", "incluster-http"]
     for kind, cls in kinds.items():
         assert cls.kind == kind and set(cls.required) <= set(cls.fields)
         assert cls.in_probe_pod or callable(getattr(cls, "for_scenario", None)), kind
@@ -68,5 +68,25 @@ def test_a_kind_nobody_installed_names_the_installed_ones(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_edited(tmp_path, "service-blackhole", add_probe(queue="orders"))
     assert info.value.field == "runner.probes[2].kind"
-    assert "an installed probe kind (kdrill.probes): image-pulls, incluster-http, metric, object-state" \
+    assert "an installed probe kind (kdrill.probes): image-pulls, incluster-dns, incluster-http, metric, object-state" \
         in info.value.expected
+
+
+def test_lookups_are_the_by_name_calls_resolution_whatever_the_call_did():
+    from harness.probes.incluster import lookups
+    from harness.timeline import Sample, Timeline
+
+    calls = Timeline("lookups")
+    calls.add(Sample(t=1.0, ok=True, latency_seconds=0.02, detail="HTTP 200", labels={"resolve_seconds": "0.004"}))
+    calls.add(Sample(t=2.0, ok=False, latency_seconds=0.01, detail="ConnectionRefusedError: refused",
+                     labels={"resolve_seconds": "0.003"}))  # resolved, then the endpoint was gone
+    calls.add(Sample(t=3.0, ok=False, latency_seconds=0.5, detail="dns: [Errno -3] Temporary failure in name resolution"))
+    samples = lookups(calls, "lookups").samples()
+    assert [(s.ok, s.latency_seconds) for s in samples] == [(True, 0.004), (True, 0.003), (False, 0.5)]
+    assert samples[2].detail.startswith("dns:")
+
+
+def test_a_dns_probe_takes_no_target(tmp_path):
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "coredns-scaled-to-zero", lambda d: d["runner"]["probes"][2].update(target="clusterip"))
+    assert info.value.field == "runner.probes[2].target" and "no target" in info.value.expected
