@@ -136,3 +136,35 @@ class ApiUpdateProbe(Probe):
         except Exception as exc:
             return failed(started, exc)
         return Sample(t=started, ok=True, latency_seconds=time.time() - started, detail="updated")
+
+
+class ApiRead:
+    """Probe kind ``api-read`` of a data-only scenario: a consistent LIST of ConfigMaps in the
+    drill's namespace every interval (:class:`ApiReadProbe`: served from etcd by quorum)."""
+
+    kind = "api-read"
+    in_probe_pod = False
+    required = ()
+    fields: dict = {}
+
+    @classmethod
+    def for_scenario(cls, spec: dict, context) -> ApiReadProbe:
+        return ApiReadProbe(spec["name"], context.cluster, context.namespace,
+                            interval_seconds=context.interval_seconds, max_seconds=context.max_seconds)
+
+
+class ApiWrite:
+    """Probe kind ``api-write`` of a data-only scenario: an UPDATE of one ConfigMap in the drill's
+    namespace every interval (:class:`ApiUpdateProbe`, ConfigMap ``kdrill-write-<probe name>``,
+    created by the first sample, deleted with the namespace): a write that goes through
+    admission (every webhook that matches ConfigMap UPDATE there) and needs etcd's quorum."""
+
+    kind = "api-write"
+    in_probe_pod = False
+    required = ()
+    fields: dict = {}
+
+    @classmethod
+    def for_scenario(cls, spec: dict, context) -> ApiUpdateProbe:
+        return ApiUpdateProbe(spec["name"], context.cluster, context.namespace, f"kdrill-write-{spec['name']}",
+                              interval_seconds=context.interval_seconds, max_seconds=context.max_seconds)

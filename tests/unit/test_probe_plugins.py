@@ -13,7 +13,8 @@ from scenario_copies import load_edited
 
 def test_the_built_in_kinds_are_entry_points_with_their_fields():
     kinds = probes.probe_types()
-    assert sorted(kinds) == ["image-pulls", "incluster-dns", "incluster-http", "metric", "object-state"]
+    assert sorted(kinds) == ["api-read", "api-write", "image-pulls", "incluster-dns", "incluster-http", "metric",
+                             "object-state"]
     assert sorted(k for k, cls in kinds.items() if cls.in_probe_pod) == ["incluster-dns", "incluster-http"]
     for kind, cls in kinds.items():
         assert cls.kind == kind and set(cls.required) <= set(cls.fields)
@@ -68,8 +69,8 @@ def test_a_kind_nobody_installed_names_the_installed_ones(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_edited(tmp_path, "service-blackhole", add_probe(queue="orders"))
     assert info.value.field == "runner.probes[2].kind"
-    assert "an installed probe kind (kdrill.probes): image-pulls, incluster-dns, incluster-http, metric, object-state" \
-        in info.value.expected
+    assert ("an installed probe kind (kdrill.probes): api-read, api-write, image-pulls, incluster-dns, "
+            "incluster-http, metric, object-state") in info.value.expected
 
 
 def test_lookups_are_the_by_name_calls_resolution_whatever_the_call_did():
@@ -90,3 +91,19 @@ def test_a_dns_probe_takes_no_target(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_edited(tmp_path, "coredns-scaled-to-zero", lambda d: d["runner"]["probes"][2].update(target="clusterip"))
     assert info.value.field == "runner.probes[2].target" and "no target" in info.value.expected
+
+
+def test_api_probes_read_and_write_in_the_drills_namespace():
+    from harness.probes.api import ApiRead, ApiReadProbe, ApiUpdateProbe, ApiWrite
+
+    class Cluster:
+        def new_api(self):
+            return None
+
+    context = probes.ProbeContext(Cluster(), "kdrill-x", 0.5, 100, ref=lambda spec: None)
+    write = ApiWrite.for_scenario({"name": "writes", "kind": "api-write"}, context)
+    assert isinstance(write, ApiUpdateProbe)
+    assert (write.namespace, write.object_name, write.interval_seconds, write.max_seconds) == \
+        ("kdrill-x", "kdrill-write-writes", 0.5, 100)
+    read = ApiRead.for_scenario({"name": "reads", "kind": "api-read"}, context)
+    assert isinstance(read, ApiReadProbe) and read.namespace == "kdrill-x" and read.resource_version is None
