@@ -840,7 +840,8 @@ def _check_runner(path: Path, data: dict) -> None:
     registry = (data["fault"].get("params") or {}).get("registry")
     declared = [r["name"] for r in (data.get("workload") or {}).get("registries") or []]
     if data["fault"]["kind"] == "registry-outage" and registry not in declared:
-        raise ScenarioError(path, "fault.params.registry", f"one of workload.registries: {', '.join(declared) or '(none declared)'}",
+        raise ScenarioError(path, "fault.params.registry",
+                            f"one of workload.registries: {', '.join(declared) or '(none declared)'}",
                             repr(registry) if registry is not None else "nothing")
     if guard is not None and guard["max_failing_seconds"] >= data["runner"]["windows"]["hold_seconds"]:
         raise ScenarioError(path, "runner.abort.max_failing_seconds", "fewer seconds than runner.windows."
