@@ -82,3 +82,10 @@ def test_a_short_expected_time_is_given_in_seconds_not_as_0_min(tmp_path: Path, 
     assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", "service-without-endpoints"]) == 0
     out = capsys.readouterr().out
     assert "expected drill time: about 45 s" in out and "about 0 min" not in out
+
+
+def test_plan_names_a_data_only_scenarios_registries_and_probes(tmp_path: Path, capsys) -> None:
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", "serial-image-pull"]) == 0
+    out = capsys.readouterr().out
+    assert "container kdrill-registry-<cluster>-stuck" in out and "images pushed: app" in out
+    assert "queued-pulls (image-pulls)" in out and "by-name (incluster-http)" in out
