@@ -96,7 +96,9 @@ _EXPECTATION: dict[str, Any] = {
     },
 }
 
-_OBJECT_REF = {
+# An object a probe reads or an action acts on (also the schema of the object-state and
+# image-pulls probe kinds' ``object`` field).
+OBJECT_REF_SCHEMA = {
     "type": "object", "additionalProperties": False, "required": ["kind", "name"],
     "properties": {"kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
                    "name": {"type": "string", "minLength": 1, "maxLength": 253},
@@ -236,9 +238,9 @@ SCHEMA: dict[str, Any] = {
                             "after_seconds": {"type": "number", "minimum": 0, "maximum": 600,
                                               "x-expected": "seconds from the window's start, 0 to 600"},
                             # the object is deleted (as kubectl delete does)
-                            "delete": _OBJECT_REF,
+                            "delete": OBJECT_REF_SCHEMA,
                             # a Pod is evicted through the Eviction API (as a node drain does)
-                            "evict": _OBJECT_REF,
+                            "evict": OBJECT_REF_SCHEMA,
                         },
                     },
                 },

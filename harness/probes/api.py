@@ -138,14 +138,20 @@ class ApiUpdateProbe(Probe):
         return Sample(t=started, ok=True, latency_seconds=time.time() - started, detail="updated")
 
 
-class ApiRead:
-    """Probe kind ``api-read`` of a data-only scenario: a consistent LIST of ConfigMaps in the
-    drill's namespace every interval (:class:`ApiReadProbe`: served from etcd by quorum)."""
+class _InDrillNamespace:
+    """A probe kind of a data-only scenario that reads or writes in the drill's namespace and
+    takes no field of its own (harness/probes/__init__.py)."""
 
-    kind = "api-read"
     in_probe_pod = False
     required = ()
     fields: dict = {}
+
+
+class ApiRead(_InDrillNamespace):
+    """Probe kind ``api-read``: a consistent LIST of ConfigMaps in the drill's namespace every
+    interval (:class:`ApiReadProbe`: served from etcd by quorum)."""
+
+    kind = "api-read"
 
     @classmethod
     def for_scenario(cls, spec: dict, context) -> ApiReadProbe:
@@ -153,16 +159,13 @@ class ApiRead:
                             interval_seconds=context.interval_seconds, max_seconds=context.max_seconds)
 
 
-class ApiWrite:
-    """Probe kind ``api-write`` of a data-only scenario: an UPDATE of one ConfigMap in the drill's
-    namespace every interval (:class:`ApiUpdateProbe`, ConfigMap ``kdrill-write-<probe name>``,
-    created by the first sample, deleted with the namespace): a write that goes through
-    admission (every webhook that matches ConfigMap UPDATE there) and needs etcd's quorum."""
+class ApiWrite(_InDrillNamespace):
+    """Probe kind ``api-write``: an UPDATE of one ConfigMap in the drill's namespace every
+    interval (:class:`ApiUpdateProbe`, ConfigMap ``kdrill-write-<probe name>``, created by the
+    first sample, deleted with the namespace): a write that goes through admission (every
+    webhook that matches ConfigMap UPDATE there) and needs etcd's quorum."""
 
     kind = "api-write"
-    in_probe_pod = False
-    required = ()
-    fields: dict = {}
 
     @classmethod
     def for_scenario(cls, spec: dict, context) -> ApiUpdateProbe:

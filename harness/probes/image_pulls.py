@@ -25,9 +25,9 @@ import time
 from typing import Any
 
 from harness.kube_objects import Ref
-from harness.probes.object_state import OBJECT_REF_SCHEMA
 from harness.probes.pods import pod_events
 from harness.providers import Cluster
+from harness.scenario import OBJECT_REF_SCHEMA
 from harness.timeline import Sample, Timeline
 
 

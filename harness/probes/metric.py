@@ -34,6 +34,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.probes import Probe
 from harness.providers import Cluster
+from harness.scenario import OPS
 from harness.timeline import Sample
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -76,7 +77,6 @@ def metric_value(exposition: str, metric: str, labels: dict[str, str]) -> float 
 _NAME_253 = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253}
 # A metric probe's default interval: a kube-apiserver's metrics are about 2 MB a read here.
 DEFAULT_INTERVAL_SECONDS = 2.0
-OPS = ("<=", "<", ">=", ">", "==")  # harness.scenario.OPS (not imported: scenario loads the probe kinds)
 
 
 class MetricProbe(Probe):

@@ -27,6 +27,7 @@ from harness.kube_objects import Ref
 from harness.probes import Probe
 from harness.probes.api import failed
 from harness.providers import Cluster
+from harness.scenario import OBJECT_REF_SCHEMA
 from harness.timeline import Sample
 
 CONDITION_STATUSES = ("True", "False", "Unknown")
@@ -47,15 +48,6 @@ def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
         found = kube_objects.condition(obj, ok_when["condition"])
         return found is not None and found.get("status") == ok_when["status"]
     raise ValueError(f"ok_when must be 'absent', 'present', 'deleting' or {{condition, status}}, got {ok_when!r}")
-
-
-OBJECT_REF_SCHEMA = {
-    "type": "object", "additionalProperties": False, "required": ["kind", "name"],
-    "properties": {"kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
-                   "name": {"type": "string", "minLength": 1, "maxLength": 253},
-                   "namespace": {"type": "string", "minLength": 1, "maxLength": 63}},
-    "x-expected": "a mapping {kind, name[, namespace]}",
-}
 
 
 class ObjectStateProbe(Probe):
