@@ -54,7 +54,7 @@ from harness.faults.drill_registry import DrillRegistry
 from harness.images import Build
 from harness.kube_objects import Ref
 from harness.probes import ProbeContext, probe_types
-from harness.probes.incluster import InClusterProbe, lookups, service_targets
+from harness.probes.incluster import LATE_SLACK_SECONDS, InClusterProbe, lookups, service_targets
 from harness.probes.pods import pod_events
 from harness.scenario import ScenarioError
 from harness.timeline import Timeline
@@ -400,7 +400,8 @@ def run(drill) -> None:
             timelines = {p.name: p.stop() for p in object_probes}
             if probe is not None and probe.started:
                 timelines = {**probe.timelines(), **timelines}
-                timelines.update({name: lookups(timelines[name], name) for name in dns_views if name in timelines})
+                budget = probe.timeout_seconds + LATE_SLACK_SECONDS  # as for a late call (incluster.py)
+                timelines.update({name: lookups(timelines[name], name, budget) for name in dns_views if name in timelines})
             drill.add_timelines(timelines)
             done = actions["fault"].results + actions["after"].results
             if done:

@@ -136,17 +136,24 @@ class InClusterDns:
     fields: dict = {}
 
 
-def lookups(timeline: Timeline, name: str) -> Timeline:
+def lookups(timeline: Timeline, name: str, budget_seconds: float) -> Timeline:
     """The lookups in an in-cluster probe's by-name ``timeline``, as the timeline ``name``: ok
-    when the name resolved (the probe logs how long getaddrinfo took), latency the lookup's
-    seconds; a sample whose lookup failed keeps its error ("dns: ...")."""
+    when the name resolved within ``budget_seconds`` (the probe logs how long getaddrinfo took),
+    latency the lookup's seconds. A lookup that resolved only later is a failure, as a late call
+    is (with CoreDNS gone, the resolver waits its 5 s timeout and asks again: lookups made just
+    before CoreDNS returned resolved 5.0 s later, measured); one that failed keeps its error
+    ("dns: ...")."""
     out = Timeline(name)
     for sample in timeline.samples():
-        resolved = "resolve_seconds" in sample.labels
-        out.add(Sample(t=sample.t, ok=resolved,
-                       latency_seconds=float(sample.labels["resolve_seconds"]) if resolved else sample.latency_seconds,
-                       detail=f"resolved in {float(sample.labels['resolve_seconds']):.3f} s" if resolved else sample.detail,
-                       labels={"target": name}))
+        seconds = float(sample.labels["resolve_seconds"]) if "resolve_seconds" in sample.labels else None
+        if seconds is None:
+            ok, detail = False, sample.detail
+        elif seconds > budget_seconds:
+            ok, detail = False, f"resolved only after {seconds:.2f} s, over the {budget_seconds:.2f} s budget"
+        else:
+            ok, detail = True, f"resolved in {seconds:.3f} s"
+        out.add(Sample(t=sample.t, ok=ok, latency_seconds=seconds if seconds is not None else sample.latency_seconds,
+                       detail=detail, labels={"target": name}))
     return out
 
 

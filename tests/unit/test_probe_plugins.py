@@ -82,9 +82,11 @@ def test_lookups_are_the_by_name_calls_resolution_whatever_the_call_did():
     calls.add(Sample(t=2.0, ok=False, latency_seconds=0.01, detail="ConnectionRefusedError: refused",
                      labels={"resolve_seconds": "0.003"}))  # resolved, then the endpoint was gone
     calls.add(Sample(t=3.0, ok=False, latency_seconds=0.5, detail="dns: [Errno -3] Temporary failure in name resolution"))
-    samples = lookups(calls, "lookups").samples()
-    assert [(s.ok, s.latency_seconds) for s in samples] == [(True, 0.004), (True, 0.003), (False, 0.5)]
-    assert samples[2].detail.startswith("dns:")
+    # Resolved, but only after the resolver's 5 s timeout and a second attempt: late, so failed.
+    calls.add(Sample(t=4.0, ok=False, latency_seconds=5.06, detail="took 5.06 s", labels={"resolve_seconds": "5.056"}))
+    samples = lookups(calls, "lookups", 1.25).samples()
+    assert [(s.ok, s.latency_seconds) for s in samples] == [(True, 0.004), (True, 0.003), (False, 0.5), (False, 5.056)]
+    assert samples[2].detail.startswith("dns:") and "over the 1.25 s budget" in samples[3].detail
 
 
 def test_a_dns_probe_takes_no_target(tmp_path):
