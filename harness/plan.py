@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from harness.components.registry import registry_host
 from harness.faults import fault_class
 from harness.history import list_runs
 from harness.scenario import Scenario
@@ -78,7 +79,7 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"  access     {'node containers (kind) and the API' if s.needs_node_access else 'the API only'}; "
                 f"cluster config {s.cluster_config}",
                 *([f"  registry   container kdrill-registry-<cluster>-{r['name']} beside the nodes, pulled from as "
-                   f"kdrill-registry-{r['name']}:5000 (each node's containerd told so), images pushed: "
+                   f"{registry_host(r['name'])} (each node's containerd told so), images pushed: "
                    f"{', '.join(r['images'])} (removed after the drill, with what the nodes pulled)"
                    for r in s.workload.get("registries") or []]),
                 *([f"  creates    {', '.join(_ref_text(m['kind'], m['metadata']['name'], m['metadata'].get('namespace')) for m in s.workload['manifests'])}"

@@ -12,7 +12,8 @@ The kinds a data-only scenario may declare (``runner.probes[].kind``) are plug-i
 - ``kind``: the name a scenario uses;
 - ``fields``: each field a scenario may give it (besides ``name`` and ``kind``) -> its JSON Schema
   (with ``x-expected``, the text an error shows), and ``required``: those it must have;
-- ``in_probe_pod``: True only for ``incluster-http``, whose calls run in the runner's probe pod;
+- ``in_probe_pod``: True only for ``incluster-http`` and ``incluster-dns``, whose calls run in
+  the runner's probe pod;
   every other kind has ``for_scenario(spec, context)`` (``context``: a :class:`ProbeContext`)
   returning a probe with ``start()`` and ``stop() -> Timeline``;
 - optionally ``problems(spec)``: what the schema cannot say, as (field, expected, got) tuples,

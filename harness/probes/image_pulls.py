@@ -11,8 +11,9 @@ until the pull before it on that node completes. Each ``Pulled`` event becomes o
   (including-waiting minus the pull's own time), so ``max_latency_seconds`` is the longest wait;
 - ``detail``: the event's message.
 
-A ``Failed`` event "Failed to pull image ..." is a failed sample at its time. The Events are read once, when the
-probe stops (before the drill's objects are deleted): what a sample says is what the kubelet
+A ``Failed`` event "Failed to pull image ..." is a failed sample at its time. The Events are
+read once, when the probe stops (before the drill's objects are deleted): what a sample says is
+what the kubelet
 reported, not a clock this machine kept. A read that fails is one failed sample with
 ``labels["error"]``, so no measure mistakes it for a pull.
 
@@ -25,6 +26,7 @@ import time
 from typing import Any
 
 from harness.kube_objects import Ref
+from harness.probes.api import failed
 from harness.probes.pods import pod_events
 from harness.providers import Cluster
 from harness.scenario import OBJECT_REF_SCHEMA
@@ -76,11 +78,11 @@ class ImagePullsProbe:
         return self
 
     def stop(self) -> Timeline:
+        started = time.time()
         try:
             samples = pull_samples(pod_events(self.cluster, self.ref.namespace, self.ref.name))
-        except Exception as exc:  # recorded as what it is, never as a pull
-            samples = [Sample(t=time.time(), ok=False, detail=f"{type(exc).__name__}: {exc}"[:500],
-                              labels={"error": type(exc).__name__})]
+        except Exception as exc:  # recorded as what it is (classified as the API probes do), never as a pull
+            samples = [failed(started, exc)]
         for sample in samples:
             self.timeline.add(sample)
         return self.timeline

@@ -33,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.probes import Probe
+from harness.probes.api import failed
 from harness.providers import Cluster
 from harness.scenario import OPS
 from harness.timeline import Sample
@@ -145,9 +146,8 @@ class MetricProbe(Probe):
             if not 200 <= response.status < 300:
                 raise ApiException(http_resp=response)
             value = metric_value(response.data.decode("utf-8", errors="replace"), self.metric, self.labels)
-        except Exception as exc:  # recorded as what it is, never as a value
-            return Sample(t=started, ok=False, latency_seconds=time.time() - started,
-                          detail=f"{type(exc).__name__}: {exc}"[:500], labels={"error": type(exc).__name__})
+        except Exception as exc:  # recorded as what it is (classified as the API probes do), never as a value
+            return failed(started, exc)
         latency = time.time() - started
         if value is None:
             return Sample(t=started, ok=False, latency_seconds=latency, detail=f"no series {self.metric}{self.labels}",
