@@ -1,4 +1,11 @@
-"""Drill: a validating admission webhook goes down (scenarios/webhook-outage*.yaml).
+"""Drill: a validating admission webhook goes down, in the two cases data cannot say yet
+(scenarios/webhook-outage-blackhole.yaml, scenarios/webhook-outage-ignore.yaml; the refused
+case, scenarios/webhook-outage.yaml, is a data-only scenario).
+
+Why Python here: the black hole needs the webhook's Service rerouted to a second backend that
+never answers (a fault that edits a selector to another declared backend, with its own revert),
+and the Ignore case needs the canary: a second, always fail-closed configuration whose
+rejections prove the API server could not reach the webhook that the case's own Ignore hides.
 
 A real HTTPS webhook (``kdrill-webhook --mode admit``, a Deployment behind a Service, trusted by
 a CA the harness generates) is registered with a ValidatingWebhookConfiguration that matches
@@ -258,13 +265,6 @@ def deploy_webhook(cluster, ns: Namespaces, mode: str) -> WebhookTLS:
 
 
 # --- the drill ----------------------------------------------------------------------------------
-
-@pytest.mark.cluster
-@pytest.mark.destructive
-@pytest.mark.scenario("webhook-outage")
-def test_webhook_outage_refused(drill):
-    run_webhook_outage(drill)
-
 
 @pytest.mark.cluster
 @pytest.mark.destructive

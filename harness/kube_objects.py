@@ -128,6 +128,9 @@ KINDS: dict[str, Kind] = {k.kind: k for k in [
          "validatingwebhookconfigurations", False),
     Kind("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration",
          "mutatingwebhookconfigurations", False),
+    Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False),
+    Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding",
+         "validatingadmissionpolicybindings", False),
 ]}
 
 
@@ -208,12 +211,14 @@ class Ref:
 
 
 def _call(cluster: Cluster, method: str, path: str, body: Any = None, api=None,
-          timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> Any:
-    """One request on ``path``; the answer as plain JSON data. Raises ApiException for a non-2xx
-    answer (as the typed clients do), or what the client raises when nothing answers."""
+          timeout_seconds: float = REQUEST_TIMEOUT_SECONDS, query: list[tuple[str, str]] | None = None,
+          content_type: str = "application/json") -> Any:
+    """One request on ``path`` (with ``query`` parameters); the answer as plain JSON data. Raises
+    ApiException for a non-2xx answer (as the typed clients do), or what the client raises when
+    nothing answers."""
     api = api or cluster.api
-    request = api.param_serialize(method, path, header_params={"Content-Type": "application/json",
-                                                               "Accept": "application/json"},
+    request = api.param_serialize(method, path, query_params=query or [],
+                                  header_params={"Content-Type": content_type, "Accept": "application/json"},
                                   body=body, auth_settings=["BearerToken"])
     response = api.call_api(*request, _request_timeout=timeout_seconds)
     response.read()
@@ -228,6 +233,34 @@ def create(cluster: Cluster, manifest: dict[str, Any]) -> dict[str, Any]:
     kind = kind_of(ref.kind)
     kind.path(ref.name, ref.namespace)  # the name checked as a read or a delete would check it
     return _call(cluster, "POST", kind.path(namespace=ref.namespace), body=manifest)
+
+
+# Server-side dry run: the request is authenticated, authorised, passed through mutating and
+# validating admission (webhooks with sideEffects None are called) and validated, and nothing is
+# stored. Source: https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run
+DRY_RUN = [("dryRun", "All")]
+
+
+def dry_run_create(cluster: Cluster, manifest: dict[str, Any], api=None,
+                   timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
+    """A dry-run CREATE of ``manifest`` (its ``metadata.namespace`` set for a namespaced kind):
+    the object as admission and validation left it, never stored. Raises ApiException when the
+    API refuses it (an admission denial included), what the client raises for no answer, KeyError
+    for a kind the runner does not know, ValueError for a name the API would not take."""
+    ref = Ref.of(manifest)
+    kind = kind_of(ref.kind)
+    kind.path(ref.name, ref.namespace)
+    return _call(cluster, "POST", kind.path(namespace=ref.namespace), body=manifest, api=api,
+                 timeout_seconds=timeout_seconds, query=DRY_RUN)
+
+
+def dry_run_patch(cluster: Cluster, ref: Ref, patch: dict[str, Any], subresource: str | None = None, api=None,
+                  timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
+    """A dry-run merge PATCH (an UPDATE, for admission) of ``ref`` or its ``subresource`` (e.g.
+    ``scale``), never stored. Raises as :func:`dry_run_create`."""
+    path = kind_of(ref.kind).path(ref.name, ref.namespace) + (f"/{subresource}" if subresource else "")
+    return _call(cluster, "PATCH", path, body=patch, api=api, timeout_seconds=timeout_seconds, query=DRY_RUN,
+                 content_type="application/merge-patch+json")
 
 
 def read(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any] | None:
@@ -277,6 +310,50 @@ def evict(cluster: Cluster, ref: Ref, uid: str | None = None) -> bool:
             return False
         raise
     return True
+
+
+# What a dry run sends to find out whether the API server reaches a declared webhook: the
+# smallest valid object of each kind a webhook is checked with (a dry run: nothing is pulled or stored).
+_CHECK_IMAGE = "registry.k8s.io/pause:3.10.1"
+_CHECK_OBJECTS = {
+    ("", "pods"): lambda labels: {"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "check", "image": _CHECK_IMAGE}]}},
+    ("apps", "deployments"): lambda labels: {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"labels": labels},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"kdrill.io/check": "webhook"}},
+                 "template": {"metadata": {"labels": {"kdrill.io/check": "webhook"}},
+                              "spec": {"containers": [{"name": "check", "image": _CHECK_IMAGE}]}}}},
+}
+
+
+def webhook_unreachable_reason(cluster: Cluster, configuration: dict[str, Any]) -> str | None:
+    """Why the API server cannot yet call a webhook of ``configuration`` (a Validating- or
+    MutatingWebhookConfiguration as stored), or None: for each webhook that matches CREATE of
+    Pods or Deployments in namespaces its namespaceSelector names (``kubernetes.io/metadata.name
+    In``), a dry-run CREATE there (with its objectSelector's matchLabels) must not fail with
+    "failed calling webhook". A Service's endpoints are ready a moment before every node's
+    kube-proxy routes its ClusterIP, and the API server calls the webhook through it. Webhooks
+    matching neither are not checked. Raises what the client raises when nothing answers."""
+    for hook in configuration.get("webhooks") or []:
+        selector = hook.get("namespaceSelector") or {}
+        namespaces = [v for e in selector.get("matchExpressions") or []
+                      if e.get("key") == "kubernetes.io/metadata.name" and e.get("operator") == "In"
+                      for v in e.get("values") or []]
+        labels = dict((hook.get("objectSelector") or {}).get("matchLabels") or {})
+        matched = [(group, resource) for rule in hook.get("rules") or []
+                   if {"CREATE", "*"} & set(rule.get("operations") or [])
+                   for group in rule.get("apiGroups") or [] for resource in rule.get("resources") or []
+                   if (group, resource) in _CHECK_OBJECTS]
+        if not matched or not namespaces:
+            continue
+        manifest = _CHECK_OBJECTS[matched[0]](labels)
+        manifest["metadata"].update(name="kdrill-webhook-check", namespace=namespaces[0])
+        try:
+            dry_run_create(cluster, manifest)
+        except ApiException as exc:
+            if "failed calling webhook" in str(exc.body or ""):
+                return f"the API server cannot call webhook {hook.get('name')}: {str(exc.body)[:300]}"
+    return None
 
 
 def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:

@@ -22,12 +22,23 @@ window holds nothing to measure (the expectation is then an error, never a pass)
   the probe was still asking, counts too (seconds; None for an empty window or no samples);
 - ``max_latency_seconds``: the largest latency among the window's samples that have one
   (seconds; None when none has): for an ``image-pulls`` probe, the longest an image pull request
-  waited behind another pull on its node.
+  waited behind another pull on its node;
+- ``median_latency_seconds``: the median (p50) of those latencies (seconds; None when none has
+  one): e.g. how long the API server took to reject a write it could not send to its webhook;
+- ``success_ratio_after_first_success``: from the window's first successful sample to its end,
+  successful samples / samples (ratio; None when none succeeded): once a state was reached (a
+  fault in force, as the probe sees it), how much of the rest of the window it held.
+
+An expectation may narrow its window to the time of an action of that window: ``from_action``
+starts it when the named action ran, ``until_action`` ends it then (e.g. the rejections before a
+webhook configuration is deleted, and the writes after). An action that did not run leaves
+nothing to measure: the expectation is an error.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Callable
 
 from harness.timeline import Sample
@@ -97,6 +108,18 @@ def max_latency_seconds(samples: list[Sample], start: float, end: float) -> floa
     timed = [s.latency_seconds for s in in_window(samples, start, end)
              if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
     return max(timed) if timed else None
+
+
+def median_latency_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    timed = [s.latency_seconds for s in in_window(samples, start, end)
+             if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
+    return statistics.median(timed) if timed else None
+
+
+def success_ratio_after_first_success(samples: list[Sample], start: float, end: float) -> float | None:
+    window = in_window(samples, start, end)
+    first = next((i for i, s in enumerate(window) if s.ok), None)
+    return None if first is None else sum(s.ok for s in window[first:]) / len(window[first:])
 
 
 ENTRY_POINTS = "kdrill.measures"

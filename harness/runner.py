@@ -137,14 +137,24 @@ def guarded_hold(seconds: float, guard: dict | None, samples_since, now=time.tim
     return None
 
 
+def serving_problem(cluster, ref: Ref) -> str | None:
+    """Why ``ref`` does not serve yet (:func:`kube_objects.not_ready_reason`; for a webhook
+    configuration, :func:`kube_objects.webhook_unreachable_reason`), or None."""
+    obj = kube_objects.read(cluster, ref)
+    why = kube_objects.not_ready_reason(obj)
+    if why is None and ref.kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        why = kube_objects.webhook_unreachable_reason(cluster, obj)
+    return why
+
+
 def until_serving(cluster, ref: Ref) -> float:
-    """Wait until ``ref`` serves (:func:`kube_objects.not_ready_reason`); returns how long that
-    took (seconds). Raises AssertionError naming why after OBJECTS_READY_DEADLINE_SECONDS."""
-    waited = wait_until(lambda: kube_objects.not_ready_reason(kube_objects.read(cluster, ref)) is None,
+    """Wait until ``ref`` serves (:func:`serving_problem`); returns how long that took (seconds).
+    Raises AssertionError naming why after OBJECTS_READY_DEADLINE_SECONDS."""
+    waited = wait_until(lambda: serving_problem(cluster, ref) is None,
                         OBJECTS_READY_DEADLINE_SECONDS, interval_seconds=0.5, description=f"{ref} serving")
     if not waited.ok:
         try:
-            why = kube_objects.not_ready_reason(kube_objects.read(cluster, ref))
+            why = serving_problem(cluster, ref)
         except Exception as exc:  # the reason is for the message only
             why = f"{type(exc).__name__}: {exc}"
         raise AssertionError(f"{ref} did not serve within {OBJECTS_READY_DEADLINE_SECONDS} s: {why}")
@@ -300,6 +310,25 @@ class Actions:
 REQUEST_JOIN_SECONDS = kube_objects.REQUEST_TIMEOUT_SECONDS + 5
 
 
+def narrow(how: dict, start: float, stop: float, ran: list[dict]) -> tuple[float, float, str]:
+    """``(start, stop)`` of a measure's window (epoch seconds) narrowed by its ``from_action`` and
+    ``until_action`` to when those actions ran (``ran``: the window's action results), and a
+    phrase saying so. Raises ValueError when a named action did not run."""
+    at = {r["name"]: r["at"] for r in ran}
+    said = []
+    for key, word in (("from_action", "from"), ("until_action", "until")):
+        if key not in how:
+            continue
+        if at.get(how[key]) is None:
+            raise ValueError(f"action {how[key]} did not run, so its {how['window']} window has no {word} point")
+        if key == "from_action":
+            start = at[how[key]]
+        else:
+            stop = at[how[key]]
+        said.append(f"{word} action {how[key]}")
+    return start, stop, (", " + " ".join(said)) if said else ""
+
+
 def run(drill) -> None:
     """Run ``drill.scenario`` (data-only) through ``drill``. Raises what the drill's steps raise
     (after reverting), and ExpectationFailed when an expectation does not hold."""
@@ -424,9 +453,16 @@ def run(drill) -> None:
             drill.expectations.error(expectation.name, f"probe {how.get('probe')} logged nothing")
             continue
         start, stop = bounds[how["window"]]
+        narrowed = ""
+        try:
+            start, stop, narrowed = narrow(how, start, stop, actions[how["window"]].results if how["window"]
+                                           in actions else [])
+        except ValueError as exc:
+            drill.expectations.error(expectation.name, str(exc))
+            continue
         value = measures.measure(how["kind"], timeline.samples(), start, stop)
         drill.measure(expectation.name, value,
-                      detail=f"{how['kind']} of probe {how['probe']} over the {how['window']} window "
+                      detail=f"{how['kind']} of probe {how['probe']} over the {how['window']} window{narrowed} "
                              f"({stop - start:.1f} s, {len(measures.in_window(timeline.samples(), start, stop))} samples)")
     failed_actions = [a for a in actions["fault"].results + actions["after"].results if not a["ok"]]
     if failed_actions:

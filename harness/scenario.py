@@ -45,7 +45,8 @@ RUNNER_WINDOWS = ("baseline", "fault", "after")
 MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "first_success_seconds": "seconds",
                  "recovery_seconds": "seconds",
                  "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds",
-                 "max_latency_seconds": "seconds"}
+                 "max_latency_seconds": "seconds", "median_latency_seconds": "seconds",
+                 "success_ratio_after_first_success": "ratio"}
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,
@@ -80,6 +81,9 @@ _EXPECTATION: dict[str, Any] = {
                 "probe": {"type": "string", "pattern": "^[a-z0-9-]+$",
                           "x-expected": "the name of a probe in runner.probes"},
                 "window": {"enum": list(RUNNER_WINDOWS)},
+                # The window narrowed to an action's time (harness/measures.py).
+                "from_action": {"type": "string", "x-expected": "the name of an action of runner.actions"},
+                "until_action": {"type": "string", "x-expected": "the name of an action of runner.actions"},
             },
         },
         # How far the measured value may drift, in the worse direction, from a baseline run's
@@ -867,6 +871,17 @@ def _check_runner(path: Path, data: dict) -> None:
             if item["measure"]["probe"] not in probes:
                 raise ScenarioError(path, f"{where}[{i}].measure.probe", f"one of runner.probes: {', '.join(probes)}",
                                     repr(item["measure"]["probe"]))
+            window = item["measure"]["window"]
+            in_window = {a["name"]: a for a in data["runner"].get("actions") or [] if a["window"] == window}
+            for key in ("from_action", "until_action"):
+                if key in item["measure"] and item["measure"][key] not in in_window:
+                    raise ScenarioError(path, f"{where}[{i}].measure.{key}", f"an action of the {window} window: "
+                                        + (", ".join(in_window) or "none"), repr(item["measure"][key]))
+            if "from_action" in item["measure"] and "until_action" in item["measure"] and \
+                    in_window[item["measure"]["from_action"]]["after_seconds"] \
+                    >= in_window[item["measure"]["until_action"]]["after_seconds"]:
+                raise ScenarioError(path, f"{where}[{i}].measure.until_action", "an action later than from_action "
+                                    f"({item['measure']['from_action']})", repr(item["measure"]["until_action"]))
 
 
 def _check_objects(path: Path, data: dict) -> None:
@@ -978,6 +993,7 @@ def _check_objects(path: Path, data: dict) -> None:
             made_sent[sent] = i
         made.append(this)
     _check_webhook_scope(path, data, made)
+    _check_policy_scope(path, data, made)
     tls = (data.get("workload") or {}).get("tls")
     if tls is not None and ("Service", tls["service"], "$(namespace)") not in made:
         raise ScenarioError(path, "workload.tls.service", "a Service made by workload.manifests in the drill's namespace: "
@@ -1024,6 +1040,8 @@ def _check_objects(path: Path, data: dict) -> None:
             check_placeholders(f"{field}.object", probe["object"])
             check_names(f"{field}.object", probe["object"]["kind"], probe["object"]["name"],
                         probe["object"].get("namespace"))
+        if getattr(probe_type, "writes", False):
+            _check_probe_writes(path, field, probe, made, ref)
     actions = data["runner"].get("actions") or []
     for i, action in enumerate(actions):
         field = f"runner.actions[{i}]"
@@ -1076,6 +1094,30 @@ def _check_objects(path: Path, data: dict) -> None:
                                 f"({length} s)", repr(action["after_seconds"]))
 
 
+def _check_probe_writes(path: Path, field: str, probe: dict, made: list[tuple], ref) -> None:
+    """A probe that writes (even as a dry run) acts only where the drill may: an ``update`` only of
+    an object the manifests make, a ``create`` only of a namespaced kind in the drill's namespace
+    or one the manifests make."""
+    target = probe["object"]
+    this = ref(target["kind"], target["name"], target.get("namespace"))
+    if "update" in probe and this not in made:
+        raise ScenarioError(path, f"{field}.object", "an object made by workload.manifests, as written there (a "
+                            "probe never writes to what the drill did not make): "
+                            + (", ".join(f"{k} {ns + '/' if ns else ''}{n}" for k, n, ns in made) or "none"), str(this))
+    from harness import kube_objects
+
+    for key in ("create", "update"):
+        if key in probe and kube_objects.placeholders(probe[key]):
+            raise ScenarioError(path, f"{field}.{key}", "literal values (placeholders are expanded in manifests and "
+                                "object names only)", ", ".join(f"$({p})" for p in sorted(kube_objects.placeholders(probe[key]))))
+    if "create" in probe:
+        own = ["$(namespace)"] + [n for k, n, _ in made if k == "Namespace"]
+        if this[2] is None or this[2] not in own:
+            raise ScenarioError(path, f"{field}.object", "a namespaced kind in the drill's namespace or one the "
+                                "manifests make: " + ", ".join(own),
+                                f"{target['kind']} in {this[2] or 'no namespace (cluster-scoped)'}")
+
+
 def _stateful_sets(data: dict) -> list[tuple[str, str, int, int]]:
     """(name, namespace as written, first ordinal, replicas) of every StatefulSet the manifests
     make: its pods are <name>-<first> to <name>-<first + replicas - 1>."""
@@ -1095,6 +1137,52 @@ def _stateful_sets(data: dict) -> list[tuple[str, str, int, int]]:
 # A declared admission webhook must not reach beyond the drill: it is called for every matching
 # request in the cluster, and a fail-closed one whose backend is down refuses them all.
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def _confined(selector: Any, own: set[str]) -> bool:
+    """Whether a namespaceSelector requires ``kubernetes.io/metadata.name In [...]`` of names in
+    ``own`` only."""
+    expressions = selector.get("matchExpressions") if isinstance(selector, dict) else None
+    return any(isinstance(e, dict) and e.get("key") == NAMESPACE_NAME_LABEL and e.get("operator") == "In"
+               and isinstance(e.get("values"), list) and e["values"]
+               # strings only: a list or mapping among the values is no name (and unhashable)
+               and all(isinstance(v, str) for v in e["values"]) and set(e["values"]) <= own
+               for e in expressions or [])
+
+
+def _check_policy_scope(path: Path, data: dict, made: list[tuple]) -> None:
+    """A declared ValidatingAdmissionPolicy acts only through a declared binding, and both only in
+    the drill's own namespaces: every resource rule of the policy is ``scope: Namespaced``, and
+    each binding names a declared policy and has a namespaceSelector as a webhook's must.
+    Source: https://kubernetes.io/docs/reference/access-authn-authz/validating-admission-policy/
+    (matchConstraints, binding matchResources)."""
+    own = {"$(namespace)"} | {name for kind, name, _ in made if kind == "Namespace"}
+    manifests = (data.get("workload") or {}).get("manifests") or []
+    policies = [m["metadata"]["name"] for m in manifests if m["kind"] == "ValidatingAdmissionPolicy"]
+    for i, manifest in enumerate(manifests):
+        spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
+        field = f"workload.manifests[{i}].spec"
+        if manifest["kind"] == "ValidatingAdmissionPolicy":
+            constraints = spec.get("matchConstraints") if isinstance(spec.get("matchConstraints"), dict) else {}
+            rules = constraints.get("resourceRules")
+            if not isinstance(rules, list) or not rules:
+                raise ScenarioError(path, f"{field}.matchConstraints.resourceRules", "a list of rules, each scope: "
+                                    "Namespaced", repr(rules))
+            for k, rule in enumerate(rules):
+                if not isinstance(rule, dict) or rule.get("scope") != "Namespaced":
+                    raise ScenarioError(path, f"{field}.matchConstraints.resourceRules[{k}].scope", "Namespaced (a "
+                                        "declared policy acts only on objects in the drill's namespaces)",
+                                        repr(rule.get("scope") if isinstance(rule, dict) else rule))
+        elif manifest["kind"] == "ValidatingAdmissionPolicyBinding":
+            if spec.get("policyName") not in policies:
+                raise ScenarioError(path, f"{field}.policyName", "a ValidatingAdmissionPolicy the manifests make: "
+                                    + (", ".join(policies) or "none"), repr(spec.get("policyName")))
+            resources = spec.get("matchResources") if isinstance(spec.get("matchResources"), dict) else {}
+            if not _confined(resources.get("namespaceSelector"), own):
+                raise ScenarioError(path, f"{field}.matchResources.namespaceSelector", "matchExpressions with "
+                                    f"{{key: {NAMESPACE_NAME_LABEL}, operator: In, values: [...]}} naming only the "
+                                    "drill's namespaces: " + ", ".join(sorted(own)),
+                                    repr(resources.get("namespaceSelector")))
 
 
 def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
@@ -1126,12 +1214,7 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
                                         "objects in the drill's namespaces; the namespaceSelector does not apply to "
                                         "cluster-scoped ones)", repr(scope))
             selector = hook.get("namespaceSelector")
-            expressions = (selector or {}).get("matchExpressions") if isinstance(selector, dict) else None
-            confined = [e for e in expressions or [] if isinstance(e, dict) and e.get("key") == NAMESPACE_NAME_LABEL
-                        and e.get("operator") == "In" and isinstance(e.get("values"), list) and e["values"]
-                        # strings only: a list or mapping among the values is no name (and unhashable)
-                        and all(isinstance(v, str) for v in e["values"]) and set(e["values"]) <= own]
-            if not confined:
+            if not _confined(selector, own):
                 raise ScenarioError(path, f"{field}.namespaceSelector", "matchExpressions with "
                                     f"{{key: {NAMESPACE_NAME_LABEL}, operator: In, values: [...]}} naming only the "
                                     "drill's namespaces: " + ", ".join(sorted(own)), repr(selector))

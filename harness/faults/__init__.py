@@ -242,10 +242,23 @@ def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool 
     whose recording process is alive is left to it, unless ``force`` (the pid may have been reused
     by an unrelated process).
     """
-    results = []
     # Newest first, as a finally would: a drill's namespace goes after the fault made inside it
     # is reverted (deleting it needs the control plane that fault may have stopped).
-    entries = list(reversed(ledger.entries()))
+    results = _recover_pass(ledger, list(reversed(ledger.entries())), cluster_for, force)
+    # A revert can be blocked by what an older entry removes: scaling a webhook's backend back up
+    # is an UPDATE that its own fail-closed configuration refuses until the drill's objects (that
+    # configuration among them) are deleted. Those get one more try, once something was undone.
+    failed = {r["id"] for r in results if not r["reverted"] and not (r["error"] or "").startswith("owned by")}
+    if failed and any(r["reverted"] for r in results):
+        again = {r["id"]: r for r in _recover_pass(ledger, [e for e in reversed(ledger.entries()) if e.id in failed],
+                                                   cluster_for, force)}
+        results = [again.get(r["id"], r) for r in results]
+    return results
+
+
+def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], Cluster], force: bool) -> list[dict]:
+    """One pass of :func:`recover` over ``entries``, in that order."""
+    results = []
     started: set[str] = set()
     for index, entry in enumerate(entries):
         result = {"id": entry.id, "kind": getattr(entry, "kind", None), "reverted": False, "error": None}

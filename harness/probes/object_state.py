@@ -9,7 +9,11 @@ What "ok" means (``ok_when``):
   Terminating, a namespace being finalised);
 - ``{condition: TYPE, status: "True"|"False"|"Unknown"}``: it exists and has that condition
   with that status (e.g. an APIService ``Available`` ``True``, a namespace's
-  ``NamespaceDeletionDiscoveryFailure`` ``True``).
+  ``NamespaceDeletionDiscoveryFailure`` ``True``);
+- ``{field: PATH, equals: VALUE}``: it exists and the value at PATH (keys joined by ``.``, a
+  number indexes a list: ``status.containerStatuses.0.state.waiting.reason``) equals VALUE; a
+  field the object does not have is ``null`` (e.g. a Deployment scaled to zero has no
+  ``status.readyReplicas``).
 
 A read the API does not answer is a sample that is neither: ``ok`` False with
 ``labels["error"]`` set, so a measure over this probe cannot mistake an unreachable API for the
@@ -19,6 +23,7 @@ conditions), so the evidence shows what was seen, not only yes or no.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -31,6 +36,7 @@ from harness.scenario import OBJECT_REF_SCHEMA
 from harness.timeline import Sample
 
 CONDITION_STATUSES = ("True", "False", "Unknown")
+FIELD_PATH = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 
 
 def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
@@ -47,7 +53,26 @@ def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
             and ok_when["status"] in CONDITION_STATUSES:
         found = kube_objects.condition(obj, ok_when["condition"])
         return found is not None and found.get("status") == ok_when["status"]
-    raise ValueError(f"ok_when must be 'absent', 'present', 'deleting' or {{condition, status}}, got {ok_when!r}")
+    if isinstance(ok_when, dict) and set(ok_when) == {"field", "equals"} and isinstance(ok_when["field"], str) \
+            and FIELD_PATH.fullmatch(ok_when["field"]):
+        value, wanted = field_value(obj, ok_when["field"]), ok_when["equals"]
+        # as JSON compares: true is not 1
+        return obj is not None and value == wanted and isinstance(value, bool) == isinstance(wanted, bool)
+    raise ValueError("ok_when must be 'absent', 'present', 'deleting', {condition, status} or {field, equals}, "
+                     f"got {ok_when!r}")
+
+
+def field_value(obj: dict[str, Any], path: str) -> Any:
+    """The value at ``path`` in ``obj`` (keys joined by '.', a number indexes a list), or None."""
+    value: Any = obj
+    for part in path.split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
 
 
 class ObjectStateProbe(Probe):
@@ -61,8 +86,12 @@ class ObjectStateProbe(Probe):
         "ok_when": {"anyOf": [{"enum": ["absent", "present", "deleting"]}, {
             "type": "object", "additionalProperties": False, "required": ["condition", "status"],
             "properties": {"condition": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9]*$"},
-                           "status": {"enum": list(CONDITION_STATUSES)}}}],
-            "x-expected": "absent, present, deleting, or {condition: TYPE, status: \"True\"|\"False\"|\"Unknown\"}"},
+                           "status": {"enum": list(CONDITION_STATUSES)}}}, {
+            "type": "object", "additionalProperties": False, "required": ["field", "equals"],
+            "properties": {"field": {"type": "string", "pattern": f"^{FIELD_PATH.pattern}$"},
+                           "equals": {"type": ["string", "number", "boolean", "null"]}}}],
+            "x-expected": "absent, present, deleting, {condition: TYPE, status: \"True\"|\"False\"|\"Unknown\"}, "
+                          "or {field: PATH, equals: VALUE}"},
     }
 
     @classmethod

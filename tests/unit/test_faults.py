@@ -250,7 +250,8 @@ def test_every_measure_is_registered_as_a_plug_in():
     from harness import measures
 
     assert measures.measure_kinds() == sorted(["success_ratio", "first_failure_seconds", "first_success_seconds", "recovery_seconds",
-                                               "longest_failure_seconds", "longest_unanswered_seconds", "max_latency_seconds"])
+                                               "longest_failure_seconds", "longest_unanswered_seconds", "max_latency_seconds",
+                                               "median_latency_seconds", "success_ratio_after_first_success"])
     with pytest.raises(KeyError, match="known: first_failure_seconds"):
         measures.measure_function("p99")
 
@@ -296,3 +297,39 @@ def test_the_coredns_revert_retries_a_conflict(tmp_path, monkeypatch):
     fault = DnsSaturation(cluster, "ns", ["a.example.com."], original_spec=_sanitize(original))
     fault.revert()
     assert state["replaces"] == 2 and state["spec"].replicas == 2 and LIMITED_ANNOTATION not in state["annotations"]
+
+
+class Blocked(Flag):
+    """A revert another entry's revert unblocks: a webhook's scale-up its own fail-closed
+    configuration refuses until the drill's objects (the configuration) are deleted."""
+
+    kind = "blocked"
+
+    def revert(self):
+        if STATE.get("configuration"):
+            raise RuntimeError("admission webhook denied the request: failed calling webhook")
+        super().revert()
+
+
+def test_recover_retries_a_revert_that_an_older_entry_unblocked(cluster, ledger, monkeypatch):
+    import harness.faults as faults
+
+    monkeypatch.setattr(faults, "fault_class", lambda kind: {"flag": Flag, "blocked": Blocked}[kind])
+    ledger.record("flag", cluster=cluster.describe(), target={"name": "configuration", "verify_ok": True})
+    ledger.record("blocked", cluster=cluster.describe(), target={"name": "scaled", "verify_ok": True})
+    STATE.update(configuration=True, scaled=True)
+    results = recover(ledger, lambda c: cluster)
+    assert [(r["kind"], r["reverted"], r["error"]) for r in results] == [("blocked", True, None), ("flag", True, None)]
+    assert STATE["scaled"] is False and STATE["configuration"] is False and ledger.entries() == []
+
+
+def test_recover_does_not_retry_when_nothing_was_undone(cluster, ledger, monkeypatch):
+    import harness.faults as faults
+
+    monkeypatch.setattr(faults, "fault_class", lambda kind: Flag)
+    ledger.record("flag", cluster=cluster.describe(), target={"name": "stuck", "verify_ok": False})
+    calls = []
+    monkeypatch.setattr(faults, "revert_and_verify", lambda *a: calls.append(a) or (_ for _ in ()).throw(
+        FaultNotReverted("stuck")))
+    [result] = recover(ledger, lambda c: cluster)
+    assert not result["reverted"] and len(calls) == 1

@@ -1,0 +1,161 @@
+"""Admission probe: every interval, one write through the API server's admission chain, as a
+server-side dry run (``dryRun=All``: authenticated, authorised, passed through mutating and
+validating admission, webhooks with ``sideEffects: None`` called, ValidatingAdmissionPolicies
+evaluated, validated, and never stored), so a probe can write twice a second for minutes and
+leave nothing behind, and its admission decision is what is measured.
+
+The write is one of:
+
+- ``create``: a new object of ``object.kind`` named ``<object.name>-<n>`` in ``object.namespace``
+  (default: the drill's), with the given ``create`` body (``metadata.labels``, ``spec``, ...);
+- ``update``: a merge patch of the existing ``object`` (or its ``subresource``, e.g. ``scale``:
+  what ``kubectl scale`` sends), e.g. the fix an operator would try during an outage.
+
+What "ok" means (``ok_when``):
+
+- ``admitted`` (the default): the API server accepted the write;
+- ``{rejected_with: [TEXT, ...]}``: the API server answered with an error whose message holds
+  every TEXT, e.g. ``failed calling webhook`` (a webhook the API server could not call, under
+  ``failurePolicy: Fail``) or a ValidatingAdmissionPolicy's own message. A timeout or a refused
+  connection to the API server itself is never this: no answer, no message.
+
+Each sample's ``detail`` is ``admitted`` or the API's message, and ``labels`` hold ``outcome``
+(``admitted``, ``rejected`` with ``status``, or ``error`` with ``error``: the API server did not
+answer), so the evidence shows why a write failed, not only that it did.
+
+Source: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
+(side effects; dry-run) and https://kubernetes.io/docs/reference/using-api/api-concepts/#dry-run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from harness import kube_objects
+from harness.kube_objects import Ref
+from harness.probes import Probe
+from harness.probes.api import failed
+from harness.providers import Cluster
+from harness.scenario import OBJECT_REF_SCHEMA
+from harness.timeline import Sample
+
+ADMITTED = "admitted"
+
+
+def api_message(exc: ApiException) -> str:
+    """The message of the API's Status answer (what ``kubectl`` prints), or the HTTP reason."""
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except (ValueError, AttributeError, TypeError):
+        return str(exc.body or exc.reason)
+
+
+def holds(outcome: str, message: str, ok_when: str | dict[str, Any]) -> bool:
+    """Whether a write whose ``outcome`` is ``admitted``, ``rejected`` (the API answered with an
+    error ``message``) or ``error`` (no answer) is what ``ok_when`` asks for. Raises ValueError for
+    an ``ok_when`` of neither form."""
+    if ok_when == ADMITTED:
+        return outcome == ADMITTED
+    if isinstance(ok_when, dict) and set(ok_when) == {"rejected_with"} and isinstance(ok_when["rejected_with"], list) \
+            and ok_when["rejected_with"] and all(isinstance(t, str) and t for t in ok_when["rejected_with"]):
+        return outcome == "rejected" and all(text in message for text in ok_when["rejected_with"])
+    raise ValueError(f"ok_when must be 'admitted' or {{rejected_with: [text, ...]}}, got {ok_when!r}")
+
+
+def create_manifest(ref: Ref, body: dict[str, Any], sequence: int) -> dict[str, Any]:
+    """The object the ``sequence``-th create of ``body`` sends: ``ref``'s kind, named
+    ``<ref.name>-<sequence>`` in ``ref.namespace``. Raises KeyError for a kind the runner does not know."""
+    kind = kube_objects.kind_of(ref.kind)
+    body = copy.deepcopy(body)
+    metadata = {**(body.get("metadata") or {}), "name": f"{ref.name}-{sequence}"}
+    if kind.namespaced:
+        metadata["namespace"] = ref.namespace
+    return {**body, "apiVersion": kind.api_version, "kind": kind.kind, "metadata": metadata}
+
+
+class AdmissionProbe(Probe):
+    """A dry-run create of ``create`` (named ``<ref.name>-<n>`` in ``ref.namespace``) or a dry-run
+    merge patch ``update`` of ``ref`` every interval; ``ok`` when :func:`holds` ``ok_when``.
+    ``timeout_seconds`` is the client's wait for the API's answer: longer than any webhook's
+    ``timeoutSeconds`` (at most 30 s), so what is timed is the API server's decision."""
+
+    kind = "admission"
+    in_probe_pod = False
+    writes = True  # scenario.py: only where the drill may write (harness/scenario.py, _check_probe_writes)
+    required = ("object",)
+    fields = {
+        "object": OBJECT_REF_SCHEMA,
+        "create": {"type": "object", "additionalProperties": True,
+                   "properties": {"metadata": {"type": "object", "additionalProperties": False,
+                                               "properties": {"labels": {"type": "object"},
+                                                              "annotations": {"type": "object"}}}},
+                   "x-expected": "the body of the object to create, e.g. {metadata: {labels: ...}, spec: ...}"},
+        "update": {"type": "object", "additionalProperties": False, "required": ["patch"],
+                   "properties": {"patch": {"type": "object", "minProperties": 1},
+                                  "subresource": {"enum": ["scale", "status"]}},
+                   "x-expected": "{patch: a merge patch, subresource: scale|status (optional)}"},
+        "ok_when": {"anyOf": [{"const": ADMITTED}, {
+            "type": "object", "additionalProperties": False, "required": ["rejected_with"],
+            "properties": {"rejected_with": {"type": "array", "minItems": 1,
+                                             "items": {"type": "string", "minLength": 1}}}}],
+            "x-expected": "admitted, or {rejected_with: [text the API's message holds, ...]}"},
+    }
+
+    @staticmethod
+    def problems(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
+        """Exactly one of ``create`` and ``update``."""
+        given = [k for k in ("create", "update") if k in spec]
+        if len(given) != 1:
+            return [("create", "exactly one of create (a new object each time) and update (a patch of the object)",
+                     " and ".join(given) or "neither")]
+        return []
+
+    @classmethod
+    def for_scenario(cls, spec: dict[str, Any], context) -> "AdmissionProbe":
+        return cls(spec["name"], context.cluster, context.ref(spec["object"]), create=spec.get("create"),
+                   update=spec.get("update"), ok_when=spec.get("ok_when", ADMITTED),
+                   interval_seconds=context.interval_seconds, max_seconds=context.max_seconds)
+
+    def __init__(self, name: str, cluster: Cluster, ref: Ref, create: dict[str, Any] | None = None,
+                 update: dict[str, Any] | None = None, ok_when: str | dict[str, Any] = ADMITTED,
+                 timeout_seconds: float = 40.0, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        if (create is None) == (update is None):
+            raise ValueError("exactly one of create and update")
+        holds(ADMITTED, "", ok_when)  # refuse a malformed ok_when now, not on every sample
+        self.cluster, self.ref, self.create, self.update = cluster, ref, create, update
+        self.ok_when, self.timeout_seconds = ok_when, timeout_seconds
+        self.api = cluster.new_api()  # its own connection pool, no retries: one sample, one request
+        self.sequence = 0
+
+    def sample(self) -> Sample:
+        self.sequence += 1
+        started = time.time()
+        try:
+            if self.create is not None:
+                kube_objects.dry_run_create(self.cluster, create_manifest(self.ref, self.create, self.sequence), api=self.api,
+                                            timeout_seconds=self.timeout_seconds)
+            else:
+                kube_objects.dry_run_patch(self.cluster, self.ref, self.update["patch"], self.update.get("subresource"),
+                                           api=self.api, timeout_seconds=self.timeout_seconds)
+        except ApiException as exc:
+            if not exc.status:  # no HTTP answer: nothing was decided
+                return _unanswered(started, exc)
+            message = api_message(exc)
+            return Sample(t=started, ok=holds("rejected", message, self.ok_when), latency_seconds=time.time() - started,
+                          detail=message[:600], labels={"outcome": "rejected", "status": str(exc.status)})
+        except Exception as exc:
+            return _unanswered(started, exc)
+        return Sample(t=started, ok=holds(ADMITTED, "", self.ok_when), latency_seconds=time.time() - started,
+                      detail=ADMITTED, labels={"outcome": ADMITTED})
+
+
+def _unanswered(started: float, exc: BaseException) -> Sample:
+    sample = failed(started, exc)
+    sample.labels["outcome"] = "error"
+    return sample
