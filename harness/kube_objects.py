@@ -356,6 +356,13 @@ def webhook_unreachable_reason(cluster: Cluster, configuration: dict[str, Any]) 
     return None
 
 
+def scale(cluster: Cluster, ref: Ref, replicas: int) -> None:
+    """Set ``ref``'s replicas through its scale subresource (a Deployment or StatefulSet), as
+    ``kubectl scale`` does. Raises ApiException, or what the client raises for no answer."""
+    _call(cluster, "PATCH", kind_of(ref.kind).path(ref.name, ref.namespace) + "/scale",
+          body={"spec": {"replicas": replicas}}, content_type="application/merge-patch+json")
+
+
 def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
     """The status condition of type ``type_`` (a dict with status, reason, message), or None."""
     for item in ((obj or {}).get("status") or {}).get("conditions") or []:

@@ -15,7 +15,7 @@ from typing import Any
 from harness.components.registry import registry_host
 from harness.faults import fault_class
 from harness.history import list_runs
-from harness.scenario import Scenario
+from harness.scenario import ACTION_VERBS, Scenario, registry_images
 
 
 
@@ -80,15 +80,18 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"cluster config {s.cluster_config}",
                 *([f"  registry   container kdrill-registry-<cluster>-{r['name']} beside the nodes, pulled from as "
                    f"{registry_host(r['name'])} (each node's containerd told so), images pushed: "
-                   f"{', '.join(r['images'])} (removed after the drill, with what the nodes pulled)"
+                   f"{', '.join(n if b == 'pause' else f'{n} (on {b})' for n, b in registry_images(r))} "
+                   "(removed after the drill, with what the nodes pulled)"
                    for r in s.workload.get("registries") or []]),
                 *([f"  creates    {', '.join(_ref_text(m['kind'], m['metadata']['name'], m['metadata'].get('namespace')) for m in s.workload['manifests'])}"
                    " (through the ledger; deleted newest first after the drill)"]
                   if s.workload.get("manifests") else []),
-                *([f"  action     {a['window']} +{a['after_seconds']} s: {verb} "
-                   f"{_ref_text(a[verb]['kind'], a[verb]['name'], a[verb].get('namespace'))}"
+                *([f"  action     {a['window']} +{a['after_seconds']} s: {verb.replace('_', ' ')} "
+                   + (f"{a[verb]['container']} of " if verb == "kill_container" else "")
+                   + f"{_ref_text(a[verb]['kind'], a[verb]['name'], a[verb].get('namespace'))}"
+                   + (f" to {a[verb]['replicas']} replicas" if verb == "scale" else "")
                    for a in (s.runner or {}).get("actions") or []
-                   for verb in [next(v for v in ("delete", "evict") if v in a)]]),
+                   for verb in [next(v for v in ACTION_VERBS if v in a)]]),
                 *([f"  abort      when probe {s.runner['abort']['probe']} fails without a break for more than "
                    f"{s.runner['abort']['max_failing_seconds']} s (the fault is reverted at once)"]
                   if s.runner is not None and s.runner.get("abort") else []),

@@ -54,9 +54,9 @@ from harness.faults.drill_registry import DrillRegistry
 from harness.images import Build
 from harness.kube_objects import Ref
 from harness.probes import ProbeContext, probe_types
-from harness.probes.incluster import LATE_SLACK_SECONDS, InClusterProbe, lookups, service_targets
+from harness.probes.incluster import LATE_SLACK_SECONDS, InClusterProbe, declared_service_url, lookups, service_targets
 from harness.probes.pods import pod_events
-from harness.scenario import ScenarioError
+from harness.scenario import ACTION_VERBS, ScenarioError, registry_images
 from harness.timeline import Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
@@ -221,21 +221,21 @@ def set_up_registries(drill, stack: ExitStack) -> dict[str, str]:
     """``workload.registries``: each registry container and the nodes' containerd configuration
     for it, through the ledger (kind ``drill-registry``, removed when ``stack`` closes, after
     the declared objects), then its images pushed: Kubernetes' pause image (under 1 MB: a push
-    takes about a second, where the toolbox's 226 MB took 20 s) plus a file naming the run, so
-    every node has to pull it; its container runs ``/pause``. Returns image name -> reference;
+    takes about a second, where the toolbox's 226 MB took 20 s; an image may ask for the toolbox,
+    to run kdrill-http) plus a file naming the run, so every node has to pull it. Returns image name -> reference;
     records what was pushed, with its digest and the time it took (``observations.registries``).
     Raises RegistryError."""
     cluster, images, evidence = drill.cluster, {}, {}
     nodes = cluster.nodes_by_role.get("control-plane", []) + cluster.nodes_by_role.get("worker", [])
-    tag, base = image_tag(drill.record.run_id), Build().tags["pause"]
+    tag, bases = image_tag(drill.record.run_id), {"pause": Build().tags["pause"], "toolbox": TOOLBOX_IMAGE}
     for spec in drill.workload.get("registries") or []:
         host = registry_host(spec["name"])
         setup = DrillRegistry(cluster, container_name(cluster.name, spec["name"]), nodes, host)
         stack.enter_context(injected(setup, drill.ledger, drill=drill.name))
         pushed = {}
-        for image in spec["images"]:
+        for image, base in registry_images(spec):
             started = time.time()
-            digest = setup.registry.push_unique_image(f"{REPOSITORY}/{image}", tag, base=base,
+            digest = setup.registry.push_unique_image(f"{REPOSITORY}/{image}", tag, base=bases[base],
                                                       marker=f"{drill.record.run_id}/{drill.name}/{image}")
             images[image] = f"{host}/{REPOSITORY}/{image}:{tag}"
             pushed[image] = {"reference": images[image], "digest": digest,
@@ -276,18 +276,28 @@ class Actions:
 
     def _run(self, spec: dict, window_started_at: float) -> None:
         at = time.time()
-        verb = "evict" if "evict" in spec else "delete"
+        verb = next(v for v in ACTION_VERBS if v in spec)
         ref = spec[verb]
         try:
-            ref = object_ref(spec[verb], self.drill.namespace)
+            ref = object_ref({k: v for k, v in spec[verb].items() if k in ("kind", "name", "namespace")},
+                             self.drill.namespace)
             if self.objects is None:
                 raise FaultError(f"the scenario declares no objects (workload.manifests) for an action to {verb}")
-            act = self.objects.evict_if_ours if verb == "evict" else self.objects.delete_if_ours
-            outcome = act(ref)
-            result = {"ok": outcome != "not ours", "detail": {
-                "deleted": f"delete {ref}: accepted", "evicted": f"evict {ref}: accepted",
-                "gone": f"{verb} {ref}: already gone",
-                "not ours": f"{verb} {ref}: not done, it is not this drill's (label {OWNER_LABEL})"}[outcome]}
+            if verb == "scale":
+                outcome = self.objects.scale_if_ours(ref, int(spec[verb]["replicas"]))
+            elif verb == "kill_container":
+                outcome = self.objects.kill_container_if_ours(ref, spec[verb]["container"])
+            else:
+                outcome = (self.objects.evict_if_ours if verb == "evict" else self.objects.delete_if_ours)(ref)
+            what = {"scale": f"scale {ref} to {spec[verb].get('replicas')}",
+                    "kill_container": f"kill container {spec[verb].get('container')} of {ref}"}.get(verb, f"{verb} {ref}")
+            done = outcome != "not ours" and not (outcome == "gone" and verb in ("scale", "kill_container"))
+            result = {"ok": done, "detail": {
+                "deleted": f"{what}: accepted", "evicted": f"{what}: accepted", "scaled": f"{what}: accepted",
+                "gone": f"{what}: not done, it does not exist" if verb in ("scale", "kill_container")
+                else f"{what}: already gone",
+                "not ours": f"{what}: not done, it is not this drill's (label {OWNER_LABEL})"}.get(
+                    outcome, f"{what}: {outcome}")}
         except Exception as exc:  # recorded; the drill errors after its measures (see run)
             result = {"ok": False, "detail": f"{verb} {ref}: {type(exc).__name__}: {exc}"[:300]}
         self.drill.say(f"action {spec['name']}: {result['detail']}")
@@ -375,7 +385,8 @@ def run(drill) -> None:
                 stack.enter_context(injected(objects, drill.ledger, drill=drill.name))
             targets = service_targets(cluster, ns, APP, f"app={APP}")
             total = sum(windows.values()) + 300  # the probe pod stops by itself after this
-            probe = InClusterProbe(cluster, ns, PROBE_POD, {name: targets[t] for name, t in wanted.items()},
+            urls = {name: declared_service_url(t, ns) if isinstance(t, dict) else targets[t] for name, t in wanted.items()}
+            probe = InClusterProbe(cluster, ns, PROBE_POD, urls,
                                    interval_seconds=drill.interval_seconds, duration_seconds=total,
                                    node=(drill.topology.workers or [None])[-1]).start()
             # Every other kind is a plug-in that runs in this process (harness/probes/__init__.py).

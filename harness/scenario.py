@@ -41,12 +41,15 @@ MAX_NAME_LENGTH = 50
 # Data-only scenarios (harness/runner.py): the runner's windows and the measures it computes.
 RUNNER_DRILL = "drills/test_data_scenarios.py"
 RUNNER_WINDOWS = ("baseline", "fault", "after")
+ACTION_VERBS = ("delete", "evict", "scale", "kill_container")  # what a runner action does (runner.Actions)
 # The unit each of kdrill's own measures gives (a plug-in's is the scenario's to say).
 MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "first_success_seconds": "seconds",
                  "recovery_seconds": "seconds",
                  "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds",
                  "max_latency_seconds": "seconds", "median_latency_seconds": "seconds",
                  "success_ratio_after_first_success": "ratio"}
+IMAGE_NAME = "^[a-z][a-z0-9]{0,30}$"
+IMAGE_BASES = ("pause", "toolbox")  # what a declared registry's image is built on (registry_images)
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,
@@ -193,9 +196,15 @@ SCHEMA: dict[str, Any] = {
                 "properties": {
                     "name": {"type": "string", "pattern": "^[a-z][a-z0-9]{0,15}$",
                              "x-expected": "lowercase letters and digits, starting with a letter, at most 16"},
-                    "images": {"type": "array", "minItems": 1, "maxItems": 5, "items": {
-                        "type": "string", "pattern": "^[a-z][a-z0-9]{0,30}$",
-                        "x-expected": "an image name: lowercase letters and digits, starting with a letter"}},
+                    "images": {"type": "array", "minItems": 1, "maxItems": 5, "items": {"anyOf": [
+                        {"type": "string", "pattern": IMAGE_NAME},
+                        # the base the file is added to: pause (runs /pause, the default) or
+                        # toolbox (kdrill's own: kdrill-http and the rest; a push takes ~20 s)
+                        {"type": "object", "additionalProperties": False, "required": ["name"],
+                         "properties": {"name": {"type": "string", "pattern": IMAGE_NAME},
+                                        "base": {"enum": list(IMAGE_BASES)}}}],
+                        "x-expected": "an image name (lowercase letters and digits, starting with a letter), or "
+                                      "{name: NAME, base: pause|toolbox}"}},
                 },
                 "x-expected": "a mapping {name: NAME, images: [IMAGE, ...]}"}}},
             "x-expected": "a mapping"},
@@ -245,6 +254,17 @@ SCHEMA: dict[str, Any] = {
                             "delete": OBJECT_REF_SCHEMA,
                             # a Pod is evicted through the Eviction API (as a node drain does)
                             "evict": OBJECT_REF_SCHEMA,
+                            # a Deployment or StatefulSet scaled (its scale subresource, as kubectl scale)
+                            "scale": {**OBJECT_REF_SCHEMA, "required": ["kind", "name", "replicas"], "properties": {
+                                **OBJECT_REF_SCHEMA["properties"],
+                                "replicas": {"type": "integer", "minimum": 0, "maximum": 20}},
+                                "x-expected": "{kind: Deployment|StatefulSet, name, replicas: 0 to 20}"},
+                            # a Pod's container stopped by its node's runtime (crictl stop; the
+                            # kubelet restarts it as its restartPolicy says): node access only
+                            "kill_container": {**OBJECT_REF_SCHEMA, "required": ["kind", "name", "container"],
+                                               "properties": {**OBJECT_REF_SCHEMA["properties"],
+                                                              "container": {"type": "string", "pattern": "^[a-z0-9-]{1,63}$"}},
+                                               "x-expected": "{kind: Pod, name, container}"},
                         },
                     },
                 },
@@ -305,6 +325,11 @@ _VALIDATOR = Draft202012Validator(SCHEMA)
 
 # A Namespace a scenario declares is named after its drill's: "$(namespace)-victim".
 OWN_NAMESPACE_PREFIX = "$(namespace)-"
+
+
+def registry_images(registry: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, base) of each image a declared registry serves (``base`` one of IMAGE_BASES)."""
+    return [(i, "pause") if isinstance(i, str) else (i["name"], i.get("base", "pause")) for i in registry["images"]]
 
 
 def drill_namespace(scenario_name: str, case: str | None = None) -> str:
@@ -907,7 +932,7 @@ def _check_objects(path: Path, data: dict) -> None:
             raise ScenarioError(path, field, f"a kind the runner knows: {kinds}", repr(kind))
 
     registries = (data.get("workload") or {}).get("registries") or []
-    images = [image for registry in registries for image in registry["images"]]
+    images = [image for registry in registries for image, _ in registry_images(registry)]
     for field, names in (("workload.registries", [r["name"] for r in registries]),
                          ("workload.registries[].images", images)):
         twice = sorted({n for n in names if names.count(n) > 1})
@@ -1042,6 +1067,10 @@ def _check_objects(path: Path, data: dict) -> None:
                         probe["object"].get("namespace"))
         if getattr(probe_type, "writes", False):
             _check_probe_writes(path, field, probe, made, ref)
+        if isinstance(probe.get("target"), dict) and ("Service", probe["target"]["service"], "$(namespace)") not in made:
+            raise ScenarioError(path, f"{field}.target.service", "a Service the manifests make in the drill's namespace: "
+                                + (", ".join(n for k, n, ns in made if k == "Service" and ns == "$(namespace)") or "none"),
+                                repr(probe["target"]["service"]))
     actions = data["runner"].get("actions") or []
     for i, action in enumerate(actions):
         field = f"runner.actions[{i}]"
@@ -1050,18 +1079,24 @@ def _check_objects(path: Path, data: dict) -> None:
             # Actions.finish tells an action that never ran by its name.
             raise ScenarioError(path, f"{field}.name", f"an action name unique in the runner (runner.actions[{first}] "
                                 "has it)", repr(action["name"]))
-        verbs = [verb for verb in ("delete", "evict") if verb in action]
+        verbs = [verb for verb in ACTION_VERBS if verb in action]
         if len(verbs) != 1:
-            raise ScenarioError(path, field, "one of delete (an object) or evict (a Pod)",
-                                " and ".join(verbs) or "neither")
+            raise ScenarioError(path, field, "one of delete (an object), evict (a Pod), scale (a Deployment or "
+                                "StatefulSet) or kill_container (a Pod's)", " and ".join(verbs) or "neither")
         verb = verbs[0]
         target = action[verb]
         check_kind(f"{field}.{verb}.kind", target["kind"])
         check_placeholders(f"{field}.{verb}", target)
         check_names(f"{field}.{verb}", target["kind"], target["name"], target.get("namespace"))
-        if verb == "evict":
+        if verb == "kill_container" and not data["cluster"].get("needs_node_access"):
+            raise ScenarioError(path, "cluster.needs_node_access", f"true: {field}.kill_container stops a container "
+                                "through its node's runtime", repr(data["cluster"].get("needs_node_access", False)))
+        if verb == "scale" and target["kind"] not in ("Deployment", "StatefulSet"):
+            raise ScenarioError(path, f"{field}.scale.kind", "Deployment or StatefulSet", repr(target["kind"]))
+        if verb in ("evict", "kill_container"):
             if target["kind"] != "Pod":
-                raise ScenarioError(path, f"{field}.evict.kind", "Pod (only pods are evicted)", repr(target["kind"]))
+                raise ScenarioError(path, f"{field}.{verb}.kind", f"Pod (only a pod is {verb}ed)"
+                                    if verb == "evict" else "Pod", repr(target["kind"]))
             this = ref("Pod", target["name"], target.get("namespace"))
             # A declared Pod, or one a declared StatefulSet makes: <name>-<ordinal>, a stable name.
             # The ordinal is read from the name, not looked up in a list of every pod: replicas is
@@ -1073,7 +1108,7 @@ def _check_objects(path: Path, data: dict) -> None:
             if this not in [m for m in made if m[0] == "Pod"] and not (ordinal and any(
                     (name, namespace) == (ordinal[1], this[2]) and start <= int(ordinal[2]) < start + replicas
                     for name, namespace, start, replicas in sets)):
-                raise ScenarioError(path, f"{field}.evict", "a Pod made by workload.manifests, or by one of its "
+                raise ScenarioError(path, f"{field}.{verb}", "a Pod made by workload.manifests, or by one of its "
                                     "StatefulSets (<name>-<ordinal>): " + (", ".join(
                                         pods + [f"{name}-{start}" + (f"..{name}-{start + replicas - 1}" if replicas > 1
                                                                      else "")
@@ -1084,7 +1119,7 @@ def _check_objects(path: Path, data: dict) -> None:
                 return f"{kind} {namespace + '/' if namespace else ''}{name}"
 
             # As written: the namespace left out, or "$(namespace)", for the drill's own.
-            raise ScenarioError(path, f"{field}.delete", "an object made by workload.manifests, as written there "
+            raise ScenarioError(path, f"{field}.{verb}", "an object made by workload.manifests, as written there "
                                 "(an action never touches what the drill did not make): "
                                 + (", ".join(text(*m) for m in made) or "none"),
                                 text(*ref(target["kind"], target["name"], target.get("namespace"))))

@@ -124,15 +124,9 @@ class DrillObjects(Fault):
                 raise
             return "not ours" if now is not None else "gone"
 
-    def evict_if_ours(self, ref: Ref) -> str:
-        """Evict the Pod ``ref`` when it is this entry's: it carries the label (a declared Pod),
-        or its controller is a StatefulSet that does (the very object, by uid). Only the pod read
-        is evicted (its uid a precondition). Returns "evicted", "gone" or "not ours". Raises
-        ApiException (429 when a PodDisruptionBudget refuses), or what the client raises when
-        nothing answers."""
-        pod = kube_objects.read(self.cluster, ref)
-        if pod is None:
-            return "gone"
+    def _pod_is_ours(self, pod: dict, ref: Ref) -> bool:
+        """Whether ``pod`` is this entry's: it carries the label (a declared Pod), or its
+        controller is a StatefulSet that does (the very object, by uid)."""
         meta = pod.get("metadata") or {}
         ours = (meta.get("labels") or {}).get(OWNER_LABEL) == self.token
         owner = next((o for o in meta.get("ownerReferences") or [] if o.get("controller")), None)
@@ -141,9 +135,51 @@ class DrillObjects(Fault):
             parent_meta = (parent or {}).get("metadata") or {}
             ours = parent_meta.get("uid") == owner.get("uid") \
                 and (parent_meta.get("labels") or {}).get(OWNER_LABEL) == self.token
+        return ours
+
+    def evict_if_ours(self, ref: Ref) -> str:
+        """Evict the Pod ``ref`` when it is this entry's (:meth:`_pod_is_ours`). Only the pod read
+        is evicted (its uid a precondition). Returns "evicted", "gone" or "not ours". Raises
+        ApiException (429 when a PodDisruptionBudget refuses), or what the client raises when
+        nothing answers."""
+        pod = kube_objects.read(self.cluster, ref)
+        if pod is None:
+            return "gone"
+        if not self._pod_is_ours(pod, ref):
+            return "not ours"
+        return "evicted" if kube_objects.evict(self.cluster, ref, uid=(pod.get("metadata") or {}).get("uid")) else "gone"
+
+    def scale_if_ours(self, ref: Ref, replicas: int) -> str:
+        """Set the replicas of the Deployment or StatefulSet ``ref`` (its scale subresource) when
+        it carries this entry's label. Returns "scaled", "gone" or "not ours". Raises ApiException,
+        or what the client raises when nothing answers."""
+        ours = self._ours(ref)
+        if ours is None:
+            return "gone"
         if not ours:
             return "not ours"
-        return "evicted" if kube_objects.evict(self.cluster, ref, uid=meta.get("uid")) else "gone"
+        kube_objects.scale(self.cluster, ref, replicas)
+        return "scaled"
+
+    def kill_container_if_ours(self, ref: Ref, container: str) -> str:
+        """Stop the running ``container`` of the Pod ``ref`` (when it is this entry's) through its
+        node's runtime, at once (``crictl stop --timeout 0``: SIGKILL); the kubelet then does what
+        the pod's restartPolicy says. Returns "killed container <id> on <node>", "gone" or "not
+        ours". Raises FaultError when the container is not running, ProviderError when the node
+        cannot be reached (no node access)."""
+        pod = kube_objects.read(self.cluster, ref)
+        if pod is None:
+            return "gone"
+        if not self._pod_is_ours(pod, ref):
+            return "not ours"
+        status = next((c for c in (pod.get("status") or {}).get("containerStatuses") or []
+                       if c.get("name") == container), None)
+        container_id = ((status or {}).get("containerID") or "").split("://")[-1]
+        if not container_id or not ((status or {}).get("state") or {}).get("running"):
+            raise FaultError(f"{ref} has no running container {container!r}")
+        node = (pod.get("spec") or {}).get("nodeName")
+        self.cluster.node_exec(node, ["crictl", "stop", "--timeout", "0", container_id], timeout_seconds=30)
+        return f"killed container {container_id[:13]} on {node}"
 
     def revert(self) -> None:
         errors = []

@@ -112,14 +112,28 @@ class InClusterProbe:
 
 class InClusterHttp:
     """Probe kind ``incluster-http`` of a data-only scenario: calls to the runner's built-in HTTP
-    server's Service, by name or by ClusterIP (``target``). Every such probe of a scenario is one
+    server's Service, by name or by ClusterIP (``target``), or by name to a Service the scenario
+    declares (``target: {service, port}``), or to one pod of it (``pod``: a StatefulSet's pod
+    under its headless Service, ``<pod>.<service>``). Every such probe of a scenario is one
     target of the runner's single in-cluster probe pod (:class:`InClusterProbe`), which the
     runner starts and proves healthy itself: no ``for_scenario``."""
 
     kind = "incluster-http"
     in_probe_pod = True
     required = ("target",)
-    fields = {"target": {"enum": ["name", "clusterip"]}}
+    fields = {"target": {"anyOf": [{"enum": ["name", "clusterip"]}, {
+        "type": "object", "additionalProperties": False, "required": ["service", "port"],
+        "properties": {"service": {"type": "string", "pattern": "^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"},
+                       "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                       "pod": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}}}],
+        "x-expected": "name, clusterip, or {service: a Service the manifests make, port, pod (optional)}"}}
+
+
+def declared_service_url(target: dict, namespace: str) -> str:
+    """The URL an ``incluster-http`` probe calls for ``target: {service, port, pod}``, by its
+    fully qualified name with a trailing dot (one lookup, no search-list expansion)."""
+    host = f"{target['pod']}.{target['service']}" if target.get("pod") else target["service"]
+    return f"http://{host}.{namespace}.svc.cluster.local.:{target['port']}/"
 
 
 class InClusterDns:

@@ -59,7 +59,7 @@ def test_registries_are_refused_in_a_scenario_with_a_drill_file(tmp_path):
     def edit(d):
         d["workload"]["registries"] = [{"name": "x", "images": ["y"]}]
     with pytest.raises(ScenarioError) as info:
-        load_edited(tmp_path, "registry-outage", edit)
+        load_edited(tmp_path, "registry-outage-unresponsive", edit)
     assert info.value.field == "workload.registries"
 
 
@@ -175,3 +175,67 @@ def test_a_manifest_pins_a_pod_to_a_worker_without_registries_too(tmp_path):
     def edit(d):
         d["workload"]["manifests"][2]["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "$(worker_1)"}
     load_edited(tmp_path, "webhook-on-pod-delete", edit)
+
+
+# --- registry-outage: the refused case as data (scale and kill actions, a declared pod called by name)
+
+def action(d, name):
+    return next(a for a in d["runner"]["actions"] if a["name"] == name)
+
+
+def test_the_refused_registry_outage_loads_with_its_image_on_the_toolbox(tmp_path):
+    from harness.scenario import registry_images
+
+    scenario = load_edited(tmp_path, "registry-outage", lambda d: None)
+    assert registry_images(scenario.workload["registries"][0]) == [("web", "toolbox")]
+    assert registry_images({"images": ["a", {"name": "b"}]}) == [("a", "pause"), ("b", "pause")]
+    assert [a["name"] for a in scenario.runner["actions"]] == ["scale-out", "scale-always", "kill"]
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    (lambda d: registries(d)[0].update(images=[{"name": "web", "base": "ubuntu"}]),
+     "workload.registries[0].images[0]", "{name: NAME, base: pause|toolbox}"),
+    # a scale acts only on a declared Deployment or StatefulSet
+    (lambda d: action(d, "scale-out")["scale"].update(name="coredns", namespace="kube-system"),
+     "runner.actions[0].scale", "an object made by workload.manifests"),
+    (lambda d: action(d, "scale-out")["scale"].update(kind="Service"), "runner.actions[0].scale.kind",
+     "Deployment or StatefulSet"),
+    (lambda d: action(d, "scale-out")["scale"].update(replicas=-1), "runner.actions[0].scale.replicas", "0"),
+    (lambda d: action(d, "scale-out")["scale"].pop("replicas"), "runner.actions[0].scale.replicas", "an integer"),
+    # a container kill only of a declared pod (or a declared StatefulSet's), with node access
+    (lambda d: action(d, "kill")["kill_container"].update(name="coredns-0"), "runner.actions[2].kill_container",
+     "a Pod made by workload.manifests"),
+    (lambda d: action(d, "kill")["kill_container"].update(kind="StatefulSet"),
+     "runner.actions[2].kill_container.kind", "Pod"),
+    (lambda d: action(d, "kill").update(delete={"kind": "Service", "name": "cached"}), "runner.actions[2]",
+     "one of delete"),
+    # a call by name only to a Service the manifests make
+    (lambda d: d["runner"]["probes"][1]["target"].update(service="kube-dns"), "runner.probes[1].target.service",
+     "a Service the manifests make in the drill's namespace: cached"),
+    (lambda d: d["runner"]["probes"][1]["target"].update(port=0), "runner.probes[1].target", "name, clusterip, or"),
+])
+def test_bad_registry_outage_scenarios_are_refused(tmp_path, edit, field, expected):
+    with pytest.raises(ScenarioError) as err:
+        load_edited(tmp_path, "registry-outage", edit)
+    assert err.value.field == field and expected in err.value.expected, err.value
+
+
+def test_a_container_kill_needs_node_access(tmp_path):
+    def edit(d):
+        d["cluster"]["needs_node_access"] = False
+        d["workload"].pop("registries")  # (which need it too, and are checked first)
+        d["fault"] = {"kind": "scale-to-zero", "method": "m", "params": {"target_kind": "StatefulSet",
+                                                                        "target_name": "cached"}}
+        for m in d["workload"]["manifests"][1:]:
+            m["spec"]["template"]["spec"]["containers"][0]["image"] = "$(toolbox_image)"
+    with pytest.raises(ScenarioError) as err:
+        load_edited(tmp_path, "registry-outage", edit)
+    assert err.value.field == "cluster.needs_node_access" and "kill_container" in err.value.expected
+
+
+def test_a_declared_service_target_is_called_by_its_fully_qualified_name():
+    from harness.probes.incluster import declared_service_url
+
+    assert declared_service_url({"service": "cached", "port": 8080, "pod": "cached-0"}, "ns") == \
+        "http://cached-0.cached.ns.svc.cluster.local.:8080/"
+    assert declared_service_url({"service": "web", "port": 80}, "ns") == "http://web.ns.svc.cluster.local.:80/"
