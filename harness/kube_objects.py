@@ -31,6 +31,7 @@ environment variables in a container's command.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -339,20 +340,25 @@ def webhook_unreachable_reason(cluster: Cluster, configuration: dict[str, Any]) 
         namespaces = [v for e in selector.get("matchExpressions") or []
                       if e.get("key") == "kubernetes.io/metadata.name" and e.get("operator") == "In"
                       for v in e.get("values") or []]
-        labels = dict((hook.get("objectSelector") or {}).get("matchLabels") or {})
-        matched = [(group, resource) for rule in hook.get("rules") or []
-                   if {"CREATE", "*"} & set(rule.get("operations") or [])
-                   for group in rule.get("apiGroups") or [] for resource in rule.get("resources") or []
-                   if (group, resource) in _CHECK_OBJECTS]
-        if not matched or not namespaces:
+        object_selector = hook.get("objectSelector") or {}
+        labels = dict(object_selector.get("matchLabels") or {})
+        matched = [(g, r) for rule in hook.get("rules") or [] if {"CREATE", "*"} & set(rule.get("operations") or [])
+                   for g, r in _CHECK_OBJECTS
+                   if {g, "*"} & set(rule.get("apiGroups") or []) and {r, "*"} & set(rule.get("resources") or [])]
+        # (an objectSelector with matchExpressions: no object is built to match it, so not checked)
+        if not matched or not namespaces or object_selector.get("matchExpressions"):
             continue
         manifest = _CHECK_OBJECTS[matched[0]](labels)
         manifest["metadata"].update(name="kdrill-webhook-check", namespace=namespaces[0])
         try:
             dry_run_create(cluster, manifest)
         except ApiException as exc:
-            if "failed calling webhook" in str(exc.body or ""):
-                return f"the API server cannot call webhook {hook.get('name')}: {str(exc.body)[:300]}"
+            try:
+                message = str(json.loads(exc.body or "{}").get("message") or exc.reason)
+            except (ValueError, AttributeError, TypeError):
+                message = str(exc.body or exc.reason)
+            if "failed calling webhook" in message:
+                return f"the API server cannot call webhook {hook.get('name')}: {message[:300]}"
     return None
 
 

@@ -323,18 +323,21 @@ REQUEST_JOIN_SECONDS = kube_objects.REQUEST_TIMEOUT_SECONDS + 5
 def narrow(how: dict, start: float, stop: float, ran: list[dict]) -> tuple[float, float, str]:
     """``(start, stop)`` of a measure's window (epoch seconds) narrowed by its ``from_action`` and
     ``until_action`` to when those actions ran (``ran``: the window's action results), and a
-    phrase saying so. Raises ValueError when a named action did not run."""
-    at = {r["name"]: r["at"] for r in ran}
-    said = []
+    phrase saying so. Raises ValueError when a named action did not run, or failed."""
+    results = {r["name"]: r for r in ran}
+    said, bounds = [], (start, stop)
     for key, word in (("from_action", "from"), ("until_action", "until")):
         if key not in how:
             continue
-        if at.get(how[key]) is None:
-            raise ValueError(f"action {how[key]} did not run, so its {how['window']} window has no {word} point")
+        result = results.get(how[key]) or {}
+        if result.get("at") is None or not result.get("ok"):
+            raise ValueError(f"action {how[key]} did not run as declared ({result.get('detail', 'not run')}), so "
+                             f"its {how['window']} window has no {word} point")
+        at = min(max(result["at"], bounds[0]), bounds[1])  # inside the window it narrows
         if key == "from_action":
-            start = at[how[key]]
+            start = at
         else:
-            stop = at[how[key]]
+            stop = at
         said.append(f"{word} action {how[key]}")
     return start, stop, (", " + " ".join(said)) if said else ""
 

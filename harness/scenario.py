@@ -1066,7 +1066,7 @@ def _check_objects(path: Path, data: dict) -> None:
             check_names(f"{field}.object", probe["object"]["kind"], probe["object"]["name"],
                         probe["object"].get("namespace"))
         if getattr(probe_type, "writes", False):
-            _check_probe_writes(path, field, probe, made, ref)
+            _check_probe_writes(path, field, probe, made, ref, drill_namespaces)
         if isinstance(probe.get("target"), dict) and ("Service", probe["target"]["service"], "$(namespace)") not in made:
             raise ScenarioError(path, f"{field}.target.service", "a Service the manifests make in the drill's namespace: "
                                 + (", ".join(n for k, n, ns in made if k == "Service" and ns == "$(namespace)") or "none"),
@@ -1129,28 +1129,44 @@ def _check_objects(path: Path, data: dict) -> None:
                                 f"({length} s)", repr(action["after_seconds"]))
 
 
-def _check_probe_writes(path: Path, field: str, probe: dict, made: list[tuple], ref) -> None:
+def _check_probe_writes(path: Path, field: str, probe: dict, made: list[tuple], ref,
+                        drill_namespaces: list[str]) -> None:
     """A probe that writes (even as a dry run) acts only where the drill may: an ``update`` only of
     an object the manifests make, a ``create`` only of a namespaced kind in the drill's namespace
-    or one the manifests make."""
+    or one the manifests make, under a name that leaves room for its number; what it sends is
+    literal (no placeholder in a value or a key)."""
+    from harness import kube_objects
+
+    def text(kind: str, name: str, namespace: str | None) -> str:
+        return f"{kind} {namespace + '/' if namespace else ''}{name}"
+
     target = probe["object"]
     this = ref(target["kind"], target["name"], target.get("namespace"))
     if "update" in probe and this not in made:
         raise ScenarioError(path, f"{field}.object", "an object made by workload.manifests, as written there (a "
                             "probe never writes to what the drill did not make): "
-                            + (", ".join(f"{k} {ns + '/' if ns else ''}{n}" for k, n, ns in made) or "none"), str(this))
-    from harness import kube_objects
-
+                            + (", ".join(text(*m) for m in made) or "none"), text(*this))
     for key in ("create", "update"):
         if key in probe and kube_objects.placeholders(probe[key]):
             raise ScenarioError(path, f"{field}.{key}", "literal values (placeholders are expanded in manifests and "
                                 "object names only)", ", ".join(f"$({p})" for p in sorted(kube_objects.placeholders(probe[key]))))
+        for where in kube_objects.placeholder_keys(probe.get(key)):
+            raise ScenarioError(path, _format_field((f"{field}.{key}", *where)), "keys without placeholders (sent as "
+                                "written)", repr(where[-1]))
     if "create" in probe:
         own = ["$(namespace)"] + [n for k, n, _ in made if k == "Namespace"]
         if this[2] is None or this[2] not in own:
             raise ScenarioError(path, f"{field}.object", "a namespaced kind in the drill's namespace or one the "
                                 "manifests make: " + ", ".join(own),
                                 f"{target['kind']} in {this[2] or 'no namespace (cluster-scoped)'}")
+        # each create is named <name>-<n>: the name must leave room for the number
+        kind = kube_objects.KINDS[target["kind"]]
+        for ns in drill_namespaces:
+            longest = kube_objects.expand(f"{target['name']}-{10 ** 7}", {"namespace": ns})
+            problem = kind.problem(longest, ns)
+            if problem is not None:
+                raise ScenarioError(path, f"{field}.object.name", f"a name that, with '-<n>' added for each create "
+                                    f"(e.g. {longest!r}), is {problem}", repr(target["name"]))
 
 
 def _stateful_sets(data: dict) -> list[tuple[str, str, int, int]]:
@@ -1197,6 +1213,12 @@ def _check_policy_scope(path: Path, data: dict, made: list[tuple]) -> None:
     for i, manifest in enumerate(manifests):
         spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
         field = f"workload.manifests[{i}].spec"
+        if manifest["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding") \
+                and not manifest["metadata"]["name"].startswith(OWN_NAMESPACE_PREFIX.rstrip("-")):
+            # a binding names its policy by name alone: another binding on the cluster naming a
+            # policy called like ours would apply it beyond the drill
+            raise ScenarioError(path, f"workload.manifests[{i}].metadata.name", "a name made from the drill's "
+                                "namespace, $(namespace)...", repr(manifest["metadata"]["name"]))
         if manifest["kind"] == "ValidatingAdmissionPolicy":
             constraints = spec.get("matchConstraints") if isinstance(spec.get("matchConstraints"), dict) else {}
             rules = constraints.get("resourceRules")
@@ -1229,7 +1251,8 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
     Source: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
     (matching requests: rules, namespaceSelector; contacting the webhook: url, service)."""
     own = {"$(namespace)"} | {name for kind, name, _ in made if kind == "Namespace"}
-    for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
+    manifests = (data.get("workload") or {}).get("manifests") or []
+    for i, manifest in enumerate(manifests):
         if manifest["kind"] not in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
             continue
         webhooks = manifest.get("webhooks")
@@ -1262,6 +1285,14 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
                 raise ScenarioError(path, f"{field}.clientConfig", "a service in the drill's namespaces ("
                                     + ", ".join(sorted(own)) + "), no url: the API server sends the requests it "
                                     "intercepts there, and a drill sends nothing outside the cluster", repr(client)[:200])
+            # Its Service made before it: the configuration counts as made once the API server
+            # reaches the webhook (runner.serving_problem), which it never would otherwise.
+            earlier = [(m["metadata"]["name"], m["metadata"].get("namespace") or "$(namespace)")
+                       for m in manifests[:i] if m["kind"] == "Service"]
+            if (service.get("name"), service["namespace"]) not in earlier:
+                raise ScenarioError(path, f"{field}.clientConfig.service", "a Service an earlier manifest makes: "
+                                    + (", ".join(f"{ns}/{n}" for n, ns in earlier) or "none"),
+                                    f"{service['namespace']}/{service.get('name')}")
 
 
 def _build(path: Path, data: dict) -> Scenario:

@@ -171,10 +171,6 @@ class LocalRegistry:
     network: str = DOCKER_NETWORK
     image: str = TOOLBOX_IMAGE
 
-    @classmethod
-    def for_cluster(cls, cluster: Cluster, instance: str | None = None) -> "LocalRegistry":
-        return cls(container_name(cluster.name, instance))
-
     # state
 
     def state(self) -> ContainerState | None:
@@ -276,13 +272,6 @@ class LocalRegistry:
         if self.state() is not None:
             docker("rm", "--force", "--volumes", self.name)
 
-    def server_log(self, lines: int = 200) -> str:
-        """The last ``lines`` of the server's log in the container ('' when unreadable)."""
-        state = self.state()
-        if state is None or not state.running or state.paused:
-            return ""
-        return docker("exec", self.name, "tail", "-n", str(lines), LOG_PATH, check=False).stdout
-
     # images
 
     def push_unique_image(self, repository: str, tag: str, marker: str, base: str = TOOLBOX_IMAGE) -> str:
@@ -326,19 +315,6 @@ def unconfigure_nodes(cluster: Cluster, nodes: list[str], registry_host: str = R
     directory = hosts_dir(registry_host)
     for node in nodes:
         cluster.node_exec(node, ["rm", "-rf", directory], timeout_seconds=20, check=False)
-
-
-def node_has_image(cluster: Cluster, node: str, reference: str) -> bool:
-    """Whether the node's containerd (CRI namespace) holds ``reference``."""
-    return cluster.node_exec(node, ["crictl", "inspecti", "-q", reference], timeout_seconds=20,
-                             check=False).returncode == 0
-
-
-def remove_image_from_nodes(cluster: Cluster, nodes: list[str], reference: str) -> None:
-    """``crictl rmi`` the reference on every node that has it (nodes left as they were)."""
-    for node in nodes:
-        if node_has_image(cluster, node, reference):
-            cluster.node_exec(node, ["crictl", "rmi", reference], timeout_seconds=60, check=False)
 
 
 def registry_images(crictl_images_json: str, registry_host: str = REGISTRY_HOST) -> list[str]:

@@ -247,11 +247,18 @@ def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool 
     results = _recover_pass(ledger, list(reversed(ledger.entries())), cluster_for, force)
     # A revert can be blocked by what an older entry removes: scaling a webhook's backend back up
     # is an UPDATE that its own fail-closed configuration refuses until the drill's objects (that
-    # configuration among them) are deleted. Those get one more try, once something was undone.
-    failed = {r["id"] for r in results if not r["reverted"] and not (r["error"] or "").startswith("owned by")}
-    if failed and any(r["reverted"] for r in results):
+    # configuration among them) are deleted. Those get one more try, once something was undone on
+    # the cluster (not for an entry left to a live kdrill, a corrupt one, or a cluster that is gone).
+    undone = any(r["reverted"] and not (r["error"] or "").startswith("nothing to revert") for r in results)
+    failed = {r["id"] for r in results if not r["reverted"] and not (r["error"] or "").startswith("owned by")
+              and "cannot be read" not in (r["error"] or "")}
+    if failed and undone:
+        first = {r["id"]: r["error"] for r in results}
         again = {r["id"]: r for r in _recover_pass(ledger, [e for e in reversed(ledger.entries()) if e.id in failed],
                                                    cluster_for, force)}
+        for result in again.values():  # what the first try met stays on record
+            result["error"] = f"first try: {first[result['id']]}" + (f"; retry: {result['error']}"
+                                                                     if result["error"] else "; the retry succeeded")
         results = [again.get(r["id"], r) for r in results]
     return results
 

@@ -8,8 +8,8 @@ The write is one of:
 
 - ``create``: a new object of ``object.kind`` named ``<object.name>-<n>`` in ``object.namespace``
   (default: the drill's), with the given ``create`` body (``metadata.labels``, ``spec``, ...);
-- ``update``: a merge patch of the existing ``object`` (or its ``subresource``, e.g. ``scale``:
-  what ``kubectl scale`` sends), e.g. the fix an operator would try during an outage.
+- ``update``: a merge patch of the existing ``object`` (or of its ``scale`` subresource: what
+  ``kubectl scale`` sends), e.g. the fix an operator would try during an outage.
 
 What "ok" means (``ok_when``):
 
@@ -92,13 +92,15 @@ class AdmissionProbe(Probe):
         "object": OBJECT_REF_SCHEMA,
         "create": {"type": "object", "additionalProperties": True,
                    "properties": {"metadata": {"type": "object", "additionalProperties": False,
-                                               "properties": {"labels": {"type": "object"},
-                                                              "annotations": {"type": "object"}}}},
+                                               "properties": {"labels": {"type": "object",
+                                                                         "additionalProperties": {"type": "string"}},
+                                                              "annotations": {"type": "object",
+                                                                              "additionalProperties": {"type": "string"}}}}},
                    "x-expected": "the body of the object to create, e.g. {metadata: {labels: ...}, spec: ...}"},
         "update": {"type": "object", "additionalProperties": False, "required": ["patch"],
                    "properties": {"patch": {"type": "object", "minProperties": 1},
-                                  "subresource": {"enum": ["scale", "status"]}},
-                   "x-expected": "{patch: a merge patch, subresource: scale|status (optional)}"},
+                                  "subresource": {"enum": ["scale"]}},
+                   "x-expected": "{patch: a merge patch, subresource: scale (optional)}"},
         "ok_when": {"anyOf": [{"const": ADMITTED}, {
             "type": "object", "additionalProperties": False, "required": ["rejected_with"],
             "properties": {"rejected_with": {"type": "array", "minItems": 1,
@@ -113,6 +115,9 @@ class AdmissionProbe(Probe):
         if len(given) != 1:
             return [("create", "exactly one of create (a new object each time) and update (a patch of the object)",
                      " and ".join(given) or "neither")]
+        kind = (spec.get("object") or {}).get("kind")
+        if (spec.get("update") or {}).get("subresource") == "scale" and kind not in ("Deployment", "StatefulSet"):
+            return [("update.subresource", "scale only for a Deployment or StatefulSet", f"scale of a {kind}")]
         return []
 
     @classmethod

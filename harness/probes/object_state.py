@@ -13,7 +13,7 @@ What "ok" means (``ok_when``):
 - ``{field: PATH, equals: VALUE}``: it exists and the value at PATH (keys joined by ``.``, a
   number indexes a list: ``status.containerStatuses.0.state.waiting.reason``) equals VALUE; a
   field the object does not have is ``null`` (e.g. a Deployment scaled to zero has no
-  ``status.readyReplicas``).
+  ``status.readyReplicas``); ``{field: PATH, in: [VALUE, ...]}``: it equals one of them.
 
 A read the API does not answer is a sample that is neither: ``ok`` False with
 ``labels["error"]`` set, so a measure over this probe cannot mistake an unreachable API for the
@@ -53,12 +53,16 @@ def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
             and ok_when["status"] in CONDITION_STATUSES:
         found = kube_objects.condition(obj, ok_when["condition"])
         return found is not None and found.get("status") == ok_when["status"]
-    if isinstance(ok_when, dict) and set(ok_when) == {"field", "equals"} and isinstance(ok_when["field"], str) \
-            and FIELD_PATH.fullmatch(ok_when["field"]):
-        value, wanted = field_value(obj, ok_when["field"]), ok_when["equals"]
+    if isinstance(ok_when, dict) and set(ok_when) in ({"field", "equals"}, {"field", "in"}) \
+            and isinstance(ok_when["field"], str) and FIELD_PATH.fullmatch(ok_when["field"]) \
+            and (isinstance(ok_when.get("in"), list) and ok_when["in"] or "equals" in ok_when):
+        if obj is None:
+            return False
+        value = field_value(obj, ok_when["field"])
         # as JSON compares: true is not 1
-        return obj is not None and value == wanted and isinstance(value, bool) == isinstance(wanted, bool)
-    raise ValueError("ok_when must be 'absent', 'present', 'deleting', {condition, status} or {field, equals}, "
+        return any(value == wanted and isinstance(value, bool) == isinstance(wanted, bool)
+                   for wanted in (ok_when["in"] if "in" in ok_when else [ok_when["equals"]]))
+    raise ValueError("ok_when must be 'absent', 'present', 'deleting', {condition, status}, {field, equals} or {field, in}, "
                      f"got {ok_when!r}")
 
 
@@ -87,12 +91,24 @@ class ObjectStateProbe(Probe):
             "type": "object", "additionalProperties": False, "required": ["condition", "status"],
             "properties": {"condition": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9]*$"},
                            "status": {"enum": list(CONDITION_STATUSES)}}}, {
-            "type": "object", "additionalProperties": False, "required": ["field", "equals"],
+            "type": "object", "additionalProperties": False, "required": ["field"],
+            "oneOf": [{"required": ["equals"]}, {"required": ["in"]}],
             "properties": {"field": {"type": "string", "pattern": f"^{FIELD_PATH.pattern}$"},
-                           "equals": {"type": ["string", "number", "boolean", "null"]}}}],
+                           "equals": {"type": ["string", "number", "boolean", "null"]},
+                           "in": {"type": "array", "minItems": 1, "maxItems": 20,
+                                  "items": {"type": ["string", "number", "boolean", "null"]}}}}],
             "x-expected": "absent, present, deleting, {condition: TYPE, status: \"True\"|\"False\"|\"Unknown\"}, "
-                          "or {field: PATH, equals: VALUE}"},
+                          "or {field: PATH, equals: VALUE} or {field: PATH, in: [VALUE, ...]}"},
     }
+
+    @staticmethod
+    def problems(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
+        """``ok_when`` as :func:`holds` reads it (a schema pattern's ``$`` lets a final newline through)."""
+        try:
+            holds(None, spec.get("ok_when"))
+        except ValueError:
+            return [("ok_when", ObjectStateProbe.fields["ok_when"]["x-expected"], repr(spec.get("ok_when")))]
+        return []
 
     @classmethod
     def for_scenario(cls, spec: dict[str, Any], context) -> "ObjectStateProbe":

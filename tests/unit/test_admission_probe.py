@@ -74,12 +74,17 @@ def test_median_latency_and_the_ratio_after_the_first_success():
 
 
 def test_a_window_narrowed_to_the_actions_it_names():
-    ran = [{"name": "way-out", "at": 130.0}, {"name": "never", "at": None}]
+    ran = [{"name": "way-out", "at": 130.0, "ok": True}, {"name": "never", "at": None, "ok": False},
+           {"name": "refused", "at": 120.0, "ok": False, "detail": "scale x: not done, it does not exist"},
+           {"name": "late", "at": 145.0, "ok": True}]
     assert narrow({"window": "fault", "until_action": "way-out"}, 100.0, 140.0, ran)[:2] == (100.0, 130.0)
     assert narrow({"window": "fault", "from_action": "way-out"}, 100.0, 140.0, ran)[:2] == (130.0, 140.0)
     assert narrow({"window": "fault"}, 100.0, 140.0, ran) == (100.0, 140.0, "")
-    with pytest.raises(ValueError, match="did not run"):
-        narrow({"window": "fault", "from_action": "never"}, 100.0, 140.0, ran)
+    # an action that ran after its window ended (a slow API call) narrows to the window's end
+    assert narrow({"window": "fault", "from_action": "late"}, 100.0, 140.0, ran)[:2] == (140.0, 140.0)
+    for name in ("never", "refused"):
+        with pytest.raises(ValueError, match="did not run as declared"):
+            narrow({"window": "fault", "from_action": name}, 100.0, 140.0, ran)
 
 
 def test_object_state_compares_a_field():
@@ -135,6 +140,25 @@ def test_the_shipped_scenario_loads(tmp_path):
      "admitted, or {rejected_with"),
     (lambda d: probe(d, "webhook-down").update(ok_when={"field": "status..x", "equals": 1}),
      "runner.probes[9].ok_when", "{field: PATH, equals: VALUE}"),
+    # a final newline slips past a schema pattern's $; holds() reads the path as it will at run time
+    (lambda d: probe(d, "webhook-down").update(ok_when={"field": "status.readyReplicas\n", "equals": 1}),
+     "runner.probes[9].ok_when", "{field: PATH, equals: VALUE}"),
+    (lambda d: probe(d, "matched-admitted")["object"].update(name="m" * 250), "runner.probes[1].object.name",
+     "with '-<n>' added for each create"),
+    (lambda d: probe(d, "matched-admitted")["create"].update(metadata={"labels": {"$(namespace)": "x"}}),
+     "runner.probes[1].create.metadata.labels.$(namespace)", "keys without placeholders"),
+    (lambda d: probe(d, "matched-admitted")["create"].update(metadata={"labels": {"a": 1}}),
+     "runner.probes[1].create.metadata.labels.a", "a string"),
+    (lambda d: probe(d, "own-restart-rejected").update(object={"kind": "Secret", "name": "webhook-tls"},
+                                                       update={"patch": {"a": 1}, "subresource": "scale"}),
+     "runner.probes[7].update.subresource", "scale only for a Deployment or StatefulSet"),
+    # a webhook configuration calls a Service made before it
+    (lambda d: manifest(d, "ValidatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["service"].update(
+        name="nope"), "workload.manifests[7].webhooks[0].clientConfig.service", "a Service an earlier manifest makes"),
+    # a policy and its binding are named after the drill: a binding names its policy by name alone
+    (lambda d: (manifest(d, "ValidatingAdmissionPolicy")["metadata"].update(name="require-owner"),
+                manifest(d, "ValidatingAdmissionPolicyBinding")["spec"].update(policyName="require-owner")),
+     "workload.manifests[5].metadata.name", "a name made from the drill's namespace"),
     # a declared ValidatingAdmissionPolicy acts only in the drill's namespaces
     (lambda d: manifest(d, "ValidatingAdmissionPolicy")["spec"]["matchConstraints"]["resourceRules"][0].update(
         scope="*"), "workload.manifests[5].spec.matchConstraints.resourceRules[0].scope", "Namespaced"),

@@ -83,3 +83,17 @@ def test_bad_image_pulls_probes_are_refused(tmp_path, edit, field, expected):
         load_edited(tmp_path, "serial-image-pull", edit)
     assert info.value.field == field, str(info.value)
     assert expected in info.value.expected
+
+
+def test_an_events_probe_is_each_event_of_its_reason_at_the_time_it_was_recorded():
+    from harness.probes.events import reason_samples
+
+    events = [{"reason": "Scheduled", "count": 1, "first": 90.0, "last": 90.0, "message": "assigned"},
+              {"reason": "Pulling", "count": 1, "first": 100.0, "last": 100.0, "message": "Pulling image x"},
+              {"reason": "Pulling", "count": 3, "first": 110.0, "last": 140.0, "message": "Pulling image y"},
+              {"reason": "Pulling", "count": 1, "first": None, "last": None, "message": "no time"}]
+    samples = reason_samples(events, "Pulling")
+    # each at the end of the whole second it is stamped with: never before it was recorded
+    assert [(s.t, s.ok) for s in samples] == [(101.0, True), (111.0, True), (141.0, True)]
+    assert samples[2].detail == "(x3) Pulling image y"
+    assert reason_samples(events, "BackOff") == []

@@ -141,3 +141,19 @@ def test_fault_kind_resolves_to_this_module():
 def test_fault_rejects_unknown_mode_and_untagged_image(kwargs):
     with pytest.raises(FaultError):
         RegistryOutage(FakeCluster(), "kdrill-registry-kdrill-test", **kwargs)
+
+
+def test_the_refused_outage_restore_bound_covers_the_documented_back_off():
+    """scenarios/registry-outage.yaml: pulls fail from the scale-out (3 s in) to the restore (60 s
+    in); the kubelet's retry after the restore then comes within the back-off in effect plus a
+    pod re-sync. Its bound must cover that, plus the pull and start (about 2 s here)."""
+    from harness.scenario import load_scenario
+    from harness import resources
+
+    scenario = load_scenario(resources.scenarios_dir() / "registry-outage.yaml")
+    failing = scenario.runner["windows"]["hold_seconds"] - next(
+        a["after_seconds"] for a in scenario.runner["actions"] if a["name"] == "scale-out")
+    bound = next(e.bound for e in scenario.expectations if e.name == "scale_out_pod_ready_after_restore_seconds")
+    assert max_retry_wait_after_restore(failing) == 55.0
+    assert bound.value >= max_retry_wait_after_restore(failing) + 5
+    assert scenario.runner["windows"]["after_seconds"] > bound.value  # the window can see the bound

@@ -59,7 +59,7 @@ def test_registries_are_refused_in_a_scenario_with_a_drill_file(tmp_path):
     def edit(d):
         d["workload"]["registries"] = [{"name": "x", "images": ["y"]}]
     with pytest.raises(ScenarioError) as info:
-        load_edited(tmp_path, "registry-outage-unresponsive", edit)
+        load_edited(tmp_path, "worker-node-loss", edit)
     assert info.value.field == "workload.registries"
 
 

@@ -79,9 +79,9 @@ def test_the_shipped_scenario_loads(tmp_path):
     (lambda d: d["runner"]["actions"][0]["evict"].update(name="coredns-0", namespace="kube-system"),
      "runner.actions[0].evict", "a Pod made by workload.manifests"),
     (lambda d: d["runner"]["actions"][0]["evict"].update(kind="StatefulSet", name="guarded"),
-     "runner.actions[0].evict.kind", "Pod (only pods are evicted)"),
+     "runner.actions[0].evict.kind", "Pod (only a pod is evicted)"),
     (lambda d: d["runner"]["actions"][0].update(delete={"kind": "StatefulSet", "name": "guarded"}),
-     "runner.actions[0]", "one of delete (an object) or evict (a Pod)"),
+     "runner.actions[0]", "one of delete (an object), evict (a Pod)"),
     (lambda d: d["runner"]["actions"][0].pop("evict"), "runner.actions[0]", "one of delete"),
 ])
 def test_bad_webhook_scenarios_are_refused_naming_the_field(tmp_path, edit, field, expected):
