@@ -25,14 +25,16 @@ window holds nothing to measure (the expectation is then an error, never a pass)
   waited behind another pull on its node;
 - ``median_latency_seconds``: the median (p50) of those latencies (seconds; None when none has
   one): e.g. how long the API server took to reject a write it could not send to its webhook;
-- ``success_ratio_after_first_success``: from the window's first successful sample to its end,
-  successful samples / samples (ratio; None when none succeeded): once a state was reached (a
-  fault in force, as the probe sees it), how much of the rest of the window it held.
+- ``min_latency_seconds``: the smallest of those latencies (seconds; None when none has one):
+  e.g. that every write the webhook's black hole held waited for the API server's deadline.
 
 An expectation may narrow its window to the time of an action of that window: ``from_action``
 starts it when the named action ran, ``until_action`` ends it then (e.g. the rejections before a
 webhook configuration is deleted, and the writes after). An action that did not run leaves
-nothing to measure: the expectation is an error.
+nothing to measure: the expectation is an error. ``from_first_success: true`` then starts the
+window at the probe's first successful sample in it: once a state was reached (a fault in force,
+as the probe sees it, measured by its own ``first_success_seconds``), how it held for the rest of
+the window; a probe that never succeeded there leaves nothing to measure.
 """
 
 from __future__ import annotations
@@ -116,10 +118,16 @@ def median_latency_seconds(samples: list[Sample], start: float, end: float) -> f
     return statistics.median(timed) if timed else None
 
 
-def success_ratio_after_first_success(samples: list[Sample], start: float, end: float) -> float | None:
-    window = in_window(samples, start, end)
-    first = next((i for i, s in enumerate(window) if s.ok), None)
-    return None if first is None else sum(s.ok for s in window[first:]) / len(window[first:])
+def first_success_at(samples: list[Sample], start: float, end: float) -> float | None:
+    """When the window's first successful sample was taken (epoch seconds), or None: where a
+    window narrowed with ``from_first_success`` starts."""
+    return next((s.t for s in in_window(samples, start, end) if s.ok), None)
+
+
+def min_latency_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    timed = [s.latency_seconds for s in in_window(samples, start, end)
+             if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
+    return min(timed) if timed else None
 
 
 ENTRY_POINTS = "kdrill.measures"

@@ -31,6 +31,15 @@ _EQUALITY_REQUIREMENT = re.compile(r"^(?P<key>[^=!\s]+)\s*(?P<op>==|=|!=)\s*(?P<
 _EXCLUDING = ("!=", "notin", "!")
 
 
+def labels(text: Any) -> dict[str, str]:
+    """``key=value[,key=value]`` as a mapping: a selector of equalities only, what a Service's
+    ``spec.selector`` holds. Raises ValueError for anything else (see :func:`label_selector`)."""
+    requirements = label_selector(text)
+    if any(op != "=" for _, op, _ in requirements):
+        raise ValueError(f"only key=value pairs, got {text!r}")
+    return {key: values[0] for key, _, values in requirements}
+
+
 def label_selector(text: Any) -> list[tuple[str, str, tuple[str, ...]]]:
     """The requirements of a label selector string, as (key, operator, values): operator one of
     "=", "!=", "in", "notin", "exists", "!" ("==" is read as "="). Raises ValueError naming what is
@@ -80,7 +89,8 @@ def label_selector(text: Any) -> list[tuple[str, str, tuple[str, ...]]]:
 class Param:
     """One parameter. ``kind``: "seconds", "number", "integer", "choice", "bool", "name" (a
     Kubernetes object name), "quantity" (a Kubernetes resource quantity such as "30m") or
-    "selector" (a label selector such as "app=web", never empty: see :func:`label_selector`); ``minimum``/``maximum`` bound numbers
+    "selector" (a label selector such as "app=web", never empty: see :func:`label_selector`),
+    "labels" (``key=value`` pairs only: :func:`labels`); ``minimum``/``maximum`` bound numbers
     (inclusive); ``choices`` lists the allowed strings of a "choice"."""
 
     kind: str
@@ -106,6 +116,12 @@ class Param:
                 label_selector(value)
             except ValueError as exc:
                 return f"a label selector such as 'app=web' that selects something ({exc})"
+            return None
+        if self.kind == "labels":
+            try:
+                labels(value)
+            except ValueError as exc:
+                return f"labels such as 'app=web,tier=db', what a Service's selector holds ({exc})"
             return None
         unit = " of seconds" if self.kind == "seconds" else ""
         what = "a whole number" if self.kind == "integer" else "a number"

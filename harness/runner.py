@@ -474,6 +474,13 @@ def run(drill) -> None:
         except ValueError as exc:
             drill.expectations.error(expectation.name, str(exc))
             continue
+        if how.get("from_first_success"):
+            reached = measures.first_success_at(timeline.samples(), start, stop)
+            if reached is None:
+                drill.expectations.error(expectation.name, f"probe {how['probe']} never succeeded in its "
+                                         f"{how['window']} window{narrowed}: no first success to start from")
+                continue
+            start, narrowed = reached, narrowed + ", from its first success"
         value = measures.measure(how["kind"], timeline.samples(), start, stop)
         drill.measure(expectation.name, value,
                       detail=f"{how['kind']} of probe {how['probe']} over the {how['window']} window{narrowed} "

@@ -47,7 +47,7 @@ MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "
                  "recovery_seconds": "seconds",
                  "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds",
                  "max_latency_seconds": "seconds", "median_latency_seconds": "seconds",
-                 "success_ratio_after_first_success": "ratio"}
+                 "min_latency_seconds": "seconds"}
 IMAGE_NAME = "^[a-z][a-z0-9]{0,30}$"
 IMAGE_BASES = ("pause", "toolbox")  # what a declared registry's image is built on (registry_images)
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
@@ -87,6 +87,8 @@ _EXPECTATION: dict[str, Any] = {
                 # The window narrowed to an action's time (harness/measures.py).
                 "from_action": {"type": "string", "x-expected": "the name of an action of runner.actions"},
                 "until_action": {"type": "string", "x-expected": "the name of an action of runner.actions"},
+                # ...and to start at the probe's first successful sample in it (harness/measures.py)
+                "from_first_success": {"const": True, "x-expected": "true (or left out)"},
             },
         },
         # How far the measured value may drift, in the worse direction, from a baseline run's

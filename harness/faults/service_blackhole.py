@@ -1,10 +1,11 @@
-"""Fault ``service-blackhole``: a Service's selector is changed so that it matches no pod.
+"""Fault ``service-blackhole``: a Service's selector is changed so that it matches no pod, or
+(``reroute_to``) other pods, e.g. a backend that accepts connections and never answers.
 
 A generic fault for data-only scenarios (harness/runner.py): it needs no node access, only the
 API. The Service's ``spec.selector`` is recorded in the ledger, then replaced by the same selector
-plus the label ``kdrill.io/blackhole: <random>``, which no pod carries. The EndpointSlice controller
-then lists no endpoint for the Service, while its pods keep running and its name and ClusterIP
-stay. The revert replaces ``spec.selector`` with the recorded one through a JSON patch (RFC 6902),
+plus the label ``kdrill.io/blackhole: <random>``, which no pod carries (or by ``reroute_to``). The
+EndpointSlice controller then lists no endpoint for the Service (or the other pods'), while its
+pods keep running and its name and ClusterIP stay. The revert replaces ``spec.selector`` with the recorded one through a JSON patch (RFC 6902),
 which sets the whole map, so the added key goes (a strategic merge patch would merge the maps and
 keep it); the verification waits until the selector is the original again and the Service's
 EndpointSlices list a ready endpoint.
@@ -28,7 +29,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param
+from harness.params import Param, labels
 from harness.providers import Cluster
 from harness.workloads import ready_endpoints
 
@@ -47,12 +48,16 @@ class ServiceBlackhole(Fault):
     params = {
         "service_name": Param("name", "the Service whose selector is made to match no pod"),
         "target_namespace": Param("name", "its namespace (default: the drill's own)", required=False),
+        "reroute_to": Param("labels", "instead of no pod, the labels of other pods to send the Service's "
+                            "traffic to (e.g. a declared backend that accepts connections and never answers)",
+                            required=False),
     }
 
     def __init__(self, cluster: Cluster, namespace: str, name: str, original_selector: dict[str, str] | None = None,
-                 blackhole_selector: dict[str, str] | None = None) -> None:
+                 blackhole_selector: dict[str, str] | None = None, reroute_to: dict[str, str] | None = None) -> None:
         super().__init__(cluster)
         self.namespace, self.name = namespace, name
+        self.reroute_to = dict(reroute_to) if reroute_to else None
         self.original_selector = dict(original_selector) if original_selector is not None else None
         self.blackhole_selector = dict(blackhole_selector) if blackhole_selector is not None else None
         self.ready_after_seconds: float | None = None  # from the revert's end to a ready endpoint again
@@ -61,7 +66,8 @@ class ServiceBlackhole(Fault):
     def for_scenario(cls, cluster: Cluster, namespace: str, params: dict[str, Any]) -> "ServiceBlackhole":
         """The fault a data-only scenario's ``fault.params`` describe, in the drill's ``namespace``
         unless ``target_namespace`` says otherwise."""
-        return cls(cluster, params.get("target_namespace") or namespace, params["service_name"])
+        return cls(cluster, params.get("target_namespace") or namespace, params["service_name"],
+                   reroute_to=labels(params["reroute_to"]) if params.get("reroute_to") else None)
 
     def target(self) -> dict[str, Any]:
         """The Service, and once read, its original selector and the one that replaced it."""
@@ -90,14 +96,15 @@ class ServiceBlackhole(Fault):
             raise FaultError(f"service-blackhole: Service {self.namespace}/{self.name} has no selector "
                              f"(type {service.spec.type}): its endpoints are not chosen by labels, so there is "
                              "nothing to black-hole here")
-        if BLACKHOLE_LABEL in selector:
+        if BLACKHOLE_LABEL in selector or (self.reroute_to is not None and selector == self.reroute_to):
             raise FaultError(f"service-blackhole: Service {self.namespace}/{self.name} already selects "
-                             f"{BLACKHOLE_LABEL} (a fault left by an earlier run? `kdrill recover` reverts it)")
+                             f"{selector} (a fault left by an earlier run? `kdrill recover` reverts it)")
         if ready_endpoints(self.cluster, self.namespace, self.name) == 0:
             raise FaultError(f"service-blackhole: Service {self.namespace}/{self.name} has no ready endpoint "
                              "to take away")
         self.original_selector = selector
-        self.blackhole_selector = {**selector, BLACKHOLE_LABEL: secrets.token_hex(4)}
+        self.blackhole_selector = dict(self.reroute_to) if self.reroute_to is not None \
+            else {**selector, BLACKHOLE_LABEL: secrets.token_hex(4)}
         self.checkpoint()  # the selector to restore is in the ledger before the patch
         # "test" first: the patch applies only to the selector just recorded.
         self._patch_selector([{"op": "test", "path": "/spec/selector", "value": self.original_selector},

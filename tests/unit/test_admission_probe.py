@@ -62,15 +62,18 @@ def test_each_create_is_a_new_object_of_the_declared_kind_in_its_namespace():
     assert second["metadata"]["name"] == "matched-2" and body["metadata"] == {"labels": {"a": "b"}}
 
 
-def test_median_latency_and_the_ratio_after_the_first_success():
+def test_median_and_min_latency():
     T = 1000.0
     window = [Sample(t=T + i, ok=ok, latency_seconds=lat)
               for i, (ok, lat) in enumerate([(False, 0.01), (False, 0.02), (True, 0.03), (True, 0.5), (False, 4.0)])]
     assert measures.measure("median_latency_seconds", window, T, T + 5) == pytest.approx(0.03)
-    # from the first success (t = T + 2): 2 of 3 succeeded
-    assert measures.measure("success_ratio_after_first_success", window, T, T + 5) == pytest.approx(2 / 3)
-    assert measures.measure("success_ratio_after_first_success", window, T, T + 2) is None
+    assert measures.measure("min_latency_seconds", window, T + 2, T + 5) == pytest.approx(0.03)
     assert measures.measure("median_latency_seconds", window, T + 10, T + 20) is None
+    # from_first_success: the window starts at the first success (T + 2), where 2 of 3 succeeded
+    assert measures.first_success_at(window, T, T + 5) == T + 2
+    assert measures.measure("success_ratio", window, measures.first_success_at(window, T, T + 5), T + 5) == \
+        pytest.approx(2 / 3)
+    assert measures.first_success_at(window, T, T + 2) is None
 
 
 def test_a_window_narrowed_to_the_actions_it_names():
@@ -138,6 +141,8 @@ def test_the_shipped_scenario_loads(tmp_path):
      "literal values"),
     (lambda d: probe(d, "matched-rejected").update(ok_when={"rejected_with": []}), "runner.probes[2].ok_when",
      "admitted, or {rejected_with"),
+    (lambda d: expectation(d, "webhook_down_held_ratio")["measure"].update(from_first_success=False),
+     "expectations[1].measure.from_first_success", "true (or left out)"),
     (lambda d: probe(d, "webhook-down").update(ok_when={"field": "status..x", "equals": 1}),
      "runner.probes[9].ok_when", "{field: PATH, equals: VALUE}"),
     # a final newline slips past a schema pattern's $; holds() reads the path as it will at run time
