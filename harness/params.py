@@ -111,17 +111,14 @@ class Param:
                 "a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253 characters)"
         if self.kind == "quantity":
             return None if isinstance(value, str) and _QUANTITY.fullmatch(value) else "a resource quantity such as '30m'"
-        if self.kind == "selector":
+        if self.kind in ("selector", "labels"):
+            parse, expected = {"selector": (label_selector, "a label selector such as 'app=web' that selects something"),
+                               "labels": (labels, "labels such as 'app=web,tier=db', what a Service's selector "
+                                                  "holds")}[self.kind]
             try:
-                label_selector(value)
+                parse(value)
             except ValueError as exc:
-                return f"a label selector such as 'app=web' that selects something ({exc})"
-            return None
-        if self.kind == "labels":
-            try:
-                labels(value)
-            except ValueError as exc:
-                return f"labels such as 'app=web,tier=db', what a Service's selector holds ({exc})"
+                return f"{expected} ({exc})"
             return None
         unit = " of seconds" if self.kind == "seconds" else ""
         what = "a whole number" if self.kind == "integer" else "a number"

@@ -95,7 +95,7 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 *([f"  abort      when probe {s.runner['abort']['probe']} fails without a break for more than "
                    f"{s.runner['abort']['max_failing_seconds']} s (the fault is reverted at once)"]
                   if s.runner is not None and s.runner.get("abort") else []),
-                *([f"  probes     " + ", ".join(f"{p['name']} ({p['kind']})" for p in s.runner["probes"])]
+                *(["  probes     " + ", ".join(f"{p['name']} ({p['kind']})" for p in s.runner["probes"])]
                   if s.runner is not None else []),
                 f"  checks     {len(s.expectations_for(case))} expectations, and the vital signs",
                 f"  expected   {expected}",

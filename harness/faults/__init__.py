@@ -13,7 +13,6 @@ entry points (pyproject.toml), where another package can register faults of its 
 from __future__ import annotations
 
 import abc
-import importlib
 import logging
 import signal
 import threading

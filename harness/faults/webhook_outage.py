@@ -1,5 +1,9 @@
 """Fault ``webhook-outage``: make a validating admission webhook unavailable.
 
+No built-in scenario uses it any more (scenarios/webhook-outage*.yaml are data-only, with the
+generic scale-to-zero and service-blackhole faults); it stays so that `kdrill recover` reverts
+what an earlier kdrill's crashed webhook drill left in the ledger, and for a team's own drill file.
+
 Methods (``mode``):
 
 - ``refused``: scale the webhook's Deployment to zero replicas. Its Service keeps its ClusterIP

@@ -47,41 +47,59 @@ def reason_samples(events: list[dict], reason: str) -> list[Sample]:
     return sorted(samples, key=lambda s: s.t)
 
 
-class EventsProbe:
-    """The Events of reason ``reason`` of Pod ``ref`` as samples (module docstring), read when
-    :meth:`stop` is called. ``start`` and ``stop`` as for a :class:`harness.probes.Probe`."""
+class PodEventsProbe:
+    """A probe of one Pod's Events, read once when :meth:`stop` is called (the Events say what
+    the component that recorded them saw, not a clock this machine kept); :meth:`samples` turns
+    them into samples. ``start`` and ``stop`` as for a :class:`harness.probes.Probe`."""
+
+    kind = ""  # a subclass's probe kind
+    in_probe_pod = False
+
+    @classmethod
+    def problems(cls, spec: dict[str, Any]) -> list[tuple[str, str, str]]:
+        kind = (spec.get("object") or {}).get("kind")
+        return [] if kind == "Pod" else [("object.kind", f"Pod: an {cls.kind} probe reads a Pod's Events", repr(kind))]
+
+    def __init__(self, name: str, cluster: Cluster, ref: Ref) -> None:
+        if ref.kind != "Pod":
+            raise ValueError(f"an {self.kind} probe watches a Pod, got a {ref.kind}")
+        self.name, self.cluster, self.ref = name, cluster, ref
+        self.timeline = Timeline(name)
+
+    def samples(self, events: list[dict]) -> list[Sample]:
+        raise NotImplementedError
+
+    def start(self) -> "PodEventsProbe":
+        return self
+
+    def stop(self) -> Timeline:
+        started = time.time()
+        try:
+            samples = self.samples(pod_events(self.cluster, self.ref.namespace, self.ref.name))
+        except Exception as exc:  # recorded as what it is (classified as the API probes do), never as an event
+            samples = [failed(started, exc)]
+        for sample in samples:
+            self.timeline.add(sample)
+        return self.timeline
+
+
+class EventsProbe(PodEventsProbe):
+    """Probe kind ``events``: the Events of reason ``reason`` of Pod ``ref`` as samples (module
+    docstring)."""
 
     kind = "events"
-    in_probe_pod = False
     required = ("object", "reason")
     fields = {"object": OBJECT_REF_SCHEMA,
               "reason": {"type": "string", "pattern": "^[A-Z][A-Za-z]{1,62}$",
                          "x-expected": "an Event reason, e.g. Pulling, BackOff, Killing"}}
 
     @classmethod
-    def problems(cls, spec: dict[str, Any]) -> list[tuple[str, str, str]]:
-        kind = (spec.get("object") or {}).get("kind")
-        return [] if kind == "Pod" else [("object.kind", "Pod: an events probe reads a Pod's Events", repr(kind))]
-
-    @classmethod
     def for_scenario(cls, spec: dict[str, Any], context) -> "EventsProbe":
         return cls(spec["name"], context.cluster, context.ref(spec["object"]), spec["reason"])
 
     def __init__(self, name: str, cluster: Cluster, ref: Ref, reason: str) -> None:
-        if ref.kind != "Pod":
-            raise ValueError(f"an events probe watches a Pod, got a {ref.kind}")
-        self.name, self.cluster, self.ref, self.reason = name, cluster, ref, reason
-        self.timeline = Timeline(name)
+        super().__init__(name, cluster, ref)
+        self.reason = reason
 
-    def start(self) -> "EventsProbe":
-        return self
-
-    def stop(self) -> Timeline:
-        started = time.time()
-        try:
-            samples = reason_samples(pod_events(self.cluster, self.ref.namespace, self.ref.name), self.reason)
-        except Exception as exc:  # recorded as what it is, never as an event
-            samples = [failed(started, exc)]
-        for sample in samples:
-            self.timeline.add(sample)
-        return self.timeline
+    def samples(self, events: list[dict]) -> list[Sample]:
+        return reason_samples(events, self.reason)

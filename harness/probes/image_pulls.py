@@ -22,15 +22,11 @@ Source: "Images", https://kubernetes.io/docs/concepts/containers/images/#serial-
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from harness.kube_objects import Ref
-from harness.probes.api import failed
-from harness.probes.pods import pod_events
-from harness.providers import Cluster
+from harness.probes.events import PodEventsProbe
 from harness.scenario import OBJECT_REF_SCHEMA
-from harness.timeline import Sample, Timeline
+from harness.timeline import Sample
 
 
 def pull_samples(events: list[dict]) -> list[Sample]:
@@ -50,39 +46,16 @@ def pull_samples(events: list[dict]) -> list[Sample]:
     return sorted(samples, key=lambda s: s.t)
 
 
-class ImagePullsProbe:
-    """The image pulls of Pod ``ref`` as samples (module docstring), read when :meth:`stop` is
-    called. ``start`` and ``stop`` as for a :class:`harness.probes.Probe`."""
+class ImagePullsProbe(PodEventsProbe):
+    """Probe kind ``image-pulls``: the image pulls of Pod ``ref`` as samples (module docstring)."""
 
     kind = "image-pulls"
-    in_probe_pod = False
     required = ("object",)
     fields = {"object": OBJECT_REF_SCHEMA}
-
-    @classmethod
-    def problems(cls, spec: dict[str, Any]) -> list[tuple[str, str, str]]:
-        kind = (spec.get("object") or {}).get("kind")
-        return [] if kind == "Pod" else [("object.kind", "Pod: an image-pulls probe reads a Pod's Events", repr(kind))]
 
     @classmethod
     def for_scenario(cls, spec: dict[str, Any], context) -> "ImagePullsProbe":
         return cls(spec["name"], context.cluster, context.ref(spec["object"]))
 
-    def __init__(self, name: str, cluster: Cluster, ref: Ref) -> None:
-        if ref.kind != "Pod":
-            raise ValueError(f"an image-pulls probe watches a Pod, got a {ref.kind}")
-        self.name, self.cluster, self.ref = name, cluster, ref
-        self.timeline = Timeline(name)
-
-    def start(self) -> "ImagePullsProbe":
-        return self
-
-    def stop(self) -> Timeline:
-        started = time.time()
-        try:
-            samples = pull_samples(pod_events(self.cluster, self.ref.namespace, self.ref.name))
-        except Exception as exc:  # recorded as what it is (classified as the API probes do), never as a pull
-            samples = [failed(started, exc)]
-        for sample in samples:
-            self.timeline.add(sample)
-        return self.timeline
+    def samples(self, events: list[dict]) -> list[Sample]:
+        return pull_samples(events)

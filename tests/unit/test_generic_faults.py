@@ -333,6 +333,28 @@ def test_the_original_selector_is_in_the_ledger_before_the_patch_and_comes_back_
     assert fault.evidence()["original_selector"] == {"app": "web"} and fault.where() == ["service drill-ns/web"]
 
 
+def test_a_reroute_sends_the_service_to_other_pods_and_comes_back_whole(cluster, ledger, service_api):
+    api = service_api(FakeServiceApi({"app": "web"}, ledger=ledger))
+    fault = ServiceBlackhole.for_scenario(cluster, NS, {"service_name": "web", "reroute_to": "app=black-hole"})
+    with injected(fault, ledger):
+        (patch, recorded), = api.patches
+        assert recorded[0]["original_selector"] == {"app": "web"}
+        assert patch[1] == {"op": "replace", "path": "/spec/selector", "value": {"app": "black-hole"}}
+        # recover, from the ledger alone, knows what to test for and what to put back
+        again = ServiceBlackhole.from_target(cluster, ledger.entries()[0].target)
+        assert again.blackhole_selector == {"app": "black-hole"} and again.original_selector == {"app": "web"}
+    assert api.service.spec.selector == {"app": "web"} and ledger.entries() == []
+
+
+def test_a_reroute_is_labels_only(tmp_path):
+    from harness.params import Param
+
+    problem = ServiceBlackhole.params["reroute_to"].problem("app in (a, b)")
+    assert problem and "what a Service's selector holds" in problem
+    assert ServiceBlackhole.params["reroute_to"].problem("app=black-hole,tier=x") is None
+    assert isinstance(ServiceBlackhole.params["reroute_to"], Param)
+
+
 @pytest.mark.parametrize("selector, service_type, ready, message", [
     (None, "ClusterIP", 2, "has no selector"),
     ({}, "ClusterIP", 2, "has no selector"),

@@ -1,5 +1,6 @@
-"""Pure logic of the webhook-outage drill: TLS material, manifests, error classification and the
-fault's ledger round trip. No cluster: the TLS handshake test runs over a local socket pair."""
+"""Pure logic of the webhook drills: the per-drill TLS material (workload.tls), and the ledger
+round trip of the webhook-outage fault (kept so `kdrill recover` reverts entries an earlier kdrill
+wrote). No cluster: the TLS handshake test runs over a local socket pair."""
 
 from __future__ import annotations
 
@@ -16,11 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from harness.components.webhook import (DRAIN_MARKER, PROTECTED_NAMESPACES, SCOPE_LABEL, admission_rules, generate_webhook_tls,
-                                        is_webhook_call_failure, namespace_selector, required_label_expression,
-                                        service_dns_names, tls_secret, validating_admission_policy,
-                                        validating_admission_policy_binding, validating_webhook_configuration,
-                                        webhook_deployment, webhook_service)
+from harness.components.webhook import generate_webhook_tls, service_dns_names
 from harness.faults import FaultError
 from harness.faults.webhook_outage import WebhookOutage
 
@@ -124,92 +121,8 @@ def test_tls_handshake_with_ca_bundle_over_a_socket_pair(tmp_path: Path):
     assert not errors
 
 
-def test_ca_bundle_and_secret_carry_the_pems(tls):
+def test_the_ca_bundle_carries_the_ca(tls):
     assert base64.b64decode(tls.ca_bundle) == tls.ca_pem
-    secret = tls_secret("webhook-tls", tls)
-    assert secret["type"] == "kubernetes.io/tls"
-    assert base64.b64decode(secret["data"]["tls.crt"]) == tls.cert_pem
-    assert base64.b64decode(secret["data"]["tls.key"]) == tls.key_pem
-
-
-def test_webhook_configuration(tls):
-    vwc = validating_webhook_configuration("cfg", "admit-all.kdrill.io", "wh-ns", "webhook", tls.ca_bundle,
-                                           scope="cfg", failure_policy="Fail", timeout_seconds=5)
-    (hook,) = vwc["webhooks"]
-    assert hook["failurePolicy"] == "Fail" and hook["timeoutSeconds"] == 5
-    assert hook["clientConfig"] == {"service": {"namespace": "wh-ns", "name": "webhook", "path": "/validate",
-                                                "port": 443}, "caBundle": tls.ca_bundle}
-    assert hook["sideEffects"] == "None" and hook["admissionReviewVersions"] == ["v1"]
-    assert hook["namespaceSelector"] == namespace_selector("cfg")
-    ignore = validating_webhook_configuration("cfg", "admit-all.kdrill.io", "wh-ns", "webhook", "", scope="cfg",
-                                              failure_policy="Ignore", timeout_seconds=30)
-    assert ignore["webhooks"][0]["failurePolicy"] == "Ignore"
-
-
-@pytest.mark.parametrize("kwargs", [{"failure_policy": "fail"}, {"timeout_seconds": 0}, {"timeout_seconds": 31},
-                                    {"timeout_seconds": 2.5}, {"timeout_seconds": True}])
-def test_webhook_configuration_refuses_values_the_api_would_reject(kwargs):
-    with pytest.raises(ValueError):
-        validating_webhook_configuration("cfg", "admit-all.kdrill.io", "ns", "svc", "", scope="cfg", **kwargs)
-    with pytest.raises(ValueError):
-        validating_webhook_configuration("cfg", "no-dot", "ns", "svc", "", scope="cfg")
-
-
-def test_scope_never_includes_system_namespaces_or_deletes():
-    selector = namespace_selector("cfg")
-    assert selector["matchLabels"] == {SCOPE_LABEL: "cfg"}
-    (expr,) = selector["matchExpressions"]
-    assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
-    assert {"kube-system", "kube-public", "kube-node-lease", "default"} <= set(expr["values"]) == set(PROTECTED_NAMESPACES)
-    rules = admission_rules()
-    assert all(r["operations"] == ["CREATE", "UPDATE"] and r["scope"] == "Namespaced" for r in rules)
-    resources = {res for r in rules for res in r["resources"]}
-    assert resources == {"pods", "deployments", "deployments/scale"}  # the scale subresource: `kubectl scale`
-
-
-def test_webhook_deployments():
-    admit = webhook_deployment("webhook", "admit", "webhook-tls", drain_seconds=8)
-    pod = admit["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    assert container["command"][:3] == ["kdrill-webhook", "--mode", "admit"]
-    assert DRAIN_MARKER in " ".join(container["readinessProbe"]["exec"]["command"])
-    assert DRAIN_MARKER in " ".join(container["lifecycle"]["preStop"]["exec"]["command"])
-    assert pod["terminationGracePeriodSeconds"] > 8  # the drain fits in the grace period
-    assert admit["spec"]["selector"]["matchLabels"] == {"app": "webhook"}
-    blackhole = webhook_deployment("webhook-blackhole", "blackhole", "webhook-tls")
-    (bc,) = blackhole["spec"]["template"]["spec"]["containers"]
-    assert bc["readinessProbe"]["tcpSocket"] == {"port": 8443} and "lifecycle" not in bc
-    with pytest.raises(ValueError):
-        webhook_deployment("x", "deny", "s")
-    with pytest.raises(ValueError):
-        webhook_deployment("x", "admit", "s", drain_seconds=0)
-    assert webhook_service("webhook", {"app": "webhook"})["spec"]["ports"][0] == {
-        "name": "https", "port": 443, "targetPort": 8443}
-
-
-def test_admission_policy_and_binding():
-    policy = validating_admission_policy("p", "kdrill.io/owner", scope="s")
-    (validation,) = policy["spec"]["validations"]
-    assert validation["expression"] == "has(object.metadata.labels) && 'kdrill.io/owner' in object.metadata.labels"
-    assert "kdrill.io/owner" in validation["message"]
-    binding = validating_admission_policy_binding("p", "p", scope="s")
-    assert binding["spec"]["policyName"] == "p" and binding["spec"]["validationActions"] == ["Deny"]
-    with pytest.raises(ValueError):
-        required_label_expression("a'b")
-
-
-REFUSED = ('Internal error occurred: failed calling webhook "admit-all.kdrill.io": failed to call webhook: Post '
-           '"https://webhook.ns.svc:443/validate?timeout=5s": dial tcp 10.96.1.2:443: connect: connection refused')
-DEADLINE = ('Internal error occurred: failed calling webhook "admit-all.kdrill.io": failed to call webhook: Post '
-            '"https://webhook.ns.svc:443/validate?timeout=5s": context deadline exceeded')
-
-
-def test_webhook_call_failure_classification():
-    assert is_webhook_call_failure(500, REFUSED, "admit-all.kdrill.io")
-    assert is_webhook_call_failure(500, DEADLINE, "admit-all.kdrill.io")
-    assert not is_webhook_call_failure(500, REFUSED, "other.kdrill.io")
-    assert not is_webhook_call_failure(403, "label kdrill.io/owner is required", "admit-all.kdrill.io")
-    assert not is_webhook_call_failure(None, "ReadTimeoutError", "admit-all.kdrill.io")
 
 
 def test_fault_target_round_trips_through_the_ledger_shape():

@@ -4,9 +4,7 @@ scope a declared webhook may have, and eviction actions (scenarios/webhook-on-po
 from __future__ import annotations
 
 import base64
-import copy
 import json
-import time
 
 import pytest
 from cryptography import x509
@@ -16,8 +14,7 @@ from harness import kube_objects
 from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
 from harness.kube_objects import Ref
 from harness.probes.object_state import holds
-from harness.providers import Cluster
-from harness.runner import Actions, declared_manifests
+from harness.runner import declared_manifests
 from harness.scenario import ScenarioError
 from scenario_copies import load_edited
 from test_declared_objects import FakeApi as DeclaredObjectsApi
