@@ -8,12 +8,12 @@ The path a drill takes, in named, timed phases:
    containerd told where it is, images pushed; through the ledger, kind ``drill-registry``;
    a manifest names an image ``$(image_<image>)`` and a worker ``$(worker_<n>)``), its own objects
    (``workload.manifests``: created in order through the ledger, kind ``drill-objects``, and
-   waited on until they serve), and the declared probes: one in-cluster probe pod on the last
-   worker calls the Service by name and/or ClusterIP, proven healthy (every target answered)
-   before the fault, or the drill stops with an error; ``object-state`` probes read one object
-   each from this machine (harness/probes/object_state.py); ``image-pulls`` probes read a Pod's
-   pulls from its Events at the end (harness/probes/image_pulls.py); ``metric`` probes read a
-   component's Prometheus metric through the API (harness/probes/metric.py).
+   waited on until they serve: a webhook configuration until the API server reaches its
+   webhook), and the declared probes: one in-cluster probe pod on the last worker calls the
+   Service by name and/or ClusterIP (or a declared Service by name), proven healthy (every
+   target answered) before the fault, or the drill stops with an error; the other kinds run in
+   this process (harness/probes/: ``object-state``, ``admission``, ``api-read``, ``api-write``,
+   ``metric``, and ``image-pulls`` and ``events``, which read a Pod's Events at the end).
 2. ``baseline``: ``runner.windows.baseline_seconds`` of probing with nothing broken.
 3. ``fault``: the scenario's fault, built by its ``for_scenario(cluster, namespace, params)``,
    injected through the ledger, held ``hold_seconds``, then reverted and verified.
@@ -21,15 +21,17 @@ The path a drill takes, in named, timed phases:
    probe has failed without a break for longer than allowed, the fault is reverted at once and
    the abort recorded (``observations.abort``); the drill's expectations are still measured and
    its verdict is error.
-   ``runner.actions`` of the ``fault`` window (a deletion of a declared object, or an eviction
-   of a declared Pod or of a declared StatefulSet's pod, only while it is the drill's, and only
-   that very object) run at their time from the injection,
+   ``runner.actions`` of the ``fault`` window (a deletion of a declared object, a scale of a
+   declared Deployment or StatefulSet, an eviction or a container kill of a declared Pod or of
+   a declared StatefulSet's pod, only while it is the drill's, and only that very object) run at
+   their time from the injection,
    in timer threads; what each did is recorded (``observations.actions``), and one that could
    not run makes the drill an error.
 4. ``after``: ``after_seconds`` of probing with the fault reverted (and its actions). The
    declared objects are deleted, newest first, before the namespace.
 5. Each expectation's ``measure`` is computed by harness/measures.py over its probe's samples in
-   its window; the vital signs are watched around all of it by the plugin, as for any drill.
+   its window (narrowed to an action's time, or to the probe's first success, when it says so:
+   :func:`narrow`); the vital signs are watched around all of it by the plugin, as for any drill.
    The Events of the Pods the probes watched are recorded as they were at the end
    (``observations.pod_events``).
 
