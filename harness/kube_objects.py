@@ -242,6 +242,14 @@ def create(cluster: Cluster, manifest: dict[str, Any]) -> dict[str, Any]:
 DRY_RUN = [("dryRun", "All")]
 
 
+def api_message(exc: ApiException) -> str:
+    """The message of the API's Status answer (what ``kubectl`` prints), or the HTTP reason."""
+    try:
+        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
+    except (ValueError, AttributeError, TypeError):
+        return str(exc.body or exc.reason)
+
+
 def dry_run_create(cluster: Cluster, manifest: dict[str, Any], api=None,
                    timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
     """A dry-run CREATE of ``manifest`` (its ``metadata.namespace`` set for a namespaced kind):
@@ -353,10 +361,7 @@ def webhook_unreachable_reason(cluster: Cluster, configuration: dict[str, Any]) 
         try:
             dry_run_create(cluster, manifest)
         except ApiException as exc:
-            try:
-                message = str(json.loads(exc.body or "{}").get("message") or exc.reason)
-            except (ValueError, AttributeError, TypeError):
-                message = str(exc.body or exc.reason)
+            message = api_message(exc)
             if "failed calling webhook" in message:
                 return f"the API server cannot call webhook {hook.get('name')}: {message[:300]}"
     return None

@@ -1117,18 +1117,20 @@ def _check_objects(path: Path, data: dict) -> None:
                                                 for name, _, start, replicas in sets]) or "none"),
                                     f"Pod {target.get('namespace') + '/' if target.get('namespace') else ''}{target['name']}")
         elif ref(target["kind"], target["name"], target.get("namespace")) not in made:
-            def text(kind: str, name: str, namespace: str | None) -> str:
-                return f"{kind} {namespace + '/' if namespace else ''}{name}"
-
             # As written: the namespace left out, or "$(namespace)", for the drill's own.
             raise ScenarioError(path, f"{field}.{verb}", "an object made by workload.manifests, as written there "
                                 "(an action never touches what the drill did not make): "
-                                + (", ".join(text(*m) for m in made) or "none"),
-                                text(*ref(target["kind"], target["name"], target.get("namespace"))))
+                                + (", ".join(_ref_text(*m) for m in made) or "none"),
+                                _ref_text(*ref(target["kind"], target["name"], target.get("namespace"))))
         length = windows["hold_seconds" if action["window"] == "fault" else "after_seconds"]
         if action["after_seconds"] >= length:
             raise ScenarioError(path, f"{field}.after_seconds", f"fewer seconds than the {action['window']} window "
                                 f"({length} s)", repr(action["after_seconds"]))
+
+
+def _ref_text(kind: str, name: str, namespace: str | None) -> str:
+    """An object as written in a scenario, for an error message: ``Kind namespace/name``."""
+    return f"{kind} {namespace + '/' if namespace else ''}{name}"
 
 
 def _check_probe_writes(path: Path, field: str, probe: dict, made: list[tuple], ref,
@@ -1139,15 +1141,12 @@ def _check_probe_writes(path: Path, field: str, probe: dict, made: list[tuple], 
     literal (no placeholder in a value or a key)."""
     from harness import kube_objects
 
-    def text(kind: str, name: str, namespace: str | None) -> str:
-        return f"{kind} {namespace + '/' if namespace else ''}{name}"
-
     target = probe["object"]
     this = ref(target["kind"], target["name"], target.get("namespace"))
     if "update" in probe and this not in made:
         raise ScenarioError(path, f"{field}.object", "an object made by workload.manifests, as written there (a "
                             "probe never writes to what the drill did not make): "
-                            + (", ".join(text(*m) for m in made) or "none"), text(*this))
+                            + (", ".join(_ref_text(*m) for m in made) or "none"), _ref_text(*this))
     for key in ("create", "update"):
         if key in probe and kube_objects.placeholders(probe[key]):
             raise ScenarioError(path, f"{field}.{key}", "literal values (placeholders are expanded in manifests and "

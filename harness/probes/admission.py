@@ -30,14 +30,13 @@ Source: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admis
 from __future__ import annotations
 
 import copy
-import json
 import time
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
 from harness import kube_objects
-from harness.kube_objects import Ref
+from harness.kube_objects import Ref, api_message
 from harness.probes import Probe
 from harness.probes.api import failed
 from harness.providers import Cluster
@@ -45,14 +44,6 @@ from harness.scenario import OBJECT_REF_SCHEMA
 from harness.timeline import Sample
 
 ADMITTED = "admitted"
-
-
-def api_message(exc: ApiException) -> str:
-    """The message of the API's Status answer (what ``kubectl`` prints), or the HTTP reason."""
-    try:
-        return str(json.loads(exc.body or "{}").get("message") or exc.reason)
-    except (ValueError, AttributeError, TypeError):
-        return str(exc.body or exc.reason)
 
 
 def holds(outcome: str, message: str, ok_when: str | dict[str, Any]) -> bool:
