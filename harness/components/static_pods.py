@@ -73,6 +73,33 @@ def restart_kubelet(cluster: Cluster, node: str) -> bool:
     return "killed" in out
 
 
+def rerun_with_edit(cluster: Cluster, node: str, edit: str, component: str) -> None:
+    """Apply the shell command ``edit`` to ``node``'s static pod manifests and have the kubelet run
+    ``component`` from its edited manifest at once: stop the kubelet, run ``edit``, kill
+    ``component``'s container and the node's kube-apiserver, start the kubelet.
+
+    Why not only edit the manifest: the kubelet then deletes the old mirror pod through the node's
+    own kube-apiserver before it starts the new pod, and for etcd that API server waits on the very
+    member being replaced (kubernetes/kubernetes#139502; measured 46 to 51 s per member here). With
+    the node's kube-apiserver down too the kubelet's requests are refused at once and it starts
+    both from their manifests, as at bootstrap (see the module doc). One ``docker exec``: the
+    kubelet is started again whatever the edit did. Raises ProviderError when ``edit`` fails
+    (nothing is killed then).
+    """
+    names = shlex.quote(f"^({component}|kube-apiserver)$")
+    script = (f"systemctl stop kubelet; ( {edit} ); rc=$?; "
+              f"if [ $rc -eq 0 ]; then for c in $(crictl ps --state Running -q --name {names}); do "
+              "crictl stop --timeout 0 $c >/dev/null; done; fi; "
+              "systemctl start kubelet; exit $rc")
+    cluster.node_exec(node, ["sh", "-c", script], timeout_seconds=60)
+
+
+def apiserver_ready(cluster: Cluster, node: str) -> bool:
+    """Whether the kube-apiserver on ``node`` answers ``/readyz`` with ok (asked on the node)."""
+    check = ["sh", "-c", "curl -sk --max-time 2 https://127.0.0.1:6443/readyz"]
+    return cluster.node_exec(node, check, check=False, timeout_seconds=15).stdout.strip() == "ok"
+
+
 def kubelet_active(cluster: Cluster, node: str) -> bool:
     return cluster.node_exec(node, ["systemctl", "is-active", "kubelet"], check=False,
                              timeout_seconds=15).stdout.strip() == "active"

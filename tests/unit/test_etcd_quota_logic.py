@@ -41,13 +41,17 @@ def test_the_running_member_is_read_from_its_command_line(tmp_path, ps, expected
     assert fault.quota_running("cp1") is expected
 
 
-@pytest.mark.parametrize("when, running, done", [
-    ("inject", [False, None, True], True),  # old member, restarting, then with the quota
-    ("revert", [True, None, False], True),  # with the quota, restarting, then without it
-    ("inject", [False, False, False], False),  # never restarted with the quota
-    ("revert", [True, True, True], False),  # still the small quota
+@pytest.mark.parametrize("when, running, apiserver, done", [
+    ("inject", [False, None, True], True, True),  # old member, restarting, then with the quota
+    ("revert", [True, None, False], True, True),  # with the quota, restarting, then without it
+    ("inject", [False, False, False], True, False),  # never restarted with the quota
+    ("revert", [True, True, True], True, False),  # still the small quota
+    # The member is back but the node's kube-apiserver (killed with it) is not: the roll must not
+    # go on to the next node and take a second API server down.
+    ("inject", [False, None, True], False, False),
 ])
-def test_a_roll_waits_for_the_member_the_edited_manifest_describes(tmp_path, monkeypatch, when, running, done):
+def test_a_roll_waits_for_the_member_the_edited_manifest_describes(tmp_path, monkeypatch, when, running, apiserver,
+                                                                   done):
     import harness.expectations as expectations
     from harness.faults import FaultError
 
@@ -57,6 +61,7 @@ def test_a_roll_waits_for_the_member_the_edited_manifest_describes(tmp_path, mon
     fault = EtcdSpaceQuota(cluster, ["cp1"], QUOTA, "ns")
     states = iter(running)
     monkeypatch.setattr(fault, "quota_running", lambda node: next(states, running[-1]))
+    monkeypatch.setattr("harness.faults.etcd_space_quota.apiserver_ready", lambda c, n: apiserver)
 
     def polls(condition, timeout_seconds, **kwargs):  # as many polls as states, no clock
         ok = any(condition() for _ in running)
