@@ -75,6 +75,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                               else os.environ.get("KDRILL_TOOLBOX_PULL_POLICY"))
     if problem:
         raise SystemExit(f"kdrill: {problem}")
+    profile = _platform_profile(args.platform)
+    if profile is not None and (args.kubeconfig or args.context):
+        raise SystemExit("kdrill: --platform builds a kind cluster; an existing cluster (--kubeconfig, --context) is "
+                         "drilled as it is (its record, if any, is in the evidence)")
     # The drills run in a pytest process that inherits these (harness/workloads.py reads them).
     if args.toolbox_image:
         os.environ["KDRILL_TOOLBOX_IMAGE"] = args.toolbox_image
@@ -140,6 +144,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd.append(f"--kdrill-cluster-config={configs[0]}")
         if args.cluster_name:
             cmd.append(f"--kdrill-cluster-name={args.cluster_name}")
+        if profile is not None:
+            cmd.append(f"--kdrill-platform={profile.root}")
         if args.keep_cluster:
             cmd.append("--kdrill-keep-cluster")
     if args.ticket:
@@ -507,6 +513,19 @@ def build_images() -> None:
         raise SystemExit(f"kdrill: {exc}") from None
 
 
+def _platform_profile(directory: str | None):
+    """The checked platform profile of ``--platform`` (None without one). Raises SystemExit with
+    the profile's file, field, expected and got."""
+    if not directory:
+        return None
+    from harness.platform_profile import ProfileError, load
+
+    try:
+        return load(directory)
+    except ProfileError as exc:
+        raise SystemExit(f"kdrill: platform profile: {exc}") from None
+
+
 def prepare_kind(build: bool = True) -> None:
     """What every kind run needs first: Docker answering and, when ``build``, the images
     (build_images). Raises SystemExit as require_docker and build_images do."""
@@ -536,8 +555,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
     from harness.session_lock import ClusterBusy, SessionLock
 
+    profile = _platform_profile(args.platform)  # refused before Docker or a cluster is touched
     prepare_kind(build=args.action == "create")
-    provider = KindProvider(args.config, name=args.name)
+    provider = KindProvider(args.config, name=args.name, platform=profile)
     if args.action in ("create", "delete"):
         try:  # never under a session that is running drills on it
             SessionLock(provider.name).acquire()
@@ -545,9 +565,15 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             raise SystemExit(f"kdrill cluster {args.action}: {exc}") from None
     if args.action == "create":
         if provider.exists():
+            problem = provider.platform_problem()
+            if problem:
+                raise SystemExit(f"kdrill cluster create: {problem}")
             print(f"kind cluster {provider.name} exists; reusing it")
         else:
             print(f"kind cluster {provider.name} created in {provider.create():.0f} s")
+            if profile is not None:
+                print(f"platform profile {profile.name} (sha256 {profile.hash[:12]}) installed: "
+                      + ", ".join(f"{step} {seconds:.0f} s" for step, seconds in provider.platform_install_seconds.items()))
         return 0
     if args.action == "delete":
         if provider.exists():
@@ -558,7 +584,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         print(f"kind cluster {provider.name} does not exist")
         return 1
     problems = unhealthy(provider.cluster())
-    print("\n".join(problems) or f"kind cluster {provider.name}: every node Ready, every kube-system pod Running")
+    platform = provider.platform_problem()
+    problems += [platform] if platform else []
+    print("\n".join(problems) or f"kind cluster {provider.name}: every node Ready, every kube-system pod Running"
+          + (f"; platform profile {profile.name} as recorded" if profile else ""))
     return 1 if problems else 0
 
 
@@ -715,6 +744,9 @@ def parser() -> argparse.ArgumentParser:
                      help="the drills' pods' image where your registry serves it (default: kdrill's, preloaded on kind)")
     run.add_argument("--toolbox-pull-policy", metavar="POLICY",
                      help="Always, IfNotPresent or Never (default: Never, the image being preloaded on kind)")
+    run.add_argument("--platform", metavar="DIR",
+                     help="drill the kind cluster built with this platform profile (made with it when it does not "
+                     "exist; refused when it exists from another version of the profile); see kdrill cluster --help")
     run.add_argument("--plan", action="store_true",
                      help="print what would run (faults, windows, access, expected duration) and touch nothing")
     run.set_defaults(func=cmd_run)
@@ -763,7 +795,11 @@ def parser() -> argparse.ArgumentParser:
     clu = sub.add_parser("cluster", help="create, delete or check a kind cluster from clusters/")
     clu.add_argument("action", choices=["create", "delete", "status"])
     clu.add_argument("--config", default="ha", help="clusters/<config>.yaml (default: ha)")
-    clu.add_argument("--name", help="cluster name (default: the config's)")
+    clu.add_argument("--name", help="cluster name (default: the config's, with --platform's name after it)")
+    clu.add_argument("--platform", metavar="DIR",
+                     help="build a team's platform profile into the cluster: kubeadm patches, files on the nodes, "
+                     "manifests, a CoreDNS Corefile, image archives (harness/platform_profile.py says how DIR is laid "
+                     "out; clusters/platforms/example is one)")
     clu.set_defaults(func=cmd_cluster)
 
     rep = sub.add_parser("report", help="check that a verified run's sealed report re-renders from its evidence")

@@ -46,6 +46,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kdrill", "kdrill failure drills")
     group.addoption("--kdrill-cluster-config", default=os.environ.get("KDRILL_CLUSTER_CONFIG", "ha"))
     group.addoption("--kdrill-cluster-name", default=os.environ.get("KDRILL_CLUSTER_NAME"))
+    group.addoption("--kdrill-platform", default=os.environ.get("KDRILL_PLATFORM"),
+                    help="a platform profile directory built into the kind cluster (harness/platform_profile.py)")
     group.addoption("--kdrill-keep-cluster", action="store_true",
                     default=os.environ.get("KDRILL_KEEP_CLUSTER") == "1")
     group.addoption("--kdrill-kubeconfig", default=None)
@@ -283,8 +285,16 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         ensure_built(progress=say)
     except BuildError as exc:
         pytest.exit(f"kdrill: {exc}")
+    profile = None
+    if opt("--kdrill-platform"):
+        from harness.platform_profile import ProfileError, load
+
+        try:
+            profile = load(opt("--kdrill-platform"))
+        except ProfileError as exc:
+            pytest.exit(f"kdrill: platform profile: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     try:
-        provider = KindProvider(opt("--kdrill-cluster-config"), name=opt("--kdrill-cluster-name"))
+        provider = KindProvider(opt("--kdrill-cluster-config"), name=opt("--kdrill-cluster-name"), platform=profile)
     except ProviderError as exc:
         pytest.fail(str(exc), pytrace=False)
     from harness.session_lock import ClusterBusy, SessionLock
@@ -302,6 +312,9 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         request.config._kdrill_cluster_create_seconds = seconds
     if not created:  # a kept cluster made before the guard existed gets it too (idempotent)
         provider.guard_service_subnet()
+        problem = provider.platform_problem()
+        if problem:
+            pytest.exit(f"kdrill: {problem}", returncode=pytest.ExitCode.USAGE_ERROR)
     cluster = provider.cluster()
     cluster.kind_provider = provider
     yield cluster
@@ -327,6 +340,16 @@ def kdrill_identity(kdrill_cluster, kdrill_topology, kdrill_run):
 
     identity = cluster_identity(kdrill_cluster, kdrill_topology)
     kdrill_run["meta"]["cluster"] = identity
+    # Which platform profile built this cluster (harness/platform_profile.py), so a run says what
+    # it drilled and kdrill compare keeps platforms apart; read from the cluster, not from the
+    # option, so a run through a kubeconfig on such a cluster says it too.
+    from harness.platform_profile import recorded
+
+    try:
+        kdrill_run["meta"]["platform"] = recorded(kdrill_cluster) or {"hash": None, "note": "no platform profile "
+                                                                      "recorded on this cluster"}
+    except Exception as exc:  # evidence, not a reason to stop
+        kdrill_run["meta"]["platform"] = {"hash": None, "note": f"not read: {type(exc).__name__}"}
     return identity
 
 

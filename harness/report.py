@@ -729,7 +729,13 @@ def _run_view(run: _Run) -> dict[str, Any]:
         "ticket": _text(meta.get("ticket") or "none given"),
         "approved_by": _text(meta.get("approved_by") or "nobody named"),
         "cluster": None,
+        "platform": None,
     }
+    platform = meta.get("platform") if isinstance(meta.get("platform"), dict) else {}
+    if platform:
+        view["platform"] = (f"{_text(platform.get('name'))}, sha256 {_text(platform.get('hash'))} "
+                            f"({len(platform.get('files') or {})} files)" if platform.get("hash")
+                            else _text(platform.get("note") or "none recorded"))
     cluster = meta.get("cluster") if isinstance(meta.get("cluster"), dict) else {}
     if cluster:
         offsets = cluster.get("clock_offsets") if isinstance(cluster.get("clock_offsets"), dict) else {}

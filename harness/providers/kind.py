@@ -74,13 +74,22 @@ GUARD_COMMENT = "kdrill: no untranslated ClusterIP traffic leaves the node"
 
 
 class KindProvider:
-    """One kind cluster, by name; ``config`` is the kind config used when creating it."""
+    """One kind cluster, by name; ``config`` is the kind config used when creating it.
+    ``platform``: a :class:`harness.platform_profile.PlatformProfile` built into the cluster (its
+    name becomes ``<config's name>-<profile name>``, see that module)."""
 
-    def __init__(self, config: str | Path = "ha", name: str | None = None, image: str | None = None):
+    def __init__(self, config: str | Path = "ha", name: str | None = None, image: str | None = None,
+                 platform=None):
         self.config = config_path(str(config))
+        self.platform = platform
+        if platform is not None:
+            from harness.platform_profile import write_kind_config
+
+            self.config = write_kind_config(platform, self.config)
         self.name = name or cluster_name_of(self.config)
         self.image = image or node_image()
         self.kind = kind_binary()
+        self.platform_install_seconds: dict[str, float] = {}
 
     def _run(self, *args: str, timeout_seconds: float = 600, check: bool = True) -> subprocess.CompletedProcess:
         result = proc.run([self.kind, *args], timeout_seconds=timeout_seconds, check=False)
@@ -121,7 +130,21 @@ class KindProvider:
             raise ProviderError(f"kind cluster {self.name} not healthy {wait_seconds} s after creation: "
                                 f"{healthy.last_error or 'see kdrill cluster status'}")
         self.guard_service_subnet()
+        if self.platform is not None:
+            from harness.platform_profile import install
+
+            self.platform_install_seconds = install(self.platform, self.cluster(), self)
+            log.info("platform profile %s installed: %s", self.platform.name, self.platform_install_seconds)
         return time.monotonic() - started
+
+    def platform_problem(self) -> str | None:
+        """For an existing cluster made with ``platform``: why it is not that profile's as the
+        directory is now (harness.platform_profile.mismatch), or None. None without a profile."""
+        if self.platform is None:
+            return None
+        from harness.platform_profile import mismatch, recorded
+
+        return mismatch(self.platform, recorded(self.cluster()), self.name)
 
     def service_subnet(self) -> str:
         """The cluster's Service CIDR: the kind config's ``networking.serviceSubnet``, or kind's

@@ -1,0 +1,340 @@
+"""Platform profiles: a team's platform as files, built into a kind cluster, so the drills test
+*its* platform (its API server flags, admission policies, CoreDNS Corefile, images), not kdrill's.
+
+A profile is a directory (``kdrill run --platform DIR``, ``kdrill cluster create --platform DIR``)::
+
+    platform.yaml        name (a DNS label, at most 20 characters) and description; required
+    kubeadm/*.yaml       kubeadm config patches (kind's kubeadmConfigPatches), one document each, of
+                         kind ClusterConfiguration, InitConfiguration, JoinConfiguration,
+                         KubeletConfiguration or KubeProxyConfiguration: API server flags,
+                         admission plugins, an EncryptionConfiguration or audit policy by path
+    files/               mounted read-only on every node at /etc/kubernetes/kdrill-platform (the
+                         patches name files there, and mount the directory into the static pod)
+    manifests/*.yaml     applied in name order once the cluster is up (server-side apply, retried
+                         while CRDs establish and webhooks start); their Deployments, DaemonSets
+                         and StatefulSets must then be rolled out
+    coredns/Corefile     replaces CoreDNS's Corefile; CoreDNS is rolled out with it
+    images/*.tar         image archives (``docker save`` or OCI layout) loaded into every node
+                         before the manifests: no registry needed
+    README.md            free text, not hashed
+
+Hidden entries (names starting with ``.``: an editor's swap file, ``.gitkeep``) are ignored and
+not hashed. Nothing else may be there (a misspelt ``manifest/`` would otherwise be silently ignored). Helm
+charts are not installed: render them to ``manifests/`` (``helm template``) where Helm runs.
+
+The profile's *hash* (SHA-256 over every file's relative path and content, README.md aside) is
+part of the cluster's identity: the cluster is named ``<config's name>-<profile name>``, the
+profile is recorded in the ConfigMap ``kube-system/kdrill-platform`` once it is fully installed,
+and a run on a cluster whose record differs from the directory is refused. Every run's evidence
+carries the record (``run.json`` ``platform``), and ``kdrill compare`` compares runs of one
+platform only unless asked.
+
+Sources: kind "Configuration" (kubeadmConfigPatches, extraMounts,
+https://kind.sigs.k8s.io/docs/user/configuration/), kubeadm "Customizing components with the
+kubeadm API" (https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/control-plane-flags/),
+Kubernetes "Customizing DNS Service" (https://kubernetes.io/docs/tasks/administer-cluster/dns-custom-nameservers/).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROFILE_FILE = "platform.yaml"
+NODE_FILES_DIR = "/etc/kubernetes/kdrill-platform"
+RECORD_NAMESPACE, RECORD_NAME = "kube-system", "kdrill-platform"
+KUBEADM_KINDS = ("ClusterConfiguration", "InitConfiguration", "JoinConfiguration", "KubeletConfiguration",
+                 "KubeProxyConfiguration")
+ALLOWED_ENTRIES = {PROFILE_FILE: "file", "README.md": "file", "kubeadm": "dir", "files": "dir", "manifests": "dir",
+                   "coredns": "dir", "images": "dir"}
+NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?$")
+# Deadlines, not measurements: manifests accepted (CRDs established, a profile's own webhooks up)
+# and each rollout, on a loaded 2-core machine.
+APPLY_DEADLINE_SECONDS = 180
+ROLLOUT_DEADLINE_SECONDS = 180
+ADMIN_KUBECONFIG = "/etc/kubernetes/admin.conf"
+
+
+class ProfileError(ValueError):
+    """A profile that cannot be used: which file, which field, what was expected, what was found."""
+
+    def __init__(self, path: Path | str, where: str, expected: str, got: str) -> None:
+        self.path, self.where, self.expected, self.got = str(path), where, expected, got
+        super().__init__(f"{path}: {where}: expected {expected}, got {got}")
+
+
+@dataclass(frozen=True)
+class PlatformProfile:
+    """A loaded, checked profile (see the module doc). ``files``: relative path -> SHA-256 of every
+    hashed file; ``hash``: the profile's SHA-256 (hex)."""
+
+    root: Path
+    name: str
+    description: str
+    kubeadm_patches: list[str]
+    manifests: list[Path]
+    corefile: str | None
+    images: list[Path]
+    has_node_files: bool
+    files: dict[str, str] = field(default_factory=dict)
+    hash: str = ""
+
+    def record(self) -> dict[str, Any]:
+        """What the cluster and the evidence keep: name, description, hash, files."""
+        return {"name": self.name, "description": self.description, "hash": self.hash, "files": dict(self.files)}
+
+    def cluster_name(self, base_name: str) -> str:
+        return f"{base_name}-{self.name}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for chunk in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def profile_hash(files: dict[str, str]) -> str:
+    """SHA-256 (hex) over ``files`` (relative path -> content SHA-256), in path order."""
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        digest.update(f"{rel}\0{files[rel]}\n".encode())
+    return digest.hexdigest()
+
+
+def _yaml_documents(path: Path) -> list[Any]:
+    try:
+        return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ProfileError(path, "content", "YAML", f"unparseable YAML ({str(exc).splitlines()[0]})") from None
+
+
+def _entries(directory: Path) -> list[Path]:
+    """The entries of ``directory`` but hidden ones, in name order; none when it is not there."""
+    return sorted(p for p in directory.iterdir() if not p.name.startswith(".")) if directory.is_dir() else []
+
+
+def load(directory: str | Path) -> PlatformProfile:
+    """Read and check the profile in ``directory``. Raises ProfileError (file, field, expected,
+    got) for anything the module doc does not allow; reads no cluster."""
+    root = Path(directory).expanduser().resolve()
+    if not root.is_dir():
+        raise ProfileError(root, "--platform", "a directory holding platform.yaml (see `kdrill cluster create --help`)",
+                           "no such directory" if not root.exists() else "a file")
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        kind = ALLOWED_ENTRIES.get(entry.name)
+        if kind is None or (kind == "dir") != entry.is_dir():
+            allowed = ", ".join(f"{n}/" if k == "dir" else n for n, k in ALLOWED_ENTRIES.items())
+            raise ProfileError(entry, "entry", f"only {allowed}", repr(entry.name + ("/" if entry.is_dir() else "")))
+    meta_path = root / PROFILE_FILE
+    if not meta_path.is_file():
+        raise ProfileError(meta_path, "file", "platform.yaml with name and description", "no such file")
+    docs = _yaml_documents(meta_path)
+    meta = docs[0] if len(docs) == 1 else None
+    if not isinstance(meta, dict):
+        raise ProfileError(meta_path, "content", "one mapping with name and description", f"{len(docs)} documents"
+                           if len(docs) != 1 else type(meta).__name__)
+    unknown = sorted(set(meta) - {"name", "description"})
+    if unknown:
+        raise ProfileError(meta_path, unknown[0], "only name and description", repr(unknown[0]))
+    name, description = meta.get("name"), meta.get("description")
+    if not isinstance(name, str) or not NAME.match(name):
+        raise ProfileError(meta_path, "name", "a DNS label of at most 20 characters (a-z, 0-9, -), part of the "
+                           "cluster's name", repr(name))
+    if not isinstance(description, str) or not description.strip():
+        raise ProfileError(meta_path, "description", "a non-empty string: what this platform is", repr(description))
+
+    patches = []
+    for path in _entries(root / "kubeadm"):
+        if path.suffix not in (".yaml", ".yml") or not path.is_file():
+            raise ProfileError(path, "file", "kubeadm/*.yaml files only", repr(path.name))
+        docs = _yaml_documents(path)
+        if len(docs) != 1 or not isinstance(docs[0], dict):
+            raise ProfileError(path, "content", "one YAML mapping (one kubeadm config patch per file)",
+                               f"{len(docs)} documents")
+        if docs[0].get("kind") not in KUBEADM_KINDS:
+            raise ProfileError(path, "kind", " or ".join(KUBEADM_KINDS), repr(docs[0].get("kind")))
+        patches.append(path.read_text())
+
+    manifests = []
+    for path in _entries(root / "manifests"):
+        if path.suffix not in (".yaml", ".yml") or not path.is_file():
+            raise ProfileError(path, "file", "manifests/*.yaml files only", repr(path.name))
+        for i, doc in enumerate(_yaml_documents(path)):
+            where = f"document {i + 1}"
+            if not isinstance(doc, dict):
+                raise ProfileError(path, where, "a Kubernetes object (a mapping)", type(doc).__name__)
+            for key in ("apiVersion", "kind"):
+                if not isinstance(doc.get(key), str) or not doc[key]:
+                    raise ProfileError(path, f"{where}.{key}", "a string", repr(doc.get(key)))
+            metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+            if not isinstance(metadata.get("name"), str) or not metadata["name"]:
+                raise ProfileError(path, f"{where}.metadata.name", "a string", repr(metadata.get("name")))
+        manifests.append(path)
+
+    corefile = None
+    if (root / "coredns").is_dir():
+        entries = [p.name for p in _entries(root / "coredns")]
+        if entries != ["Corefile"]:
+            raise ProfileError(root / "coredns", "entries", "exactly one file, Corefile", repr(entries))
+        corefile = (root / "coredns" / "Corefile").read_text()
+        if "{" not in corefile or corefile.count("{") != corefile.count("}"):
+            raise ProfileError(root / "coredns" / "Corefile", "content", "a Corefile: server blocks in balanced braces",
+                               f"{corefile.count('{')} '{{' and {corefile.count('}')} '}}'")
+
+    images = []
+    for path in _entries(root / "images"):
+        if path.suffix != ".tar" or not path.is_file():
+            raise ProfileError(path, "file", "images/*.tar image archives (docker save or OCI layout)", repr(path.name))
+        images.append(path)
+
+    files = {str(p.relative_to(root)): _sha256(p) for p in sorted(root.rglob("*"))
+             if p.is_file() and p.relative_to(root) != Path("README.md")
+             and not any(part.startswith(".") for part in p.relative_to(root).parts)}
+    return PlatformProfile(root=root, name=name, description=description.strip(), kubeadm_patches=patches,
+                           manifests=manifests, corefile=corefile, images=images,
+                           has_node_files=(root / "files").is_dir(), files=files, hash=profile_hash(files))
+
+
+def kind_config(profile: PlatformProfile, base: dict[str, Any]) -> dict[str, Any]:
+    """The kind config ``base`` (a parsed kind config) with the profile built in: its cluster name
+    ``<base name>-<profile name>``, the profile's kubeadm patches after the base's own, and
+    ``files/`` mounted read-only on every node at :data:`NODE_FILES_DIR`. ``base`` is not changed."""
+    config = json.loads(json.dumps(base))
+    config["name"] = profile.cluster_name(base.get("name") or "kind")
+    config["kubeadmConfigPatches"] = list(config.get("kubeadmConfigPatches") or []) + list(profile.kubeadm_patches)
+    if profile.has_node_files:
+        for node in config.get("nodes") or []:
+            node.setdefault("extraMounts", []).append(
+                {"hostPath": str(profile.root / "files"), "containerPath": NODE_FILES_DIR, "readOnly": True})
+    return config
+
+
+def write_kind_config(profile: PlatformProfile, base_config: Path) -> Path:
+    """Write :func:`kind_config` of ``base_config`` under ``$KDRILL_CACHE/platforms/`` (default
+    ``~/.cache/kdrill``), named by the profile's hash; returns its path."""
+    cache = Path(os.environ.get("KDRILL_CACHE", Path.home() / ".cache" / "kdrill"))
+    out = cache / "platforms" / f"{profile.name}-{profile.hash[:12]}" / f"{base_config.stem}.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    config = kind_config(profile, yaml.safe_load(base_config.read_text()) or {})
+    out.write_text(f"# kind config {base_config.name} with platform profile {profile.root} (sha256 {profile.hash}),\n"
+                   f"# written by kdrill (harness/platform_profile.py); not to be edited.\n"
+                   + yaml.safe_dump(config, sort_keys=False))
+    return out
+
+
+def recorded(cluster) -> dict[str, Any] | None:
+    """The profile record of ``cluster`` (``kube-system/kdrill-platform``), or None when it has
+    none. Raises ApiException for anything but not found."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        cm = cluster.core.read_namespaced_config_map(RECORD_NAME, RECORD_NAMESPACE, _request_timeout=10)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    try:
+        return json.loads((cm.data or {}).get("profile", "null"))
+    except json.JSONDecodeError:
+        return {"error": "the record is not JSON"}
+
+
+def mismatch(profile: PlatformProfile, record: dict[str, Any] | None, cluster_name: str) -> str | None:
+    """Why the cluster with ``record`` is not ``profile``'s, or None when it is."""
+    if record is None:
+        return (f"kind cluster {cluster_name} has no complete installation of platform profile {profile.name} (no "
+                f"{RECORD_NAMESPACE}/{RECORD_NAME}: an installation failed part way?); delete it: "
+                f"kdrill cluster delete --platform {profile.root}")
+    if record.get("hash") != profile.hash:
+        changed = sorted(set(record.get("files") or {}) ^ set(profile.files)
+                         | {f for f in profile.files if (record.get("files") or {}).get(f) not in (None, profile.files[f])})
+        return (f"kind cluster {cluster_name} was built from platform profile {record.get('name')} with hash "
+                f"{str(record.get('hash'))[:12]}, and {profile.root} now hashes to {profile.hash[:12]} "
+                f"(changed: {', '.join(changed) or 'unknown'}); delete the cluster to rebuild it: "
+                f"kdrill cluster delete --platform {profile.root}")
+    return None
+
+
+def _kubectl(cluster, node: str, args: list[str], stdin: str | None = None, timeout_seconds: float = 60):
+    # The node's own kubectl: the same version as the cluster (the host's may be far older).
+    return cluster.node_exec(node, ["kubectl", f"--kubeconfig={ADMIN_KUBECONFIG}", *args], stdin=stdin,
+                             timeout_seconds=timeout_seconds, check=False)
+
+
+def install(profile: PlatformProfile, cluster, kind_provider) -> dict[str, float]:
+    """Install ``profile`` into the new kind cluster: load its images into every node, apply its
+    manifests (retried until accepted) and wait for their rollouts, replace CoreDNS's Corefile
+    and roll CoreDNS out, then record the profile. Returns seconds per step. Raises
+    ProviderError naming the file and the API server's or kubectl's message."""
+    from harness.providers import ProviderError
+
+    node = cluster.nodes_by_role["control-plane"][0]
+    steps: dict[str, float] = {}
+    started = time.monotonic()
+    for archive in profile.images:
+        kind_provider._run("load", "image-archive", str(archive), "--name", kind_provider.name, timeout_seconds=600)
+    steps["images"] = time.monotonic() - started
+
+    started = time.monotonic()
+    workloads: list[str] = []
+    for path in profile.manifests:
+        deadline = time.monotonic() + APPLY_DEADLINE_SECONDS
+        while True:
+            result = _kubectl(cluster, node, ["apply", "--server-side", "--force-conflicts",
+                                              "--field-manager=kdrill-platform", "-f", "-"], stdin=path.read_text())
+            if result.returncode == 0:
+                break
+            if time.monotonic() > deadline:
+                raise ProviderError(f"platform profile {profile.name}: {path} not accepted within "
+                                    f"{APPLY_DEADLINE_SECONDS} s: {(result.stderr or result.stdout).strip()[-1500:]}")
+            time.sleep(2)  # a CRD establishing or a webhook starting: ask again (bounded by the deadline)
+        for doc in _yaml_documents(path):
+            if doc["kind"] in ("Deployment", "DaemonSet", "StatefulSet"):
+                ns = doc["metadata"].get("namespace") or "default"
+                workloads.append(f"{ns}/{doc['kind'].lower()}/{doc['metadata']['name']}")
+    for ref in workloads:
+        ns, rest = ref.split("/", 1)
+        result = _kubectl(cluster, node, ["-n", ns, "rollout", "status", rest, f"--timeout={ROLLOUT_DEADLINE_SECONDS}s"],
+                          timeout_seconds=ROLLOUT_DEADLINE_SECONDS + 30)
+        if result.returncode != 0:
+            raise ProviderError(f"platform profile {profile.name}: {ref} not rolled out within "
+                                f"{ROLLOUT_DEADLINE_SECONDS} s: {(result.stderr or result.stdout).strip()[-800:]}")
+    steps["manifests"] = time.monotonic() - started
+
+    if profile.corefile is not None:
+        started = time.monotonic()
+        cluster.core.patch_namespaced_config_map("coredns", "kube-system", {"data": {"Corefile": profile.corefile}},
+                                                 _request_timeout=10)
+        # The reload plugin would pick it up within about 30 s, on each replica on its own: a
+        # rollout makes every replica run it, and fails loudly when CoreDNS refuses it.
+        annotation = {"kdrill.io/platform-corefile": hashlib.sha256(profile.corefile.encode()).hexdigest()[:16]}
+        cluster.apps.patch_namespaced_deployment("coredns", "kube-system", {"spec": {"template": {"metadata": {
+            "annotations": annotation}}}}, _request_timeout=10)
+        result = _kubectl(cluster, node, ["-n", "kube-system", "rollout", "status", "deployment/coredns",
+                                          f"--timeout={ROLLOUT_DEADLINE_SECONDS}s"],
+                          timeout_seconds=ROLLOUT_DEADLINE_SECONDS + 30)
+        if result.returncode != 0:
+            logs = _kubectl(cluster, node, ["-n", "kube-system", "logs", "-l", "k8s-app=kube-dns", "--tail=5"]).stdout
+            raise ProviderError(f"platform profile {profile.name}: CoreDNS did not roll out with "
+                                f"{profile.root / 'coredns' / 'Corefile'}: {result.stderr.strip()[-500:]}; "
+                                f"its log: {logs.strip()[-1000:]}")
+        steps["coredns"] = time.monotonic() - started
+
+    from kubernetes import client
+
+    body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=RECORD_NAME, labels={"kdrill.io/platform": profile.name}),
+                              data={"profile": json.dumps(profile.record(), sort_keys=True)})
+    cluster.core.create_namespaced_config_map(RECORD_NAMESPACE, body, _request_timeout=10)
+    return {k: round(v, 2) for k, v in steps.items()}

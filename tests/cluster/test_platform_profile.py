@@ -1,0 +1,170 @@
+"""A platform profile built into a real kind cluster (harness/platform_profile.py): the example
+profile, plus an image archive, on a one-node cluster beside the session's. Each part of the
+profile is checked where the platform shows it: the API server's audit log (kubeadm patch and
+files/), a write refused by the profile's policy (manifests/), a name answered by the profile's
+Corefile from inside a pod (coredns/), the image in the node's container runtime (images/), the
+record on the cluster and in a run's evidence, and a changed profile refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from harness import resources
+from harness.expectations import wait_until
+from harness.platform_profile import load, recorded
+from harness.providers.kind import KindProvider
+from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+
+pytestmark = [pytest.mark.cluster, pytest.mark.node_access]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ARCHIVE_IMAGE = "kdrill.example/platform-pause:v1"
+# One node and no host port mappings, so it runs beside the session's cluster.
+BASE_CONFIG = """kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+name: kdrill-pp
+nodes:
+  - role: control-plane
+kubeadmConfigPatches:
+  - |
+    kind: KubeletConfiguration
+    failCgroupV1: false
+"""
+
+
+@pytest.fixture(scope="module")
+def platform_cluster(kdrill_cluster, tmp_path_factory):
+    """The example profile with an image archive added, built into a one-node kind cluster;
+    deleted afterwards. Yields (provider, profile directory)."""
+    if kdrill_cluster.provider != "kind":
+        pytest.skip("platform profiles build kind clusters")
+    work = tmp_path_factory.mktemp("platform")
+    profile_dir = work / "example"
+    shutil.copytree(resources.clusters_dir() / "platforms" / "example", profile_dir)
+    (profile_dir / "images").mkdir()
+    # The pause image the offline build made, under a name no node has: present after the
+    # install only if the archive was loaded.
+    subprocess.run(["docker", "tag", "registry.k8s.io/pause:3.10.1", ARCHIVE_IMAGE], check=True, timeout=60)
+    subprocess.run(["docker", "save", "-o", str(profile_dir / "images" / "pause.tar"), ARCHIVE_IMAGE], check=True,
+                   timeout=120)
+    config = work / "base.yaml"
+    config.write_text(BASE_CONFIG)
+    provider = KindProvider(config, platform=load(profile_dir))
+    if provider.exists():  # left by an interrupted earlier session
+        provider.delete()
+    try:
+        provider.create()
+        yield provider, profile_dir
+    finally:
+        provider.delete()
+        subprocess.run(["docker", "rmi", ARCHIVE_IMAGE], check=False, timeout=60, capture_output=True)
+
+
+def test_the_cluster_is_named_and_recorded_by_its_profile(platform_cluster):
+    provider, profile_dir = platform_cluster
+    profile = load(profile_dir)
+    assert provider.name == "kdrill-pp-example"
+    assert recorded(provider.cluster()) == profile.record()
+    assert provider.platform_problem() is None
+    assert set(provider.platform_install_seconds) == {"images", "manifests", "coredns"}
+
+
+def test_the_kubeadm_patch_and_files_give_the_api_server_its_audit_policy(platform_cluster):
+    provider, _ = platform_cluster
+    cluster = provider.cluster()
+    node = cluster.nodes_by_role["control-plane"][0]
+    cluster.core.create_namespaced_secret("default", client.V1Secret(
+        metadata=client.V1ObjectMeta(name="audited"), string_data={"k": "v"}), _request_timeout=10)
+    try:
+        def audited() -> bool:
+            log = cluster.node_exec(node, ["cat", "/var/log/kubernetes/audit/audit.log"], check=False).stdout
+            return any('"resource":"secrets"' in line and '"name":"audited"' in line and '"verb":"create"' in line
+                       for line in log.splitlines())
+        assert wait_until(audited, 30, interval_seconds=1.0).ok, "no audit event for the Secret's creation"
+        # Level None for reads: the policy from files/ is the one in force, not a default.
+        log = cluster.node_exec(node, ["cat", "/var/log/kubernetes/audit/audit.log"]).stdout
+        assert not any('"verb":"list"' in line for line in log.splitlines())
+    finally:
+        cluster.core.delete_namespaced_secret("audited", "default", _request_timeout=10)
+
+
+def test_the_manifests_policy_refuses_what_it_says(platform_cluster):
+    provider, _ = platform_cluster
+    cluster = provider.cluster()
+    denied = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="denied", labels={"kdrill.io/platform-denied": "x"}))
+    with pytest.raises(ApiException) as refused:
+        cluster.core.create_namespaced_config_map("default", denied, dry_run="All", _request_timeout=10)
+    assert refused.value.status in (403, 422) and "kdrill.io/platform-denied" in refused.value.body
+    allowed = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="allowed"))
+    cluster.core.create_namespaced_config_map("default", allowed, dry_run="All", _request_timeout=10)
+
+
+def test_the_corefile_answers_its_name_inside_the_cluster(platform_cluster):
+    provider, _ = platform_cluster
+    cluster = provider.cluster()
+    script = ("import socket\nfor name in ('platform-check.kdrill.internal', 'kubernetes.default.svc.cluster.local'):\n"
+              "    print(name, socket.gethostbyname(name))\n")
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="lookup"), spec=client.V1PodSpec(
+        restart_policy="Never", termination_grace_period_seconds=1, containers=[client.V1Container(
+            name="lookup", image=TOOLBOX_IMAGE, image_pull_policy=TOOLBOX_PULL_POLICY,
+            command=["python3", "-c", script])]))
+    cluster.core.create_namespaced_pod("default", pod, _request_timeout=10)
+    try:
+        done = wait_until(lambda: cluster.core.read_namespaced_pod("lookup", "default", _request_timeout=10)
+                          .status.phase in ("Succeeded", "Failed"), 120, interval_seconds=1.0)
+        logs = cluster.core.read_namespaced_pod_log("lookup", "default", _request_timeout=10)
+        assert done.ok, logs
+        assert "platform-check.kdrill.internal 10.96.0.1" in logs, logs
+        assert "kubernetes.default.svc.cluster.local 10.96.0.1" in logs, logs  # the cluster's names still work
+    finally:
+        cluster.core.delete_namespaced_pod("lookup", "default", grace_period_seconds=0, _request_timeout=10)
+
+
+def test_the_image_archive_is_on_the_node(platform_cluster):
+    provider, _ = platform_cluster
+    cluster = provider.cluster()
+    node = cluster.nodes_by_role["control-plane"][0]
+    images = cluster.node_exec(node, ["crictl", "images", "-o", "json"]).stdout
+    tags = {t for i in json.loads(images)["images"] for t in i.get("repoTags") or []}
+    assert ARCHIVE_IMAGE in tags, sorted(tags)
+
+
+def test_a_changed_profile_is_refused_on_the_cluster_built_from_the_old_one(platform_cluster, tmp_path):
+    provider, profile_dir = platform_cluster
+    changed = tmp_path / "example"
+    shutil.copytree(profile_dir, changed)
+    (changed / "coredns" / "Corefile").write_text((changed / "coredns" / "Corefile").read_text()
+                                                  .replace("cache 30", "cache 5"))
+    base = tmp_path / "base.yaml"
+    base.write_text(BASE_CONFIG)
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "create", "--config", str(base),
+                             "--platform", str(changed)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0, result.stdout
+    assert "changed: coredns/Corefile" in result.stderr and "kdrill cluster delete --platform" in result.stderr, \
+        result.stderr
+
+
+def test_a_run_on_the_cluster_names_its_profile_in_the_evidence(platform_cluster, tmp_path):
+    """A data-only drill that needs nothing but the API (pod-delete) on the profile's cluster,
+    reached only through its kubeconfig: run.json and the report carry the profile."""
+    provider, profile_dir = platform_cluster
+    started = time.time()
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "--reports", str(tmp_path / "reports"), "run",
+                             "pod-delete", "--run-id", "platform-run", "--kubeconfig", str(provider.kubeconfig_path()),
+                             "--context", f"kind-{provider.name}", "--allow-context", f"kind-{provider.name}"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    run_dir = tmp_path / "reports" / "platform-run"
+    meta = json.loads((run_dir / "run.json").read_text())
+    assert meta["platform"] == load(profile_dir).record(), (meta.get("platform"), result.stdout[-2000:])
+    assert f"example, sha256 {load(profile_dir).hash}" in (run_dir / "report.html").read_text()
+    assert time.time() - started < 600
+

@@ -1,0 +1,124 @@
+"""Platform profiles (harness/platform_profile.py): what a profile directory may hold, its hash,
+the kind config built from it, and why a cluster is refused as not the profile's. Pure logic: the
+cluster test (tests/cluster/test_platform_profile.py) builds one."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness import resources
+from harness.platform_profile import NODE_FILES_DIR, ProfileError, kind_config, load, mismatch
+
+EXAMPLE = resources.clusters_dir() / "platforms" / "example"
+
+
+@pytest.fixture
+def profile_dir(tmp_path) -> Path:
+    target = tmp_path / "platform"
+    shutil.copytree(EXAMPLE, target)
+    return target
+
+
+def test_the_example_profile_loads(profile_dir):
+    profile = load(profile_dir)
+    assert profile.name == "example"
+    assert profile.corefile and "platform-check.kdrill.internal" in profile.corefile
+    assert [p.name for p in profile.manifests] == ["configmap-policy.yaml"]
+    assert len(profile.kubeadm_patches) == 1 and profile.has_node_files
+    assert "README.md" not in profile.files and "files/audit-policy.yaml" in profile.files
+    assert len(profile.hash) == 64
+
+
+def test_the_hash_follows_every_file_but_the_readme(profile_dir):
+    before = load(profile_dir).hash
+    (profile_dir / "README.md").write_text("another text")
+    assert load(profile_dir).hash == before
+    with (profile_dir / "files" / "audit-policy.yaml").open("a") as f:
+        f.write("# one more line\n")
+    assert load(profile_dir).hash != before
+    again = load(profile_dir).hash
+    (profile_dir / "files" / "audit-policy.yaml").rename(profile_dir / "files" / "audit.yaml")
+    assert load(profile_dir).hash != again  # a renamed file is another profile too
+
+
+@pytest.mark.parametrize("change, where, got", [
+    (lambda d: (d / "platform.yaml").unlink(), "file", "no such file"),
+    (lambda d: (d / "platform.yaml").write_text("name: Example\ndescription: x\n"), "name", "'Example'"),
+    (lambda d: (d / "platform.yaml").write_text("name: a-name-far-too-long-for-kind\ndescription: x\n"), "name",
+     "'a-name-far-too-long-for-kind'"),
+    (lambda d: (d / "platform.yaml").write_text("name: ok\n"), "description", "None"),
+    (lambda d: (d / "platform.yaml").write_text("name: ok\ndescription: x\nflags: []\n"), "flags", "'flags'"),
+    (lambda d: (d / "manifest").mkdir(), "entry", "'manifest/'"),
+    (lambda d: (d / "kubeadm" / "x.yaml").write_text("kind: Cluster\n"), "kind", "'Cluster'"),
+    (lambda d: (d / "kubeadm" / "notes.txt").write_text("x"), "file", "'notes.txt'"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n"),
+     "document 1.metadata.name", "None"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text("kind: ConfigMap\nmetadata: {name: a}\n"),
+     "document 1.apiVersion", "None"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text("a: [\n"), "content", "unparseable YAML"),
+    (lambda d: (d / "coredns" / "Corefile").write_text(".:53 {\n  errors\n"), "content", "1 '{' and 0 '}'"),
+    (lambda d: (d / "coredns" / "Corefile.orig").write_text("x"), "entries", "['Corefile', 'Corefile.orig']"),
+    (lambda d: ((d / "images").mkdir(), (d / "images" / "app.tgz").write_text("x")), "file", "'app.tgz'"),
+])
+def test_bad_profiles_are_refused_with_file_field_expected_and_got(profile_dir, change, where, got):
+    change(profile_dir)
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.where == where, str(caught.value)
+    assert got in caught.value.got, str(caught.value)
+    assert str(profile_dir) in caught.value.path and "expected" in str(caught.value)
+
+
+def test_a_missing_directory_is_refused(tmp_path):
+    with pytest.raises(ProfileError, match="no such directory"):
+        load(tmp_path / "nowhere")
+
+
+def test_the_kind_config_carries_the_profile(profile_dir):
+    profile = load(profile_dir)
+    base = yaml.safe_load((resources.clusters_dir() / "ha.yaml").read_text())
+    config = kind_config(profile, base)
+    assert config["name"] == "kdrill-ha-example"
+    assert config["kubeadmConfigPatches"][:len(base["kubeadmConfigPatches"])] == base["kubeadmConfigPatches"]
+    assert config["kubeadmConfigPatches"][-1] == profile.kubeadm_patches[0]
+    for node in config["nodes"]:
+        assert {"hostPath": str(profile_dir.resolve() / "files"), "containerPath": NODE_FILES_DIR,
+                "readOnly": True} in node["extraMounts"]
+    assert "extraMounts" not in base["nodes"][0]  # the base is not changed
+
+
+def test_a_cluster_of_another_version_of_the_profile_is_refused(profile_dir):
+    profile = load(profile_dir)
+    assert mismatch(profile, profile.record(), "kdrill-ha-example") is None
+    assert "no complete installation" in mismatch(profile, None, "kdrill-ha-example")
+    (profile_dir / "coredns" / "Corefile").write_text(profile.corefile.replace("cache 30", "cache 5"))
+    changed = load(profile_dir)
+    why = mismatch(changed, profile.record(), "kdrill-ha-example")
+    assert "changed: coredns/Corefile" in why and "kdrill cluster delete --platform" in why
+
+
+def test_hidden_entries_are_ignored_and_not_hashed(profile_dir):
+    before = load(profile_dir).hash
+    (profile_dir / ".git").mkdir()
+    (profile_dir / "manifests" / ".configmap-policy.yaml.swp").write_text("x")
+    assert load(profile_dir).hash == before
+
+
+def test_kdrill_refuses_a_bad_profile_before_touching_docker(tmp_path):
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    (profile / "platform.yaml").write_text("name: ok\n")
+    for command in (["cluster", "create", "--platform", str(profile)], ["run", "--platform", str(profile)]):
+        # No docker on PATH: had kdrill reached for Docker first, it would say so instead.
+        result = subprocess.run([sys.executable, "-m", "harness.cli", "--reports", str(tmp_path / "r"), *command],
+                                capture_output=True, text=True, timeout=60, env={"PATH": "/nonexistent", "HOME":
+                                                                                 str(tmp_path)})
+        assert result.returncode != 0
+        assert "platform profile" in result.stderr and "description" in result.stderr, result.stderr
+        assert "Docker" not in result.stderr, result.stderr
