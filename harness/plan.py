@@ -78,6 +78,7 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"  windows    {', '.join(f'{k} {v}' for k, v in windows.items()) or 'none declared'}",
                 f"  access     {'node containers (kind) and the API' if s.needs_node_access else 'the API only'}; "
                 f"cluster config {s.cluster_config}",
+                *([f"  on nodes   it {'; it '.join(s.node_access_needs())}"] if s.needs_node_access else []),
                 *([f"  registry   container kdrill-registry-<cluster>-{r['name']} beside the nodes, pulled from as "
                    f"{registry_host(r['name'])} (each node's containerd told so), images pushed: "
                    f"{', '.join(n if b == 'pause' else f'{n} (on {b})' for n, b in registry_images(r))} "

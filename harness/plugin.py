@@ -370,8 +370,9 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     after the test body whatever happened (and a record says why when it does not run)."""
     scenario = _scenario(request.config, _scenario_of(request.node))
     if scenario.needs_node_access and not kdrill_cluster.node_access:
-        reason = (f"{scenario.name} needs node access (docker exec into kind node containers); "
-                  f"{kdrill_cluster.name} is an existing cluster reached through a kubeconfig")
+        # Which capability is missing, in the drill's own terms (Scenario.node_access_needs).
+        reason = (f"{scenario.name} needs node access, which {kdrill_cluster.name} (an existing cluster reached "
+                  f"through a kubeconfig) does not give: it {'; it '.join(scenario.node_access_needs())}")
         _record_not_run(request.config, kdrill_run["writer"], scenario.name, drill_case, "skipped", reason)
         pytest.skip(reason)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")

@@ -11,6 +11,7 @@ Loading only ever reads the file.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import errno
 import math
 import os
@@ -161,6 +162,9 @@ SCHEMA: dict[str, Any] = {
                 "config": {"type": "string", "pattern": "^[a-z0-9-]+$",
                            "x-expected": "a clusters/<config>.yaml name: lowercase letters, digits and '-'"},
                 "needs_node_access": {"type": "boolean"},
+                "node_access_for": {"type": "string", "minLength": 1,
+                                    "x-expected": "what the drill does on the nodes beyond its fault, as a phrase "
+                                                  "after 'it' (the reason given where there is no node access)"},
             },
         },
         "fault": {
@@ -477,6 +481,29 @@ class Scenario:
     severity: str = "normal"  # one of SEVERITIES
     # data-only scenarios: {"windows": {...}, "probes": [...]} (harness/runner.py); None for a drill file
     runner: dict[str, Any] | None = field(default=None, hash=False)
+    node_access_for: str = ""  # cluster.node_access_for: what a drill file does on the nodes
+
+    def node_access_needs(self) -> list[str]:
+        """What the drill does on the nodes, each a phrase after "it": its fault's (the fault
+        class's ``node_capability``), its registries', its container kills', and
+        ``cluster.node_access_for``. Empty when it needs no node access."""
+        from harness.faults import fault_class
+
+        needs = []
+        try:
+            cls = fault_class(self.fault_kind)
+        except KeyError:  # an unknown kind is refused elsewhere, with the known ones
+            cls = None
+        if cls is not None and cls.needs_node_access:
+            needs.append(cls.node_capability or f"runs the {self.fault_kind} fault on the nodes")
+        if self.workload.get("registries"):
+            needs.append("runs registry containers beside the kind nodes and writes every node's containerd registry "
+                         "configuration")
+        if any("kill_container" in a for a in (self.runner or {}).get("actions") or []):
+            needs.append("kills a container through its node's container runtime (crictl)")
+        if self.node_access_for:
+            needs.append(self.node_access_for)
+        return needs
 
     def expectation(self, name: str) -> ExpectationSpec:
         """The spec called ``name``. Raises KeyError listing the known names."""
@@ -514,7 +541,8 @@ class Scenario:
         return {
             "name": self.name, "title": self.title, "drill": self.drill, "claim": self.claim,
             "source": [s.to_dict() for s in self.sources],
-            "cluster": {"config": self.cluster_config, "needs_node_access": self.needs_node_access},
+            "cluster": {"config": self.cluster_config, "needs_node_access": self.needs_node_access,
+                        **({"node_access_for": self.node_access_for} if self.node_access_for else {})},
             "fault": {"kind": self.fault_kind, "method": self.fault_method,
                       "params": copy.deepcopy(self.fault_params)},
             "workload": copy.deepcopy(self.workload),
@@ -547,7 +575,19 @@ def load_scenario(path: Path | str) -> Scenario:
     if errors:
         raise errors[0].as_error()
     _check_rules(path, data)
-    return _build(path, data)
+    scenario = _build(path, data)
+    needs = scenario.node_access_needs()
+    if scenario.needs_node_access and not needs:
+        raise ScenarioError(path, "cluster.node_access_for", "what the drill does on the nodes (its fault "
+                            f"{scenario.fault_kind} needs no node access), or cluster.needs_node_access false",
+                            "nothing")
+    if needs and not scenario.needs_node_access:
+        if data["cluster"].get("needs_node_access") is False:  # said, and wrong
+            raise ScenarioError(path, "cluster.needs_node_access", f"true: it {'; it '.join(needs)}", "false")
+        # Not said: what the scenario does decides it (a forgotten flag would otherwise fail on
+        # a cluster without node access instead of skipping with the reason).
+        scenario = dataclasses.replace(scenario, needs_node_access=True)
+    return scenario
 
 
 def load_scenarios(directory: Path | str) -> list[Scenario]:
@@ -1312,6 +1352,7 @@ def _build(path: Path, data: dict) -> Scenario:
                      for sign, names in (data.get("vital_signs") or {}).items()},
         severity=data.get("severity", "normal"),
         runner=copy.deepcopy(data.get("runner")),
+        node_access_for=data["cluster"].get("node_access_for", ""),
         cases=tuple(Case(c["name"], copy.deepcopy(c.get("params") or {}), _expectation_specs(c.get("expectations") or []))
                     for c in data.get("cases", [])),
         path=path,

@@ -46,6 +46,9 @@ class Fault(abc.ABC):
 
     kind: ClassVar[str]
     needs_node_access: ClassVar[bool] = False
+    # With needs_node_access: what the fault does on the nodes, as a phrase after "it" (the reason
+    # a cluster without node access skips the drill).
+    node_capability: ClassVar[str] = ""
     # The scenario parameters (``fault.params``, cases' ``params``) this fault and its drill take.
     params: ClassVar[dict[str, Param]] = {}
 

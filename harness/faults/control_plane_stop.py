@@ -59,6 +59,8 @@ class ControlPlaneStop(Fault):
 
     kind = "control-plane-stop"
     needs_node_access = True
+    node_capability = ("stops the kubelet and kills the control-plane static pods' containers through the container "
+                       "runtime on every control-plane node, or freezes those node containers (docker pause)")
     params = {
         "method": Param("choice", "how the control plane stops", choices=METHODS),
         "hold_seconds": Param("seconds", "how long it stays stopped", minimum=10, maximum=600),

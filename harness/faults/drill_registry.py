@@ -25,6 +25,8 @@ class DrillRegistry(Fault):
 
     kind = "drill-registry"
     needs_node_access = True
+    node_capability = ("runs a registry container beside the kind nodes and writes every node's containerd registry "
+                       "configuration (hosts.toml)")
 
     def __init__(self, cluster: Cluster, container: str, nodes: list[str],
                  registry_host: str = REGISTRY_HOST) -> None:

@@ -51,6 +51,8 @@ class EtcdMember(Fault):
     kind = "etcd-member"
     method = "stop-kubelet-kill-container"
     needs_node_access = True
+    node_capability = ("stops kubelets and kills etcd members' containers through the container runtime on "
+                       "control-plane nodes")
     params = {
         "one_down_hold_seconds": Param("seconds", "how long one member stays stopped", minimum=11, maximum=600),
         "quorum_lost_hold_seconds": Param("seconds", "how long quorum stays lost", minimum=11, maximum=600),

@@ -69,6 +69,8 @@ class EtcdRestore(Fault):
 
     kind = "etcd-restore"
     needs_node_access = True
+    node_capability = ("stops every control-plane node's kubelet and static pods, moves etcd's data aside and restores "
+                       "a snapshot on each node")
     params = {
         "markers": Param("integer", "ConfigMaps written before the snapshot, and as many after it", minimum=1,
                          maximum=200),

@@ -62,6 +62,8 @@ class EtcdSpaceQuota(Fault):
 
     kind = "etcd-space-quota"
     needs_node_access = True
+    node_capability = ("edits the etcd static pod manifest on every control-plane node and restarts its member with the "
+                       "kubelet stopped")
     params = {
         "quota_headroom_megabytes": Param("integer", "quota: the largest member's database after a defragmentation "
                                           "plus this much", minimum=1, maximum=256),

@@ -58,6 +58,8 @@ class LeaderKill(Fault):
     kind = "leader-kill"
     method = "crictl-kill-lease-holder"
     needs_node_access = True
+    node_capability = ("kills the leading kube-controller-manager or kube-scheduler container through its node's "
+                       "container runtime (crictl)")
     params = {
         "component": Param("choice", "the leader-elected component whose leader is killed", choices=COMPONENTS),
         "observe_seconds": Param("seconds", "how long the drill watches for a new leader and the delayed work",

@@ -155,16 +155,22 @@ def test_a_changed_profile_is_refused_on_the_cluster_built_from_the_old_one(plat
 
 def test_a_run_on_the_cluster_names_its_profile_in_the_evidence(platform_cluster, tmp_path):
     """A data-only drill that needs nothing but the API (pod-delete) on the profile's cluster,
-    reached only through its kubeconfig: run.json and the report carry the profile."""
+    reached only through its kubeconfig: run.json and the report carry the profile. A drill that
+    needs node access (worker-node-loss) is skipped there, its record saying what it would have
+    done on the nodes."""
     provider, profile_dir = platform_cluster
     started = time.time()
     result = subprocess.run([sys.executable, "-m", "harness.cli", "--reports", str(tmp_path / "reports"), "run",
-                             "pod-delete", "--run-id", "platform-run", "--kubeconfig", str(provider.kubeconfig_path()),
+                             "pod-delete", "worker-node-loss", "--run-id", "platform-run", "--kubeconfig", str(provider.kubeconfig_path()),
                              "--context", f"kind-{provider.name}", "--allow-context", f"kind-{provider.name}"],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     run_dir = tmp_path / "reports" / "platform-run"
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["platform"] == load(profile_dir).record(), (meta.get("platform"), result.stdout[-2000:])
     assert f"example, sha256 {load(profile_dir).hash}" in (run_dir / "report.html").read_text()
+    skipped = json.loads((run_dir / "worker-node-loss.json").read_text())
+    assert skipped["verdict"] == "skipped", skipped["verdict"]
+    assert any("does not give: it freezes a worker's node container whole" in e for e in skipped["errors"]), \
+        skipped["errors"]
     assert time.time() - started < 600
 

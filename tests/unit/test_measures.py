@@ -89,6 +89,7 @@ def test_a_fault_that_cannot_be_built_from_data_is_refused(tmp_path) -> None:
 
     def etcd(d):
         d["fault"] = {"kind": "etcd-member", "method": "x", "params": {}}
+        d["cluster"]["needs_node_access"] = True
 
     with pytest.raises(ScenarioError, match="for_scenario"):
         check_references(load_scenario(data_scenario(tmp_path, etcd)))

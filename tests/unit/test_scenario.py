@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness import resources
 from harness.scenario import (
     SCHEMA,
     Bound,
@@ -74,8 +75,37 @@ def test_optional_fields_default(tmp_path):
     del data["fault"]["params"]
     s = load_scenario(write(tmp_path, data))
     assert s.workload == {} and s.cases == () and s.fault_params == {}
-    assert s.needs_node_access is False
+    # Not said: its fault (control-plane-stop) decides it.
+    assert s.needs_node_access is True
     assert s.probe_interval_seconds == 0.5
+
+
+def test_node_access_follows_what_the_drill_does_on_the_nodes(tmp_path):
+    data = example_data()  # fault control-plane-stop
+    data["cluster"]["needs_node_access"] = False
+    with pytest.raises(ScenarioError) as refused:
+        load_scenario(write(tmp_path, data))
+    assert refused.value.field == "cluster.needs_node_access"
+    assert "stops the kubelet and kills the control-plane static pods' containers" in refused.value.expected
+    # A fault that needs none, in a drill file that still goes to the nodes: it must say why.
+    data["fault"] = {"kind": "planted-secret", "method": "m"}
+    data["cluster"]["needs_node_access"] = True
+    with pytest.raises(ScenarioError) as refused:
+        load_scenario(write(tmp_path, data))
+    assert refused.value.field == "cluster.node_access_for"
+    data["cluster"]["node_access_for"] = "reads etcd with etcdctl on a control-plane node"
+    s = load_scenario(write(tmp_path, data))
+    assert s.node_access_needs() == ["reads etcd with etcdctl on a control-plane node"]
+    del data["cluster"]["needs_node_access"], data["cluster"]["node_access_for"]
+    assert load_scenario(write(tmp_path, data)).needs_node_access is False
+
+
+def test_every_built_in_drill_with_node_access_says_what_it_does_there():
+    from harness.scenario import load_scenarios
+
+    for s in load_scenarios(resources.scenarios_dir()):
+        if s.needs_node_access:
+            assert s.node_access_needs() and all(n.strip() for n in s.node_access_needs()), s.name
 
 
 def test_expectation_lookup_and_unknown_name():
