@@ -8,6 +8,7 @@ its own, by the ndots lookups, from CoreDNS's ``coredns_dns_requests_total``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 
@@ -133,6 +134,10 @@ def test_dns_saturation(drill):
                                       for p, r in resolv.items()})
         assert resolv["lookup-ndots-default"].ndots == 5 and resolv["lookup-ndots-1"].ndots == 1, resolv
         cluster_zones = dns.kubernetes_authoritative_zones(original["corefile"])
+        # The Corefile drilled, whoever wrote it (kubeadm's, or a platform profile's): the
+        # evidence says which CoreDNS configuration failed this way.
+        drill.observe("corefile", {"sha256": hashlib.sha256(original["corefile"].encode()).hexdigest(),
+                                   "text": original["corefile"]})
         drill.observe("kubernetes_plugin_authoritative_zones", cluster_zones)
         # The drill zone, plus any search domain the pods inherit from their node that CoreDNS
         # would otherwise forward upstream (kind nodes normally have none).
