@@ -99,6 +99,14 @@ class Fault(abc.ABC):
         target = self.target()
         return target.get("nodes") or target.get("where") or [target]
 
+    @classmethod
+    def acts_on(cls, params: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
+        """The objects a data-only scenario's ``params`` (a case's merged over the fault's,
+        already checked against :attr:`params`) make this fault act on, as (the parameter that
+        names it, kind, name, namespace: None for the drill's own), for :func:`check_targets`.
+        Default: none named, none checked."""
+        return []
+
 
 ENTRY_POINTS = "kdrill.faults"
 
@@ -137,7 +145,56 @@ def check_params(scenario) -> None:
     Raises ScenarioError naming the file and field (FaultError for an unknown fault kind)."""
     from harness import params
 
-    params.check(scenario, fault_class(scenario.fault_kind).params)
+    fault_type = fault_class(scenario.fault_kind)
+    params.check(scenario, fault_type.params)
+    check_targets(scenario, fault_type)
+
+
+def check_targets(scenario, fault_type: type[Fault]) -> None:
+    """A data-only scenario's fault acts, in a namespace the drill makes (its own, and each
+    Namespace of ``workload.manifests``), only on an object the drill makes there: the runner
+    makes those namespaces afresh and everything in them (its own objects, runner.OWN_OBJECTS,
+    and the manifests), so any other name there is a typo that would fail only on the cluster,
+    after the setup. A target in another namespace (e.g. kube-system, through
+    ``target_namespace``) is the scenario's to name. What a fault acts on is its
+    :meth:`Fault.acts_on`; names are compared as sent (``$(namespace)`` expanded for each
+    case's namespace). Raises ScenarioError naming the parameter (``cases[i].params.X`` where a
+    case sets it, else ``fault.params.X``)."""
+    if scenario.runner is None:
+        return  # a drill file makes its own objects
+    from harness.kube_objects import KINDS, expand
+    from harness.runner import OWN_OBJECTS
+    from harness.scenario import ScenarioError, drill_namespace
+
+    manifests = scenario.workload.get("manifests") or []
+    for index, case in enumerate(scenario.cases or [None]):
+        namespace = drill_namespace(scenario.name, case.name if case else None)
+
+        def sent(value: str) -> str:
+            return expand(value, {"namespace": namespace})
+
+        # namespace as sent -> (kind, name as sent, name as written) of what is made there
+        made: dict[str, list[tuple[str, str, str]]] = {namespace: [(k, n, f"{n} (the runner's)")
+                                                                   for k, n in OWN_OBJECTS]}
+        for manifest in manifests:
+            if manifest["kind"] == "Namespace":
+                made.setdefault(sent(manifest["metadata"]["name"]), [])
+        for manifest in manifests:
+            if KINDS[manifest["kind"]].namespaced:
+                where = sent(manifest["metadata"].get("namespace") or "$(namespace)")
+                made[where].append((manifest["kind"], sent(manifest["metadata"]["name"]), manifest["metadata"]["name"]))
+        for param, kind, name, target_namespace in fault_type.acts_on(scenario.params_for(case.name if case else None)):
+            where = target_namespace or namespace
+            if where not in made or any((k, n) == (kind, name) for k, n, _ in made[where]):
+                continue
+            field = f"cases[{index}].params.{param}" if case is not None and param in case.params \
+                else f"fault.params.{param}"
+            known = sorted({written for k, _, written in made[where] if k == kind})
+            raise ScenarioError(scenario.path, field, f"a {kind} the drill makes in {where} (kdrill makes that "
+                                "namespace and all that is in it: the runner's own objects and workload.manifests): "
+                                + (", ".join(known) or "none")
+                                + ("; or a target_namespace outside the drill's" if "target_namespace" in
+                                   fault_type.params else ""), repr(name))
 
 
 def raise_interrupt(signum, frame) -> None:

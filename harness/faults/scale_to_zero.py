@@ -49,6 +49,12 @@ class ScaleToZero(Fault):
         return cls(cluster, params.get("target_namespace") or namespace, params["target_name"],
                    params.get("target_kind", "Deployment"))
 
+    @classmethod
+    def acts_on(cls, params: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
+        """The Deployment or StatefulSet scaled (harness/faults/__init__.py: check_targets)."""
+        return [("target_name", params.get("target_kind", "Deployment"), params["target_name"],
+                 params.get("target_namespace"))]
+
     def target(self) -> dict[str, Any]:
         return {"method": self.method, "namespace": self.namespace, "name": self.name,
                 "target_kind": self.target_kind, "original_replicas": self.original_replicas}

@@ -69,6 +69,11 @@ class ServiceBlackhole(Fault):
         return cls(cluster, params.get("target_namespace") or namespace, params["service_name"],
                    reroute_to=labels(params["reroute_to"]) if params.get("reroute_to") else None)
 
+    @classmethod
+    def acts_on(cls, params: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
+        """The Service whose selector is replaced (harness/faults/__init__.py: check_targets)."""
+        return [("service_name", "Service", params["service_name"], params.get("target_namespace"))]
+
     def target(self) -> dict[str, Any]:
         """The Service, and once read, its original selector and the one that replaced it."""
         return {"method": self.method, "namespace": self.namespace, "name": self.name,

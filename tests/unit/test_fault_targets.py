@@ -1,0 +1,68 @@
+"""A data-only scenario's fault acts, in a namespace the drill makes, only on an object the drill
+makes there (harness/faults/__init__.py: check_targets): a typo in a target's name is refused by
+``kdrill validate``, not found on the cluster after the setup."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.faults import check_params
+from harness.scenario import ScenarioError, drill_namespace
+from scenario_copies import load_edited
+
+
+def refused(tmp_path, name, edit) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        check_params(load_edited(tmp_path, name, edit))
+    return info.value
+
+
+@pytest.mark.parametrize("name", ["apiservice-unavailable", "coredns-scaled-to-zero", "service-blackhole",
+                                  "service-without-endpoints", "webhook-on-pod-delete", "webhook-outage-blackhole",
+                                  "webhook-outage-ignore"])
+def test_the_shipped_targets_are_the_drills_own_or_outside_it(tmp_path, name):
+    check_params(load_edited(tmp_path, name, lambda d: None))
+
+
+def test_a_deployment_the_scenario_does_not_declare_is_refused(tmp_path):
+    err = refused(tmp_path, "apiservice-unavailable", lambda d: d["fault"]["params"].update(target_name="apiservice-backnd"))
+    assert err.field == "fault.params.target_name" and err.got == "'apiservice-backnd'"
+    assert "a Deployment the drill makes in kdrill-apiservice-unavailable" in err.expected
+    assert "apiservice-backend, web (the runner's)" in err.expected
+
+
+def test_a_declared_object_of_another_kind_is_not_the_target(tmp_path):
+    # webhook-on-pod-delete declares a Deployment pod-delete-webhook, not a StatefulSet of that name
+    err = refused(tmp_path, "webhook-on-pod-delete", lambda d: d["fault"]["params"].update(target_kind="StatefulSet"))
+    assert err.field == "fault.params.target_name" and "a StatefulSet the drill makes" in err.expected
+
+
+def test_a_service_the_scenario_does_not_declare_is_refused(tmp_path):
+    err = refused(tmp_path, "service-blackhole", lambda d: d["fault"]["params"].update(service_name="api"))
+    assert err.field == "fault.params.service_name" and err.got == "'api'"
+    assert "a Service the drill makes" in err.expected and "web (the runner's)" in err.expected
+
+
+def test_a_target_in_the_drills_namespace_written_out_is_checked_too(tmp_path):
+    ns = drill_namespace("service-without-endpoints")
+    err = refused(tmp_path, "service-without-endpoints",
+                  lambda d: d["fault"]["params"].update(target_name="nothing", target_namespace=ns))
+    assert err.field == "fault.params.target_name"
+
+
+def test_a_target_in_a_declared_namespace_must_be_declared_there(tmp_path):
+    # the webhook's Service is in the drill's namespace, not in the declared $(namespace)-policy
+    ns = drill_namespace("webhook-outage-blackhole") + "-policy"
+    err = refused(tmp_path, "webhook-outage-blackhole", lambda d: d["fault"]["params"].update(target_namespace=ns))
+    assert err.field == "fault.params.service_name"
+    assert f"a Service the drill makes in {ns}" in err.expected and err.expected.count(": none") == 1
+
+
+def test_a_cases_own_target_is_named_at_the_case(tmp_path):
+    err = refused(tmp_path, "webhook-outage-ignore", lambda d: d["cases"][1]["params"].update(service_name="webhok"))
+    assert err.field == "cases[1].params.service_name" and err.got == "'webhok'"
+
+
+def test_a_target_outside_the_drills_namespaces_is_the_scenarios_to_name(tmp_path):
+    check_params(load_edited(tmp_path, "service-blackhole",
+                             lambda d: d["fault"]["params"].update(service_name="kube-dns", target_namespace="kube-system")))
