@@ -1059,7 +1059,7 @@ def _check_objects(path: Path, data: dict) -> None:
                                     f"[{made_sent[sent]}] makes it too)", f"{this[0]} {this[1]} again")
             made_sent[sent] = i
         made.append(this)
-    _check_webhook_scope(path, data, made)
+    _check_webhook_scope(path, data, made, drill_namespaces)
     _check_policy_scope(path, data, made)
     tls = (data.get("workload") or {}).get("tls")
     if tls is not None and ("Service", tls["service"], "$(namespace)") not in made:
@@ -1283,12 +1283,70 @@ def _check_policy_scope(path: Path, data: dict, made: list[tuple]) -> None:
                                     repr(resources.get("namespaceSelector")))
 
 
-def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
+# What the API server's validation of an admissionregistration.k8s.io/v1 webhook refuses (the
+# configuration's create fails with 422 only after the setup began): the values it takes.
+# Source: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
+# (side effects, timeouts, webhook names, AdmissionReview versions) and the API reference of
+# ValidatingWebhookConfiguration v1.
+WEBHOOK_SIDE_EFFECTS = ("None", "NoneOnDryRun")  # v1 takes no other (Unknown and Some were v1beta1's)
+WEBHOOK_REVIEW_VERSIONS = ("v1", "v1beta1")  # the AdmissionReview versions an API server sends
+WEBHOOK_TIMEOUT_SECONDS = (1, 30)
+WEBHOOK_POLICIES = {"failurePolicy": ("Ignore", "Fail"), "matchPolicy": ("Exact", "Equivalent")}
+MUTATING_REINVOCATION = ("Never", "IfNeeded")
+
+
+def _whole_number(value: Any, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+def _webhook_api_problem(hook: dict, mutating: bool, drill_namespaces: list[str],
+                         earlier: list[str]) -> tuple[str, str, str] | None:
+    """What the API server would refuse in one webhook of a declared Validating- or
+    MutatingWebhookConfiguration (v1), as (field under the webhook, expected, got), or None.
+    ``earlier``: the names (as written) of the configuration's
+    webhooks before it, which a name may not repeat."""
+    from harness.kube_objects import expand, name_problem
+
+    name = hook.get("name")
+    for ns in drill_namespaces:
+        sent = expand(name, {"namespace": ns}) if isinstance(name, str) else name
+        if name_problem(sent) is not None or len(sent.split(".")) < 3:
+            shown = f"{sent!r} ($(namespace) is {ns})" if sent != name else repr(name)
+            return ("name", "a fully qualified name of at least three DNS labels, e.g. admit-all.kdrill.io (webhook "
+                    "name and organisation's domain): lowercase letters, digits, '-' and '.', at most 253 characters",
+                    shown)
+    if name in earlier:
+        return "name", "a name no other webhook of this configuration has", repr(name)
+    versions = hook.get("admissionReviewVersions")
+    if not isinstance(versions, list) or not versions or not all(isinstance(v, str) for v in versions) \
+            or len(set(versions)) != len(versions) or not set(versions) & set(WEBHOOK_REVIEW_VERSIONS):
+        return ("admissionReviewVersions", "a list of the AdmissionReview versions the webhook understands, each once, "
+                f"with {' or '.join(WEBHOOK_REVIEW_VERSIONS)} among them (required in v1)",
+                "nothing" if versions is None else _show(versions))
+    if hook.get("sideEffects") not in WEBHOOK_SIDE_EFFECTS:
+        return ("sideEffects", " or ".join(WEBHOOK_SIDE_EFFECTS) + " (required in v1, which takes no other)",
+                "nothing" if "sideEffects" not in hook else _show(hook["sideEffects"]))
+    if "timeoutSeconds" in hook and not _whole_number(hook["timeoutSeconds"], *WEBHOOK_TIMEOUT_SECONDS):
+        return ("timeoutSeconds", "a whole number of seconds from {} to {} (default 10)".format(*WEBHOOK_TIMEOUT_SECONDS),
+                _show(hook["timeoutSeconds"]))
+    policies = {**WEBHOOK_POLICIES, **({"reinvocationPolicy": MUTATING_REINVOCATION} if mutating else {})}
+    for key, allowed in policies.items():
+        if key in hook and hook[key] not in allowed:
+            return key, " or ".join(allowed), _show(hook[key])
+    service = (hook.get("clientConfig") or {}).get("service") if isinstance(hook.get("clientConfig"), dict) else None
+    if isinstance(service, dict) and "port" in service and not _whole_number(service["port"], 1, 65535):
+        return "clientConfig.service.port", "a port number from 1 to 65535 (default 443)", _show(service["port"])
+    return None
+
+
+def _check_webhook_scope(path: Path, data: dict, made: list[tuple], drill_namespaces: list[str]) -> None:
     """Each webhook of a declared Validating/MutatingWebhookConfiguration matches only the
     drill's own namespaces: its rules are ``scope: Namespaced`` (a namespaceSelector does not
     apply to cluster-scoped objects) and its namespaceSelector requires
     ``kubernetes.io/metadata.name In [...]`` of the drill's namespace and namespaces the
-    manifests make; and it calls a Service in those namespaces, never a ``url``.
+    manifests make; and it calls a Service in those namespaces, never a ``url``. Its settings are
+    ones the API server takes (:func:`_webhook_api_problem`), checked for each of
+    ``drill_namespaces`` where a name holds ``$(namespace)``.
     Source: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
     (matching requests: rules, namespaceSelector; contacting the webhook: url, service)."""
     own = {"$(namespace)"} | {name for kind, name, _ in made if kind == "Namespace"}
@@ -1303,6 +1361,10 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple]) -> None:
             field = f"workload.manifests[{i}].webhooks[{j}]"
             if not isinstance(hook, dict):
                 raise ScenarioError(path, field, "a mapping (one webhook)", repr(hook))
+            problem = _webhook_api_problem(hook, manifest["kind"] == "MutatingWebhookConfiguration", drill_namespaces,
+                                           [w.get("name") for w in webhooks[:j] if isinstance(w, dict)])
+            if problem is not None:
+                raise ScenarioError(path, f"{field}.{problem[0]}", problem[1], problem[2])
             if not isinstance(hook.get("rules"), list) or not hook["rules"]:
                 raise ScenarioError(path, f"{field}.rules", "a list of rules, each scope: Namespaced",
                                     repr(hook.get("rules")))

@@ -277,6 +277,63 @@ def test_webhooks_of_the_wrong_shape_are_refused_naming_the_field(tmp_path, edit
     assert expected in err.expected, str(err)
 
 
+HOOK = "workload.manifests[6].webhooks[0]"
+
+
+@pytest.mark.parametrize("edit, field, expected, got", [
+    # Each is a 422 from the API server when the configuration is created, after the setup began.
+    (lambda d: webhook(d).update(timeoutSeconds=0), "timeoutSeconds", "a whole number of seconds from 1 to 30", "0"),
+    (lambda d: webhook(d).update(timeoutSeconds=31), "timeoutSeconds", "from 1 to 30", "31"),
+    (lambda d: webhook(d).update(timeoutSeconds="5"), "timeoutSeconds", "from 1 to 30", "'5'"),
+    (lambda d: webhook(d).update(timeoutSeconds=2.5), "timeoutSeconds", "a whole number", "2.5"),
+    (lambda d: webhook(d).update(sideEffects="Some"), "sideEffects", "None or NoneOnDryRun", "'Some'"),
+    (lambda d: webhook(d).update(sideEffects="Unknown"), "sideEffects", "None or NoneOnDryRun", "'Unknown'"),
+    (lambda d: webhook(d).pop("sideEffects"), "sideEffects", "(required in v1", "nothing"),
+    (lambda d: webhook(d).update(name="pod-delete"), "name", "a fully qualified name of at least three DNS labels",
+     "'pod-delete'"),
+    (lambda d: webhook(d).update(name="pod-delete.io"), "name", "at least three DNS labels", "'pod-delete.io'"),
+    (lambda d: webhook(d).update(name="Pod_Delete.kdrill.io"), "name", "lowercase letters", "'Pod_Delete.kdrill.io'"),
+    (lambda d: webhook(d).update(name="$(namespace)"), "name", "at least three DNS labels",
+     "'kdrill-webhook-on-pod-delete' ($(namespace) is kdrill-webhook-on-pod-delete)"),
+    (lambda d: webhook(d).pop("name"), "name", "at least three DNS labels", "None"),
+    (lambda d: webhook(d)["clientConfig"]["service"].update(port=0), "clientConfig.service.port",
+     "a port number from 1 to 65535", "0"),
+    (lambda d: webhook(d)["clientConfig"]["service"].update(port=65536), "clientConfig.service.port", "1 to 65535",
+     "65536"),
+    (lambda d: webhook(d)["clientConfig"]["service"].update(port="https"), "clientConfig.service.port", "1 to 65535",
+     "'https'"),
+    (lambda d: webhook(d).pop("admissionReviewVersions"), "admissionReviewVersions", "(required in v1)", "nothing"),
+    (lambda d: webhook(d).update(admissionReviewVersions=[]), "admissionReviewVersions", "v1 or v1beta1", "[]"),
+    (lambda d: webhook(d).update(admissionReviewVersions=["v2"]), "admissionReviewVersions", "v1 or v1beta1",
+     "['v2']"),
+    (lambda d: webhook(d).update(admissionReviewVersions=["v1", "v1"]), "admissionReviewVersions", "each once",
+     "['v1', 'v1']"),
+    (lambda d: webhook(d).update(failurePolicy="fail"), "failurePolicy", "Ignore or Fail", "'fail'"),
+    (lambda d: webhook(d).update(matchPolicy="Equal"), "matchPolicy", "Exact or Equivalent", "'Equal'"),
+])
+def test_webhook_settings_the_api_server_refuses_are_refused_first(tmp_path, edit, field, expected, got):
+    err = error_for(tmp_path, edit)
+    assert err.field == f"{HOOK}.{field}", str(err)
+    assert expected in err.expected and err.got == got, str(err)
+
+
+def test_a_mutating_webhooks_reinvocation_policy_is_one_the_api_takes(tmp_path):
+    def mutating(d, policy):
+        manifests(d)[6]["kind"] = "MutatingWebhookConfiguration"
+        webhook_any(d)["reinvocationPolicy"] = policy
+
+    load_edited(tmp_path, NAME, lambda d: mutating(d, "IfNeeded"))
+    err = error_for(tmp_path, lambda d: mutating(d, "Always"))
+    assert err.field == f"{HOOK}.reinvocationPolicy" and err.expected == "Never or IfNeeded", str(err)
+
+
+def test_two_webhooks_of_one_configuration_have_two_names(tmp_path):
+    import copy
+
+    err = error_for(tmp_path, lambda d: manifests(d)[6]["webhooks"].append(copy.deepcopy(webhook(d))))
+    assert err.field == "workload.manifests[6].webhooks[1].name" and "no other webhook" in err.expected, str(err)
+
+
 def webhook_any(d):
     return next(m for m in manifests(d) if m["kind"].endswith("WebhookConfiguration"))["webhooks"][0]
 
