@@ -1242,6 +1242,17 @@ def _confined(selector: Any, own: set[str]) -> bool:
                for e in expressions or [])
 
 
+def _check_named_after_drill(path: Path, index: int, manifest: dict) -> None:
+    """A cluster-scoped admission object (a policy, its binding, a webhook configuration) is named
+    after the drill's namespace, ``$(namespace)...``: one name per drill, so two drills' (or two
+    cases') objects never collide, and what a drill leaves behind names its drill. Raises
+    ScenarioError at ``workload.manifests[index].metadata.name``."""
+    if not manifest["metadata"]["name"].startswith(OWN_NAMESPACE_PREFIX.rstrip("-")):
+        raise ScenarioError(path, f"workload.manifests[{index}].metadata.name", "a name made from the drill's "
+                            f"namespace, $(namespace)... (a {manifest['kind']} is cluster-scoped: one name per "
+                            "drill)", repr(manifest["metadata"]["name"]))
+
+
 def _check_policy_scope(path: Path, data: dict, made: list[tuple]) -> None:
     """A declared ValidatingAdmissionPolicy acts only through a declared binding, and both only in
     the drill's own namespaces: every resource rule of the policy is ``scope: Namespaced``, and
@@ -1254,12 +1265,10 @@ def _check_policy_scope(path: Path, data: dict, made: list[tuple]) -> None:
     for i, manifest in enumerate(manifests):
         spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
         field = f"workload.manifests[{i}].spec"
-        if manifest["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding") \
-                and not manifest["metadata"]["name"].startswith(OWN_NAMESPACE_PREFIX.rstrip("-")):
+        if manifest["kind"] in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
             # a binding names its policy by name alone: another binding on the cluster naming a
             # policy called like ours would apply it beyond the drill
-            raise ScenarioError(path, f"workload.manifests[{i}].metadata.name", "a name made from the drill's "
-                                "namespace, $(namespace)...", repr(manifest["metadata"]["name"]))
+            _check_named_after_drill(path, i, manifest)
         if manifest["kind"] == "ValidatingAdmissionPolicy":
             constraints = spec.get("matchConstraints") if isinstance(spec.get("matchConstraints"), dict) else {}
             rules = constraints.get("resourceRules")
@@ -1344,7 +1353,8 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple], drill_namesp
     drill's own namespaces: its rules are ``scope: Namespaced`` (a namespaceSelector does not
     apply to cluster-scoped objects) and its namespaceSelector requires
     ``kubernetes.io/metadata.name In [...]`` of the drill's namespace and namespaces the
-    manifests make; and it calls a Service in those namespaces, never a ``url``. Its settings are
+    manifests make; and it calls a Service in those namespaces, never a ``url``. The configuration
+    is named after the drill's namespace (:func:`_check_named_after_drill`); its settings are
     ones the API server takes (:func:`_webhook_api_problem`), checked for each of
     ``drill_namespaces`` where a name holds ``$(namespace)``.
     Source: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admission-controllers/
@@ -1354,6 +1364,8 @@ def _check_webhook_scope(path: Path, data: dict, made: list[tuple], drill_namesp
     for i, manifest in enumerate(manifests):
         if manifest["kind"] not in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
             continue
+        # a fixed name would meet the configuration of another drill (or case) running meanwhile
+        _check_named_after_drill(path, i, manifest)
         webhooks = manifest.get("webhooks")
         if not isinstance(webhooks, list) or not webhooks:
             raise ScenarioError(path, f"workload.manifests[{i}].webhooks", "a list of webhooks", repr(webhooks))

@@ -334,6 +334,16 @@ def test_two_webhooks_of_one_configuration_have_two_names(tmp_path):
     assert err.field == "workload.manifests[6].webhooks[1].name" and "no other webhook" in err.expected, str(err)
 
 
+@pytest.mark.parametrize("kind", ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"])
+@pytest.mark.parametrize("name", ["pod-delete", "kdrill-webhook-on-pod-delete", "pod-delete-$(namespace)"])
+def test_a_webhook_configuration_is_named_after_the_drills_namespace(tmp_path, kind, name):
+    # Cluster-scoped: a fixed name would meet another drill's (or case's) configuration, as a
+    # ValidatingAdmissionPolicy's would.
+    err = error_for(tmp_path, lambda d: manifests(d)[6].update(kind=kind, metadata={"name": name}))
+    assert err.field == "workload.manifests[6].metadata.name" and err.got == repr(name), str(err)
+    assert err.expected.startswith("a name made from the drill's namespace, $(namespace)...") and kind in err.expected
+
+
 def webhook_any(d):
     return next(m for m in manifests(d) if m["kind"].endswith("WebhookConfiguration"))["webhooks"][0]
 
