@@ -1019,6 +1019,7 @@ def _check_objects(path: Path, data: dict) -> None:
         return (kind, name, (namespace or "$(namespace)") if KINDS[kind].namespaced else None)
 
     made: list[tuple] = []
+    declared: dict[tuple, tuple[str, dict]] = {}  # an object as written (ref) -> the field and manifest making it
     made_sent: dict[tuple, int] = {}  # (drill namespace, kind, name, namespace as sent) -> manifest index
     for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
         field = f"workload.manifests[{i}]"
@@ -1059,6 +1060,7 @@ def _check_objects(path: Path, data: dict) -> None:
                                     f"[{made_sent[sent]}] makes it too)", f"{this[0]} {this[1]} again")
             made_sent[sent] = i
         made.append(this)
+        declared[this] = (field, manifest)
     _check_webhook_scope(path, data, made, drill_namespaces)
     _check_policy_scope(path, data, made)
     tls = (data.get("workload") or {}).get("tls")
@@ -1107,6 +1109,11 @@ def _check_objects(path: Path, data: dict) -> None:
             check_placeholders(f"{field}.object", probe["object"])
             check_names(f"{field}.object", probe["object"]["kind"], probe["object"]["name"],
                         probe["object"].get("namespace"))
+            # what the object's own manifest says of the probe (a probe kind's declared_problems)
+            problems = getattr(probe_type, "declared_problems", lambda spec, find: [])(
+                probe, lambda target: declared.get(ref(target["kind"], target["name"], target.get("namespace"))))
+            for where, expected, got in problems:
+                raise ScenarioError(path, f"{field}.{where}", expected, got)
         if getattr(probe_type, "writes", False):
             _check_probe_writes(path, field, probe, made, ref, drill_namespaces)
         if isinstance(probe.get("target"), dict) and ("Service", probe["target"]["service"], "$(namespace)") not in made:

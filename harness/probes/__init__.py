@@ -17,7 +17,11 @@ The kinds a data-only scenario may declare (``runner.probes[].kind``) are plug-i
   every other kind has ``for_scenario(spec, context)`` (``context``: a :class:`ProbeContext`)
   returning a probe with ``start()`` and ``stop() -> Timeline``;
 - optionally ``problems(spec)``: what the schema cannot say, as (field, expected, got) tuples,
-  checked when the scenario loads.
+  checked when the scenario loads;
+- optionally ``declared_problems(spec, find)``: the same, from what the scenario's manifests
+  declare: ``find(object)`` is ``(field, manifest)`` of the ``workload.manifests`` entry making
+  an object ``{kind, name, namespace}`` (as written), or None (the probe's ``object`` is checked
+  only after its kind is known).
 """
 
 from __future__ import annotations

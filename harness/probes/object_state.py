@@ -14,6 +14,9 @@ What "ok" means (``ok_when``):
   number indexes a list: ``status.containerStatuses.0.state.waiting.reason``) equals VALUE; a
   field the object does not have is ``null`` (e.g. a Deployment scaled to zero has no
   ``status.readyReplicas``); ``{field: PATH, in: [VALUE, ...]}``: it equals one of them.
+  Values are compared as JSON, with no conversion: ``"2"`` never equals ``2``, nor ``1`` ``true``.
+  Where the probe's object is a declared manifest that gives PATH a value, a VALUE of another
+  JSON type is refused when the scenario loads (:meth:`ObjectStateProbe.declared_problems`).
 
 A read the API does not answer is a sample that is neither: ``ok`` False with
 ``labels["error"]`` set, so a measure over this probe cannot mistake an unreachable API for the
@@ -37,6 +40,10 @@ from harness.timeline import Sample
 
 CONDITION_STATUSES = ("True", "False", "Unknown")
 FIELD_PATH = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+# Keys under which the API keeps resource quantities, which it stores as strings whatever the
+# manifest gave (``cpu: 1`` reads back as ``"1"``): a declared value there says nothing of the type read.
+QUANTITY_KEYS = ("requests", "limits", "overhead", "sizeLimit")
+_ABSENT = object()
 
 
 def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
@@ -79,6 +86,30 @@ def field_value(obj: dict[str, Any], path: str) -> Any:
     return value
 
 
+def _declared_value(manifest: dict[str, Any], path: str) -> Any:
+    """The value at ``path`` in ``manifest`` (as :func:`field_value` reads it), or ``_ABSENT``."""
+    value: Any = manifest
+    for part in path.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _ABSENT
+    return value
+
+
+def _json_type(value: Any) -> str:
+    """The JSON type of a YAML-loaded value, as an error names it: true is no number."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "a mapping"
+
+
 class ObjectStateProbe(Probe):
     """Read ``ref`` every ``interval_seconds``; ``ok`` when :func:`holds` ``ok_when``."""
 
@@ -98,7 +129,8 @@ class ObjectStateProbe(Probe):
                            "in": {"type": "array", "minItems": 1, "maxItems": 20,
                                   "items": {"type": ["string", "number", "boolean", "null"]}}}}],
             "x-expected": "absent, present, deleting, {condition: TYPE, status: \"True\"|\"False\"|\"Unknown\"}, "
-                          "or {field: PATH, equals: VALUE} or {field: PATH, in: [VALUE, ...]}"},
+                          "or {field: PATH, equals: VALUE} or {field: PATH, in: [VALUE, ...]} (VALUE compared as "
+                          "JSON, with no conversion: \"2\" is not 2)"},
     }
 
     @staticmethod
@@ -108,6 +140,32 @@ class ObjectStateProbe(Probe):
             holds(None, spec.get("ok_when"))
         except ValueError:
             return [("ok_when", ObjectStateProbe.fields["ok_when"]["x-expected"], repr(spec.get("ok_when")))]
+        return []
+
+    @staticmethod
+    def declared_problems(spec: dict[str, Any], find) -> list[tuple[str, str, str]]:
+        """A ``{field, equals}`` or ``{field, in}`` whose VALUE is of another JSON type than the
+        one the probe's object is declared with at that field (``find``: see
+        harness/probes/__init__.py), e.g. ``equals: "2"`` for a declared ``spec.replicas: 2``:
+        it could never hold. A null VALUE (the field gone), a field the manifest does not give or
+        gives null, and resource quantities (:data:`QUANTITY_KEYS`) are not checked."""
+        ok_when, found = spec.get("ok_when"), find(spec["object"])
+        if found is None or not isinstance(ok_when, dict) or "field" not in ok_when:
+            return []
+        where, manifest = found
+        path = ok_when["field"]
+        if set(path.split(".")) & set(QUANTITY_KEYS):
+            return []
+        declared = _declared_value(manifest, path)
+        if declared is _ABSENT or declared is None:
+            return []
+        wanted = [("equals", ok_when["equals"])] if "equals" in ok_when else \
+            [(f"in[{i}]", value) for i, value in enumerate(ok_when.get("in") or [])]
+        for key, value in wanted:
+            if value is not None and _json_type(value) != _json_type(declared):
+                return [(f"ok_when.{key}", f"{_json_type(declared)}, as {where} declares {path} ({declared!r}): "
+                         "equals and in compare JSON values as they are, with no conversion (\"2\" is not 2)",
+                         repr(value))]
         return []
 
     @classmethod
