@@ -960,7 +960,7 @@ def _check_objects(path: Path, data: dict) -> None:
     from harness.faults.drill_objects import OWNER_LABEL
     from harness.kube_objects import (KINDS, PLACEHOLDER_NAMES, TLS_PLACEHOLDERS, WORKER_PLACEHOLDER, expand,
                                       placeholder_keys, placeholders)
-    from harness.probes import probe_types
+    from harness.probes import Declared, probe_types
     from harness.runner import OWN_OBJECTS
 
     known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
@@ -1084,6 +1084,8 @@ def _check_objects(path: Path, data: dict) -> None:
                 raise ScenarioError(path, f"workload.manifests[{i}]", "$(tls_*) placeholders only with workload.tls "
                                     "(the Service the certificate is made for)", ", ".join(f"$({u})" for u in used))
     windows = data["runner"]["windows"]
+    in_manifests = Declared(list(declared.values()), lambda target: declared.get(
+        ref(target["kind"], target["name"], target.get("namespace"))))
     for i, probe in enumerate(data["runner"]["probes"]):
         field = f"runner.probes[{i}]"
         probe_type = probe_types().get(probe["kind"])
@@ -1109,11 +1111,10 @@ def _check_objects(path: Path, data: dict) -> None:
             check_placeholders(f"{field}.object", probe["object"])
             check_names(f"{field}.object", probe["object"]["kind"], probe["object"]["name"],
                         probe["object"].get("namespace"))
-            # what the object's own manifest says of the probe (a probe kind's declared_problems)
-            problems = getattr(probe_type, "declared_problems", lambda spec, find: [])(
-                probe, lambda target: declared.get(ref(target["kind"], target["name"], target.get("namespace"))))
-            for where, expected, got in problems:
-                raise ScenarioError(path, f"{field}.{where}", expected, got)
+        # what the declared objects say of the probe (a probe kind's declared_problems)
+        for where, expected, got in getattr(probe_type, "declared_problems", lambda spec, found: [])(probe,
+                                                                                                       in_manifests):
+            raise ScenarioError(path, f"{field}.{where}", expected, got)
         if getattr(probe_type, "writes", False):
             _check_probe_writes(path, field, probe, made, ref, drill_namespaces)
         if isinstance(probe.get("target"), dict) and ("Service", probe["target"]["service"], "$(namespace)") not in made:

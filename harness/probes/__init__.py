@@ -18,10 +18,8 @@ The kinds a data-only scenario may declare (``runner.probes[].kind``) are plug-i
   returning a probe with ``start()`` and ``stop() -> Timeline``;
 - optionally ``problems(spec)``: what the schema cannot say, as (field, expected, got) tuples,
   checked when the scenario loads;
-- optionally ``declared_problems(spec, find)``: the same, from what the scenario's manifests
-  declare: ``find(object)`` is ``(field, manifest)`` of the ``workload.manifests`` entry making
-  an object ``{kind, name, namespace}`` (as written), or None (the probe's ``object`` is checked
-  only after its kind is known).
+- optionally ``declared_problems(spec, declared)``: the same, from what the scenario's manifests
+  declare (``declared``: a :class:`Declared`; the probe's ``object``, if any, is checked first).
 """
 
 from __future__ import annotations
@@ -139,6 +137,17 @@ def probe_types() -> dict[str, type]:
             raise TypeError(f"kdrill.probes entry {ep.name} = {ep.value}: not a probe kind (kind, fields, required)")
         found[ep.name] = cls
     return found
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a scenario's ``workload.manifests`` declare, for a probe kind's ``declared_problems``:
+    ``manifests``, (field, manifest) of each as written, in order; ``find(object)``, (field,
+    manifest) of the one making an object ``{kind, name, namespace}`` (as written: the namespace
+    left out or ``$(namespace)`` for the drill's), or None."""
+
+    manifests: list[tuple[str, dict[str, Any]]]
+    find: Callable[[dict], tuple[str, dict[str, Any]] | None]
 
 
 @dataclass

@@ -17,7 +17,8 @@ What "ok" means (``ok_when``):
 - ``{rejected_with: [TEXT, ...]}``: the API server answered with an error whose message holds
   every TEXT, e.g. ``failed calling webhook`` (a webhook the API server could not call, under
   ``failurePolicy: Fail``) or a ValidatingAdmissionPolicy's own message. A timeout or a refused
-  connection to the API server itself is never this: no answer, no message.
+  connection to the API server itself is never this: no answer, no message. A TEXT naming a
+  webhook under kdrill.io (``failed calling webhook "NAME"``) must name a declared one.
 
 Each sample's ``detail`` is ``admitted`` or the API's message, and ``labels`` hold ``outcome``
 (``admitted``, ``rejected`` with ``status``, or ``error`` with ``error``: the API server did not
@@ -30,6 +31,7 @@ Source: https://kubernetes.io/docs/reference/access-authn-authz/extensible-admis
 from __future__ import annotations
 
 import copy
+import re
 import time
 from typing import Any
 
@@ -44,6 +46,13 @@ from harness.scenario import OBJECT_REF_SCHEMA
 from harness.timeline import Sample
 
 ADMITTED = "admitted"
+# How the API server names a webhook in a refusal: 'failed calling webhook "NAME": ...' and
+# 'admission webhook "NAME" denied the request: ...'.
+WEBHOOK_IN_MESSAGE = re.compile(r'webhook "([^"]*)"')
+# kdrill's own domain: a webhook named under it is one a drill declares (a platform's never is), so
+# a rejected_with naming one the scenario does not declare is a typo, never matched.
+KDRILL_DOMAIN = "kdrill.io"
+WEBHOOK_CONFIGURATIONS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 
 
 def holds(outcome: str, message: str, ok_when: str | dict[str, Any]) -> bool:
@@ -109,6 +118,29 @@ class AdmissionProbe(Probe):
         kind = (spec.get("object") or {}).get("kind")
         if (spec.get("update") or {}).get("subresource") == "scale" and kind not in ("Deployment", "StatefulSet"):
             return [("update.subresource", "scale only for a Deployment or StatefulSet", f"scale of a {kind}")]
+        return []
+
+    @staticmethod
+    def declared_problems(spec: dict[str, Any], declared) -> list[tuple[str, str, str]]:
+        """A ``rejected_with`` text naming, as the API server does (``webhook "NAME"``), a webhook
+        under kdrill's own domain (:data:`KDRILL_DOMAIN`) that no declared Validating- or
+        MutatingWebhookConfiguration has (``declared``: a :class:`harness.probes.Declared`): the
+        API's message could never hold it. A webhook of another domain may be the platform's, and
+        is not checked; nor is anything when a declared webhook's name holds a placeholder."""
+        ok_when = spec.get("ok_when")
+        if not isinstance(ok_when, dict) or not isinstance(ok_when.get("rejected_with"), list):
+            return []
+        names = [hook.get("name") for _, manifest in declared.manifests if manifest["kind"] in WEBHOOK_CONFIGURATIONS
+                 for hook in manifest.get("webhooks") or [] if isinstance(hook, dict)]
+        if any(isinstance(name, str) and kube_objects.placeholders(name) for name in names):
+            return []  # named per drill: the literal text cannot be compared
+        for i, text in enumerate(ok_when["rejected_with"]):
+            for name in WEBHOOK_IN_MESSAGE.findall(text) if isinstance(text, str) else []:
+                if name.endswith(f".{KDRILL_DOMAIN}") and name not in names:
+                    return [(f"ok_when.rejected_with[{i}]", f"a webhook under {KDRILL_DOMAIN} that a declared webhook "
+                             "configuration has (the API server names the webhook it called): "
+                             + (", ".join(sorted(set(n for n in names if isinstance(n, str)))) or "none"),
+                             repr(text))]
         return []
 
     @classmethod

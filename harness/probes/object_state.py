@@ -143,27 +143,28 @@ class ObjectStateProbe(Probe):
         return []
 
     @staticmethod
-    def declared_problems(spec: dict[str, Any], find) -> list[tuple[str, str, str]]:
+    def declared_problems(spec: dict[str, Any], declared) -> list[tuple[str, str, str]]:
         """A ``{field, equals}`` or ``{field, in}`` whose VALUE is of another JSON type than the
-        one the probe's object is declared with at that field (``find``: see
-        harness/probes/__init__.py), e.g. ``equals: "2"`` for a declared ``spec.replicas: 2``:
-        it could never hold. A null VALUE (the field gone), a field the manifest does not give or
-        gives null, and resource quantities (:data:`QUANTITY_KEYS`) are not checked."""
-        ok_when, found = spec.get("ok_when"), find(spec["object"])
+        one the probe's object is declared with at that field (``declared``: a
+        :class:`harness.probes.Declared`), e.g. ``equals: "2"`` for a declared ``spec.replicas:
+        2``: it could never hold. A null VALUE (the field gone), a field the manifest does not give
+        or gives null, and resource quantities (:data:`QUANTITY_KEYS`) are not checked."""
+        ok_when, found = spec.get("ok_when"), declared.find(spec["object"])
         if found is None or not isinstance(ok_when, dict) or "field" not in ok_when:
             return []
         where, manifest = found
         path = ok_when["field"]
         if set(path.split(".")) & set(QUANTITY_KEYS):
             return []
-        declared = _declared_value(manifest, path)
-        if declared is _ABSENT or declared is None:
+        given = _declared_value(manifest, path)
+        if given is _ABSENT or given is None:
             return []
         wanted = [("equals", ok_when["equals"])] if "equals" in ok_when else \
             [(f"in[{i}]", value) for i, value in enumerate(ok_when.get("in") or [])]
         for key, value in wanted:
-            if value is not None and _json_type(value) != _json_type(declared):
-                return [(f"ok_when.{key}", f"{_json_type(declared)}, as {where} declares {path} ({declared!r}): "
+            if value is not None and _json_type(value) != _json_type(given):
+                shown = repr(given) if len(repr(given)) <= 60 else repr(given)[:57] + "..."
+                return [(f"ok_when.{key}", f"{_json_type(given)}, as {where} declares {path} ({shown}): "
                          "equals and in compare JSON values as they are, with no conversion (\"2\" is not 2)",
                          repr(value))]
         return []
