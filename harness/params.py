@@ -85,6 +85,19 @@ def label_selector(text: Any) -> list[tuple[str, str, tuple[str, ...]]]:
     return requirements
 
 
+def selector_matches(text: str, labels: dict[str, Any]) -> bool:
+    """Whether a label selector (:func:`label_selector`) matches an object with ``labels``, as
+    the API matches it: every requirement holds ("!=" and "notin" hold where the key is absent).
+    Raises ValueError for a selector :func:`label_selector` refuses."""
+    def holds(key: str, op: str, values: tuple[str, ...]) -> bool:
+        value = labels.get(key)
+        return {"=": lambda: key in labels and value == values[0], "!=": lambda: value != values[0],
+                "in": lambda: key in labels and value in values, "notin": lambda: value not in values,
+                "exists": lambda: key in labels, "!": lambda: key not in labels}[op]()
+
+    return all(holds(*requirement) for requirement in label_selector(text))
+
+
 @dataclass(frozen=True)
 class Param:
     """One parameter. ``kind``: "seconds", "number", "integer", "choice", "bool", "name" (a

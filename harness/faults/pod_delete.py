@@ -112,6 +112,11 @@ class PodDelete(Fault):
         return cls(cluster, params.get("target_namespace") or namespace, params["selector"],
                    params.get("count", 1), params.get("grace_period_seconds"))
 
+    @classmethod
+    def selects_pods(cls, params: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+        """The pods to choose from (harness/faults/__init__.py: check_targets)."""
+        return [("selector", params["selector"], params.get("target_namespace"))]
+
     def target(self) -> dict[str, Any]:
         """The selector and, once chosen, the pods deleted and their owners' ready counts before."""
         return {"method": self.method, "namespace": self.namespace, "selector": self.selector, "count": self.count,

@@ -74,6 +74,13 @@ class ServiceBlackhole(Fault):
         """The Service whose selector is replaced (harness/faults/__init__.py: check_targets)."""
         return [("service_name", "Service", params["service_name"], params.get("target_namespace"))]
 
+    @classmethod
+    def selects_pods(cls, params: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+        """The pods ``reroute_to`` sends the Service's traffic to: a reroute that matches none
+        would be a black hole the scenario did not ask for (harness/faults/__init__.py:
+        check_targets)."""
+        return [("reroute_to", params["reroute_to"], params.get("target_namespace"))] if params.get("reroute_to") else []
+
     def target(self) -> dict[str, Any]:
         """The Service, and once read, its original selector and the one that replaced it."""
         return {"method": self.method, "namespace": self.namespace, "name": self.name,

@@ -66,3 +66,39 @@ def test_a_cases_own_target_is_named_at_the_case(tmp_path):
 def test_a_target_outside_the_drills_namespaces_is_the_scenarios_to_name(tmp_path):
     check_params(load_edited(tmp_path, "service-blackhole",
                              lambda d: d["fault"]["params"].update(service_name="kube-dns", target_namespace="kube-system")))
+
+
+# --- pods chosen by their labels -------------------------------------------------------------------
+
+@pytest.mark.parametrize("selector", ["app=web", "app in (web, api)", "app", "app=web,tier!=db", "app notin (api),app"])
+def test_a_selector_matching_the_runners_pods_passes(tmp_path, selector):
+    check_params(load_edited(tmp_path, "pod-delete", lambda d: d["fault"]["params"].update(selector=selector)))
+
+
+@pytest.mark.parametrize("selector", ["app=wbe", "app=web,tier=db", "app in (api)", "tier", "app,!app"])
+def test_a_selector_matching_no_pod_the_drill_makes_is_refused(tmp_path, selector):
+    err = refused(tmp_path, "pod-delete", lambda d: d["fault"]["params"].update(selector=selector))
+    assert err.field == "fault.params.selector" and err.got == repr(selector)
+    assert "labels matching pods the drill makes in kdrill-pod-delete" in err.expected
+    assert "Deployment web (the runner's): app=web" in err.expected
+
+
+def test_a_selector_of_pods_outside_the_drills_namespaces_is_the_scenarios_to_name(tmp_path):
+    check_params(load_edited(tmp_path, "pod-delete", lambda d: d["fault"]["params"].update(
+        selector="k8s-app=kube-dns", target_namespace="kube-system")))
+
+
+def test_a_declared_statefulsets_pod_template_labels_are_matched(tmp_path):
+    # registry-outage declares StatefulSets cached and always: their pods are app=cached, app=always
+    def edit(d, selector):
+        d["fault"] = {"kind": "pod-delete", "method": "delete", "params": {"selector": selector}}
+
+    check_params(load_edited(tmp_path, "registry-outage", lambda d: edit(d, "app=always")))
+    err = refused(tmp_path, "registry-outage", lambda d: edit(d, "app=alway"))
+    assert "StatefulSet cached: app=cached" in err.expected and "StatefulSet always: app=always" in err.expected
+
+
+def test_a_reroute_to_labels_no_pod_has_is_refused(tmp_path):
+    err = refused(tmp_path, "webhook-outage-ignore",
+                  lambda d: d["cases"][1]["params"].update(reroute_to="app=webhook-blackhol"))
+    assert err.field == "cases[1].params.reroute_to" and err.got == "'app=webhook-blackhol'"
