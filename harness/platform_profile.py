@@ -19,10 +19,17 @@ A profile is a directory (``kdrill run --platform DIR``, ``kdrill cluster create
     README.md            free text, not hashed
 
 Hidden entries (names starting with ``.``: an editor's swap file, ``.gitkeep``) are ignored and
-not hashed. Nothing else may be there (a misspelt ``manifest/`` would otherwise be silently ignored). Helm
-charts are not installed: render them to ``manifests/`` (``helm template``) where Helm runs.
+not hashed, except under ``files/``: that directory is mounted whole, so every entry there reaches
+the nodes and is hashed. Nothing else may be there (a misspelt ``manifest/`` would otherwise be
+silently ignored). Helm charts are not installed: render them to ``manifests/`` (``helm template``)
+where Helm runs.
 
-The profile's *hash* (SHA-256 over every file's relative path and content, README.md aside) is
+Symbolic links are followed where kdrill reads the file (a manifest kept elsewhere is hashed by
+its content). Under ``files/`` the nodes see the links themselves, so each must be relative and
+stay inside ``files/``; a link that resolves nowhere, a loop, a FIFO or device is refused.
+
+The profile's *hash* (SHA-256 over every file's relative path and content, README.md aside; under
+``files/`` also its empty directories and which files are executable, as the nodes see them) is
 part of the cluster's identity: the cluster is named ``<config's name>-<profile name>``, the
 profile is recorded in the ConfigMap ``kube-system/kdrill-platform`` once it is fully installed,
 and a run on a cluster whose record differs from the directory is refused. Every run's evidence
@@ -41,6 +48,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +82,8 @@ class ProfileError(ValueError):
 @dataclass(frozen=True)
 class PlatformProfile:
     """A loaded, checked profile (see the module doc). ``files``: relative path -> SHA-256 of every
-    hashed file; ``hash``: the profile's SHA-256 (hex)."""
+    hashed file (:func:`_tree` says which, and how files/ is told apart); ``hash``: the profile's
+    SHA-256 (hex)."""
 
     root: Path
     name: str
@@ -104,7 +113,7 @@ def _sha256(path: Path) -> str:
 
 
 def profile_hash(files: dict[str, str]) -> str:
-    """SHA-256 (hex) over ``files`` (relative path -> content SHA-256), in path order."""
+    """SHA-256 (hex) over ``files`` (relative path -> content SHA-256, see :func:`_tree`), in path order."""
     digest = hashlib.sha256()
     for rel in sorted(files):
         digest.update(f"{rel}\0{files[rel]}\n".encode())
@@ -121,6 +130,53 @@ def _yaml_documents(path: Path) -> list[Any]:
 def _entries(directory: Path) -> list[Path]:
     """The entries of ``directory`` but hidden ones, in name order; none when it is not there."""
     return sorted(p for p in directory.iterdir() if not p.name.startswith(".")) if directory.is_dir() else []
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """What the hash covers: relative path -> content SHA-256 of every file but README.md and
+    hidden ones, following symbolic links (a symlinked ``manifests/`` is read, so it is hashed).
+    Under ``files/``, mounted as it is on every node: hidden entries too, an executable file as
+    ``<sha256> executable``, an empty directory as ``<path>/`` -> ``directory``. Raises
+    ProfileError for a link that resolves nowhere or in a loop, a link under ``files/`` that
+    leaves it or is absolute (the nodes would see another file than the one hashed), and anything
+    but files and directories."""
+    node_files = (root / "files").resolve()
+    tree: dict[str, str] = {}
+
+    def visit(path: Path, rel: str, ancestors: tuple[Path, ...]) -> None:
+        under_files = rel.startswith("files/")
+        if under_files and path.is_symlink():
+            target = os.readlink(path)
+            inside = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+            if (os.path.isabs(target) or not inside.startswith("files/")
+                    or not Path(os.path.realpath(path)).is_relative_to(node_files)):
+                raise ProfileError(path, "symlink", f"a relative link to a file inside files/ (the nodes see files/ "
+                                   f"alone, at {NODE_FILES_DIR})", f"a link to {target!r}")
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            raise ProfileError(path, "file", "a file or directory", f"a link that resolves nowhere ({exc.strerror})") \
+                from None
+        if stat.S_ISDIR(mode):
+            real = path.resolve()
+            if real in ancestors:
+                raise ProfileError(path, "directory", "a directory tree", f"a link back to {real} (a loop)")
+            children = [c for c in sorted(path.iterdir()) if under_files or rel == "files" or not c.name.startswith(".")]
+            if not children and (under_files or rel == "files"):
+                tree[f"{rel}/"] = "directory"  # mounted: a patch may name it (hostPath type Directory)
+            for child in children:
+                visit(child, f"{rel}/{child.name}", ancestors + (real,))
+        elif stat.S_ISREG(mode):
+            # The nodes see the mode too; like git, only whether it is executable (a credential
+            # provider's plugin), not the bits a checkout's umask decides.
+            tree[rel] = _sha256(path) + (" executable" if under_files and mode & 0o111 else "")
+        else:
+            raise ProfileError(path, "file", "a regular file or directory", "a FIFO, socket or device")
+
+    for entry in sorted(root.iterdir()):
+        if not entry.name.startswith(".") and entry.name != "README.md":
+            visit(entry, entry.name, (root,))
+    return tree
 
 
 def load(directory: str | Path) -> PlatformProfile:
@@ -199,9 +255,7 @@ def load(directory: str | Path) -> PlatformProfile:
             raise ProfileError(path, "file", "images/*.tar image archives (docker save or OCI layout)", repr(path.name))
         images.append(path)
 
-    files = {str(p.relative_to(root)): _sha256(p) for p in sorted(root.rglob("*"))
-             if p.is_file() and p.relative_to(root) != Path("README.md")
-             and not any(part.startswith(".") for part in p.relative_to(root).parts)}
+    files = _tree(root)
     return PlatformProfile(root=root, name=name, description=description.strip(), kubeadm_patches=patches,
                            manifests=manifests, corefile=corefile, images=images,
                            has_node_files=(root / "files").is_dir(), files=files, hash=profile_hash(files))

@@ -4,6 +4,7 @@ cluster test (tests/cluster/test_platform_profile.py) builds one."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -122,3 +123,54 @@ def test_kdrill_refuses_a_bad_profile_before_touching_docker(tmp_path):
         assert result.returncode != 0
         assert "platform profile" in result.stderr and "description" in result.stderr, result.stderr
         assert "Docker" not in result.stderr, result.stderr
+
+
+def test_a_symlinked_directory_is_hashed_by_what_it_holds(profile_dir, tmp_path):
+    # kdrill reads manifests through the link, so the hash must follow it too: it once skipped
+    # a symlinked manifests/ whole, and an edit there left the hash (the cluster's identity) as it was.
+    elsewhere = tmp_path / "elsewhere"
+    shutil.move(profile_dir / "manifests", elsewhere)
+    (profile_dir / "manifests").symlink_to(elsewhere)
+    profile = load(profile_dir)
+    assert "manifests/configmap-policy.yaml" in profile.files
+    with (elsewhere / "configmap-policy.yaml").open("a") as f:
+        f.write("# edited where the link points\n")
+    assert load(profile_dir).hash != profile.hash
+
+
+def test_files_reach_the_nodes_whole_so_the_hash_covers_what_they_see(profile_dir):
+    # files/ is mounted as it is: a hidden file, an empty directory (hostPath type Directory) and
+    # the executable bit are on every node, so each is part of the cluster's identity.
+    hashes = [load(profile_dir).hash]
+    (profile_dir / "files" / ".encryption.yaml").write_text("x")
+    hashes.append(load(profile_dir).hash)
+    (profile_dir / "files" / "certs").mkdir()
+    hashes.append(load(profile_dir).hash)
+    assert "files/certs/" in load(profile_dir).files
+    (profile_dir / "files" / "audit-policy.yaml").chmod(0o755)
+    hashes.append(load(profile_dir).hash)
+    assert len(set(hashes)) == len(hashes), hashes
+    (profile_dir / "files" / "audit-policy.yaml").chmod(0o600)  # not executable: as before
+    assert load(profile_dir).hash == hashes[-2]
+    (profile_dir / "files" / "same.yaml").symlink_to("audit-policy.yaml")  # inside files/: the nodes see it too
+    assert "files/same.yaml" in load(profile_dir).files
+
+
+@pytest.mark.parametrize("change, where, got", [
+    (lambda d, out: (d / "files" / "s.yaml").symlink_to(out), "symlink", "a link to "),
+    (lambda d, out: (d / "files" / "r.yaml").symlink_to(Path("..") / ".." / out.name), "symlink", "'../../outside'"),
+    (lambda d, out: (d / "files" / "sub").symlink_to(out.parent), "symlink", "a link to"),
+    (lambda d, out: (d / "files" / "loop").symlink_to("loop"), "file", "resolves nowhere"),
+    (lambda d, out: (d / "files" / "up").symlink_to(".."), "symlink", "'..'"),
+    (lambda d, out: os.mkfifo(d / "files" / "fifo"), "file", "FIFO"),
+])
+def test_what_the_nodes_would_see_otherwise_than_hashed_is_refused(profile_dir, tmp_path, change, where, got):
+    # The hash read the link's target on this host; the node sees the link, pointing elsewhere
+    # or nowhere there. Such entries were hashed as the host's file or skipped silently.
+    outside = tmp_path / "outside"
+    outside.write_text("a: 1\n")
+    change(profile_dir, outside)
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.where == where, str(caught.value)
+    assert got in caught.value.got, str(caught.value)
