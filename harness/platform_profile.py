@@ -104,12 +104,42 @@ class PlatformProfile:
         return f"{base_name}-{self.name}"
 
 
+def _unreadable(path: Path, exc: OSError) -> ProfileError:
+    return ProfileError(path, "file", "a file kdrill can read", f"{type(exc).__name__}: {exc.strerror or exc}")
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for chunk in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with path.open("rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
     return digest.hexdigest()
+
+
+def _read_text(path: Path) -> str:
+    """``path`` as UTF-8 (whatever the locale: the cluster reads these bytes as UTF-8). Raises
+    ProfileError for a file that cannot be read or is not UTF-8."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError(path, "content", "UTF-8 text", f"byte {data[exc.start]:#04x} at offset {exc.start}, "
+                           "not UTF-8") from None
+
+
+def _what(path: Path) -> str:
+    """``path``'s name, and what it is when not a file: what a refusal says it got."""
+    if path.is_dir():
+        return repr(path.name + "/") + " (a directory)"
+    if not path.exists():
+        return repr(path.name) + (" (a link that resolves nowhere)" if path.is_symlink() else " (not there)")
+    return repr(path.name) + ("" if path.is_file() else " (not a regular file)")
 
 
 def profile_hash(files: dict[str, str]) -> str:
@@ -121,10 +151,14 @@ def profile_hash(files: dict[str, str]) -> str:
 
 
 def _yaml_documents(path: Path) -> list[Any]:
+    text = _read_text(path)
     try:
-        return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
         raise ProfileError(path, "content", "YAML", f"unparseable YAML ({str(exc).splitlines()[0]})") from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise ProfileError(path, "content", "YAML nested less deeply", "collections nested deeper than the "
+                           "YAML parser can follow") from None
 
 
 def _entries(directory: Path) -> list[Path]:
@@ -192,7 +226,7 @@ def load(directory: str | Path) -> PlatformProfile:
         kind = ALLOWED_ENTRIES.get(entry.name)
         if kind is None or (kind == "dir") != entry.is_dir():
             allowed = ", ".join(f"{n}/" if k == "dir" else n for n, k in ALLOWED_ENTRIES.items())
-            raise ProfileError(entry, "entry", f"only {allowed}", repr(entry.name + ("/" if entry.is_dir() else "")))
+            raise ProfileError(entry, "entry", f"only {allowed}", _what(entry))
     meta_path = root / PROFILE_FILE
     if not meta_path.is_file():
         raise ProfileError(meta_path, "file", "platform.yaml with name and description", "no such file")
@@ -214,19 +248,19 @@ def load(directory: str | Path) -> PlatformProfile:
     patches = []
     for path in _entries(root / "kubeadm"):
         if path.suffix not in (".yaml", ".yml") or not path.is_file():
-            raise ProfileError(path, "file", "kubeadm/*.yaml files only", repr(path.name))
+            raise ProfileError(path, "file", "kubeadm/*.yaml files only", _what(path))
         docs = _yaml_documents(path)
         if len(docs) != 1 or not isinstance(docs[0], dict):
             raise ProfileError(path, "content", "one YAML mapping (one kubeadm config patch per file)",
-                               f"{len(docs)} documents")
+                               f"{len(docs)} documents" if len(docs) != 1 else f"a {type(docs[0]).__name__}")
         if docs[0].get("kind") not in KUBEADM_KINDS:
             raise ProfileError(path, "kind", " or ".join(KUBEADM_KINDS), repr(docs[0].get("kind")))
-        patches.append(path.read_text())
+        patches.append(_read_text(path))
 
     manifests = []
     for path in _entries(root / "manifests"):
         if path.suffix not in (".yaml", ".yml") or not path.is_file():
-            raise ProfileError(path, "file", "manifests/*.yaml files only", repr(path.name))
+            raise ProfileError(path, "file", "manifests/*.yaml files only", _what(path))
         for i, doc in enumerate(_yaml_documents(path)):
             where = f"document {i + 1}"
             if not isinstance(doc, dict):
@@ -244,7 +278,9 @@ def load(directory: str | Path) -> PlatformProfile:
         entries = [p.name for p in _entries(root / "coredns")]
         if entries != ["Corefile"]:
             raise ProfileError(root / "coredns", "entries", "exactly one file, Corefile", repr(entries))
-        corefile = (root / "coredns" / "Corefile").read_text()
+        if not (root / "coredns" / "Corefile").is_file():
+            raise ProfileError(root / "coredns" / "Corefile", "file", "a file", _what(root / "coredns" / "Corefile"))
+        corefile = _read_text(root / "coredns" / "Corefile")
         if "{" not in corefile or corefile.count("{") != corefile.count("}"):
             raise ProfileError(root / "coredns" / "Corefile", "content", "a Corefile: server blocks in balanced braces",
                                f"{corefile.count('{')} '{{' and {corefile.count('}')} '}}'")
@@ -252,7 +288,7 @@ def load(directory: str | Path) -> PlatformProfile:
     images = []
     for path in _entries(root / "images"):
         if path.suffix != ".tar" or not path.is_file():
-            raise ProfileError(path, "file", "images/*.tar image archives (docker save or OCI layout)", repr(path.name))
+            raise ProfileError(path, "file", "images/*.tar image archives (docker save or OCI layout)", _what(path))
         images.append(path)
 
     files = _tree(root)
@@ -347,7 +383,7 @@ def install(profile: PlatformProfile, cluster, kind_provider) -> dict[str, float
         deadline = time.monotonic() + APPLY_DEADLINE_SECONDS
         while True:
             result = _kubectl(cluster, node, ["apply", "--server-side", "--force-conflicts",
-                                              "--field-manager=kdrill-platform", "-f", "-"], stdin=path.read_text())
+                                              "--field-manager=kdrill-platform", "-f", "-"], stdin=_read_text(path))
             if result.returncode == 0:
                 break
             if time.monotonic() > deadline:

@@ -66,6 +66,16 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
     (lambda d: (d / "coredns" / "Corefile").write_text(".:53 {\n  errors\n"), "content", "1 '{' and 0 '}'"),
     (lambda d: (d / "coredns" / "Corefile.orig").write_text("x"), "entries", "['Corefile', 'Corefile.orig']"),
     (lambda d: ((d / "images").mkdir(), (d / "images" / "app.tgz").write_text("x")), "file", "'app.tgz'"),
+    # These raised a traceback (UnicodeDecodeError, IsADirectoryError, RecursionError) or said
+    # nothing of what was there.
+    (lambda d: (d / "coredns" / "Corefile").write_bytes(b".:53 {\n  errors \xff\n}\n"), "content",
+     "byte 0xff at offset 16, not UTF-8"),
+    (lambda d: ((d / "coredns" / "Corefile").unlink(), (d / "coredns" / "Corefile").mkdir()), "file",
+     "'Corefile/' (a directory)"),
+    (lambda d: (d / "kubeadm" / "list.yaml").write_text("- kind: ClusterConfiguration\n"), "content", "a list"),
+    (lambda d: ((d / "images").mkdir(), (d / "images" / "app.tar").mkdir()), "file", "'app.tar/' (a directory)"),
+    (lambda d: (d / "manifests" / "deep.yaml").write_text("a: " + "[" * 5000 + "]" * 5000 + "\n"), "content",
+     "nested deeper"),
 ])
 def test_bad_profiles_are_refused_with_file_field_expected_and_got(profile_dir, change, where, got):
     change(profile_dir)
@@ -174,3 +184,20 @@ def test_what_the_nodes_would_see_otherwise_than_hashed_is_refused(profile_dir, 
         load(profile_dir)
     assert caught.value.where == where, str(caught.value)
     assert got in caught.value.got, str(caught.value)
+
+
+def test_an_unreadable_file_is_refused_by_name(profile_dir, monkeypatch):
+    # As root (CI) chmod 000 reads anyway: the error a non-root user gets, made here. It was a
+    # PermissionError traceback.
+    unreadable = profile_dir / "files" / "audit-policy.yaml"
+    real_open = Path.open
+
+    def refusing_open(self, *args, **kwargs):
+        if self == unreadable:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_open(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refusing_open)
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.path == str(unreadable) and "Permission denied" in caught.value.got, str(caught.value)
