@@ -12,7 +12,10 @@ A profile is a directory (``kdrill run --platform DIR``, ``kdrill cluster create
                          patches name files there, and mount the directory into the static pod)
     manifests/*.yaml     applied in name order once the cluster is up (server-side apply, retried
                          while CRDs establish and webhooks start); their Deployments, DaemonSets
-                         and StatefulSets must then be rolled out
+                         and StatefulSets must then be rolled out. Each file holds at least one
+                         object, each object is there once (one field manager applies them all:
+                         a second copy would silently replace the first), without a namespace
+                         it goes to default as with kubectl
     coredns/Corefile     replaces CoreDNS's Corefile; CoreDNS is rolled out with it
     images/*.tar         image archives (``docker save`` or OCI layout) loaded into every node
                          before the manifests: no registry needed
@@ -63,7 +66,12 @@ KUBEADM_KINDS = ("ClusterConfiguration", "InitConfiguration", "JoinConfiguration
                  "KubeProxyConfiguration")
 ALLOWED_ENTRIES = {PROFILE_FILE: "file", "README.md": "file", "kubeadm": "dir", "files": "dir", "manifests": "dir",
                    "coredns": "dir", "images": "dir"}
-NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?$")
+NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?")  # fullmatch: "$" would let a final newline in
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a namespace's name is a DNS label, every kind's
+# YAML aliases may make a document small as written and huge once expanded (the "billion laughs"):
+# kubectl and kind (go-yaml) refuse that as "excessive aliasing", but only once the cluster is up.
+# A document expanding to more collections than this, mostly through aliases, is refused first.
+ALIAS_EXPANSION_LIMIT = 400_000
 # Deadlines, not measurements: manifests accepted (CRDs established, a profile's own webhooks up)
 # and each rollout, on a loaded 2-core machine.
 APPLY_DEADLINE_SECONDS = 180
@@ -150,15 +158,37 @@ def profile_hash(files: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def _yaml_documents(path: Path) -> list[Any]:
+def _yaml_documents(path: Path, keep_empty: bool = False) -> list[Any]:
+    """The documents of YAML file ``path``; empty ones (None) only with ``keep_empty``, so that a
+    document's number is its place in the file. Raises ProfileError."""
     text = _read_text(path)
     try:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
+        return [d for d in yaml.safe_load_all(text) if keep_empty or d is not None]
     except yaml.YAMLError as exc:
         raise ProfileError(path, "content", "YAML", f"unparseable YAML ({str(exc).splitlines()[0]})") from None
     except RecursionError:  # PyYAML composes nested collections recursively
         raise ProfileError(path, "content", "YAML nested less deeply", "collections nested deeper than the "
                            "YAML parser can follow") from None
+
+
+def _expands_too_far(doc: Any) -> bool:
+    """Whether YAML aliases expand ``doc`` past :data:`ALIAS_EXPANSION_LIMIT` collections (each
+    alias counted as often as it is used, as kubectl will), most of them repeats."""
+    distinct: set[int] = set()
+    expanded, stack = 0, [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        else:
+            continue
+        expanded += 1
+        distinct.add(id(node))
+        if expanded > ALIAS_EXPANSION_LIMIT and expanded > 10 * len(distinct):
+            return True
+    return False
 
 
 def _entries(directory: Path) -> list[Path]:
@@ -239,7 +269,7 @@ def load(directory: str | Path) -> PlatformProfile:
     if unknown:
         raise ProfileError(meta_path, unknown[0], "only name and description", repr(unknown[0]))
     name, description = meta.get("name"), meta.get("description")
-    if not isinstance(name, str) or not NAME.match(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name):
         raise ProfileError(meta_path, "name", "a DNS label of at most 20 characters (a-z, 0-9, -), part of the "
                            "cluster's name", repr(name))
     if not isinstance(description, str) or not description.strip():
@@ -255,13 +285,20 @@ def load(directory: str | Path) -> PlatformProfile:
                                f"{len(docs)} documents" if len(docs) != 1 else f"a {type(docs[0]).__name__}")
         if docs[0].get("kind") not in KUBEADM_KINDS:
             raise ProfileError(path, "kind", " or ".join(KUBEADM_KINDS), repr(docs[0].get("kind")))
+        if _expands_too_far(docs[0]):
+            raise ProfileError(path, "content", f"YAML aliases expanding to at most {ALIAS_EXPANSION_LIMIT} "
+                               "collections", "more (kind would refuse it as excessive aliasing)")
         patches.append(_read_text(path))
 
     manifests = []
+    seen: dict[tuple[str, str, str, str], str] = {}  # (group, kind, namespace, name) -> where first
     for path in _entries(root / "manifests"):
         if path.suffix not in (".yaml", ".yml") or not path.is_file():
             raise ProfileError(path, "file", "manifests/*.yaml files only", _what(path))
-        for i, doc in enumerate(_yaml_documents(path)):
+        objects = 0
+        for i, doc in enumerate(_yaml_documents(path, keep_empty=True)):
+            if doc is None:
+                continue
             where = f"document {i + 1}"
             if not isinstance(doc, dict):
                 raise ProfileError(path, where, "a Kubernetes object (a mapping)", type(doc).__name__)
@@ -269,8 +306,33 @@ def load(directory: str | Path) -> PlatformProfile:
                 if not isinstance(doc.get(key), str) or not doc[key]:
                     raise ProfileError(path, f"{where}.{key}", "a string", repr(doc.get(key)))
             metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-            if not isinstance(metadata.get("name"), str) or not metadata["name"]:
-                raise ProfileError(path, f"{where}.metadata.name", "a string", repr(metadata.get("name")))
+            obj_name, namespace = metadata.get("name"), metadata.get("namespace")
+            namespace = None if namespace == "" else namespace  # kubectl reads "" as none given
+            # Every kind's name is one segment of its API path; the finer rules (DNS names for
+            # most, ':' allowed in RBAC's) are the API server's, per kind.
+            if (not isinstance(obj_name, str) or not obj_name or obj_name in (".", "..") or "/" in obj_name
+                    or "%" in obj_name):
+                raise ProfileError(path, f"{where}.metadata.name", "a name (not '.' or '..', no '/' or '%')",
+                                   repr(obj_name))
+            if namespace is not None and (not isinstance(namespace, str) or not NAMESPACE.fullmatch(namespace)):
+                raise ProfileError(path, f"{where}.metadata.namespace", "a namespace name: a DNS label of at most 63 "
+                                   "characters (a-z, 0-9, -)", repr(namespace))
+            if _expands_too_far(doc):
+                raise ProfileError(path, where, f"YAML aliases expanding to at most {ALIAS_EXPANSION_LIMIT} "
+                                   "collections", "more (kubectl would refuse it as excessive aliasing)")
+            # Without a namespace kubectl applies to default, as the rollout check reads it.
+            key = (doc["apiVersion"].rpartition("/")[0], doc["kind"], namespace or "default", obj_name)
+            if key == ("", "ConfigMap", RECORD_NAMESPACE, RECORD_NAME):
+                raise ProfileError(path, where, f"any object but ConfigMap {RECORD_NAMESPACE}/{RECORD_NAME}, "
+                                   "kdrill's record of the installed profile", "that ConfigMap")
+            if key in seen:
+                # Applied in turn by one field manager, the later would silently replace the earlier.
+                raise ProfileError(path, where, "each object once in manifests/",
+                                   f"{doc['kind']} {key[2]}/{obj_name} again (first in {seen[key]})")
+            seen[key] = f"{path.relative_to(root)} {where}"
+            objects += 1
+        if not objects:  # kubectl apply refuses a file with no object: after the cluster is up
+            raise ProfileError(path, "content", "at least one Kubernetes object", "none")
         manifests.append(path)
 
     corefile = None

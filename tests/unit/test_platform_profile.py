@@ -17,6 +17,10 @@ from harness import resources
 from harness.platform_profile import NODE_FILES_DIR, ProfileError, kind_config, load, mismatch
 
 EXAMPLE = resources.clusters_dir() / "platforms" / "example"
+CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\n"
+# Ten lines, 9**9 lists once expanded: the "billion laughs".
+LAUGHS = CM.format(name="lol", ns="default") + "data:\n  a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
 
 
 @pytest.fixture
@@ -76,6 +80,25 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
     (lambda d: ((d / "images").mkdir(), (d / "images" / "app.tar").mkdir()), "file", "'app.tar/' (a directory)"),
     (lambda d: (d / "manifests" / "deep.yaml").write_text("a: " + "[" * 5000 + "]" * 5000 + "\n"), "content",
      "nested deeper"),
+    # These loaded, and failed only once the cluster was up (kind or kubectl refusing them, the
+    # apply retried for minutes first), or were silently changed on the way.
+    (lambda d: (d / "platform.yaml").write_text('name: "ok\\n"\ndescription: x\n'), "name", "'ok\\n'"),
+    (lambda d: (d / "manifests" / "empty.yaml").write_text("# rendered nothing\n---\n"), "content", "none"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text("---\n~\n---\n- a\n"), "document 2", "list"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="a/b", ns="default")), "document 1.metadata.name",
+     "'a/b'"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="a", ns="Kube-System")),
+     "document 1.metadata.namespace", "'Kube-System'"),
+    (lambda d: ((d / "manifests" / "a.yaml").write_text(CM.format(name="a", ns="default")),
+                (d / "manifests" / "b.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")),
+     "document 1", "ConfigMap default/a again (first in manifests/a.yaml document 1)"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="kdrill-platform", ns="kube-system")),
+     "document 1", "that ConfigMap"),
+    (lambda d: (d / "manifests" / "lol.yaml").write_text(LAUGHS), "document 1", "excessive aliasing"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="a", ns="0")), "document 1.metadata.namespace",
+     "0"),
+    (lambda d: (d / "kubeadm" / "lol.yaml").write_text("kind: KubeletConfiguration\nx:\n" + LAUGHS.split("data:\n")[1]),
+     "content", "excessive aliasing"),
 ])
 def test_bad_profiles_are_refused_with_file_field_expected_and_got(profile_dir, change, where, got):
     change(profile_dir)
