@@ -6,8 +6,9 @@ A profile is a directory (``kdrill run --platform DIR``, ``kdrill cluster create
     platform.yaml        name (a DNS label, at most 20 characters) and description; required
     kubeadm/*.yaml       kubeadm config patches (kind's kubeadmConfigPatches), one document each, of
                          kind ClusterConfiguration, InitConfiguration, JoinConfiguration,
-                         KubeletConfiguration or KubeProxyConfiguration: API server flags,
-                         admission plugins, an EncryptionConfiguration or audit policy by path
+                         KubeletConfiguration or KubeProxyConfiguration, of the apiVersion kind
+                         writes if one is named: API server flags, admission plugins, an
+                         EncryptionConfiguration or audit policy by path
     files/               mounted read-only on every node at /etc/kubernetes/kdrill-platform (the
                          patches name files there, and mount the directory into the static pod)
     manifests/*.yaml     applied in name order once the cluster is up (server-side apply, retried
@@ -16,7 +17,9 @@ A profile is a directory (``kdrill run --platform DIR``, ``kdrill cluster create
                          object, each object is there once (one field manager applies them all:
                          a second copy would silently replace the first), without a namespace
                          it goes to default as with kubectl
-    coredns/Corefile     replaces CoreDNS's Corefile; CoreDNS is rolled out with it
+    coredns/Corefile     replaces CoreDNS's Corefile; CoreDNS is rolled out with it. Its blocks
+                         are checked as CoreDNS reads them (braces in comments and strings do
+                         not count)
     images/*.tar         image archives (``docker save`` or OCI layout) loaded into every node
                          before the manifests: no registry needed
     README.md            free text, not hashed
@@ -62,8 +65,17 @@ import yaml
 PROFILE_FILE = "platform.yaml"
 NODE_FILES_DIR = "/etc/kubernetes/kdrill-platform"
 RECORD_NAMESPACE, RECORD_NAME = "kube-system", "kdrill-platform"
-KUBEADM_KINDS = ("ClusterConfiguration", "InitConfiguration", "JoinConfiguration", "KubeletConfiguration",
-                 "KubeProxyConfiguration")
+# What kind v0.31 writes for Kubernetes 1.23 and later (pkg/cluster/internal/kubeadm/config.go). kind
+# patches a document of the patch's kind and, when the patch names one, of its apiVersion only
+# (pkg/internal/patch/resource.go): a patch for another version is dropped without a word.
+KUBEADM_API_VERSIONS = {"ClusterConfiguration": "kubeadm.k8s.io/v1beta3", "InitConfiguration": "kubeadm.k8s.io/v1beta3",
+                        "JoinConfiguration": "kubeadm.k8s.io/v1beta3",
+                        "KubeletConfiguration": "kubelet.config.k8s.io/v1beta1",
+                        "KubeProxyConfiguration": "kubeproxy.config.k8s.io/v1alpha1"}
+KUBEADM_KINDS = tuple(KUBEADM_API_VERSIONS)
+# kind splits each patch into documents with a bufio.Scanner of its default 64 KiB buffer.
+KUBEADM_PATCH_MAX_BYTES = 60 * 1024
+COREFILE_MAX_BYTES = 1 << 20  # a ConfigMap's data holds at most 1 MiB
 ALLOWED_ENTRIES = {PROFILE_FILE: "file", "README.md": "file", "kubeadm": "dir", "files": "dir", "manifests": "dir",
                    "coredns": "dir", "images": "dir"}
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?")  # fullmatch: "$" would let a final newline in
@@ -191,6 +203,89 @@ def _expands_too_far(doc: Any) -> bool:
     return False
 
 
+def _caddy_tokens(text: str) -> list[tuple[str, int]]:
+    """(token, line) of a Corefile as CoreDNS's Caddyfile lexer reads it (coredns/caddy
+    caddyfile/lexer.go): tokens are split by whitespace; outside a quoted token '#' skips to the
+    end of the line; a token starting with '"' runs to the next unescaped '"', newlines included."""
+    tokens: list[tuple[str, int]] = []
+    val: list[str] = []
+    line = start = 1
+    comment = quoted = escaped = False
+    for ch in text:
+        if quoted:
+            if not escaped and ch == "\\":
+                escaped = True
+                continue
+            if not escaped and ch == '"':
+                quoted = False
+                tokens.append(("".join(val), start))
+                val = []
+                continue
+            line += ch == "\n"
+            if escaped and ch != '"':
+                val.append("\\")
+            val.append(ch)
+            escaped = False
+            continue
+        if ch.isspace():
+            if ch == "\r":  # skipped, as the lexer does: it does not end a token
+                continue
+            if ch == "\n":
+                line += 1
+                comment = False
+            if val:
+                tokens.append(("".join(val), start))
+                val = []
+            continue
+        if ch == "#":
+            comment = True
+        if comment:
+            continue
+        if not val:
+            start = line
+            if ch == '"':
+                quoted = True
+                continue
+        val.append(ch)
+    if val:
+        tokens.append(("".join(val), start))
+    return tokens
+
+
+def _corefile_problem(text: str) -> str | None:
+    """Why ``text`` is not a Corefile of balanced server blocks, or None. Only the tokens '{' and
+    '}' open and close blocks (caddyfile/parse.go): braces in comments, in strings or glued to a
+    word (``{$ENV}``) do not, and a '}' before its '{' is an error however the counts come out."""
+    opened: list[int] = []
+    blocks = 0
+    for token, line in _caddy_tokens(text):
+        if token == "{":
+            opened.append(line)
+            blocks += 1
+        elif token == "}":
+            if not opened:
+                return f"a '}}' on line {line} that closes no block"
+            opened.pop()
+    if opened:
+        return f"the block opened on line {opened[-1]} not closed"
+    return None if blocks else "no block (no '{' on its own)"
+
+
+def _archive_problem(path: Path) -> str | None:
+    """Why ``path`` is not an image archive kind can load, or None."""
+    import tarfile
+
+    try:
+        with tarfile.open(path) as archive:
+            names = {m.name.removeprefix("./") for m in archive}
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+    except (tarfile.TarError, EOFError):
+        return f"not a tar archive ({path.stat().st_size} bytes)"
+    return None if names & {"manifest.json", "index.json"} else \
+        f"a tar archive without either ({len(names)} entries)"
+
+
 def _entries(directory: Path) -> list[Path]:
     """The entries of ``directory`` but hidden ones, in name order; none when it is not there."""
     return sorted(p for p in directory.iterdir() if not p.name.startswith(".")) if directory.is_dir() else []
@@ -285,10 +380,18 @@ def load(directory: str | Path) -> PlatformProfile:
                                f"{len(docs)} documents" if len(docs) != 1 else f"a {type(docs[0]).__name__}")
         if docs[0].get("kind") not in KUBEADM_KINDS:
             raise ProfileError(path, "kind", " or ".join(KUBEADM_KINDS), repr(docs[0].get("kind")))
+        api_version, want = docs[0].get("apiVersion"), KUBEADM_API_VERSIONS[docs[0]["kind"]]
+        if api_version is not None and api_version != want:
+            raise ProfileError(path, "apiVersion", f"{want} or none (what kind v0.31 writes: it skips a patch of "
+                               "another version without a word)", repr(api_version))
         if _expands_too_far(docs[0]):
             raise ProfileError(path, "content", f"YAML aliases expanding to at most {ALIAS_EXPANSION_LIMIT} "
                                "collections", "more (kind would refuse it as excessive aliasing)")
-        patches.append(_read_text(path))
+        text = _read_text(path)
+        if len(text.encode()) > KUBEADM_PATCH_MAX_BYTES:
+            raise ProfileError(path, "size", f"at most {KUBEADM_PATCH_MAX_BYTES // 1024} KiB (kind reads a patch "
+                               "through a 64 KiB buffer)", f"{len(text.encode())} bytes")
+        patches.append(text)
 
     manifests = []
     seen: dict[tuple[str, str, str, str], str] = {}  # (group, kind, namespace, name) -> where first
@@ -343,15 +446,28 @@ def load(directory: str | Path) -> PlatformProfile:
         if not (root / "coredns" / "Corefile").is_file():
             raise ProfileError(root / "coredns" / "Corefile", "file", "a file", _what(root / "coredns" / "Corefile"))
         corefile = _read_text(root / "coredns" / "Corefile")
-        if "{" not in corefile or corefile.count("{") != corefile.count("}"):
+        if len(corefile.encode()) > COREFILE_MAX_BYTES:
+            raise ProfileError(root / "coredns" / "Corefile", "size", "at most 1 MiB (it goes into a ConfigMap)",
+                               f"{len(corefile.encode())} bytes")
+        problem = _corefile_problem(corefile)
+        if problem:
             raise ProfileError(root / "coredns" / "Corefile", "content", "a Corefile: server blocks in balanced braces",
-                               f"{corefile.count('{')} '{{' and {corefile.count('}')} '}}'")
+                               problem)
 
     images = []
     for path in _entries(root / "images"):
         if path.suffix != ".tar" or not path.is_file():
             raise ProfileError(path, "file", "images/*.tar image archives (docker save or OCI layout)", _what(path))
+        problem = _archive_problem(path)
+        if problem:  # kind load image-archive would refuse it, once the cluster is up
+            raise ProfileError(path, "content", "an image archive: a tar holding manifest.json (docker save) or "
+                               "index.json (OCI layout)", problem)
         images.append(path)
+
+    if (root / "files").is_dir() and ":" in str(root / "files"):
+        # kind passes the mount to Docker as --volume=<host path>:<node path>:ro.
+        raise ProfileError(root / "files", "path", "a directory path without ':' (Docker's --volume splits at it)",
+                           repr(str(root / "files")))
 
     files = _tree(root)
     return PlatformProfile(root=root, name=name, description=description.strip(), kubeadm_patches=patches,

@@ -4,10 +4,12 @@ cluster test (tests/cluster/test_platform_profile.py) builds one."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -67,7 +69,8 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
     (lambda d: (d / "manifests" / "x.yaml").write_text("kind: ConfigMap\nmetadata: {name: a}\n"),
      "document 1.apiVersion", "None"),
     (lambda d: (d / "manifests" / "x.yaml").write_text("a: [\n"), "content", "unparseable YAML"),
-    (lambda d: (d / "coredns" / "Corefile").write_text(".:53 {\n  errors\n"), "content", "1 '{' and 0 '}'"),
+    (lambda d: (d / "coredns" / "Corefile").write_text(".:53 {\n  errors\n"), "content",
+     "the block opened on line 1 not closed"),
     (lambda d: (d / "coredns" / "Corefile.orig").write_text("x"), "entries", "['Corefile', 'Corefile.orig']"),
     (lambda d: ((d / "images").mkdir(), (d / "images" / "app.tgz").write_text("x")), "file", "'app.tgz'"),
     # These raised a traceback (UnicodeDecodeError, IsADirectoryError, RecursionError) or said
@@ -97,6 +100,18 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
     (lambda d: (d / "manifests" / "lol.yaml").write_text(LAUGHS), "document 1", "excessive aliasing"),
     (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="a", ns="0")), "document 1.metadata.namespace",
      "0"),
+    # Counted, the braces balance; read as CoreDNS reads them, the first '}' closes nothing.
+    (lambda d: (d / "coredns" / "Corefile").write_text("} .:53 {\n  errors\n"), "content",
+     "a '}' on line 1 that closes no block"),
+    (lambda d: (d / "coredns" / "Corefile").write_text(".:53 {\n" + "  # padding\n" * 100_000 + "}\n"), "size",
+     "1200009 bytes"),
+    (lambda d: (d / "kubeadm" / "v4.yaml").write_text("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n"),
+     "apiVersion", "'kubeadm.k8s.io/v1beta4'"),
+    (lambda d: (d / "kubeadm" / "big.yaml").write_text("kind: KubeletConfiguration\n" + "# pad\n" * 12_000), "size",
+     "bytes"),
+    (lambda d: ((d / "images").mkdir(), (d / "images" / "app.tar").write_bytes(b"")), "content", "not a tar archive"),
+    (lambda d: ((d / "images").mkdir(), tar_of(d / "images" / "app.tar", {"layer.tar": b"x"})), "content",
+     "without either"),
     (lambda d: (d / "kubeadm" / "lol.yaml").write_text("kind: KubeletConfiguration\nx:\n" + LAUGHS.split("data:\n")[1]),
      "content", "excessive aliasing"),
 ])
@@ -107,6 +122,42 @@ def test_bad_profiles_are_refused_with_file_field_expected_and_got(profile_dir, 
     assert caught.value.where == where, str(caught.value)
     assert got in caught.value.got, str(caught.value)
     assert str(profile_dir) in caught.value.path and "expected" in str(caught.value)
+
+
+def tar_of(path: Path, members: dict[str, bytes]) -> None:
+    with tarfile.open(path, "w") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+
+
+def test_braces_in_corefile_comments_and_strings_are_not_blocks(profile_dir):
+    # They were counted, so this Corefile CoreDNS reads fine was refused ("8 '{' and 6 '}'").
+    corefile = profile_dir / "coredns" / "Corefile"
+    corefile.write_text(corefile.read_text().replace(
+        "    errors\n", '    errors { # a { in a comment\n        consolidate 5m ".* timeout{"\n    }\n'))
+    assert "consolidate" in load(profile_dir).corefile
+
+
+def test_image_archives_of_docker_save_and_oci_layout_load(profile_dir):
+    (profile_dir / "images").mkdir()
+    tar_of(profile_dir / "images" / "a.tar", {"manifest.json": b"[]", "blobs/sha256/x": b"x"})
+    tar_of(profile_dir / "images" / "b.tar", {"./index.json": b"{}", "./oci-layout": b"{}"})
+    assert [p.name for p in load(profile_dir).images] == ["a.tar", "b.tar"]
+
+
+def test_a_profile_path_docker_would_split_is_refused(tmp_path):
+    # kind hands Docker --volume=<host path>:<node path>:ro; a ':' in the host path broke
+    # kind create cluster, after Docker was touched.
+    target = tmp_path / "team:platform"
+    shutil.copytree(EXAMPLE, target)
+    with pytest.raises(ProfileError) as caught:
+        load(target)
+    assert caught.value.where == "path" and "team:platform" in caught.value.got, str(caught.value)
+    shutil.rmtree(target / "files")
+    (target / "kubeadm" / "apiserver-audit.yaml").unlink()  # no files/ mounted: nothing to split
+    assert load(target).name == "example"
 
 
 def test_a_missing_directory_is_refused(tmp_path):
