@@ -265,6 +265,15 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     from harness.images import BuildError, ensure_built
     from harness.providers.kind import KindProvider
 
+    # A bad profile is refused before Docker is asked or images are built (minutes, cold).
+    profile = None
+    if opt("--kdrill-platform"):
+        from harness.platform_profile import ProfileError, load
+
+        try:
+            profile = load(opt("--kdrill-platform"))
+        except ProfileError as exc:
+            pytest.exit(f"kdrill: platform profile: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     # Docker down or a failed image build ends the session with one line: as a fixture error
     # it would repeat for every test that needs the cluster.
     problem = docker_problem()
@@ -285,14 +294,6 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         ensure_built(progress=say)
     except BuildError as exc:
         pytest.exit(f"kdrill: {exc}")
-    profile = None
-    if opt("--kdrill-platform"):
-        from harness.platform_profile import ProfileError, load
-
-        try:
-            profile = load(opt("--kdrill-platform"))
-        except ProfileError as exc:
-            pytest.exit(f"kdrill: platform profile: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     try:
         provider = KindProvider(opt("--kdrill-cluster-config"), name=opt("--kdrill-cluster-name"), platform=profile)
     except ProviderError as exc:

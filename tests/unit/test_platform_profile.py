@@ -275,3 +275,19 @@ def test_an_unreadable_file_is_refused_by_name(profile_dir, monkeypatch):
     with pytest.raises(ProfileError) as caught:
         load(profile_dir)
     assert caught.value.path == str(unreadable) and "Permission denied" in caught.value.got, str(caught.value)
+
+
+def test_the_pytest_plugin_refuses_a_bad_profile_before_touching_docker(tmp_path):
+    # It asked Docker first and built the kind images (minutes when cold), then read the profile.
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    (profile / "platform.yaml").write_text("name: ok\n")
+    drill = resources.data_root() / "drills" / "test_api_overload.py"
+    result = subprocess.run([sys.executable, "-m", "pytest", str(drill), "-p", "no:cacheprovider", "-q",
+                             f"--kdrill-platform={profile}", f"--kdrill-reports={tmp_path / 'r'}"],
+                            capture_output=True, text=True, timeout=120, cwd=resources.data_root(),
+                            env={"PATH": "/nonexistent", "HOME": str(tmp_path)})
+    output = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "platform profile" in output and "description" in output, output[-2000:]
+    assert "Docker" not in output, output[-2000:]
