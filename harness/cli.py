@@ -113,6 +113,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   else f"kind config {sorted({s.cluster_config for s in scenarios})[0]}")
         print(plan(scenarios, Path(args.reports), target)[0])
         return 0
+    if profile is not None and not args.cluster_name:  # the kind config is the scenarios' one
+        _check_platform_names(profile, sorted({s.cluster_config for s in scenarios}))
     if not (args.kubeconfig or args.context):
         prepare_kind()
     try:
@@ -513,15 +515,30 @@ def build_images() -> None:
         raise SystemExit(f"kdrill: {exc}") from None
 
 
-def _platform_profile(directory: str | None):
-    """The checked platform profile of ``--platform`` (None without one). Raises SystemExit with
-    the profile's file, field, expected and got."""
+def _platform_profile(directory: str | None, configs: list[str] = ()):
+    """The checked platform profile of ``--platform`` (None without one), checked also for the
+    cluster name it makes from each kind config of ``configs`` (_check_platform_names). Raises
+    SystemExit with the profile's file, field, expected and got."""
     if not directory:
         return None
     from harness.platform_profile import ProfileError, load
 
     try:
-        return load(directory)
+        profile = load(directory)
+    except ProfileError as exc:
+        raise SystemExit(f"kdrill: platform profile: {exc}") from None
+    _check_platform_names(profile, configs)
+    return profile
+
+
+def _check_platform_names(profile, configs) -> None:
+    """Raises SystemExit when ``profile`` on one of ``configs`` would name another config's
+    cluster (harness.platform_profile.check_cluster_name)."""
+    from harness.platform_profile import ProfileError, check_cluster_name
+
+    try:
+        for config in configs:
+            check_cluster_name(profile, config)
     except ProfileError as exc:
         raise SystemExit(f"kdrill: platform profile: {exc}") from None
 
@@ -555,7 +572,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
     from harness.session_lock import ClusterBusy, SessionLock
 
-    profile = _platform_profile(args.platform)  # refused before Docker or a cluster is touched
+    # Refused before Docker or a cluster is touched; --name chooses the cluster's name instead.
+    profile = _platform_profile(args.platform, [] if args.name else [args.config])
     prepare_kind(build=args.action == "create")
     provider = KindProvider(args.config, name=args.name, platform=profile)
     if args.action in ("create", "delete"):

@@ -36,7 +36,8 @@ stay inside ``files/``; a link that resolves nowhere, a loop, a FIFO or device i
 
 The profile's *hash* (SHA-256 over every file's relative path and content, README.md aside; under
 ``files/`` also its empty directories and which files are executable, as the nodes see them) is
-part of the cluster's identity: the cluster is named ``<config's name>-<profile name>``, the
+part of the cluster's identity: the cluster is named ``<config's name>-<profile name>`` (refused
+when that is another config's cluster, e.g. a profile ``ha`` on ``single``: ``kdrill-ha``), the
 profile is recorded in the ConfigMap ``kube-system/kdrill-platform`` once it is fully installed,
 and a run on a cluster whose record differs from the directory is refused. Every run's evidence
 carries the record (``run.json`` ``platform``), and ``kdrill compare`` compares runs of one
@@ -473,6 +474,32 @@ def load(directory: str | Path) -> PlatformProfile:
     return PlatformProfile(root=root, name=name, description=description.strip(), kubeadm_patches=patches,
                            manifests=manifests, corefile=corefile, images=images,
                            has_node_files=(root / "files").is_dir(), files=files, hash=profile_hash(files))
+
+
+def check_cluster_name(profile: PlatformProfile, config: str | Path) -> str | None:
+    """The name of the cluster ``profile`` makes from kind config ``config`` (a name in
+    clusters/ or a path), or None when there is no such config (KindProvider says so). Raises
+    ProfileError when another config in clusters/ names its own cluster so: the profile's
+    cluster and that plain one would be one cluster, the plain one taken for a failed
+    installation (and its delete command offered), or the profile's drilled as that config's."""
+    from harness.providers import ProviderError
+    from harness.providers.kind import CLUSTERS_DIR, cluster_name_of, config_path
+
+    try:
+        base = config_path(str(config))
+        name = profile.cluster_name(cluster_name_of(base))
+    except (ProviderError, OSError, yaml.YAMLError, AttributeError):
+        return None
+    for other in sorted(CLUSTERS_DIR.glob("*.yaml")):
+        try:
+            taken = other.resolve() != base.resolve() and cluster_name_of(other) == name
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue
+        if taken:
+            raise ProfileError(profile.root / PROFILE_FILE, "name", f"a name that, after {base.name}'s cluster name, "
+                               f"names no other kind config's cluster", f"{profile.name!r}: the cluster would be {name}, "
+                               f"the cluster of {other}")
+    return name
 
 
 def kind_config(profile: PlatformProfile, base: dict[str, Any]) -> dict[str, Any]:

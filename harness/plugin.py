@@ -268,10 +268,12 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     # A bad profile is refused before Docker is asked or images are built (minutes, cold).
     profile = None
     if opt("--kdrill-platform"):
-        from harness.platform_profile import ProfileError, load
+        from harness.platform_profile import ProfileError, check_cluster_name, load
 
         try:
             profile = load(opt("--kdrill-platform"))
+            if not opt("--kdrill-cluster-name"):
+                check_cluster_name(profile, opt("--kdrill-cluster-config"))
         except ProfileError as exc:
             pytest.exit(f"kdrill: platform profile: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     # Docker down or a failed image build ends the session with one line: as a fixture error

@@ -215,9 +215,14 @@ class KindProvider:
         nodes = self.nodes()
         roles: dict[str, list[str]] = {"control-plane": [], "worker": [], "load-balancer": []}
         for node in nodes:
-            if node.endswith("-external-load-balancer"):
+            # kind names nodes <cluster>-control-plane[N], <cluster>-worker[N] and
+            # <cluster>-external-load-balancer (providers/common/namer.go): the role is what
+            # follows the cluster's name, which may hold "control-plane" itself (a platform
+            # profile of that name made every worker a control-plane node here).
+            role = node.removeprefix(f"{self.name}-")
+            if role == "external-load-balancer":
                 roles["load-balancer"].append(node)
-            elif "-control-plane" in node:
+            elif role.startswith("control-plane"):
                 roles["control-plane"].append(node)
             else:
                 roles["worker"].append(node)

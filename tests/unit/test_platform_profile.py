@@ -291,3 +291,39 @@ def test_the_pytest_plugin_refuses_a_bad_profile_before_touching_docker(tmp_path
     assert result.returncode != 0
     assert "platform profile" in output and "description" in output, output[-2000:]
     assert "Docker" not in output, output[-2000:]
+
+
+def test_node_roles_are_read_after_the_cluster_name(tmp_path):
+    # A profile named control-plane makes the cluster kdrill-ha-control-plane: its workers were
+    # taken for control-plane nodes, since every node name held "-control-plane".
+    from harness.providers.kind import KindProvider
+
+    provider = object.__new__(KindProvider)
+    provider.name = "kdrill-ha-control-plane"
+    suffixes = ["control-plane", "control-plane2", "worker", "worker2", "external-load-balancer"]
+    provider.nodes = lambda: [f"{provider.name}-{s}" for s in suffixes]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("")
+    roles = provider.cluster(kubeconfig).nodes_by_role
+    assert roles == {"control-plane": ["kdrill-ha-control-plane-control-plane", "kdrill-ha-control-plane-control-plane2"],
+                     "worker": ["kdrill-ha-control-plane-worker", "kdrill-ha-control-plane-worker2"],
+                     "load-balancer": ["kdrill-ha-control-plane-external-load-balancer"]}
+
+
+def test_a_profile_naming_another_configs_cluster_is_refused_before_docker(tmp_path):
+    # single.yaml's cluster is kdrill: a profile named ha made kdrill-ha, ha.yaml's plain cluster.
+    # That one, existing, was called a failed installation of the profile and its delete offered.
+    from harness.platform_profile import check_cluster_name
+
+    profile_dir = tmp_path / "profile"
+    shutil.copytree(EXAMPLE, profile_dir)
+    (profile_dir / "platform.yaml").write_text("name: ha\ndescription: a profile named like a config\n")
+    profile = load(profile_dir)
+    with pytest.raises(ProfileError) as caught:
+        check_cluster_name(profile, "single")
+    assert caught.value.where == "name" and "kdrill-ha" in caught.value.got and "ha.yaml" in caught.value.got
+    assert check_cluster_name(profile, "ha") == "kdrill-ha-ha"
+    result = subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "create", "--config", "single",
+                             "--platform", str(profile_dir)], capture_output=True, text=True, timeout=60,
+                            env={"PATH": "/nonexistent", "HOME": str(tmp_path)})
+    assert result.returncode != 0 and "kdrill-ha" in result.stderr and "Docker" not in result.stderr, result.stderr
