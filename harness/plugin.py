@@ -349,8 +349,14 @@ def kdrill_identity(kdrill_cluster, kdrill_topology, kdrill_run):
     from harness.platform_profile import recorded
 
     try:
-        kdrill_run["meta"]["platform"] = recorded(kdrill_cluster) or {"hash": None, "note": "no platform profile "
-                                                                      "recorded on this cluster"}
+        record = recorded(kdrill_cluster)
+        kdrill_run["meta"]["platform"] = record or {"hash": None, "note": "no platform profile recorded on this "
+                                                    "cluster"}
+        # The record is the cluster's word. With --kdrill-platform the directory was read too and
+        # hashed the same (kdrill_cluster refuses a cluster whose record differs): say which.
+        profile = getattr(getattr(kdrill_cluster, "kind_provider", None), "platform", None)
+        if profile is not None and record and record.get("hash") == profile.hash:
+            kdrill_run["meta"]["platform_checked_against"] = str(profile.root)
     except Exception as exc:  # evidence, not a reason to stop
         kdrill_run["meta"]["platform"] = {"hash": None, "note": f"not read: {type(exc).__name__}"}
     return identity

@@ -733,9 +733,12 @@ def _run_view(run: _Run) -> dict[str, Any]:
     }
     platform = meta.get("platform") if isinstance(meta.get("platform"), dict) else {}
     if platform:
+        # The record is what the cluster says; only a run given the profile's directory checked it.
+        checked = meta.get("platform_checked_against")
         view["platform"] = (f"{_text(platform.get('name'))}, sha256 {_text(platform.get('hash'))} "
-                            f"({len(platform.get('files') or {})} files)" if platform.get("hash")
-                            else _text(platform.get("note") or "none recorded"))
+                            f"({len(platform.get('files') or {})} files) as the cluster records it, "
+                            + (f"matching {_text(checked)}" if checked else "not checked against a profile directory")
+                            if platform.get("hash") else _text(platform.get("note") or "none recorded"))
     cluster = meta.get("cluster") if isinstance(meta.get("cluster"), dict) else {}
     if cluster:
         offsets = cluster.get("clock_offsets") if isinstance(cluster.get("clock_offsets"), dict) else {}

@@ -5,18 +5,20 @@ cluster test (tests/cluster/test_platform_profile.py) builds one."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
+import types
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness import resources
-from harness.platform_profile import NODE_FILES_DIR, ProfileError, kind_config, load, mismatch
+from harness.platform_profile import NODE_FILES_DIR, ProfileError, kind_config, load, mismatch, recorded
 
 EXAMPLE = resources.clusters_dir() / "platforms" / "example"
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\n"
@@ -327,3 +329,86 @@ def test_a_profile_naming_another_configs_cluster_is_refused_before_docker(tmp_p
                              "--platform", str(profile_dir)], capture_output=True, text=True, timeout=60,
                             env={"PATH": "/nonexistent", "HOME": str(tmp_path)})
     assert result.returncode != 0 and "kdrill-ha" in result.stderr and "Docker" not in result.stderr, result.stderr
+
+
+class _ConfigMaps:
+    """A cluster's core API with one kube-system/kdrill-platform ConfigMap holding ``data``."""
+
+    def __init__(self, data):
+        self.data, self.created = data, []
+
+    def read_namespaced_config_map(self, name, namespace, **_):
+        return types.SimpleNamespace(data=self.data)
+
+    def create_namespaced_config_map(self, namespace, body, **_):
+        self.created.append(body)
+
+
+@pytest.mark.parametrize("data, note", [
+    ({}, "without a profile record"),
+    ({"profile": "{not json"}, "not JSON"),
+    ({"profile": "[]"}, "a JSON array"),
+    ({"profile": "null"}, "a JSON null"),
+    ({"profile": json.dumps({"name": "example", "hash": "abc", "files": {}})}, "not a name and a SHA-256"),
+    ({"profile": json.dumps({"name": "example", "hash": "0" * 64, "files": []})}, "no map of files"),
+])
+def test_a_record_kdrill_did_not_write_is_said_to_be_so(profile_dir, data, note):
+    # "null" or no key read as no record at all ("no kube-system/kdrill-platform"), a list
+    # crashed mismatch() (AttributeError), and "not JSON" was listed as every file changed.
+    profile = load(profile_dir)
+    record = recorded(types.SimpleNamespace(core=_ConfigMaps(data)))
+    assert record["hash"] is None and note in record["note"], record
+    why = mismatch(profile, record, "kdrill-ha-example")
+    assert "cannot be told" in why and note in why and "changed:" not in why, why
+
+
+def test_a_record_whose_hash_is_not_that_of_its_files_is_refused_as_forged(profile_dir):
+    # A record with this profile's hash but another file list (edited by hand) was taken as
+    # this profile's; a hash is only believed when it is its own files' hash.
+    profile = load(profile_dir)
+    forged = {**profile.record(), "files": {"platform.yaml": "0" * 64}}
+    record = recorded(types.SimpleNamespace(core=_ConfigMaps({"profile": json.dumps(forged)})))
+    assert record["hash"] is None and "not the hash of its own file list" in record["note"]
+    assert mismatch(profile, record, "kdrill-ha-example") is not None
+    genuine = recorded(types.SimpleNamespace(core=_ConfigMaps({"profile": json.dumps(profile.record())})))
+    assert genuine == profile.record() and mismatch(profile, genuine, "kdrill-ha-example") is None
+
+
+def test_a_profile_changed_during_its_installation_is_not_recorded(profile_dir):
+    # The record was written from the hash read before the install, whatever the manifests
+    # applied (read again meanwhile) and files/ (mounted live) then held.
+    from harness.platform_profile import install
+    from harness.providers import ProviderError
+
+    profile = load(profile_dir)
+    core = _ConfigMaps({})
+    editing = [True]
+
+    def node_exec(node, command, stdin=None, **_):
+        if "apply" in command and editing[0]:
+            with (profile_dir / "manifests" / "configmap-policy.yaml").open("a") as f:
+                f.write("# edited while being applied\n")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    cluster = types.SimpleNamespace(nodes_by_role={"control-plane": ["n"]}, node_exec=node_exec, core=core,
+                                    apps=types.SimpleNamespace(patch_namespaced_deployment=lambda *a, **k: None))
+    core.patch_namespaced_config_map = lambda *a, **k: None
+    with pytest.raises(ProviderError, match="changed during the installation"):
+        install(profile, cluster, types.SimpleNamespace(name="kdrill-ha-example"))
+    assert core.created == []
+    editing[0] = False  # left alone meanwhile: recorded, as it was read
+    install(load(profile_dir), cluster, types.SimpleNamespace(name="kdrill-ha-example"))
+    assert [json.loads(c.data["profile"])["hash"] for c in core.created] == [load(profile_dir).hash]
+
+
+def test_the_report_says_whether_the_record_was_checked_against_a_directory(profile_dir):
+    # A run through a kubeconfig carries the cluster's record unchecked: the report showed it as
+    # the platform all the same.
+    from harness.report import _Run, _run_view
+
+    profile = load(profile_dir)
+    unchecked = _run_view(_Run(run_dir=profile_dir, meta={"platform": profile.record()}, records=[]))["platform"]
+    assert f"sha256 {profile.hash}" in unchecked and "not checked against a profile directory" in unchecked
+    checked = _run_view(_Run(run_dir=profile_dir, meta={"platform": profile.record(),
+                                                        "platform_checked_against": str(profile_dir)}, records=[]))
+    assert f"matching {profile_dir}" in checked["platform"]
