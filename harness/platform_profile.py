@@ -510,7 +510,10 @@ def kind_config(profile: PlatformProfile, base: dict[str, Any]) -> dict[str, Any
     config["name"] = profile.cluster_name(base.get("name") or "kind")
     config["kubeadmConfigPatches"] = list(config.get("kubeadmConfigPatches") or []) + list(profile.kubeadm_patches)
     if profile.has_node_files:
-        for node in config.get("nodes") or []:
+        # kind makes one control-plane node of a config that lists none (v1alpha4 defaults): it
+        # needs the mount too, so it is listed here.
+        config["nodes"] = config.get("nodes") or [{"role": "control-plane"}]
+        for node in config["nodes"]:
             node.setdefault("extraMounts", []).append(
                 {"hostPath": str(profile.root / "files"), "containerPath": NODE_FILES_DIR, "readOnly": True})
     return config

@@ -180,6 +180,14 @@ def test_the_kind_config_carries_the_profile(profile_dir):
     assert "extraMounts" not in base["nodes"][0]  # the base is not changed
 
 
+def test_files_are_mounted_on_the_node_kind_makes_of_a_config_listing_none(profile_dir):
+    # kind gives such a config one control-plane node; files/ was mounted on none, so the audit
+    # patch named a policy file the node did not have.
+    config = kind_config(load(profile_dir), {"kind": "Cluster", "apiVersion": "kind.x-k8s.io/v1alpha4", "name": "k"})
+    assert config["nodes"] == [{"role": "control-plane", "extraMounts": [
+        {"hostPath": str(profile_dir.resolve() / "files"), "containerPath": NODE_FILES_DIR, "readOnly": True}]}]
+
+
 def test_a_cluster_of_another_version_of_the_profile_is_refused(profile_dir):
     profile = load(profile_dir)
     assert mismatch(profile, profile.record(), "kdrill-ha-example") is None
