@@ -609,6 +609,7 @@ def install(profile: PlatformProfile, cluster, kind_provider) -> dict[str, float
     manifests (retried until accepted) and wait for their rollouts, replace CoreDNS's Corefile
     and roll CoreDNS out, then record the profile. Returns seconds per step. Raises
     ProviderError naming the file and the API server's or kubectl's message."""
+    from harness.expectations import wait_until
     from harness.providers import ProviderError
 
     node = cluster.nodes_by_role["control-plane"][0]
@@ -621,16 +622,20 @@ def install(profile: PlatformProfile, cluster, kind_provider) -> dict[str, float
     started = time.monotonic()
     workloads: list[str] = []
     for path in profile.manifests:
-        deadline = time.monotonic() + APPLY_DEADLINE_SECONDS
-        while True:
-            result = _kubectl(cluster, node, ["apply", "--server-side", "--force-conflicts",
-                                              "--field-manager=kdrill-platform", "-f", "-"], stdin=_read_text(path))
-            if result.returncode == 0:
-                break
-            if time.monotonic() > deadline:
-                raise ProviderError(f"platform profile {profile.name}: {path} not accepted within "
-                                    f"{APPLY_DEADLINE_SECONDS} s: {(result.stderr or result.stdout).strip()[-1500:]}")
-            time.sleep(2)  # a CRD establishing or a webhook starting: ask again (bounded by the deadline)
+        last: dict[str, Any] = {}
+
+        def accepted(path=path) -> bool:  # a CRD establishing or a webhook starting: asked again
+            last["result"] = _kubectl(cluster, node, ["apply", "--server-side", "--force-conflicts",
+                                                      "--field-manager=kdrill-platform", "-f", "-"],
+                                      stdin=_read_text(path))
+            return last["result"].returncode == 0
+
+        if not wait_until(accepted, APPLY_DEADLINE_SECONDS, interval_seconds=2.0,
+                          description=f"platform manifest {path.name} accepted").ok:
+            result = last.get("result")
+            said = (result.stderr or result.stdout).strip()[-1500:] if result is not None else "no answer"
+            raise ProviderError(f"platform profile {profile.name}: {path} not accepted within "
+                                f"{APPLY_DEADLINE_SECONDS} s: {said}")
         for doc in _yaml_documents(path):
             if doc["kind"] in ("Deployment", "DaemonSet", "StatefulSet"):
                 ns = doc["metadata"].get("namespace") or "default"
