@@ -80,7 +80,7 @@ COREFILE_MAX_BYTES = 1 << 20  # a ConfigMap's data holds at most 1 MiB
 ALLOWED_ENTRIES = {PROFILE_FILE: "file", "README.md": "file", "kubeadm": "dir", "files": "dir", "manifests": "dir",
                    "coredns": "dir", "images": "dir"}
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?")  # fullmatch: "$" would let a final newline in
-NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # a namespace's name is a DNS label, every kind's
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # metadata.namespace: a DNS label, whatever the kind
 # YAML aliases may make a document small as written and huge once expanded (the "billion laughs"):
 # kubectl and kind (go-yaml) refuse that as "excessive aliasing", but only once the cluster is up.
 # A document expanding to more collections than this, mostly through aliases, is refused first.
@@ -321,8 +321,9 @@ def _tree(root: Path) -> dict[str, str]:
             real = path.resolve()
             if real in ancestors:
                 raise ProfileError(path, "directory", "a directory tree", f"a link back to {real} (a loop)")
-            children = [c for c in sorted(path.iterdir()) if under_files or rel == "files" or not c.name.startswith(".")]
-            if not children and (under_files or rel == "files"):
+            mounted = under_files or rel == "files"
+            children = [c for c in sorted(path.iterdir()) if mounted or not c.name.startswith(".")]
+            if not children and mounted:
                 tree[f"{rel}/"] = "directory"  # mounted: a patch may name it (hostPath type Directory)
             for child in children:
                 visit(child, f"{rel}/{child.name}", ancestors + (real,))
@@ -496,9 +497,9 @@ def check_cluster_name(profile: PlatformProfile, config: str | Path) -> str | No
         except (OSError, yaml.YAMLError, AttributeError):
             continue
         if taken:
-            raise ProfileError(profile.root / PROFILE_FILE, "name", f"a name that, after {base.name}'s cluster name, "
-                               f"names no other kind config's cluster", f"{profile.name!r}: the cluster would be {name}, "
-                               f"the cluster of {other}")
+            raise ProfileError(profile.root / PROFILE_FILE, "name", f"a name that, after {base.name}'s cluster "
+                               "name, names no other kind config's cluster",
+                               f"{profile.name!r}: the cluster would be {name}, the cluster of {other}")
     return name
 
 
@@ -622,12 +623,15 @@ def install(profile: PlatformProfile, cluster, kind_provider) -> dict[str, float
     started = time.monotonic()
     workloads: list[str] = []
     for path in profile.manifests:
+        try:
+            text = _read_text(path)
+        except ProfileError as exc:  # gone or changed since it was loaded
+            raise ProviderError(f"platform profile {profile.name}: {exc}") from None
         last: dict[str, Any] = {}
 
-        def accepted(path=path) -> bool:  # a CRD establishing or a webhook starting: asked again
+        def accepted(text=text) -> bool:  # a CRD establishing or a webhook starting: asked again
             last["result"] = _kubectl(cluster, node, ["apply", "--server-side", "--force-conflicts",
-                                                      "--field-manager=kdrill-platform", "-f", "-"],
-                                      stdin=_read_text(path))
+                                                      "--field-manager=kdrill-platform", "-f", "-"], stdin=text)
             return last["result"].returncode == 0
 
         if not wait_until(accepted, APPLY_DEADLINE_SECONDS, interval_seconds=2.0,
@@ -671,12 +675,12 @@ def install(profile: PlatformProfile, cluster, kind_provider) -> dict[str, float
     # The record says what the cluster got: the directory must still be what was loaded (files/
     # is mounted live, manifests and images were read from it during the installation).
     try:
-        now = load(profile.root).hash
+        now = load(profile.root).hash[:12]
     except ProfileError as exc:
-        now = f"unloadable ({exc})"
-    if now != profile.hash:
+        now = f"not loadable: {exc}"
+    if now != profile.hash[:12]:
         raise ProviderError(f"platform profile {profile.name}: {profile.root} changed during the installation "
-                            f"(sha256 {profile.hash[:12]} when read, {now[:12] if now != profile.hash and len(now) == 64 else now} now), so what the cluster got is not "
+                            f"(sha256 {profile.hash[:12]} when read, {now} now), so what the cluster got is not "
                             f"known; not recorded: delete the cluster and create it again")
 
     from kubernetes import client

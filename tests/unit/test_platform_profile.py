@@ -107,7 +107,8 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
      "a '}' on line 1 that closes no block"),
     (lambda d: (d / "coredns" / "Corefile").write_text(".:53 {\n" + "  # padding\n" * 100_000 + "}\n"), "size",
      "1200009 bytes"),
-    (lambda d: (d / "kubeadm" / "v4.yaml").write_text("apiVersion: kubeadm.k8s.io/v1beta4\nkind: ClusterConfiguration\n"),
+    (lambda d: (d / "kubeadm" / "v4.yaml").write_text("apiVersion: kubeadm.k8s.io/v1beta4\n"
+                                                      "kind: ClusterConfiguration\n"),
      "apiVersion", "'kubeadm.k8s.io/v1beta4'"),
     (lambda d: (d / "kubeadm" / "big.yaml").write_text("kind: KubeletConfiguration\n" + "# pad\n" * 12_000), "size",
      "bytes"),
@@ -315,9 +316,10 @@ def test_node_roles_are_read_after_the_cluster_name(tmp_path):
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text("")
     roles = provider.cluster(kubeconfig).nodes_by_role
-    assert roles == {"control-plane": ["kdrill-ha-control-plane-control-plane", "kdrill-ha-control-plane-control-plane2"],
-                     "worker": ["kdrill-ha-control-plane-worker", "kdrill-ha-control-plane-worker2"],
-                     "load-balancer": ["kdrill-ha-control-plane-external-load-balancer"]}
+    named = {s: f"{provider.name}-{s}" for s in suffixes}
+    assert roles == {"control-plane": [named["control-plane"], named["control-plane2"]],
+                     "worker": [named["worker"], named["worker2"]],
+                     "load-balancer": [named["external-load-balancer"]]}
 
 
 def test_a_profile_naming_another_configs_cluster_is_refused_before_docker(tmp_path):
