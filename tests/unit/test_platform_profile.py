@@ -1,6 +1,6 @@
 """Platform profiles (harness/platform_profile.py): what a profile directory may hold, its hash,
 the kind config built from it, and why a cluster is refused as not the profile's. Pure logic: the
-cluster test (tests/cluster/test_platform_profile.py) builds one."""
+cluster test (tests/cluster/test_platform_cluster.py) builds one."""
 
 from __future__ import annotations
 
