@@ -204,72 +204,17 @@ def _expands_too_far(doc: Any) -> bool:
     return False
 
 
-def _caddy_tokens(text: str) -> list[tuple[str, int]]:
-    """(token, line) of a Corefile as CoreDNS's Caddyfile lexer reads it (coredns/caddy
-    caddyfile/lexer.go): tokens are split by whitespace; outside a quoted token '#' skips to the
-    end of the line; a token starting with '"' runs to the next unescaped '"', newlines included."""
-    tokens: list[tuple[str, int]] = []
-    val: list[str] = []
-    line = start = 1
-    comment = quoted = escaped = False
-    for ch in text:
-        if quoted:
-            if not escaped and ch == "\\":
-                escaped = True
-                continue
-            if not escaped and ch == '"':
-                quoted = False
-                tokens.append(("".join(val), start))
-                val = []
-                continue
-            line += ch == "\n"
-            if escaped and ch != '"':
-                val.append("\\")
-            val.append(ch)
-            escaped = False
-            continue
-        if ch.isspace():
-            if ch == "\r":  # skipped, as the lexer does: it does not end a token
-                continue
-            if ch == "\n":
-                line += 1
-                comment = False
-            if val:
-                tokens.append(("".join(val), start))
-                val = []
-            continue
-        if ch == "#":
-            comment = True
-        if comment:
-            continue
-        if not val:
-            start = line
-            if ch == '"':
-                quoted = True
-                continue
-        val.append(ch)
-    if val:
-        tokens.append(("".join(val), start))
-    return tokens
-
-
 def _corefile_problem(text: str) -> str | None:
-    """Why ``text`` is not a Corefile of balanced server blocks, or None. Only the tokens '{' and
-    '}' open and close blocks (caddyfile/parse.go): braces in comments, in strings or glued to a
-    word (``{$ENV}``) do not, and a '}' before its '{' is an error however the counts come out."""
-    opened: list[int] = []
-    blocks = 0
-    for token, line in _caddy_tokens(text):
-        if token == "{":
-            opened.append(line)
-            blocks += 1
-        elif token == "}":
-            if not opened:
-                return f"a '}}' on line {line} that closes no block"
-            opened.pop()
-    if opened:
-        return f"the block opened on line {opened[-1]} not closed"
-    return None if blocks else "no block (no '{' on its own)"
+    """Why ``text`` is not a Corefile of balanced server blocks, or None: read by the same parser
+    the DNS drill reads the cluster's Corefile with (harness.components.dns.parse_corefile), so a
+    profile's Corefile that loads is one the drill can read."""
+    from harness.components.dns import parse_corefile
+
+    try:
+        blocks = parse_corefile(text)
+    except ValueError as exc:
+        return str(exc)
+    return None if blocks else "no server block"
 
 
 def _archive_problem(path: Path) -> str | None:

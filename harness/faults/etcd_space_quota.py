@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 from harness.components.etcd import etcdctl, member_healthy
-from harness.components.static_pods import apiserver_ready, kubelet_active, rerun_with_edit
+from harness.components.static_pods import apiserver_ready, kubelet_active, rerun_with_edit, start_kubelet
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -150,7 +150,7 @@ class EtcdSpaceQuota(Fault):
                     # Only now: a crash before this leaves the original for kdrill recover.
                     self.cluster.node_exec(node, ["rm", "-f", ORIGINAL])
                 elif not kubelet_active(self.cluster, node):  # a crash between stop and start
-                    self.cluster.node_exec(node, ["systemctl", "start", "kubelet"])
+                    start_kubelet(self.cluster, node)
             except Exception as exc:  # noqa: BLE001 - every node gets its revert
                 errors.append(f"{node}: {exc}")
         # With the default quota back, disarming makes the cluster writable (the alarm is

@@ -72,7 +72,7 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
      "document 1.apiVersion", "None"),
     (lambda d: (d / "manifests" / "x.yaml").write_text("a: [\n"), "content", "unparseable YAML"),
     (lambda d: (d / "coredns" / "Corefile").write_text(".:53 {\n  errors\n"), "content",
-     "the block opened on line 1 not closed"),
+     "unbalanced braces (a block is not closed)"),
     (lambda d: (d / "coredns" / "Corefile.orig").write_text("x"), "entries", "['Corefile', 'Corefile.orig']"),
     (lambda d: ((d / "images").mkdir(), (d / "images" / "app.tgz").write_text("x")), "file", "'app.tgz'"),
     # These raised a traceback (UnicodeDecodeError, IsADirectoryError, RecursionError) or said
@@ -104,7 +104,7 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
      "0"),
     # Counted, the braces balance; read as CoreDNS reads them, the first '}' closes nothing.
     (lambda d: (d / "coredns" / "Corefile").write_text("} .:53 {\n  errors\n"), "content",
-     "a '}' on line 1 that closes no block"),
+     "'}' without a block"),
     (lambda d: (d / "coredns" / "Corefile").write_text(".:53 {\n" + "  # padding\n" * 100_000 + "}\n"), "size",
      "1200009 bytes"),
     (lambda d: (d / "kubeadm" / "v4.yaml").write_text("apiVersion: kubeadm.k8s.io/v1beta4\n"
