@@ -14,6 +14,8 @@ drills, the topology record):
 * :mod:`harness.components.registry`: the local OCI registry container beside a kind cluster and
   the nodes' containerd pointed at it.
 * :mod:`harness.components.webhook`: a validating admission webhook's TLS material and manifests.
+* :mod:`harness.components.admission`: the cluster's admission webhook configurations, and which
+  writes the API server sends to which webhook (predicted from the configuration alone).
 
 Import a module, not this package: ``from harness.components import etcd`` or
 ``from harness.components.etcd import member_healthy``. This ``__init__`` imports nothing, so
