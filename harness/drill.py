@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import allure
+import pytest
 
 from harness.evidence import DrillRecord, EvidenceWriter
 from harness.expectations import ExpectationFailed, Expectations, WaitLog, log_waits
@@ -171,13 +172,19 @@ class Drill:
     def finish(self, error: BaseException | None = None) -> Path:
         """Summarise probes, set the verdict, write the JSON record and timelines, attach them to
         Allure. Called by the fixture after the test body, whatever happened."""
-        if error is not None and not isinstance(error, ExpectationFailed):
+        # pytest.skip in a drill: nothing there to drill (e.g. no webhook installed), said why.
+        skipped = error is not None and isinstance(error, pytest.skip.Exception)
+        if skipped:
+            self.record.errors.append(f"skipped: {error}")
+        elif error is not None and not isinstance(error, ExpectationFailed):
             self.record.errors.append(f"{type(error).__name__}: {error}")
         log_waits(None)
         self.record.waits = self.waits.to_list()
         self.record.waits_dropped = self.waits.dropped
         self.record.probes = {name: summarize(name, tl.samples()) for name, tl in self.timelines.items()}
         self.record.apply_expectations(self.expectations)
+        if skipped:
+            self.record.verdict = "skipped"
         self.record.finish()
         timeline_path = self.writer.write_timelines(self.record.stem, self.timelines)
         self.record.evidence_files["timeline"] = timeline_path.name

@@ -251,33 +251,37 @@ def api_message(exc: ApiException) -> str:
 
 
 def dry_run_create(cluster: Cluster, manifest: dict[str, Any], api=None,
-                   timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
+                   timeout_seconds: float = REQUEST_TIMEOUT_SECONDS, kind: Kind | None = None) -> dict[str, Any]:
     """A dry-run CREATE of ``manifest`` (its ``metadata.namespace`` set for a namespaced kind):
-    the object as admission and validation left it, never stored. Raises ApiException when the
+    the object as admission and validation left it, never stored (``kind``: for one the runner
+    does not declare, see :func:`dry_run_patch`). Raises ApiException when the
     API refuses it (an admission denial included), what the client raises for no answer, KeyError
     for a kind the runner does not know, ValueError for a name the API would not take."""
     ref = Ref.of(manifest)
-    kind = kind_of(ref.kind)
+    kind = kind or kind_of(ref.kind)
     kind.path(ref.name, ref.namespace)
     return _call(cluster, "POST", kind.path(namespace=ref.namespace), body=manifest, api=api,
                  timeout_seconds=timeout_seconds, query=DRY_RUN)
 
 
 def dry_run_patch(cluster: Cluster, ref: Ref, patch: dict[str, Any], subresource: str | None = None, api=None,
-                  timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any]:
+                  timeout_seconds: float = REQUEST_TIMEOUT_SECONDS, kind: Kind | None = None) -> dict[str, Any]:
     """A dry-run merge PATCH (an UPDATE, for admission) of ``ref`` or its ``subresource`` (e.g.
-    ``scale``), never stored. Raises as :func:`dry_run_create`."""
-    path = kind_of(ref.kind).path(ref.name, ref.namespace) + (f"/{subresource}" if subresource else "")
+    ``scale``), never stored; ``kind`` for one the runner does not declare (a dry run only: a
+    Node, a Lease). Raises as :func:`dry_run_create`."""
+    path = (kind or kind_of(ref.kind)).path(ref.name, ref.namespace) + (f"/{subresource}" if subresource else "")
     return _call(cluster, "PATCH", path, body=patch, api=api, timeout_seconds=timeout_seconds, query=DRY_RUN,
                  content_type="application/merge-patch+json")
 
 
-def read(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> dict[str, Any] | None:
+def read(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS,
+         kind: Kind | None = None) -> dict[str, Any] | None:
     """The object, or None when it does not exist (404), read with ``api`` (default: the
-    cluster's client) within ``timeout_seconds``. Raises ApiException otherwise, what the client
-    raises for no answer, or ValueError for a name the API would not take (nothing is sent)."""
+    cluster's client) within ``timeout_seconds`` (``kind`` as for :func:`dry_run_patch`). Raises
+    ApiException otherwise, what the client raises for no answer, or ValueError for a name the
+    API would not take (nothing is sent)."""
     try:
-        return _call(cluster, "GET", kind_of(ref.kind).path(ref.name, ref.namespace), api=api,
+        return _call(cluster, "GET", (kind or kind_of(ref.kind)).path(ref.name, ref.namespace), api=api,
                      timeout_seconds=timeout_seconds)
     except ApiException as exc:
         if exc.status == 404:

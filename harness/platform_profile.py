@@ -3,7 +3,12 @@
 
 A profile is a directory (``kdrill run --platform DIR``, ``kdrill cluster create --platform DIR``)::
 
-    platform.yaml        name (a DNS label, at most 20 characters) and description; required
+    platform.yaml        name (a DNS label, at most 20 characters) and description; required.
+                         Optional ``webhook_tls: {service, namespace}``: a CA and a serving
+                         certificate for that Service are made when the profile is installed
+                         (never stored in the profile), and the manifests' ``$(tls_cert)``,
+                         ``$(tls_key)`` and ``$(tls_ca_bundle)`` are replaced by them, as in a
+                         scenario's ``workload.tls``
     kubeadm/*.yaml       kubeadm config patches (kind's kubeadmConfigPatches), one document each, of
                          kind ClusterConfiguration, InitConfiguration, JoinConfiguration,
                          KubeletConfiguration or KubeProxyConfiguration, of the apiVersion kind
@@ -90,6 +95,8 @@ ALIAS_EXPANSION_LIMIT = 400_000
 APPLY_DEADLINE_SECONDS = 180
 ROLLOUT_DEADLINE_SECONDS = 180
 ADMIN_KUBECONFIG = "/etc/kubernetes/admin.conf"
+# A profile's webhook certificate outlives any kind cluster made for drills.
+WEBHOOK_TLS_VALID_SECONDS = 365 * 86400
 
 
 class ProfileError(ValueError):
@@ -116,6 +123,7 @@ class PlatformProfile:
     has_node_files: bool
     files: dict[str, str] = field(default_factory=dict)
     hash: str = ""
+    webhook_tls: dict[str, str] | None = None  # {"service", "namespace"}: a serving certificate made at install
 
     def record(self) -> dict[str, Any]:
         """What the cluster and the evidence keep: name, description, hash, files."""
@@ -285,6 +293,46 @@ def _tree(root: Path) -> dict[str, str]:
     return tree
 
 
+TLS_PLACEHOLDERS = ("tls_cert", "tls_key", "tls_ca_bundle")
+# Only these three are replaced: a manifest's other $(NAME) strings are Kubernetes' own
+# (dependent environment variables in command, args and env).
+_TLS_PLACEHOLDER = re.compile(r"\$\((" + "|".join(TLS_PLACEHOLDERS) + r")\)")
+
+
+def _tls_placeholders(value: Any) -> set[str]:
+    if isinstance(value, str):
+        return set(_TLS_PLACEHOLDER.findall(value))
+    if isinstance(value, dict):
+        return set().union(set(), *(_tls_placeholders(v) for v in value.values()))
+    if isinstance(value, list):
+        return set().union(set(), *(_tls_placeholders(v) for v in value))
+    return set()
+
+
+def _with_tls(value: Any, values: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return _TLS_PLACEHOLDER.sub(lambda m: values[m.group(1)], value)
+    if isinstance(value, dict):
+        return {k: _with_tls(v, values) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_tls(v, values) for v in value]
+    return value
+
+
+def manifest_text(profile: PlatformProfile, path: Path, tls=None) -> str:
+    """What ``kubectl apply`` gets for ``path``: the file as written, or, when it uses the TLS
+    placeholders, its documents with ``$(tls_cert)``, ``$(tls_key)`` and ``$(tls_ca_bundle)``
+    replaced from ``tls`` (a :class:`harness.components.webhook.WebhookTLS`). Raises ProfileError
+    for an unreadable file."""
+    text = _read_text(path)
+    docs = [d for d in _yaml_documents(path) if d is not None]
+    if tls is None or not any(_tls_placeholders(d) for d in docs):
+        return text
+    values = {"tls_cert": tls.cert_pem.decode("ascii"), "tls_key": tls.key_pem.decode("ascii"),
+              "tls_ca_bundle": tls.ca_bundle}
+    return yaml.safe_dump_all([_with_tls(d, values) for d in docs], sort_keys=False)
+
+
 def load(directory: str | Path) -> PlatformProfile:
     """Read and check the profile in ``directory``. Raises ProfileError (file, field, expected,
     got) for anything the module doc does not allow; reads no cluster."""
@@ -307,9 +355,19 @@ def load(directory: str | Path) -> PlatformProfile:
     if not isinstance(meta, dict):
         raise ProfileError(meta_path, "content", "one mapping with name and description", f"{len(docs)} documents"
                            if len(docs) != 1 else type(meta).__name__)
-    unknown = sorted(set(meta) - {"name", "description"})
+    unknown = sorted(set(meta) - {"name", "description", "webhook_tls"})
     if unknown:
-        raise ProfileError(meta_path, unknown[0], "only name and description", repr(unknown[0]))
+        raise ProfileError(meta_path, unknown[0], "only name, description and webhook_tls", repr(unknown[0]))
+    webhook_tls = meta.get("webhook_tls")
+    if webhook_tls is not None:
+        if not isinstance(webhook_tls, dict) or set(webhook_tls) != {"service", "namespace"}:
+            raise ProfileError(meta_path, "webhook_tls", "a mapping with service and namespace (the webhook's "
+                               "Service, whose serving certificate is made when the profile is installed)",
+                               repr(webhook_tls))
+        for key in ("service", "namespace"):
+            if not isinstance(webhook_tls[key], str) or not NAMESPACE.fullmatch(webhook_tls[key]):
+                raise ProfileError(meta_path, f"webhook_tls.{key}", "a DNS label (a-z, 0-9, -)",
+                                   repr(webhook_tls[key]))
     name, description = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise ProfileError(meta_path, "name", "a DNS label of at most 20 characters (a-z, 0-9, -), part of the "
@@ -380,6 +438,11 @@ def load(directory: str | Path) -> PlatformProfile:
                 raise ProfileError(path, where, "each object once in manifests/",
                                    f"{doc['kind']} {key[2]}/{obj_name} again (first in {seen[key]})")
             seen[key] = f"{path.relative_to(root)} {where}"
+            used = _tls_placeholders(doc)
+            if used and webhook_tls is None:
+                raise ProfileError(path, where, "$(tls_cert), $(tls_key) and $(tls_ca_bundle) only with webhook_tls "
+                                   "in platform.yaml (which says whose certificate they are)",
+                                   ", ".join(f"$({n})" for n in sorted(used)))
             objects += 1
         if not objects:  # kubectl apply refuses a file with no object: after the cluster is up
             raise ProfileError(path, "content", "at least one Kubernetes object", "none")
@@ -419,7 +482,8 @@ def load(directory: str | Path) -> PlatformProfile:
     files = _tree(root)
     return PlatformProfile(root=root, name=name, description=description.strip(), kubeadm_patches=patches,
                            manifests=manifests, corefile=corefile, images=images,
-                           has_node_files=(root / "files").is_dir(), files=files, hash=profile_hash(files))
+                           has_node_files=(root / "files").is_dir(), files=files, hash=profile_hash(files),
+                           webhook_tls=dict(webhook_tls) if webhook_tls else None)
 
 
 def check_cluster_name(profile: PlatformProfile, config: str | Path) -> str | None:
@@ -567,9 +631,16 @@ def install(profile: PlatformProfile, cluster, kind_provider) -> dict[str, float
 
     started = time.monotonic()
     workloads: list[str] = []
+    tls = None
+    if profile.webhook_tls:
+        from harness.components.webhook import generate_webhook_tls
+
+        # Made here, for this cluster, never stored in the profile: like cert-manager would.
+        tls = generate_webhook_tls(profile.webhook_tls["service"], profile.webhook_tls["namespace"],
+                                   valid_seconds=WEBHOOK_TLS_VALID_SECONDS)
     for path in profile.manifests:
         try:
-            text = _read_text(path)
+            text = manifest_text(profile, path, tls)
         except ProfileError as exc:  # gone or changed since it was loaded
             raise ProviderError(f"platform profile {profile.name}: {exc}") from None
         last: dict[str, Any] = {}

@@ -38,7 +38,8 @@ def test_the_example_profile_loads(profile_dir):
     profile = load(profile_dir)
     assert profile.name == "example"
     assert profile.corefile and "platform-check.kdrill.internal" in profile.corefile
-    assert [p.name for p in profile.manifests] == ["configmap-policy.yaml"]
+    assert [p.name for p in profile.manifests] == ["configmap-policy.yaml", "policy-webhook.yaml"]
+    assert profile.webhook_tls == {"service": "policy-webhook", "namespace": "platform-policy"}
     assert len(profile.kubeadm_patches) == 1 and profile.has_node_files
     assert "README.md" not in profile.files and "files/audit-policy.yaml" in profile.files
     assert len(profile.hash) == 64
@@ -329,7 +330,8 @@ def test_a_profile_naming_another_configs_cluster_is_refused_before_docker(tmp_p
 
     profile_dir = tmp_path / "profile"
     shutil.copytree(EXAMPLE, profile_dir)
-    (profile_dir / "platform.yaml").write_text("name: ha\ndescription: a profile named like a config\n")
+    (profile_dir / "platform.yaml").write_text("name: ha\ndescription: a profile named like a config\n"
+                                              "webhook_tls: {service: policy-webhook, namespace: platform-policy}\n")
     profile = load(profile_dir)
     with pytest.raises(ProfileError) as caught:
         check_cluster_name(profile, "single")
@@ -422,3 +424,49 @@ def test_the_report_says_whether_the_record_was_checked_against_a_directory(prof
     checked = _run_view(_Run(run_dir=profile_dir, meta={"platform": profile.record(),
                                                         "platform_checked_against": str(profile_dir)}, records=[]))
     assert f"matching {profile_dir}" in checked["platform"]
+
+
+def test_webhook_tls_fills_the_three_placeholders_and_leaves_kubernetes_own(profile_dir):
+    from harness.components.webhook import generate_webhook_tls
+    from harness.platform_profile import manifest_text
+
+    path = profile_dir / "manifests" / "policy-webhook.yaml"
+    with path.open("a") as f:  # a dependent environment variable: Kubernetes expands it, kdrill must not
+        f.write("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: env, namespace: platform-policy}\n"
+                "data: {arg: \"$(POD_NAME)\"}\n")
+    profile = load(profile_dir)
+    tls = generate_webhook_tls("policy-webhook", "platform-policy")
+    docs = list(yaml.safe_load_all(manifest_text(profile, path, tls)))
+    secret = next(d for d in docs if d["kind"] == "Secret")
+    config = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")
+    assert secret["stringData"] == {"tls.crt": tls.cert_pem.decode(), "tls.key": tls.key_pem.decode()}
+    assert config["webhooks"][0]["clientConfig"]["caBundle"] == tls.ca_bundle
+    assert next(d for d in docs if d.get("metadata", {}).get("name") == "env")["data"] == {"arg": "$(POD_NAME)"}
+    # A manifest without the placeholders goes to kubectl as written.
+    plain = profile_dir / "manifests" / "configmap-policy.yaml"
+    assert manifest_text(profile, plain, tls) == plain.read_text()
+
+
+@pytest.mark.parametrize("value, where", [
+    ("policy-webhook", "webhook_tls"),
+    ({"service": "policy-webhook"}, "webhook_tls"),
+    ({"service": "Policy_Webhook", "namespace": "platform-policy"}, "webhook_tls.service"),
+    ({"service": "policy-webhook", "namespace": "", "extra": 1}, "webhook_tls"),
+])
+def test_a_malformed_webhook_tls_is_refused(profile_dir, value, where):
+    meta = yaml.safe_load((profile_dir / "platform.yaml").read_text())
+    meta["webhook_tls"] = value
+    (profile_dir / "platform.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.where == where and "platform.yaml" in caught.value.path
+
+
+def test_tls_placeholders_without_webhook_tls_are_refused(profile_dir):
+    meta = yaml.safe_load((profile_dir / "platform.yaml").read_text())
+    del meta["webhook_tls"]
+    (profile_dir / "platform.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.path.endswith("policy-webhook.yaml")
+    assert "$(tls_cert)" in caught.value.got and "webhook_tls" in caught.value.expected  # the Secret, first

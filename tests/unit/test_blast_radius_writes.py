@@ -1,0 +1,110 @@
+"""The blast-radius drill's writes (harness/probes/blast_radius.py): each write's description
+(what webhooks are matched against) agrees with the request it sends, answers are classified as
+the API gives them, and the opt-out labels really defeat the selector they were made from. Pure
+logic: the API calls are captured, nothing is sent."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from harness import kube_objects
+from harness.components.admission import label_selector_matches
+from harness.probes import blast_radius
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    calls = []
+    monkeypatch.setattr(kube_objects, "dry_run_create",
+                        lambda cluster, manifest, timeout_seconds=None, kind=None: calls.append(("create", manifest, kind)))
+    monkeypatch.setattr(kube_objects, "dry_run_patch",
+                        lambda cluster, ref, body, timeout_seconds=None, kind=None: calls.append(("patch", ref, body, kind)))
+    monkeypatch.setattr(kube_objects, "read", lambda cluster, ref, kind=None: {"metadata": {"labels": {"existing": "yes"}}})
+    return calls
+
+
+def _labels(name):
+    return {"kubernetes.io/metadata.name": name, "team": "a" if name == "drill-ns" else "platform"}
+
+
+def test_every_write_is_described_as_it_is_sent(sent):
+    writes = blast_radius.catalogue(object(), "drill-ns", "node-1", ("platform-policy", "policy-webhook"), _labels,
+                                    opt_out={"exempt": "true"})
+    names = [w.name for w in writes]
+    assert len(names) == len(set(names)) == 12
+    for w in writes:
+        sent.clear()
+        w.send(3.0)
+        (call,) = sent
+        if call[0] == "create":
+            _, manifest, kind = call
+            kind = kind or kube_objects.kind_of(manifest["kind"])
+            assert w.write.operation == "CREATE"
+            assert (kind.plural, kind.api_version) == (w.write.resource, f"{w.write.group}/{w.write.version}".lstrip("/"))
+            assert manifest["metadata"].get("namespace") == (w.write.namespace if kind.namespaced else None)
+            assert manifest["metadata"]["labels"] == w.write.object_labels
+        else:
+            _, ref, body, kind = call
+            kind = kind or kube_objects.kind_of(ref.kind)
+            assert w.write.operation == "UPDATE" and kind.plural == w.write.resource and ref.namespace == w.write.namespace
+            # An UPDATE is matched against the object's labels: what it had, and what the patch adds.
+            assert w.write.object_labels == {"existing": "yes", **body["metadata"]["labels"]}
+        if w.write.namespace:
+            assert w.write.namespace_labels == _labels(w.write.namespace)
+    by_name = {w.name: w for w in writes}
+    assert by_name["configmap-create-opted-out@drill"].write.object_labels["exempt"] == "true"
+    assert {n for n, w in by_name.items() if w.system} == {
+        "event-create@drill", "lease-update@kube-node-lease", "node-update", "configmap-create@kube-system"}
+    assert {n for n, w in by_name.items() if w.repair} == {"service-update@platform-policy",
+                                                          "configmap-create@platform-policy"}
+
+
+def test_without_a_backend_or_an_opt_out_there_are_no_repair_or_opt_out_writes(sent):
+    writes = blast_radius.catalogue(object(), "drill-ns", "node-1", None, _labels)
+    assert not any(w.repair for w in writes) and "configmap-create-opted-out@drill" not in [w.name for w in writes]
+
+
+def _api_error(status, message):
+    exc = ApiException(status=status, reason="x")
+    exc.body = '{"kind": "Status", "message": %s}' % __import__("json").dumps(message)
+    return exc
+
+
+@pytest.mark.parametrize("error, outcome, webhook", [
+    (None, "admitted", None),
+    (_api_error(500, 'Internal error occurred: failed calling webhook "policy.platform.example": failed to call '
+                     'webhook: Post "https://policy-webhook.platform-policy.svc:443/validate?timeout=5s": dial tcp '
+                     '10.96.1.1:443: connect: connection refused'), "rejected", "policy.platform.example"),
+    (_api_error(403, 'admission webhook "policy.platform.example" denied the request: no'), "denied", None),
+    (_api_error(422, "ConfigMap is invalid"), "denied", None),
+    (TimeoutError("read timed out"), "no answer", None),
+])
+def test_answers_are_classified(error, outcome, webhook):
+    got, named, message = blast_radius.classify(error)
+    assert (got, named) == (outcome, webhook)
+    assert (message == "") == (error is None)
+
+
+@pytest.mark.parametrize("selector", [
+    {"matchLabels": {"tier": "web"}},
+    {"matchExpressions": [{"key": "platform.example/policy-exempt", "operator": "DoesNotExist"}]},
+    {"matchExpressions": [{"key": "env", "operator": "NotIn", "values": ["test", "dev"]}]},
+    {"matchExpressions": [{"key": "env", "operator": "In", "values": ["kdrill-not", "prod"]}]},
+    {"matchExpressions": [{"key": "team", "operator": "Exists"}, {"key": "env", "operator": "NotIn", "values": ["x"]}]},
+])
+def test_opt_out_labels_defeat_the_selector(selector):
+    labels = blast_radius.excluding_labels(selector)
+    assert labels and not label_selector_matches(selector, {"team": "a", **labels})
+
+
+@pytest.mark.parametrize("selector", [None, {}, {"matchExpressions": [{"key": "team", "operator": "Exists"}]}])
+def test_no_opt_out_where_a_label_cannot_defeat_the_selector(selector):
+    assert blast_radius.excluding_labels(selector) is None
+
+
+def test_nodes_leases_and_events_are_not_kinds_a_scenario_or_ledger_may_name():
+    # The blast radius writes them as dry runs only; a ledger entry naming a Node must stay refused.
+    for name in blast_radius.DRY_RUN_KINDS:
+        with pytest.raises(KeyError):
+            kube_objects.kind_of(name)
