@@ -27,7 +27,7 @@ from kubernetes import client
 from harness.components.dns import lookups_as_predicted, lookups_predicted
 from harness.expectations import wait_until
 from harness.faults.control_plane_stop import ControlPlaneStop
-from harness.probes import Probes
+from harness.probes import Probes, host_pressure
 from harness.probes.api import ApiReadProbe
 from harness.probes.endpoints import EndpointReadyProbe
 from harness.probes.http import HttpProbe
@@ -285,12 +285,26 @@ def test_control_plane_stop(drill):
     # The recovery window: what broke after the control plane returned, and why.
     service_paths = (("host-http", "workload_http"), ("incluster/clusterip", "service_clusterip"),
                      ("incluster/name", "service_name"))
+    def failures_said(names) -> str:
+        # When and why calls failed after the return, and how starved this machine's CPUs were
+        # then (the nodes are containers on it: a restarting control plane competes with the pods).
+        failed = sorted((s.t, s.detail) for n in names for s in timeline_of(n).samples(*after) if not s.ok)
+        if not failed:
+            return ""
+        stalls = [drill.host_pressure and host_pressure.at(drill.host_pressure.timeline, t) for t, _ in failed]
+        stalls = [x for x in stalls if x is not None]
+        reasons = failure_reasons([s for n in names for s in timeline_of(n).samples(*after)])
+        return (f"; {len(failed)} failed from {failed[0][0] - reverted_at:.1f} to {failed[-1][0] - reverted_at:.1f} s "
+                f"after the revert: " + "; ".join(f"{k}x {why}" for why, k in reasons[:3])
+                + (f"; host CPU stalled {min(stalls):.0%} to {max(stalls):.0%} of those seconds" if stalls else ""))
+
     for probe_name, key in service_paths:
         if f"recovery_{key}_success_ratio" in drill.expectations:
             drill.measure(f"recovery_{key}_success_ratio", ratio(probe_name, after),
-                          detail=f"the {recovery:.0f} s after the revert")
+                          detail=f"the {recovery:.0f} s after the revert{failures_said([probe_name])}")
     drill.measure("recovery_pod_ip_http_success_ratio", lowest_pod_ratio(after),
-                  detail=f"lowest over {len(pod_targets)} pods, the {recovery:.0f} s after the revert")
+                  detail=f"lowest over {len(pod_targets)} pods, the {recovery:.0f} s after the revert"
+                         f"{failures_said(pod_targets)}")
     transitions = node_transitions(probes["nodes"].timeline, start=fault.injected_at - 5)
     marked = sorted({c["node"] for c in transitions if c["t"] >= reverted_at and c["ready"] != "True"})
     drill.observe("nodes_marked_not_ready_after_return", marked)

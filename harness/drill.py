@@ -23,6 +23,8 @@ import allure
 import pytest
 
 from harness.evidence import DrillRecord, EvidenceWriter
+from harness.probes import host_pressure
+from harness.probes.host_pressure import HostCpuPressure
 from harness.expectations import ExpectationFailed, Expectations, WaitLog, log_waits
 from harness.faults import Fault, injected
 from harness.ledger import Ledger
@@ -56,6 +58,8 @@ class Drill:
         # Every wait from here to finish() is in the record, with the last error it met.
         self.waits = WaitLog()
         log_waits(self.waits)
+        # The machine under the cluster: a timing missed while it was saturated says so.
+        self.host_pressure = HostCpuPressure().start() if HostCpuPressure.available() else None
 
     @property
     def name(self) -> str:
@@ -179,6 +183,11 @@ class Drill:
         elif error is not None and not isinstance(error, ExpectationFailed):
             self.record.errors.append(f"{type(error).__name__}: {error}")
         log_waits(None)
+        if self.host_pressure is not None:
+            self.add_timelines({self.host_pressure.name: self.host_pressure.stop()})
+            self.observe("host_cpu_pressure", {
+                "what": "fraction of the time runnable work on this machine waited for a CPU (/proc/pressure/cpu)",
+                "by_phase": host_pressure.by_phase(self.host_pressure.timeline, self.record.phases)})
         self.record.waits = self.waits.to_list()
         self.record.waits_dropped = self.waits.dropped
         self.record.probes = {name: summarize(name, tl.samples()) for name, tl in self.timelines.items()}

@@ -157,13 +157,15 @@ def test_a_run_on_the_cluster_names_its_profile_in_the_evidence(platform_cluster
     """A data-only drill that needs nothing but the API (pod-delete) on the profile's cluster,
     reached only through its kubeconfig: run.json and the report carry the profile. A drill that
     needs node access (worker-node-loss) is skipped there, its record saying what it would have
-    done on the nodes."""
+    done on the nodes. The webhook blast-radius drill finds the profile's own webhook and maps
+    what its outage blocks (both cases), against what its configuration says."""
     provider, profile_dir = platform_cluster
     started = time.time()
     result = subprocess.run([sys.executable, "-m", "harness.cli", "--reports", str(tmp_path / "reports"), "run",
-                             "pod-delete", "worker-node-loss", "--run-id", "platform-run", "--kubeconfig", str(provider.kubeconfig_path()),
+                             "pod-delete", "worker-node-loss", "webhook-blast-radius", "--run-id", "platform-run",
+                             "--kubeconfig", str(provider.kubeconfig_path()),
                              "--context", f"kind-{provider.name}", "--allow-context", f"kind-{provider.name}"],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
     run_dir = tmp_path / "reports" / "platform-run"
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["platform"] == load(profile_dir).record(), (meta.get("platform"), result.stdout[-2000:])
@@ -172,5 +174,21 @@ def test_a_run_on_the_cluster_names_its_profile_in_the_evidence(platform_cluster
     assert skipped["verdict"] == "skipped", skipped["verdict"]
     assert any("does not give: it freezes a worker's node container whole" in e for e in skipped["errors"]), \
         skipped["errors"]
-    assert time.time() - started < 600
+    for case in ("refused", "blackhole"):
+        record = json.loads((run_dir / f"webhook-blast-radius[{case}].json").read_text())
+        assert record["verdict"] == "passed", (case, record["verdict"], record["errors"],
+                                               [x for x in record["expectations"] if x["verdict"] != "passed"])
+        writes = record["observations"]["blast_radius"]["platform-policy/policy-webhook"]["writes"]
+        # The profile's webhook blocks application writes its rules and selectors take in...
+        assert writes["configmap-create@drill"]["outcome"] == "rejected", writes["configmap-create@drill"]
+        assert writes["configmap-create@drill"]["webhook"] == "policy.platform.example"
+        assert writes["deployment-create@drill"]["outcome"] == "rejected"
+        # ...and not what its namespaceSelector, objectSelector or rules leave out.
+        for name in ("configmap-create@kube-system", "configmap-create-opted-out@drill", "pod-create@drill",
+                     "lease-update@kube-node-lease", "service-update@platform-policy"):
+            assert writes[name]["outcome"] == "admitted", (name, writes[name])
+        rejected = [w["seconds"] for w in writes.values() if w["outcome"] == "rejected"]
+        # Refused fails at once; a black hole holds each write for the webhook's timeoutSeconds (5 s).
+        assert (max(rejected) < 2.5) if case == "refused" else (min(rejected) >= 4.5), (case, rejected)
+    assert time.time() - started < 900
 
