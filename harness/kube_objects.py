@@ -257,10 +257,11 @@ def dry_run_create(cluster: Cluster, manifest: dict[str, Any], api=None,
     does not declare, see :func:`dry_run_patch`). Raises ApiException when the
     API refuses it (an admission denial included), what the client raises for no answer, KeyError
     for a kind the runner does not know, ValueError for a name the API would not take."""
-    ref = Ref.of(manifest)
-    kind = kind or kind_of(ref.kind)
-    kind.path(ref.name, ref.namespace)
-    return _call(cluster, "POST", kind.path(namespace=ref.namespace), body=manifest, api=api,
+    kind = kind or kind_of(manifest["kind"])
+    meta = manifest.get("metadata") or {}
+    namespace = meta.get("namespace") if kind.namespaced else None
+    kind.path(meta["name"], namespace)
+    return _call(cluster, "POST", kind.path(namespace=namespace), body=manifest, api=api,
                  timeout_seconds=timeout_seconds, query=DRY_RUN)
 
 

@@ -1270,6 +1270,36 @@ def _observation_rows(observations: Any) -> list[dict[str, Any]] | None:
     return rows
 
 
+def _blast_radius_rows(observations: Any) -> list[dict[str, Any]] | None:
+    """The webhook blast-radius map (observation ``blast_radius``: backend -> its writes), a row
+    per backend and write: outcome with its latency and the webhook the rejection named, beside
+    what the configuration predicted and why; a backend not taken down is one row saying why.
+    None when the record has no map; anything malformed is shown as text, never trusted."""
+    blast = observations.get("blast_radius") if isinstance(observations, dict) else None
+    if not isinstance(blast, dict) or not blast:
+        return None
+    rows = []
+    for backend, entry in blast.items():
+        if not isinstance(entry, dict):
+            rows.append({"backend": _text(backend), "write": "", "not_drilled": _text(entry)})
+            continue
+        if entry.get("not_drilled"):
+            rows.append({"backend": _text(backend), "write": "", "not_drilled": _text(entry["not_drilled"])})
+            continue
+        writes = entry.get("writes") if isinstance(entry.get("writes"), dict) else {}
+        for name, w in writes.items():
+            w = w if isinstance(w, dict) else {}
+            outcome, predicted = w.get("outcome"), w.get("predicted")
+            rows.append({"backend": _text(backend), "write": _text(name), "outcome": _text(outcome or "—"),
+                         "seconds": _seconds(w.get("seconds")), "webhook": _text(w.get("webhook") or ""),
+                         "predicted": _text(predicted if predicted is not None else "cannot tell"),
+                         "differs": predicted is not None and outcome != predicted,
+                         "kind": "platform's own" if w.get("system") is True else
+                                 ("webhook's repair" if w.get("repair") is True else ""),
+                         "why": _text(w.get("why") or "")[:300]})
+    return rows
+
+
 def _evidence_files(run_dir: Path, record_path: Path, record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The record and the files it names, each with whether it is in the run directory."""
     files = record.get("evidence_files")
@@ -1375,6 +1405,7 @@ def _drill_view(run_dir: Path, record_path: Path, record: dict[str, Any]) -> dic
         "vitals": _vitals_view(record, t0),
         "probes": _probe_rows(record.get("probes"), t0),
         "observations": _observation_rows(record.get("observations")),
+        "blast_radius": _blast_radius_rows(record.get("observations")),
         "replaced": _expectation_rows(replaced, t0) if isinstance(replaced, list) and replaced else None,
         "waits": _waits_view(record, t0),
         "errors": [_text(e) for e in errors] if isinstance(errors, list) else [],

@@ -154,15 +154,15 @@ def test_a_changed_profile_is_refused_on_the_cluster_built_from_the_old_one(plat
 
 
 def test_a_run_on_the_cluster_names_its_profile_in_the_evidence(platform_cluster, tmp_path):
-    """A data-only drill that needs nothing but the API (pod-delete) on the profile's cluster,
-    reached only through its kubeconfig: run.json and the report carry the profile. A drill that
-    needs node access (worker-node-loss) is skipped there, its record saying what it would have
-    done on the nodes. The webhook blast-radius drill finds the profile's own webhook and maps
-    what its outage blocks (both cases), against what its configuration says."""
+    """A drill that needs nothing but the API (webhook-blast-radius, both cases) on the profile's
+    cluster, reached only through its kubeconfig: it finds the profile's own webhook and maps what
+    its outage blocks against what its configuration says, and run.json and the report carry the
+    profile. A drill that needs node access (worker-node-loss) is skipped there, its record saying
+    what it would have done on the nodes."""
     provider, profile_dir = platform_cluster
     started = time.time()
     result = subprocess.run([sys.executable, "-m", "harness.cli", "--reports", str(tmp_path / "reports"), "run",
-                             "pod-delete", "worker-node-loss", "webhook-blast-radius", "--run-id", "platform-run",
+                             "worker-node-loss", "webhook-blast-radius", "--run-id", "platform-run",
                              "--kubeconfig", str(provider.kubeconfig_path()),
                              "--context", f"kind-{provider.name}", "--allow-context", f"kind-{provider.name}"],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
@@ -175,7 +175,8 @@ def test_a_run_on_the_cluster_names_its_profile_in_the_evidence(platform_cluster
     assert any("does not give: it freezes a worker's node container whole" in e for e in skipped["errors"]), \
         skipped["errors"]
     for case in ("refused", "blackhole"):
-        record = json.loads((run_dir / f"webhook-blast-radius[{case}].json").read_text())
+        record = json.loads((run_dir / f"webhook-blast-radius--{case}.json").read_text())
+        assert record["observations"]["blast_radius"]["platform-policy/policy-webhook"]["baseline_not_admitted"] == {}
         assert record["verdict"] == "passed", (case, record["verdict"], record["errors"],
                                                [x for x in record["expectations"] if x["verdict"] != "passed"])
         writes = record["observations"]["blast_radius"]["platform-policy/policy-webhook"]["writes"]

@@ -108,3 +108,14 @@ def test_nodes_leases_and_events_are_not_kinds_a_scenario_or_ledger_may_name():
     for name in blast_radius.DRY_RUN_KINDS:
         with pytest.raises(KeyError):
             kube_objects.kind_of(name)
+
+
+def test_a_dry_run_of_a_kind_only_the_blast_radius_writes_goes_to_its_path(monkeypatch):
+    # The Event write once failed before anything was sent: the path came from the declarable kinds.
+    paths = []
+    monkeypatch.setattr(kube_objects, "_call", lambda cluster, method, path, **kw: paths.append((method, path, kw["query"])))
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e.1", "namespace": "drill-ns"}}
+    kube_objects.dry_run_create(object(), event, kind=blast_radius.DRY_RUN_KINDS["Event"])
+    kube_objects.dry_run_patch(object(), kube_objects.Ref("Node", "node-1"), {}, kind=blast_radius.DRY_RUN_KINDS["Node"])
+    assert paths == [("POST", "/api/v1/namespaces/drill-ns/events", kube_objects.DRY_RUN),
+                     ("PATCH", "/api/v1/nodes/node-1", kube_objects.DRY_RUN)]

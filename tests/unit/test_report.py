@@ -958,3 +958,29 @@ def test_rendering_is_the_same_bytes_in_fresh_interpreters(tmp_path: Path) -> No
         pages.add(done.stdout)
     here = render_report(run_dir, seal=seal, generated_at=datetime(2025, 1, 1, 12, tzinfo=timezone.utc))
     assert pages == {here.encode()}
+
+
+def test_the_blast_radius_map_is_a_table_and_malformed_entries_do_not_break_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    evil = '<script>alert("x")</script>'
+    blast = {
+        "platform-policy/policy-webhook": {"writes": {
+            "configmap-create@drill": {"outcome": "rejected", "seconds": 0.012, "webhook": "policy.platform.example",
+                                       "predicted": "rejected", "why": "rule 0 matches", "system": False},
+            "lease-update@kube-node-lease": {"outcome": "rejected", "seconds": 0.02, "webhook": evil,
+                                             "predicted": "admitted", "why": evil, "system": True},
+            "odd": "junk"}},
+        "team/gate": {"not_drilled": "its revert would be sent to it"},
+        evil: ["not", "a", "mapping"],
+    }
+    write_json(run_dir / "br.json", record("webhook-blast-radius", "refused", "failed", T0,
+                                           observations={"blast_radius": blast}))
+    text = build_report(run_dir).read_text(encoding="utf-8")
+    assert "<script" not in text.lower()
+    table = parse(text).find_all("table", cls="blast-radius")[0]
+    rows = table.find_all("tr")[1:]
+    assert len(rows) == 5
+    cells = [r.all_text() for r in rows]
+    assert "configmap-create@drill" in cells[0] and "0.012 s" in cells[0] and "(differs)" not in cells[0]
+    assert "lease-update@kube-node-lease" in cells[1] and "(differs)" in cells[1] and "platform's own" in cells[1]
+    assert "not taken down: its revert would be sent to it" in cells[3]
