@@ -100,6 +100,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         scenarios_dir = directories.pop()
     scenarios = [find_scenario(name, scenarios_dir) for name in args.scenarios] if args.scenarios \
         else load_scenarios(scenarios_dir)
+    if not args.scenarios:
+        # "Every drill" leaves out those that run only when named, and says so.
+        for s in scenarios:
+            if s.on_request:
+                print(f"not planned: {s.name} runs only when named ({s.on_request})")
+        scenarios = [s for s in scenarios if not s.on_request]
     if not scenarios:
         from harness.scenario import ScenarioError
 
@@ -441,7 +447,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from harness.scenario import load_scenarios
 
     for s in load_scenarios(resources.scenarios_dir()):
-        node = " (needs node access)" if s.needs_node_access else ""
+        node = (" (needs node access)" if s.needs_node_access else "") + (" (runs only when named)" if s.on_request else "")
         print(f"{s.name:28} {s.title}{node}\n{'':28} fault {s.fault_kind}; cluster {s.cluster_config}; {s.drill}")
     return 0
 

@@ -180,13 +180,24 @@ def _generate_data_scenarios(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     wanted = set(config.getoption("--kdrill-scenario"))
-    if wanted:
-        keep, drop = [], []
-        for item in items:
-            name = _scenario_of(item)
+    keep, drop = [], []
+    for item in items:
+        name = _scenario_of(item)
+        if wanted:
             (keep if name in wanted else drop).append(item)
+        else:
+            # A scenario that runs only when named (on_request) is not one of "every drill".
+            (drop if name and _on_request(config, name) else keep).append(item)
+    if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _on_request(config: pytest.Config, name: str) -> bool:
+    try:
+        return bool(_scenario(config, name).on_request)
+    except Exception:  # an unreadable scenario is refused where its cases are made
+        return False
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -303,6 +303,10 @@ SCHEMA: dict[str, Any] = {
         },
         # How bad it is for the platform when the claim does not hold (Allure's severity levels).
         "severity": {"enum": list(SEVERITIES)},
+        # Run only when named (kdrill run NAME, --kdrill-scenario NAME), never in "every drill":
+        # why, e.g. it drills what a team's platform installed, which kdrill's own cluster lacks.
+        "on_request": {"type": "string", "minLength": 1, "pattern": "\\S",
+                       "x-expected": "a sentence: why this drill runs only when named"},
         # vital sign -> the expectation that covers it: its degradation is the drill's point,
         # not an unnoticed side effect (harness/vitals.py)
         "vital_signs": {
@@ -482,6 +486,7 @@ class Scenario:
     # data-only scenarios: {"windows": {...}, "probes": [...]} (harness/runner.py); None for a drill file
     runner: dict[str, Any] | None = field(default=None, hash=False)
     node_access_for: str = ""  # cluster.node_access_for: what a drill file does on the nodes
+    on_request: str = ""  # why it runs only when named; "" for a drill of the default catalogue
 
     def node_access_needs(self) -> list[str]:
         """What the drill does on the nodes, each a phrase after "it": its fault's (the fault
@@ -551,6 +556,7 @@ class Scenario:
             "cases": [c.to_dict() for c in self.cases],
             "vital_signs": {sign: list(names) for sign, names in self.vital_signs.items()},
             "severity": self.severity,
+            **({"on_request": self.on_request} if self.on_request else {}),
             **({"runner": copy.deepcopy(self.runner)} if self.runner is not None else {}),
             "path": str(self.path),
         }
@@ -1435,6 +1441,7 @@ def _build(path: Path, data: dict) -> Scenario:
         severity=data.get("severity", "normal"),
         runner=copy.deepcopy(data.get("runner")),
         node_access_for=data["cluster"].get("node_access_for", ""),
+        on_request=data.get("on_request", "").strip(),
         cases=tuple(Case(c["name"], copy.deepcopy(c.get("params") or {}), _expectation_specs(c.get("expectations") or []))
                     for c in data.get("cases", [])),
         path=path,
