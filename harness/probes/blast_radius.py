@@ -21,13 +21,14 @@ import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
 from harness import kube_objects
-from harness.components.admission import Write
+from harness.components.admission import Write, label_selector_matches
 from harness.kube_objects import Kind, Ref
+from harness.params import _LABEL_KEY, _LABEL_VALUE
 from harness.providers import Cluster
 from harness.vitals import NAMESPACE as VITALS_NAMESPACE
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
@@ -107,19 +108,33 @@ def _labelled(name: str) -> dict[str, Any]:
 def excluding_labels(selector: dict | None) -> dict[str, str] | None:
     """Labels an object can carry so that ``selector`` (a LabelSelector, the API's camelCase) does
     not match it, from its first requirement that adding a label can defeat; None when there is
-    none (an empty selector, or only ``Exists``: a label must then be missing, not added)."""
-    selector = selector or {}
-    for key, value in (selector.get("matchLabels") or {}).items():
-        return {key: f"{value}-not"[:63] if value else "kdrill-not"}
-    for requirement in selector.get("matchExpressions") or []:
-        key, op, values = requirement.get("key"), requirement.get("operator"), requirement.get("values") or []
-        if op == "DoesNotExist":
-            return {key: "kdrill"}
-        if op == "NotIn" and values:
-            return {key: values[0]}
-        if op == "In":
-            return {key: next(v for v in ("kdrill-not", "kdrill-not-2") if v not in values)}
+    none (an empty selector, or only ``Exists``: a label must then be missing, not added) or the
+    selector is one the API would refuse. Always a valid label that the selector really misses."""
+    try:
+        label_selector_matches(selector, {})  # raises for a malformed selector: nothing to defeat
+    except ValueError:
+        return None
+    for key, value in _defeating(selector or {}):
+        # Checked, not trusted: a value is at most 63 characters, and a NotIn value may be any string.
+        if _LABEL_KEY.fullmatch(key) and _LABEL_VALUE.fullmatch(value) and \
+                not label_selector_matches(selector, {key: value}):
+            return {key: value}
     return None
+
+
+def _defeating(selector: dict) -> Iterator[tuple[str, str]]:
+    """Candidate (key, value) pairs, each meant to defeat one requirement of ``selector``."""
+    others = ("kdrill-not", "kdrill-not-2", "kdrill-not-3")  # an In list may hold some of them: the next is tried
+    for key in selector.get("matchLabels") or {}:
+        yield from ((key, v) for v in others)
+    for requirement in selector.get("matchExpressions") or []:
+        key, op, values = requirement["key"], requirement["operator"], requirement.get("values") or []
+        if op == "DoesNotExist":
+            yield key, "kdrill"
+        elif op == "NotIn":
+            yield from ((key, v) for v in values)
+        elif op == "In":
+            yield from ((key, v) for v in others)
 
 
 def catalogue(cluster: Cluster, namespace: str, node: str, own: tuple[str, str] | None,

@@ -119,3 +119,32 @@ def test_a_dry_run_of_a_kind_only_the_blast_radius_writes_goes_to_its_path(monke
     kube_objects.dry_run_patch(object(), kube_objects.Ref("Node", "node-1"), {}, kind=blast_radius.DRY_RUN_KINDS["Node"])
     assert paths == [("POST", "/api/v1/namespaces/drill-ns/events", kube_objects.DRY_RUN),
                      ("PATCH", "/api/v1/nodes/node-1", kube_objects.DRY_RUN)]
+
+
+@pytest.mark.parametrize("selector", [
+    # In already listing the first candidates (once StopIteration).
+    {"matchExpressions": [{"key": "team", "operator": "In", "values": ["kdrill-not", "kdrill-not-2"]}]},
+    # A 63-character value once came back as itself (truncated "-not"), a 62-character one ending in "-".
+    {"matchLabels": {"team": "x" * 63}},
+    {"matchLabels": {"team": "x" * 62}},
+    {"matchLabels": {"team": ""}},
+    # A NotIn value that is no label value is skipped for the next requirement.
+    {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["not a value!", "ok"]}]},
+])
+def test_opt_out_labels_are_valid_labels_that_defeat_odd_selectors(selector):
+    from harness.params import _LABEL_KEY, _LABEL_VALUE
+
+    labels = blast_radius.excluding_labels(selector)
+    assert labels and not label_selector_matches(selector, labels)
+    assert all(_LABEL_KEY.fullmatch(k) and _LABEL_VALUE.fullmatch(v) for k, v in labels.items())
+
+
+@pytest.mark.parametrize("selector", [
+    "junk", {"matchLabels": ["a"]}, {"matchExpressions": {"key": "a"}}, {"matchExpressions": ["a"]},
+    {"matchExpressions": [{"operator": "DoesNotExist"}]},
+    {"matchExpressions": [{"key": "bad key!", "operator": "DoesNotExist"}]},
+    {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["not a value!"]}]},
+    {"matchExpressions": [{"key": "t", "operator": "In", "values": ["kdrill-not", "kdrill-not-2", "kdrill-not-3"]}]},
+])
+def test_no_opt_out_from_a_malformed_or_undefeatable_selector(selector):
+    assert blast_radius.excluding_labels(selector) is None
