@@ -8,7 +8,9 @@ A profile is a directory (``kdrill run --platform DIR``, ``kdrill cluster create
                          certificate for that Service are made when the profile is installed
                          (never stored in the profile), and the manifests' ``$(tls_cert)``,
                          ``$(tls_key)`` and ``$(tls_ca_bundle)`` are replaced by them, as in a
-                         scenario's ``workload.tls``
+                         scenario's ``workload.tls``: in manifests' string values only,
+                         ``$(tls_key)`` only in a Secret's stringData, and the Service one the
+                         manifests make
     kubeadm/*.yaml       kubeadm config patches (kind's kubeadmConfigPatches), one document each, of
                          kind ClusterConfiguration, InitConfiguration, JoinConfiguration,
                          KubeletConfiguration or KubeProxyConfiguration, of the apiVersion kind
@@ -86,6 +88,7 @@ ALLOWED_ENTRIES = {PROFILE_FILE: "file", "README.md": "file", "kubeadm": "dir", 
                    "coredns": "dir", "images": "dir"}
 NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,18}[a-z0-9])?")  # fullmatch: "$" would let a final newline in
 NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # metadata.namespace: a DNS label, whatever the kind
+SERVICE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # a Service's name: an RFC 1035 label, starting with a letter
 # YAML aliases may make a document small as written and huge once expanded (the "billion laughs"):
 # kubectl and kind (go-yaml) refuse that as "excessive aliasing", but only once the cluster is up.
 # A document expanding to more collections than this, mostly through aliases, is refused first.
@@ -309,6 +312,47 @@ def _tls_placeholders(value: Any) -> set[str]:
     return set()
 
 
+def _tls_in_keys(value: Any) -> str | None:
+    """The first mapping key in ``value`` holding a TLS placeholder (keys are not replaced), or None."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = k if isinstance(k, str) and _TLS_PLACEHOLDER.search(k) else _tls_in_keys(v)
+            if found is not None:
+                return found
+    if isinstance(value, list):
+        return next((found for v in value if (found := _tls_in_keys(v)) is not None), None)
+    return None
+
+
+def _tls_misplaced(doc: dict[str, Any]) -> tuple[str, str, str] | None:
+    """(field after the document's, expected, got) when ``doc`` holds a TLS placeholder where it would not be replaced
+    or would not work, or None; as a scenario's workload.tls is checked (harness/scenario.py)."""
+    key = _tls_in_keys(doc)
+    if key is not None:
+        return "", "$(tls_*) in string values only (mapping keys are not replaced)", repr(key)
+    # The private key goes in a Secret's stringData only: anywhere else it is readable by whoever
+    # reads that object, and an object the API refuses is quoted back in its error.
+    elsewhere = {k: v for k, v in doc.items() if (doc["kind"], k) != ("Secret", "stringData")}
+    if "tls_key" in _tls_placeholders(elsewhere):
+        return "", "$(tls_key) only in the stringData of a Secret", f"$(tls_key) in a {doc['kind']}" + (
+            " outside its stringData" if doc["kind"] == "Secret" else "")
+    # data and binaryData hold base64, and $(tls_cert) is replaced by PEM text ($(tls_ca_bundle) is base64).
+    binary = {"Secret": "data", "ConfigMap": "binaryData"}.get(doc["kind"])
+    if binary and "tls_cert" in _tls_placeholders(doc.get(binary)):
+        return f".{binary}", f"$(tls_cert) in stringData or data, not {binary} (it holds base64; $(tls_cert) is PEM)", \
+            f"$(tls_cert) in {binary}"
+    return None
+
+
+def _refuse_tls_placeholders(path: Path, text: str) -> None:
+    """A kubeadm patch or the Corefile goes to the cluster as written: a TLS placeholder there
+    would reach it unreplaced."""
+    found = sorted(set(_TLS_PLACEHOLDER.findall(text)))
+    if found:
+        raise ProfileError(path, "content", "no $(tls_cert), $(tls_key) or $(tls_ca_bundle) (replaced in manifests/ "
+                           "only)", ", ".join(f"$({n})" for n in found))
+
+
 def _with_tls(value: Any, values: dict[str, str]) -> Any:
     if isinstance(value, str):
         return _TLS_PLACEHOLDER.sub(lambda m: values[m.group(1)], value)
@@ -364,9 +408,10 @@ def load(directory: str | Path) -> PlatformProfile:
             raise ProfileError(meta_path, "webhook_tls", "a mapping with service and namespace (the webhook's "
                                "Service, whose serving certificate is made when the profile is installed)",
                                repr(webhook_tls))
-        for key in ("service", "namespace"):
-            if not isinstance(webhook_tls[key], str) or not NAMESPACE.fullmatch(webhook_tls[key]):
-                raise ProfileError(meta_path, f"webhook_tls.{key}", "a DNS label (a-z, 0-9, -)",
+        for key, pattern, what in (("service", SERVICE, "a Service name: a DNS label starting with a letter"),
+                                   ("namespace", NAMESPACE, "a namespace name: a DNS label")):
+            if not isinstance(webhook_tls[key], str) or not pattern.fullmatch(webhook_tls[key]):
+                raise ProfileError(meta_path, f"webhook_tls.{key}", f"{what} of at most 63 characters (a-z, 0-9, -)",
                                    repr(webhook_tls[key]))
     name, description = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not NAME.fullmatch(name):
@@ -396,6 +441,7 @@ def load(directory: str | Path) -> PlatformProfile:
         if len(text.encode()) > KUBEADM_PATCH_MAX_BYTES:
             raise ProfileError(path, "size", f"at most {KUBEADM_PATCH_MAX_BYTES // 1024} KiB (kind reads a patch "
                                "through a 64 KiB buffer)", f"{len(text.encode())} bytes")
+        _refuse_tls_placeholders(path, text)
         patches.append(text)
 
     manifests = []
@@ -443,10 +489,20 @@ def load(directory: str | Path) -> PlatformProfile:
                 raise ProfileError(path, where, "$(tls_cert), $(tls_key) and $(tls_ca_bundle) only with webhook_tls "
                                    "in platform.yaml (which says whose certificate they are)",
                                    ", ".join(f"$({n})" for n in sorted(used)))
+            misplaced = _tls_misplaced(doc)
+            if misplaced:
+                raise ProfileError(path, where + misplaced[0], misplaced[1], misplaced[2])
             objects += 1
         if not objects:  # kubectl apply refuses a file with no object: after the cluster is up
             raise ProfileError(path, "content", "at least one Kubernetes object", "none")
         manifests.append(path)
+
+    if webhook_tls is not None and ("", "Service", webhook_tls["namespace"], webhook_tls["service"]) not in seen:
+        # A certificate for a Service no manifest makes fits no webhook: a fail-closed one would
+        # then refuse every write it matches, once the cluster is up.
+        made = sorted(f"{k[2]}/{k[3]}" for k in seen if k[:2] == ("", "Service"))
+        raise ProfileError(meta_path, "webhook_tls", "a Service made by manifests/ (namespace/name): "
+                           + (", ".join(made) or "none"), f"{webhook_tls['namespace']}/{webhook_tls['service']}")
 
     corefile = None
     if (root / "coredns").is_dir():
@@ -459,6 +515,7 @@ def load(directory: str | Path) -> PlatformProfile:
         if len(corefile.encode()) > COREFILE_MAX_BYTES:
             raise ProfileError(root / "coredns" / "Corefile", "size", "at most 1 MiB (it goes into a ConfigMap)",
                                f"{len(corefile.encode())} bytes")
+        _refuse_tls_placeholders(root / "coredns" / "Corefile", corefile)
         problem = _corefile_problem(corefile)
         if problem:
             raise ProfileError(root / "coredns" / "Corefile", "content", "a Corefile: server blocks in balanced braces",

@@ -470,3 +470,51 @@ def test_tls_placeholders_without_webhook_tls_are_refused(profile_dir):
         load(profile_dir)
     assert caught.value.path.endswith("policy-webhook.yaml")
     assert "$(tls_cert)" in caught.value.got and "webhook_tls" in caught.value.expected  # the Secret, first
+
+
+@pytest.mark.parametrize("extra, where, got", [
+    # A mapping key is not replaced: it would reach the cluster as "$(tls_cert)".
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k, namespace: platform-policy}\ndata: {\"$(tls_cert)\": x}\n",
+     "document 1", "'$(tls_cert)'"),
+    # The private key in a ConfigMap is readable by whoever reads ConfigMaps.
+    ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: k, namespace: platform-policy}\ndata: {key: \"$(tls_key)\"}\n",
+     "document 1", "$(tls_key) in a ConfigMap"),
+    # data holds base64: the PEM text would be refused by the API once the cluster is up.
+    ("apiVersion: v1\nkind: Secret\nmetadata: {name: k, namespace: platform-policy}\ndata: {tls.crt: \"$(tls_cert)\"}\n",
+     "document 1.data", "$(tls_cert) in data"),
+])
+def test_tls_placeholders_where_they_would_not_work_are_refused(profile_dir, extra, where, got):
+    (profile_dir / "manifests" / "zz-extra.yaml").write_text(extra)
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.path.endswith("zz-extra.yaml") and caught.value.where == where and caught.value.got == got
+
+
+def test_the_ca_bundle_in_a_secrets_data_is_base64_and_allowed(profile_dir):
+    (profile_dir / "manifests" / "zz-extra.yaml").write_text(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: k, namespace: platform-policy}\ndata: {ca.crt: \"$(tls_ca_bundle)\"}\n")
+    load(profile_dir)
+
+
+@pytest.mark.parametrize("relative", ["kubeadm/apiserver-audit.yaml", "coredns/Corefile"])
+def test_tls_placeholders_outside_manifests_are_refused(profile_dir, relative):
+    # Only manifests are filled in: elsewhere the placeholder would reach the cluster as written.
+    path = profile_dir / relative
+    path.write_text(path.read_text() + "\n# $(tls_ca_bundle)\n")
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.path == str(path) and caught.value.got == "$(tls_ca_bundle)"
+
+
+@pytest.mark.parametrize("value, expected", [
+    ({"service": "1-webhook", "namespace": "platform-policy"}, "starting with a letter"),  # a DNS label, no Service name
+    ({"service": "other-webhook", "namespace": "platform-policy"}, "platform-policy/policy-webhook"),  # made by no manifest
+    ({"service": "policy-webhook", "namespace": "default"}, "platform-policy/policy-webhook"),
+])
+def test_webhook_tls_must_name_a_service_the_manifests_make(profile_dir, value, expected):
+    meta = yaml.safe_load((profile_dir / "platform.yaml").read_text())
+    meta["webhook_tls"] = value
+    (profile_dir / "platform.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.where.startswith("webhook_tls") and expected in caught.value.expected
