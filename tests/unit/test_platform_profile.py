@@ -447,6 +447,15 @@ def test_webhook_tls_fills_the_three_placeholders_and_leaves_kubernetes_own(prof
     assert manifest_text(profile, plain, tls) == plain.read_text()
 
 
+def _refused_webhook_tls(profile_dir, value) -> ProfileError:
+    meta = yaml.safe_load((profile_dir / "platform.yaml").read_text())
+    meta["webhook_tls"] = value
+    (profile_dir / "platform.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    return caught.value
+
+
 @pytest.mark.parametrize("value, where", [
     ("policy-webhook", "webhook_tls"),
     ({"service": "policy-webhook"}, "webhook_tls"),
@@ -454,12 +463,8 @@ def test_webhook_tls_fills_the_three_placeholders_and_leaves_kubernetes_own(prof
     ({"service": "policy-webhook", "namespace": "", "extra": 1}, "webhook_tls"),
 ])
 def test_a_malformed_webhook_tls_is_refused(profile_dir, value, where):
-    meta = yaml.safe_load((profile_dir / "platform.yaml").read_text())
-    meta["webhook_tls"] = value
-    (profile_dir / "platform.yaml").write_text(yaml.safe_dump(meta))
-    with pytest.raises(ProfileError) as caught:
-        load(profile_dir)
-    assert caught.value.where == where and "platform.yaml" in caught.value.path
+    error = _refused_webhook_tls(profile_dir, value)
+    assert error.where == where and "platform.yaml" in error.path
 
 
 def test_tls_placeholders_without_webhook_tls_are_refused(profile_dir):
@@ -512,9 +517,5 @@ def test_tls_placeholders_outside_manifests_are_refused(profile_dir, relative):
     ({"service": "policy-webhook", "namespace": "default"}, "platform-policy/policy-webhook"),
 ])
 def test_webhook_tls_must_name_a_service_the_manifests_make(profile_dir, value, expected):
-    meta = yaml.safe_load((profile_dir / "platform.yaml").read_text())
-    meta["webhook_tls"] = value
-    (profile_dir / "platform.yaml").write_text(yaml.safe_dump(meta))
-    with pytest.raises(ProfileError) as caught:
-        load(profile_dir)
-    assert caught.value.where.startswith("webhook_tls") and expected in caught.value.expected
+    error = _refused_webhook_tls(profile_dir, value)
+    assert error.where.startswith("webhook_tls") and expected in error.expected
