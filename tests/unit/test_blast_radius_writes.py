@@ -148,3 +148,18 @@ def test_opt_out_labels_are_valid_labels_that_defeat_odd_selectors(selector):
 ])
 def test_no_opt_out_from_a_malformed_or_undefeatable_selector(selector):
     assert blast_radius.excluding_labels(selector) is None
+
+
+def test_kdrill_recover_rebuilds_the_webhook_backend_fault_from_its_ledger_entry():
+    # A crash mid-fault leaves only the ledger's target: recover must find this kind and put the
+    # recorded selector back (the revert is service-blackhole's, whose recovery is tested on a cluster).
+    from harness.faults import fault_class
+    from harness.faults.webhook_backend_down import WebhookBackendDown
+
+    fault = WebhookBackendDown(object(), "platform-policy", "policy-webhook", original_selector={"app": "w"},
+                               blackhole_selector={"app.kubernetes.io/name": "kdrill-webhook-blackhole"},
+                               reroute_to={"app.kubernetes.io/name": "kdrill-webhook-blackhole"})
+    again = fault_class("webhook-backend-down").from_target(object(), fault.target())
+    assert isinstance(again, WebhookBackendDown)
+    assert (again.namespace, again.name, again.original_selector, again.blackhole_selector) == (
+        "platform-policy", "policy-webhook", {"app": "w"}, {"app.kubernetes.io/name": "kdrill-webhook-blackhole"})
