@@ -143,24 +143,39 @@ def kind_of(name: str) -> Kind:
         raise KeyError(f"kind {name!r} is not one the runner knows: {', '.join(sorted(KINDS))}") from None
 
 
-def expand(value: Any, values: dict[str, str]) -> Any:
+def expand(value: Any, values: dict[str, str], leave_unknown: bool = False) -> Any:
     """``value`` with every ``$(name)`` in its strings replaced from ``values`` (recursively, on
-    copies). Raises KeyError for a placeholder ``values`` does not have."""
+    copies). Raises KeyError for a placeholder ``values`` does not have, unless ``leave_unknown``
+    (then it stays as written: a platform profile's manifests are the team's, with their own)."""
     if isinstance(value, str):
         def one(match: re.Match) -> str:
             escaped, name = match.groups()
             if escaped:
                 return f"$({name})"
             if name not in values:
+                if leave_unknown:
+                    return match.group(0)
                 raise KeyError(f"unknown placeholder $({name}); known: "
                                + ", ".join(f"$({k})" for k in sorted(values)))
             return values[name]
         return PLACEHOLDER.sub(one, value)
     if isinstance(value, dict):
-        return {k: expand(v, values) for k, v in value.items()}
+        return {k: expand(v, values, leave_unknown) for k, v in value.items()}
     if isinstance(value, list):
-        return [expand(v, values) for v in value]
+        return [expand(v, values, leave_unknown) for v in value]
     return value
+
+
+def tls_key_misplaced(manifest: dict[str, Any]) -> str | None:
+    """Where ``$(tls_key)`` is in ``manifest`` when that is anywhere but a Secret's stringData (as
+    the "got" of an error), or None. Elsewhere (a label, a ConfigMap) the private key is readable by
+    whoever reads that object, and an object the API refuses is quoted back in its error, which
+    the evidence keeps."""
+    elsewhere = {k: v for k, v in manifest.items() if (manifest.get("kind"), k) != ("Secret", "stringData")}
+    if "tls_key" not in placeholders(elsewhere):
+        return None
+    return f"$(tls_key) in a {manifest.get('kind')}" + (" outside its stringData" if manifest.get("kind") == "Secret"
+                                                        else "")
 
 
 def placeholders(value: Any) -> set[str]:

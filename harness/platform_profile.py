@@ -70,6 +70,8 @@ from typing import Any
 
 import yaml
 
+from harness.kube_objects import TLS_PLACEHOLDERS, expand, placeholder_keys, placeholders, tls_key_misplaced
+
 PROFILE_FILE = "platform.yaml"
 NODE_FILES_DIR = "/etc/kubernetes/kdrill-platform"
 RECORD_NAMESPACE, RECORD_NAME = "kube-system", "kdrill-platform"
@@ -296,46 +298,21 @@ def _tree(root: Path) -> dict[str, str]:
     return tree
 
 
-TLS_PLACEHOLDERS = ("tls_cert", "tls_key", "tls_ca_bundle")
-# Only these three are replaced: a manifest's other $(NAME) strings are Kubernetes' own
-# (dependent environment variables in command, args and env).
-_TLS_PLACEHOLDER = re.compile(r"\$\((" + "|".join(TLS_PLACEHOLDERS) + r")\)")
-
-
 def _tls_placeholders(value: Any) -> set[str]:
-    if isinstance(value, str):
-        return set(_TLS_PLACEHOLDER.findall(value))
-    if isinstance(value, dict):
-        return set().union(set(), *(_tls_placeholders(v) for v in value.values()))
-    if isinstance(value, list):
-        return set().union(set(), *(_tls_placeholders(v) for v in value))
-    return set()
-
-
-def _tls_in_keys(value: Any) -> str | None:
-    """The first mapping key in ``value`` holding a TLS placeholder (keys are not replaced), or None."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            found = k if isinstance(k, str) and _TLS_PLACEHOLDER.search(k) else _tls_in_keys(v)
-            if found is not None:
-                return found
-    if isinstance(value, list):
-        return next((found for v in value if (found := _tls_in_keys(v)) is not None), None)
-    return None
+    # Only these three are replaced: a manifest's other $(name) strings are the team's own
+    # (e.g. Kubernetes' dependent environment variables), left as written.
+    return placeholders(value) & set(TLS_PLACEHOLDERS)
 
 
 def _tls_misplaced(doc: dict[str, Any]) -> tuple[str, str, str] | None:
     """(field after the document's, expected, got) when ``doc`` holds a TLS placeholder where it would not be replaced
     or would not work, or None; as a scenario's workload.tls is checked (harness/scenario.py)."""
-    key = _tls_in_keys(doc)
-    if key is not None:
-        return "", "$(tls_*) in string values only (mapping keys are not replaced)", repr(key)
-    # The private key goes in a Secret's stringData only: anywhere else it is readable by whoever
-    # reads that object, and an object the API refuses is quoted back in its error.
-    elsewhere = {k: v for k, v in doc.items() if (doc["kind"], k) != ("Secret", "stringData")}
-    if "tls_key" in _tls_placeholders(elsewhere):
-        return "", "$(tls_key) only in the stringData of a Secret", f"$(tls_key) in a {doc['kind']}" + (
-            " outside its stringData" if doc["kind"] == "Secret" else "")
+    in_keys = [path[-1] for path in placeholder_keys(doc) if _tls_placeholders(path[-1])]
+    if in_keys:
+        return "", "$(tls_*) in string values only (mapping keys are not replaced)", repr(in_keys[0])
+    misplaced = tls_key_misplaced(doc)
+    if misplaced:
+        return "", "$(tls_key) only in the stringData of a Secret", misplaced
     # data and binaryData hold base64, and $(tls_cert) is replaced by PEM text ($(tls_ca_bundle) is base64).
     binary = {"Secret": "data", "ConfigMap": "binaryData"}.get(doc["kind"])
     if binary and "tls_cert" in _tls_placeholders(doc.get(binary)):
@@ -347,20 +324,10 @@ def _tls_misplaced(doc: dict[str, Any]) -> tuple[str, str, str] | None:
 def _refuse_tls_placeholders(path: Path, text: str) -> None:
     """A kubeadm patch or the Corefile goes to the cluster as written: a TLS placeholder there
     would reach it unreplaced."""
-    found = sorted(set(_TLS_PLACEHOLDER.findall(text)))
+    found = sorted(_tls_placeholders(text))
     if found:
         raise ProfileError(path, "content", "no $(tls_cert), $(tls_key) or $(tls_ca_bundle) (replaced in manifests/ "
                            "only)", ", ".join(f"$({n})" for n in found))
-
-
-def _with_tls(value: Any, values: dict[str, str]) -> Any:
-    if isinstance(value, str):
-        return _TLS_PLACEHOLDER.sub(lambda m: values[m.group(1)], value)
-    if isinstance(value, dict):
-        return {k: _with_tls(v, values) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_with_tls(v, values) for v in value]
-    return value
 
 
 def manifest_text(profile: PlatformProfile, path: Path, tls=None) -> str:
@@ -374,7 +341,7 @@ def manifest_text(profile: PlatformProfile, path: Path, tls=None) -> str:
         return text
     values = {"tls_cert": tls.cert_pem.decode("ascii"), "tls_key": tls.key_pem.decode("ascii"),
               "tls_ca_bundle": tls.ca_bundle}
-    return yaml.safe_dump_all([_with_tls(d, values) for d in docs], sort_keys=False)
+    return yaml.safe_dump_all([expand(d, values, leave_unknown=True) for d in docs], sort_keys=False)
 
 
 def load(directory: str | Path) -> PlatformProfile:

@@ -965,7 +965,7 @@ def _check_objects(path: Path, data: dict) -> None:
     kind needs, and actions only on objects the manifests make, within their window."""
     from harness.faults.drill_objects import OWNER_LABEL
     from harness.kube_objects import (KINDS, PLACEHOLDER_NAMES, TLS_PLACEHOLDERS, WORKER_PLACEHOLDER, expand,
-                                      placeholder_keys, placeholders)
+                                      placeholder_keys, placeholders, tls_key_misplaced)
     from harness.probes import Declared, probe_types
     from harness.runner import OWN_OBJECTS
 
@@ -1075,14 +1075,10 @@ def _check_objects(path: Path, data: dict) -> None:
                             + (", ".join(n for k, n, ns in made if k == "Service" and ns == "$(namespace)") or "none"),
                             repr(tls["service"]))
     for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
-        # The private key goes in a Secret's stringData and nowhere else: in a label or a
-        # ConfigMap it is readable by whoever reads those, and an object the API refuses is
-        # quoted back in the error (its invalid value with it), which the evidence keeps.
-        elsewhere = {k: v for k, v in manifest.items() if (manifest["kind"], k) != ("Secret", "stringData")}
-        if "tls_key" in placeholders(elsewhere):
+        misplaced = tls_key_misplaced(manifest)
+        if misplaced:
             raise ScenarioError(path, f"workload.manifests[{i}]", "$(tls_key) only in the stringData of a Secret",
-                                f"$(tls_key) in a {manifest['kind']}"
-                                + (" outside its stringData" if manifest["kind"] == "Secret" else ""))
+                                misplaced)
     if tls is None:
         for i, manifest in enumerate((data.get("workload") or {}).get("manifests") or []):
             used = sorted(placeholders(manifest) & set(TLS_PLACEHOLDERS))

@@ -433,7 +433,7 @@ def test_webhook_tls_fills_the_three_placeholders_and_leaves_kubernetes_own(prof
     path = profile_dir / "manifests" / "policy-webhook.yaml"
     with path.open("a") as f:  # a dependent environment variable: Kubernetes expands it, kdrill must not
         f.write("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: env, namespace: platform-policy}\n"
-                "data: {arg: \"$(POD_NAME)\"}\n")
+                "data: {arg: \"$(POD_NAME)\", own: \"$(pod_name)\", escaped: \"$$(tls_cert)\"}\n")
     profile = load(profile_dir)
     tls = generate_webhook_tls("policy-webhook", "platform-policy")
     docs = list(yaml.safe_load_all(manifest_text(profile, path, tls)))
@@ -441,7 +441,8 @@ def test_webhook_tls_fills_the_three_placeholders_and_leaves_kubernetes_own(prof
     config = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")
     assert secret["stringData"] == {"tls.crt": tls.cert_pem.decode(), "tls.key": tls.key_pem.decode()}
     assert config["webhooks"][0]["clientConfig"]["caBundle"] == tls.ca_bundle
-    assert next(d for d in docs if d.get("metadata", {}).get("name") == "env")["data"] == {"arg": "$(POD_NAME)"}
+    assert next(d for d in docs if d.get("metadata", {}).get("name") == "env")["data"] == {
+        "arg": "$(POD_NAME)", "own": "$(pod_name)", "escaped": "$(tls_cert)"}  # $$( escapes, as in scenarios
     # A manifest without the placeholders goes to kubectl as written.
     plain = profile_dir / "manifests" / "configmap-policy.yaml"
     assert manifest_text(profile, plain, tls) == plain.read_text()
