@@ -1270,33 +1270,47 @@ def _observation_rows(observations: Any) -> list[dict[str, Any]] | None:
     return rows
 
 
+BLAST_RADIUS_CELL_CHARS = 300  # a record's strings are the drill's (or a forger's): a cell shows this much
+
+
 def _blast_radius_rows(observations: Any) -> list[dict[str, Any]] | None:
     """The webhook blast-radius map (observation ``blast_radius``: backend -> its writes), a row
     per backend and write: outcome with its latency and the webhook the rejection named, beside
     what the configuration predicted and why; a backend not taken down is one row saying why.
-    None when the record has no map; anything malformed is shown as text, never trusted."""
+    None when the record has no map; anything malformed is shown as text, said to be malformed,
+    never trusted; every cell at most :data:`BLAST_RADIUS_CELL_CHARS` characters."""
     blast = observations.get("blast_radius") if isinstance(observations, dict) else None
     if not isinstance(blast, dict) or not blast:
         return None
+
+    def cell(value: Any) -> str:
+        text = _text(value)
+        return text if len(text) <= BLAST_RADIUS_CELL_CHARS else text[:BLAST_RADIUS_CELL_CHARS] + "… (cut)"
+
     rows = []
     for backend, entry in blast.items():
         if not isinstance(entry, dict):
-            rows.append({"backend": _text(backend), "write": "", "not_drilled": _text(entry)})
+            rows.append({"backend": cell(backend), "write": "", "malformed": cell(entry)})
             continue
         if entry.get("not_drilled"):
-            rows.append({"backend": _text(backend), "write": "", "not_drilled": _text(entry["not_drilled"])})
+            rows.append({"backend": cell(backend), "write": "", "not_drilled": cell(entry["not_drilled"])})
             continue
-        writes = entry.get("writes") if isinstance(entry.get("writes"), dict) else {}
+        writes = entry.get("writes")
+        if not isinstance(writes, dict):
+            rows.append({"backend": cell(backend), "write": "", "malformed": "no writes: " + cell(writes)})
+            continue
         for name, w in writes.items():
-            w = w if isinstance(w, dict) else {}
+            if not isinstance(w, dict):
+                rows.append({"backend": cell(backend), "write": cell(name), "malformed": cell(w)})
+                continue
             outcome, predicted = w.get("outcome"), w.get("predicted")
-            rows.append({"backend": _text(backend), "write": _text(name), "outcome": _text(outcome or "—"),
-                         "seconds": _seconds(w.get("seconds")), "webhook": _text(w.get("webhook") or ""),
-                         "predicted": _text(predicted if predicted is not None else "cannot tell"),
+            rows.append({"backend": cell(backend), "write": cell(name), "outcome": cell(outcome or "—"),
+                         "seconds": _seconds(w.get("seconds")), "webhook": cell(w.get("webhook") or ""),
+                         "predicted": cell(predicted if predicted is not None else "cannot tell"),
                          "differs": predicted is not None and outcome != predicted,
                          "kind": "platform's own" if w.get("system") is True else
                                  ("webhook's repair" if w.get("repair") is True else ""),
-                         "why": _text(w.get("why") or "")[:300]})
+                         "why": cell(w.get("why") or "")})
     return rows
 
 

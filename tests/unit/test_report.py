@@ -972,6 +972,8 @@ def test_the_blast_radius_map_is_a_table_and_malformed_entries_do_not_break_it(t
             "odd": "junk"}},
         "team/gate": {"not_drilled": "its revert would be sent to it"},
         evil: ["not", "a", "mapping"],
+        "team/huge": {"writes": {"w" * 5000: {"outcome": "admitted", "why": "y" * 100_000}}},
+        "team/nowrites": {"writes": "junk"},
     }
     write_json(run_dir / "br.json", record("webhook-blast-radius", "refused", "failed", T0,
                                            observations={"blast_radius": blast}))
@@ -979,8 +981,14 @@ def test_the_blast_radius_map_is_a_table_and_malformed_entries_do_not_break_it(t
     assert "<script" not in text.lower()
     table = parse(text).find_all("table", cls="blast-radius")[0]
     rows = table.find_all("tr")[1:]
-    assert len(rows) == 5
+    assert len(rows) == 7
     cells = [r.all_text() for r in rows]
     assert "configmap-create@drill" in cells[0] and "0.012 s" in cells[0] and "(differs)" not in cells[0]
     assert "lease-update@kube-node-lease" in cells[1] and "(differs)" in cells[1] and "platform's own" in cells[1]
+    # What is not a write's answer says it is malformed, never "not taken down" nor an outcome.
+    assert "malformed entry" in cells[2] and "junk" in cells[2] and "not taken down" not in cells[2]
     assert "not taken down: its revert would be sent to it" in cells[3]
+    assert "malformed entry" in cells[4] and "not taken down" not in cells[4]
+    # A forged record's huge strings are cut, not copied whole into the page.
+    assert "… (cut)" in cells[5] and len(cells[5]) < 1000, len(cells[5])
+    assert "malformed entry" in cells[6] and "no writes: junk" in cells[6]
