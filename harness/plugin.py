@@ -370,6 +370,14 @@ def kdrill_identity(kdrill_cluster, kdrill_topology, kdrill_run):
             kdrill_run["meta"]["platform_checked_against"] = str(profile.root)
     except Exception as exc:  # evidence, not a reason to stop
         kdrill_run["meta"]["platform"] = {"hash": None, "note": f"not read: {type(exc).__name__}"}
+    # The image sources the platform's workloads use, and the nodes where an outage of each would
+    # show (harness/components/image_sources.py): what a registry outage would hit, read at the start.
+    from harness.components.image_sources import discover as image_sources
+
+    try:
+        kdrill_run["meta"]["image_sources"] = {"read_at": time.time(), "sources": image_sources(kdrill_cluster)}
+    except Exception as exc:  # evidence, not a reason to stop
+        kdrill_run["meta"]["image_sources"] = {"note": f"not read: {type(exc).__name__}: {exc}"[:300]}
     return identity
 
 

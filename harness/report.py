@@ -730,6 +730,7 @@ def _run_view(run: _Run) -> dict[str, Any]:
         "approved_by": _text(meta.get("approved_by") or "nobody named"),
         "cluster": None,
         "platform": None,
+        "image_sources": _image_sources_view(meta.get("image_sources")),
     }
     platform = meta.get("platform") if isinstance(meta.get("platform"), dict) else {}
     if platform:
@@ -753,6 +754,40 @@ def _run_view(run: _Run) -> dict[str, Any]:
                        else _text(offsets.get("note") or "not compared")),
         }
     return view
+
+
+IMAGE_SOURCE_CELL_CHARS = 300
+
+
+def _image_sources_view(recorded: Any) -> dict[str, Any] | None:
+    """run.json's ``image_sources`` (harness/components/image_sources.py): a row per image with
+    its source, workloads, pull policies, the nodes without it and what an outage would do, or
+    the note saying why it was not read. None when the run has none; malformed parts are shown
+    as text, cut at :data:`IMAGE_SOURCE_CELL_CHARS` characters."""
+    if not isinstance(recorded, dict):
+        return None
+
+    def cell(value: Any) -> str:
+        text = ", ".join(_text(v) for v in value) if isinstance(value, list) else _text(value)
+        return text if len(text) <= IMAGE_SOURCE_CELL_CHARS else text[:IMAGE_SOURCE_CELL_CHARS] + "… (cut)"
+
+    sources = recorded.get("sources")
+    if not isinstance(sources, list):
+        return {"note": cell(recorded.get("note") or "malformed: no list of sources"), "rows": []}
+    rows = []
+    for source in sources:
+        images = source.get("images") if isinstance(source, dict) else None
+        if not isinstance(images, list):
+            rows.append({"source": cell(source), "image": "", "malformed": True})
+            continue
+        for image in images:
+            image = image if isinstance(image, dict) else {"image": image}
+            rows.append({"source": cell(source.get("source")), "image": cell(image.get("image")),
+                         "workloads": cell(image.get("workloads") or []),
+                         "policies": cell(image.get("pull_policies") or []),
+                         "without": cell(image.get("nodes_without") or []) or "none",
+                         "risk": cell(image.get("risk"))})
+    return {"note": None, "rows": rows, "read_at": _utc(recorded.get("read_at"))}
 
 
 def _run_id(run: _Run) -> str:
