@@ -992,3 +992,34 @@ def test_the_blast_radius_map_is_a_table_and_malformed_entries_do_not_break_it(t
     # A forged record's huge strings are cut, not copied whole into the page.
     assert "… (cut)" in cells[5] and len(cells[5]) < 1000, len(cells[5])
     assert "malformed entry" in cells[6] and "no writes: junk" in cells[6]
+
+
+def test_the_runs_image_sources_are_a_table_and_malformed_parts_do_not_break_it(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    evil = '<script>alert("x")</script>'
+    sources = [
+        {"source": "registry.k8s.io", "images": [{
+            "image": "registry.k8s.io/coredns/coredns:v1.13.1", "pull_policies": ["IfNotPresent"],
+            "workloads": ["kube-system/Deployment/coredns"], "nodes_without": ["kdrill-ha-worker2"],
+            "nodes_unknown": [], "risk": "a pod placed on kdrill-ha-worker2 pulls from this source"}]},
+        {"source": evil, "images": [{"image": "x" * 5000, "risk": evil}]},
+        "junk",
+    ]
+    write_json(run_dir / "run.json", {"run_id": "r", "started_at": T0,
+                                      "image_sources": {"read_at": T0, "sources": sources}})
+    write_json(run_dir / "a.json", record("a", None, "passed", T0))
+    text = build_report(run_dir).read_text(encoding="utf-8")
+    assert "<script" not in text.lower()
+    rows = parse(text).find_all("table", cls="image-sources")[0].find_all("tr")[1:]
+    cells = [r.all_text() for r in rows]
+    assert len(cells) == 3
+    assert "registry.k8s.io/coredns/coredns:v1.13.1" in cells[0] and "kdrill-ha-worker2" in cells[0]
+    assert "kube-system/Deployment/coredns" in cells[0] and "IfNotPresent" in cells[0]
+    assert "… (cut)" in cells[1] and len(cells[1]) < 1500
+    assert "malformed entry" in cells[2]
+    # Not read: the note says why, and there is no table.
+    write_json(run_dir / "run.json", {"run_id": "r", "started_at": T0,
+                                      "image_sources": {"note": "not read: ApiException: (403)"}})
+    text = build_report(run_dir).read_text(encoding="utf-8")
+    assert "Not recorded: not read: ApiException: (403)" in text
+    assert not parse(text).find_all("table", cls="image-sources")
