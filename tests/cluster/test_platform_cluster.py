@@ -40,6 +40,31 @@ kubeadmConfigPatches:
     failCgroupV1: false
 """
 
+# A second configuration on the example's webhook backend, as a team might add for auditing, that
+# takes in kube-system's ConfigMaps with failurePolicy Fail: the namespace the Kubernetes
+# documentation says webhooks should leave out ("Admission Webhook Good Practices: avoid operating
+# on kube-system"), so its backend's outage blocks a system write. It matches nothing the example's
+# own webhook matches (the example leaves kube-system out), so each rejected write has one author.
+CARELESS_WEBHOOK = """apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata:
+  name: careless-audit
+webhooks:
+  - name: audit.careless.example
+    clientConfig:
+      service: {name: policy-webhook, namespace: platform-policy, path: /validate, port: 443}
+      caBundle: "$(tls_ca_bundle)"
+    rules:
+      - {apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [configmaps], scope: Namespaced}
+    namespaceSelector:
+      matchExpressions:
+        - {key: kubernetes.io/metadata.name, operator: In, values: [kube-system]}
+    failurePolicy: Fail
+    sideEffects: None
+    timeoutSeconds: 5
+    admissionReviewVersions: [v1]
+"""
+
 
 @pytest.fixture(scope="module")
 def platform_cluster(kdrill_cluster, tmp_path_factory):
@@ -50,6 +75,7 @@ def platform_cluster(kdrill_cluster, tmp_path_factory):
     work = tmp_path_factory.mktemp("platform")
     profile_dir = work / "example"
     shutil.copytree(resources.clusters_dir() / "platforms" / "example", profile_dir)
+    (profile_dir / "manifests" / "careless-audit.yaml").write_text(CARELESS_WEBHOOK)
     (profile_dir / "images").mkdir()
     # The pause image the offline build made, under a name no node has: present after the
     # install only if the archive was loaded.
@@ -155,10 +181,13 @@ def test_a_changed_profile_is_refused_on_the_cluster_built_from_the_old_one(plat
 
 def test_a_run_on_the_cluster_names_its_profile_in_the_evidence(platform_cluster, tmp_path):
     """A drill that needs nothing but the API (webhook-blast-radius, both cases) on the profile's
-    cluster, reached only through its kubeconfig: it finds the profile's own webhook and maps what
-    its outage blocks against what its configuration says, and run.json and the report carry the
-    profile. A drill that needs node access (worker-node-loss) is skipped there, its record saying
-    what it would have done on the nodes."""
+    cluster, reached only through its kubeconfig: it finds the profile's webhooks and maps what
+    their backend's outage blocks against what their configurations say, and run.json and the
+    report carry the profile. The example's webhook blocks only the application writes it takes
+    in; the careless one blocks a kube-system write, which fails the drill's
+    system_writes_blocked expectation and nothing else: the map is what fails the verdict, not a
+    broken drill. A drill that needs node access (worker-node-loss) is skipped there, its record
+    saying what it would have done on the nodes."""
     provider, profile_dir = platform_cluster
     started = time.time()
     result = subprocess.run([sys.executable, "-m", "harness.cli", "--reports", str(tmp_path / "reports"), "run",
@@ -166,30 +195,53 @@ def test_a_run_on_the_cluster_names_its_profile_in_the_evidence(platform_cluster
                              "--kubeconfig", str(provider.kubeconfig_path()),
                              "--context", f"kind-{provider.name}", "--allow-context", f"kind-{provider.name}"],
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode != 0, "a drill failed, so kdrill run must say so: " + result.stdout[-2000:]
     run_dir = tmp_path / "reports" / "platform-run"
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["platform"] == load(profile_dir).record(), (meta.get("platform"), result.stdout[-2000:])
     assert f"example, sha256 {load(profile_dir).hash}" in (run_dir / "report.html").read_text()
+    # The run says where the platform's images come from: the profile's webhook runs kdrill's
+    # toolbox, never pulled (the node holds it); CoreDNS comes from registry.k8s.io.
+    images = {i["image"]: {**i, "source": s["source"]} for s in meta["image_sources"]["sources"] for i in s["images"]}
+    toolbox = images["docker.io/kdrill/toolbox:v0.1.0"]
+    assert "platform-policy/Deployment/policy-webhook" in toolbox["workloads"], toolbox
+    assert "Never" in toolbox["pull_policies"] and toolbox["nodes_without"] == [], toolbox
+    coredns = [i for name, i in images.items() if name.startswith("registry.k8s.io/coredns/")]
+    assert coredns and coredns[0]["workloads"] == ["kube-system/Deployment/coredns"], coredns
     skipped = json.loads((run_dir / "worker-node-loss.json").read_text())
     assert skipped["verdict"] == "skipped", skipped["verdict"]
     assert any("does not give: it freezes a worker's node container whole" in e for e in skipped["errors"]), \
         skipped["errors"]
+    cluster = provider.cluster()
     for case in ("refused", "blackhole"):
         record = json.loads((run_dir / f"webhook-blast-radius--{case}.json").read_text())
-        assert record["observations"]["blast_radius"]["platform-policy/policy-webhook"]["baseline_not_admitted"] == {}
-        assert record["verdict"] == "passed", (case, record["verdict"], record["errors"],
-                                               [x for x in record["expectations"] if x["verdict"] != "passed"])
-        writes = record["observations"]["blast_radius"]["platform-policy/policy-webhook"]["writes"]
-        # The profile's webhook blocks application writes its rules and selectors take in...
+        backend = record["observations"]["blast_radius"]["platform-policy/policy-webhook"]
+        assert backend["baseline_not_admitted"] == {}
+        assert backend["webhooks"] == ["validating/careless-audit/audit.careless.example",
+                                      "validating/platform-policy/policy.platform.example"], backend["webhooks"]
+        failed = {x["name"]: x["measured"] for x in record["expectations"] if x["verdict"] != "passed"}
+        assert record["verdict"] == "failed" and list(failed) == ["system_writes_blocked"], \
+            (case, record["verdict"], record["errors"], failed)
+        assert failed["system_writes_blocked"] == 1, failed
+        writes = backend["writes"]
+        # The example's webhook blocks application writes its rules and selectors take in...
         assert writes["configmap-create@drill"]["outcome"] == "rejected", writes["configmap-create@drill"]
         assert writes["configmap-create@drill"]["webhook"] == "policy.platform.example"
         assert writes["deployment-create@drill"]["outcome"] == "rejected"
-        # ...and not what its namespaceSelector, objectSelector or rules leave out.
-        for name in ("configmap-create@kube-system", "configmap-create-opted-out@drill", "pod-create@drill",
-                     "lease-update@kube-node-lease", "service-update@platform-policy"):
+        # ...and not what its namespaceSelector, objectSelector or rules leave out; the careless
+        # one takes in kube-system's ConfigMaps, and the map names it as their blocker.
+        assert writes["configmap-create@kube-system"]["outcome"] == "rejected", writes["configmap-create@kube-system"]
+        assert writes["configmap-create@kube-system"]["webhook"] == "audit.careless.example"
+        for name in ("configmap-create-opted-out@drill", "pod-create@drill", "lease-update@kube-node-lease",
+                     "service-update@platform-policy"):
             assert writes[name]["outcome"] == "admitted", (name, writes[name])
         rejected = [w["seconds"] for w in writes.values() if w["outcome"] == "rejected"]
         # Refused fails at once; a black hole holds each write for the webhook's timeoutSeconds (5 s).
         assert (max(rejected) < 2.5) if case == "refused" else (min(rejected) >= 4.5), (case, rejected)
+    # A failed verdict still reverts: the backend serves again, and the careless webhook admits
+    # the kube-system write it blocked during the outage.
+    ready = cluster.apps.read_namespaced_deployment("policy-webhook", "platform-policy", _request_timeout=10)
+    assert (ready.status.ready_replicas or 0) == ready.spec.replicas, ready.status
+    cluster.core.create_namespaced_config_map("kube-system", client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="after-the-drill")), dry_run="All", _request_timeout=10)
     assert time.time() - started < 900
-
