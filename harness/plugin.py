@@ -509,6 +509,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ("error" when its setup failed, "not-run" when the session ended first), then write the HTML
     report and seal the run (pytest's JUnit XML is on disk by then)."""
     config = session.config
+    if config.option.collectonly:  # a listing, not a run: nothing was planned to run, no evidence
+        return
     planned = getattr(config, "_kdrill_planned", [])
     run_dir = getattr(config, "_kdrill_run_dir", None)
     if not planned and run_dir is None:

@@ -45,8 +45,12 @@ def test_every_drill_leaves_out_an_on_request_one_and_says_why(tmp_path):
 
 
 @pytest.mark.parametrize("named, collected", [(False, "no tests collected (2 deselected)"), (True, "2 tests collected")])
-def test_pytest_deselects_an_on_request_drill_unless_named(named, collected):
+def test_pytest_deselects_an_on_request_drill_unless_named(named, collected, tmp_path):
     args = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+            f"--kdrill-reports={tmp_path / 'reports'}",
             "drills/test_webhook_blast_radius.py"] + (["--kdrill-scenario", "webhook-blast-radius"] if named else [])
     result = subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert collected in result.stdout, result.stdout[-1000:]
+    # A listing is not a run: no run directory with "not-run" records of drills nobody ran.
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir()), \
+        sorted(str(p) for p in (tmp_path / "reports").rglob("*"))
