@@ -58,7 +58,8 @@ def registry_host(reference: str) -> str:
     ``nginx`` -> ``docker.io``, ``localhost:5000/x`` -> ``localhost:5000``."""
     first, slash, _ = reference.partition("/")
     if slash and ("." in first or ":" in first or first == "localhost"):
-        return first
+        # Docker Hub's legacy names are Docker Hub too (Docker's normalisation rewrites them).
+        return DOCKER_HUB if first in ("index.docker.io", "registry-1.docker.io") else first
     return DOCKER_HUB
 
 
@@ -67,27 +68,38 @@ def normalised(reference: str) -> str:
     one-component Docker Hub name) and ``:latest`` when it has neither tag nor digest.
     ``nginx`` -> ``docker.io/library/nginx:latest``."""
     host = registry_host(reference)
-    path = reference[len(host) + 1:] if reference.startswith(host + "/") else reference
+    first, slash, rest = reference.partition("/")
+    path = rest if slash and ("." in first or ":" in first or first == "localhost") else reference
     if host == DOCKER_HUB and "/" not in path.split("@")[0].split(":")[0]:
         path = "library/" + path
-    name = path.split("@")[0]
-    if "@" not in path and ":" not in name.rsplit("/", 1)[-1]:
+    name, at, digest = path.partition("@")
+    if at:
+        # name:tag@digest runs the digest; a node lists it as name@digest (and name:tag).
+        repository = name.rsplit("/", 1)
+        repository[-1] = repository[-1].split(":")[0]
+        return f"{host}/{'/'.join(repository)}@{digest}"
+    if ":" not in name.rsplit("/", 1)[-1]:
         path += ":latest"
     return f"{host}/{path}"
 
 
-def _risk(policy: str, without: list[str], unknown: list[str]) -> str:
+def _risk(policy: str, without: list[str], unknown: list[str], schedulable: bool) -> str:
     if policy == "Always":
         return "every container start asks this source: a restart anywhere needs it"
     if policy == "Never":
-        return ("never pulled: a pod placed on " + ", ".join(without) + " cannot start at all"
-                if without else "never pulled: every schedulable node holds it")
+        if without:
+            return "never pulled: a pod placed on " + ", ".join(without) + " cannot start at all"
+        return "never pulled: every schedulable node holds it" if schedulable else "never pulled; no node to place a pod on"
     parts = []
     if without:
         parts.append("a pod placed on " + ", ".join(without) + " pulls from this source")
     if unknown:
         parts.append("cannot tell for " + ", ".join(unknown) + f" (lists {NODE_STATUS_MAX_IMAGES} images or more)")
-    return "; ".join(parts) or "every schedulable node holds it: only a new node or an evicted image needs the source"
+    if parts:
+        return "; ".join(parts)
+    if not schedulable:
+        return "no node to place a pod on (none listed, or every one cordoned)"
+    return "every schedulable node holds it: only a new node or an evicted image needs the source"
 
 
 def image_sources(containers: Iterable[ContainerImage], nodes: dict[str, NodeImages]) -> list[dict[str, Any]]:
@@ -115,7 +127,7 @@ def image_sources(containers: Iterable[ContainerImage], nodes: dict[str, NodeIma
             "workloads": sorted({c.owner for c in uses}),
             "nodes_without": without,
             "nodes_unknown": unknown,
-            "risk": _risk(policy, without, unknown),
+            "risk": _risk(policy, without, unknown, bool(schedulable)),
         })
     return [{"source": host, "images": images} for host, images in sorted(sources.items())]
 

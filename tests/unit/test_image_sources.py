@@ -18,6 +18,7 @@ from harness.components.image_sources import (NODE_STATUS_MAX_IMAGES, ContainerI
     ("localhost/app", "localhost"),
     ("kdrill-registry-drill:5000/kdrill-drill/pause:t", "kdrill-registry-drill:5000"),
     ("team/app@sha256:" + "a" * 64, "docker.io"),
+    ("index.docker.io/library/nginx:1", "docker.io"),  # Docker Hub's legacy name is Docker Hub
 ])
 def test_the_registry_host_follows_dockers_reference_rules(reference, host):
     assert registry_host(reference) == host
@@ -31,6 +32,10 @@ def test_the_registry_host_follows_dockers_reference_rules(reference, host):
     ("registry.k8s.io/coredns/coredns:v1.13.1", "registry.k8s.io/coredns/coredns:v1.13.1"),
     ("localhost:5000/app", "localhost:5000/app:latest"),
     ("nginx@sha256:" + "b" * 64, "docker.io/library/nginx@sha256:" + "b" * 64),
+    # name:tag@digest runs the digest, and a node lists it as name@digest
+    ("nginx:1.27@sha256:" + "c" * 64, "docker.io/library/nginx@sha256:" + "c" * 64),
+    ("registry.k8s.io/x/y:1@sha256:" + "d" * 64, "registry.k8s.io/x/y@sha256:" + "d" * 64),
+    ("index.docker.io/library/nginx:1", "docker.io/library/nginx:1"),
 ])
 def test_a_reference_is_normalised_as_a_node_lists_it(reference, as_listed):
     assert normalised(reference) == as_listed
@@ -99,3 +104,10 @@ def test_sources_and_images_come_sorted_and_grouped_by_host():
     got = image_sources(containers, {})
     assert [s["source"] for s in got] == ["quay.io", "registry.k8s.io"]
     assert [i["image"] for i in got[0]["images"]] == ["quay.io/x/a:1", "quay.io/x/y:1"]
+
+
+def test_with_no_node_to_place_a_pod_on_the_map_says_so():
+    containers = [ContainerImage("app/Deployment/web", "web:1", "IfNotPresent", None)]
+    cordoned = {"w1": NodeImages(frozenset(), 0, False)}
+    assert image_sources(containers, cordoned)[0]["images"][0]["risk"].startswith("no node to place a pod on")
+    assert image_sources(containers, {})[0]["images"][0]["risk"].startswith("no node to place a pod on")

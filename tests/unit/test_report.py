@@ -1023,3 +1023,45 @@ def test_the_runs_image_sources_are_a_table_and_malformed_parts_do_not_break_it(
     text = build_report(run_dir).read_text(encoding="utf-8")
     assert "Not recorded: not read: ApiException: (403)" in text
     assert not parse(text).find_all("table", cls="image-sources")
+
+
+def test_forged_numbers_sizes_and_node_lists_in_the_new_tables(tmp_path: Path) -> None:
+    """What a forger (or a bug) can put in run.json's image_sources and a record's blast_radius:
+    an integer past float's range is no crash, a huge map is not copied whole into the page, a
+    table shows at most TABLE_MAX_ROWS rows and counts the rest, "none" is said only of an empty
+    node list, and writes recorded for a backend 'not taken down' are shown, not hidden."""
+    from harness.report import TABLE_MAX_ROWS
+
+    run_dir = tmp_path / "run"
+    images = [{"image": f"registry.example/app-{i}:1", "pull_policies": ["IfNotPresent"], "workloads": ["a/Pod/p"],
+               "nodes_without": [], "nodes_unknown": ["n2"], "risk": "r"} for i in range(TABLE_MAX_ROWS + 20)]
+    images[1]["nodes_unknown"] = []
+    images[2].pop("nodes_without")
+    write_json(run_dir / "run.json", {"run_id": "r", "started_at": 10 ** 400,
+                                      "image_sources": {"read_at": 10 ** 400, "sources": [
+                                          {"source": "registry.example", "images": images}]}})
+    writes = {f"w{i}": {"outcome": "admitted", "predicted": "admitted", "seconds": 10 ** 400, "why": "Y" * 100_000}
+              for i in range(TABLE_MAX_ROWS + 5)}
+    blast = {"team/gate": {"writes": writes},
+             "team/skipped": {"not_drilled": "its revert would be sent to it",
+                              "writes": {"cm": {"outcome": "admitted", "predicted": "rejected"}}}}
+    write_json(run_dir / "br.json", record("webhook-blast-radius", "refused", "failed", T0,
+                                           observations={"blast_radius": blast}))
+    text = build_report(run_dir).read_text(encoding="utf-8")
+    assert "Y" * 1000 not in text and len(text) < 1_500_000, len(text)
+    image_rows = [r.all_text() for r in parse(text).find_all("table", cls="image-sources")[0].find_all("tr")[1:]]
+    assert len(image_rows) == TABLE_MAX_ROWS + 1 and "20 more images not shown" in image_rows[-1]
+    assert "cannot tell for n2" in image_rows[0] and "none" not in image_rows[0]
+    assert "none" in image_rows[1]
+    assert "malformed" in image_rows[2]
+    assert "Z UTC" not in text
+    blast_rows = [r.all_text() for r in parse(text).find_all("table", cls="blast-radius")[0].find_all("tr")[1:]]
+    assert len(blast_rows) == TABLE_MAX_ROWS + 1 and "more writes not shown" in blast_rows[-1]
+    assert "not a duration" in blast_rows[0]
+    # Answers recorded for a backend said not to be taken down are shown, flagged, not hidden.
+    other = tmp_path / "other"
+    write_json(other / "br.json", record("webhook-blast-radius", "refused", "failed", T0,
+                                         observations={"blast_radius": {"team/skipped": blast["team/skipped"]}}))
+    rows = [r.all_text() for r in parse(build_report(other).read_text(encoding="utf-8"))
+            .find_all("table", cls="blast-radius")[0].find_all("tr")[1:]]
+    assert "not taken down" in rows[0] and "malformed" in rows[1] and "(differs)" in rows[2], rows
