@@ -298,6 +298,34 @@ def _as_float(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+CELL_CHARS = 300  # a record's strings are the drill's (or a forger's): a table cell shows this much
+TABLE_MAX_ROWS = 500  # rows a table of the report shows; the rest is counted in a last row
+
+
+def _cell(value: Any) -> str:
+    """``value`` as text of at most :data:`CELL_CHARS` characters (a list joined with ", " as far
+    as it fits), marked when cut."""
+    if isinstance(value, list):
+        parts, size = [], 0
+        for item in value:
+            text = _text(item)
+            parts.append(text)
+            size += len(text) + 2
+            if size > CELL_CHARS:
+                break
+        text = ", ".join(parts) + (" …" if len(parts) < len(value) else "")
+    else:
+        text = _text(value)
+    return text if len(text) <= CELL_CHARS else text[:CELL_CHARS] + "… (cut)"
+
+
+def _capped(rows: list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
+    """At most :data:`TABLE_MAX_ROWS` rows, the last saying how many more the record holds."""
+    if len(rows) <= TABLE_MAX_ROWS:
+        return rows
+    return rows[:TABLE_MAX_ROWS] + [{"more": f"{len(rows) - TABLE_MAX_ROWS} more {what} not shown: the record holds them"}]
+
+
 def _utc(epoch: Any) -> str:
     t = _as_float(epoch)
     if t is None:
@@ -759,9 +787,6 @@ def _run_view(run: _Run) -> dict[str, Any]:
     return view
 
 
-IMAGE_SOURCE_CELL_CHARS = 300
-
-
 def _node_list(value: Any) -> list[str] | None:
     """A list of node names as recorded, or None when it is not one."""
     if isinstance(value, list) and all(isinstance(n, str) and n for n in value):
@@ -773,38 +798,35 @@ def _image_sources_view(recorded: Any) -> dict[str, Any] | None:
     """run.json's ``image_sources`` (harness/components/image_sources.py): a row per image with
     its source, workloads, pull policies, the nodes without it (and those it cannot tell for) and
     what an outage would do, or the note saying why it was not read. None when the run has none;
-    malformed parts are shown as such, cells cut at :data:`IMAGE_SOURCE_CELL_CHARS` characters,
+    malformed parts are shown as such, cells cut at :data:`CELL_CHARS` characters,
     at most :data:`TABLE_MAX_ROWS` rows."""
     if not isinstance(recorded, dict):
         return None
 
-    def cell(value: Any) -> str:
-        return _cut(value, IMAGE_SOURCE_CELL_CHARS)
-
     sources = recorded.get("sources")
-    note = cell(recorded["note"]) if recorded.get("note") else None
+    note = _cell(recorded["note"]) if recorded.get("note") else None
     if not isinstance(sources, list):
         return {"note": note or "malformed: no list of sources", "rows": []}
     rows = []
     for source in sources:
         images = source.get("images") if isinstance(source, dict) else None
         if not isinstance(images, list):
-            rows.append({"source": cell(source), "image": "", "malformed": True})
+            rows.append({"source": _cell(source), "image": "", "malformed": True})
             continue
         for image in images:
             if not isinstance(image, dict) or not isinstance(image.get("image"), str):
-                rows.append({"source": cell(source.get("source")) + ": " + cell(image), "image": "", "malformed": True})
+                rows.append({"source": _cell(source.get("source")) + ": " + _cell(image), "image": "", "malformed": True})
                 continue
             without, unknown = _node_list(image.get("nodes_without")), _node_list(image.get("nodes_unknown", []))
             if without is None or unknown is None:
-                nodes = "malformed: " + cell(image.get("nodes_without")) + "; " + cell(image.get("nodes_unknown"))
+                nodes = "malformed: " + _cell(image.get("nodes_without")) + "; " + _cell(image.get("nodes_unknown"))
             else:
-                nodes = "; ".join(filter(None, [cell(without) if without else "",
-                                                ("cannot tell for " + cell(unknown)) if unknown else ""])) or "none"
-            rows.append({"source": cell(source.get("source")), "image": cell(image["image"]),
-                         "workloads": cell(image.get("workloads") or []),
-                         "policies": cell(image.get("pull_policies") or []),
-                         "without": nodes, "risk": cell(image.get("risk"))})
+                nodes = "; ".join(filter(None, [_cell(without) if without else "",
+                                                ("cannot tell for " + _cell(unknown)) if unknown else ""])) or "none"
+            rows.append({"source": _cell(source.get("source")), "image": _cell(image["image"]),
+                         "workloads": _cell(image.get("workloads") or []),
+                         "policies": _cell(image.get("pull_policies") or []),
+                         "without": nodes, "risk": _cell(image.get("risk"))})
     return {"note": note, "rows": _capped(rows, "images"), "read_at": _utc(recorded.get("read_at")),
             "empty": not rows}
 
@@ -1327,85 +1349,52 @@ def _observation_rows(observations: Any) -> list[dict[str, Any]] | None:
     return rows
 
 
-BLAST_RADIUS_CELL_CHARS = 300  # a record's strings are the drill's (or a forger's): a cell shows this much
-TABLE_MAX_ROWS = 500  # rows a table of the report shows; the rest is counted in a last row
-
-
-def _cut(value: Any, limit: int) -> str:
-    """``value`` as text of at most ``limit`` characters (a list joined with ", " as far as it
-    fits), marked when cut."""
-    if isinstance(value, list):
-        parts, size = [], 0
-        for item in value:
-            text = _text(item)
-            parts.append(text)
-            size += len(text) + 2
-            if size > limit:
-                break
-        text = ", ".join(parts)
-        if len(parts) < len(value):
-            text += " …"
-    else:
-        text = _text(value)
-    return text if len(text) <= limit else text[:limit] + "… (cut)"
-
-
-def _capped(rows: list[dict[str, Any]], what: str) -> list[dict[str, Any]]:
-    """At most :data:`TABLE_MAX_ROWS` rows, the last saying how many more the record holds."""
-    if len(rows) <= TABLE_MAX_ROWS:
-        return rows
-    return rows[:TABLE_MAX_ROWS] + [{"more": f"{len(rows) - TABLE_MAX_ROWS} more {what} not shown: the record holds them"}]
-
-
 def _blast_radius_rows(observations: Any) -> list[dict[str, Any]] | None:
     """The webhook blast-radius map (observation ``blast_radius``: backend -> its writes), a row
     per backend and write: outcome with its latency and the webhook the rejection named, beside
     what the configuration predicted and why; a backend not taken down is one row saying why.
     None when the record has no map; anything malformed is shown as text, said to be malformed,
-    never trusted; every cell at most :data:`BLAST_RADIUS_CELL_CHARS` characters, at most
+    never trusted; every cell at most :data:`CELL_CHARS` characters, at most
     :data:`TABLE_MAX_ROWS` rows."""
     blast = observations.get("blast_radius") if isinstance(observations, dict) else None
     if not isinstance(blast, dict) or not blast:
         return None
 
-    def cell(value: Any) -> str:
-        return _cut(value, BLAST_RADIUS_CELL_CHARS)
-
     rows = []
     for backend, entry in blast.items():
         if not isinstance(entry, dict):
-            rows.append({"backend": cell(backend), "write": "", "malformed": cell(entry)})
+            rows.append({"backend": _cell(backend), "write": "", "malformed": _cell(entry)})
             continue
         writes = entry.get("writes")
         if entry.get("not_drilled"):
-            rows.append({"backend": cell(backend), "write": "", "not_drilled": cell(entry["not_drilled"])})
+            rows.append({"backend": _cell(backend), "write": "", "not_drilled": _cell(entry["not_drilled"])})
             if not writes:
                 continue
             # Not taken down, yet answers recorded: shown, never hidden behind the "not taken down".
-            rows.append({"backend": cell(backend), "write": "", "malformed": "writes recorded for a backend "
+            rows.append({"backend": _cell(backend), "write": "", "malformed": "writes recorded for a backend "
                          "said not to be taken down"})
         if not isinstance(writes, dict) or not writes:
-            rows.append({"backend": cell(backend), "write": "", "malformed": "no writes: " + cell(writes)})
+            rows.append({"backend": _cell(backend), "write": "", "malformed": "no writes: " + _cell(writes)})
             continue
         for name, w in writes.items():
             if not isinstance(w, dict) or not isinstance(w.get("outcome"), str):
-                rows.append({"backend": cell(backend), "write": cell(name), "malformed": cell(w)})
+                rows.append({"backend": _cell(backend), "write": _cell(name), "malformed": _cell(w)})
                 continue
             outcome, predicted = w["outcome"], w.get("predicted")
             if predicted is not None and not isinstance(predicted, str):
-                rows.append({"backend": cell(backend), "write": cell(name), "malformed": "prediction "
-                             + cell(predicted) + " is not text"})
+                rows.append({"backend": _cell(backend), "write": _cell(name), "malformed": "prediction "
+                             + _cell(predicted) + " is not text"})
                 continue
             seconds = _as_float(w.get("seconds"))
-            rows.append({"backend": cell(backend), "write": cell(name), "outcome": cell(outcome),
+            rows.append({"backend": _cell(backend), "write": _cell(name), "outcome": _cell(outcome),
                          "seconds": _seconds(seconds) if seconds is not None and 0 <= seconds < 1e6 else
-                                    ("—" if w.get("seconds") is None else "not a duration: " + cell(w.get("seconds"))),
-                         "webhook": cell(w.get("webhook") or ""),
-                         "predicted": cell(predicted if predicted is not None else "cannot tell"),
+                                    ("—" if w.get("seconds") is None else "not a duration: " + _cell(w.get("seconds"))),
+                         "webhook": _cell(w.get("webhook") or ""),
+                         "predicted": _cell(predicted if predicted is not None else "cannot tell"),
                          "differs": predicted is not None and outcome != predicted,
                          "kind": ", ".join(k for k, flag in (("platform's own", w.get("system")),
                                                              ("webhook's repair", w.get("repair"))) if flag is True),
-                         "why": cell(w.get("why") or "")})
+                         "why": _cell(w.get("why") or "")})
     return _capped(rows, "writes")
 
 

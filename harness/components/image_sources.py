@@ -51,36 +51,35 @@ class NodeImages:
     schedulable: bool
 
 
-def registry_host(reference: str) -> str:
-    """The registry host of an image reference: its first path component when that has a ``.``
-    or a ``:`` or is ``localhost``, else ``docker.io`` (Docker's reference rules, which
-    containerd's CRI plugin follows). ``registry.k8s.io/pause:3.10`` -> ``registry.k8s.io``,
-    ``nginx`` -> ``docker.io``, ``localhost:5000/x`` -> ``localhost:5000``."""
-    first, slash, _ = reference.partition("/")
+def _host_and_path(reference: str) -> tuple[str, str]:
+    """(registry host, the rest) by Docker's reference rules, which containerd's CRI plugin
+    follows: the first path component is a host when it has a ``.`` or a ``:`` or is
+    ``localhost``; otherwise, or for Docker Hub's legacy names, the host is ``docker.io``."""
+    first, slash, rest = reference.partition("/")
     if slash and ("." in first or ":" in first or first == "localhost"):
-        # Docker Hub's legacy names are Docker Hub too (Docker's normalisation rewrites them).
-        return DOCKER_HUB if first in ("index.docker.io", "registry-1.docker.io") else first
-    return DOCKER_HUB
+        return (DOCKER_HUB if first in ("index.docker.io", "registry-1.docker.io") else first), rest
+    return DOCKER_HUB, reference
+
+
+def registry_host(reference: str) -> str:
+    """The registry host of an image reference. ``registry.k8s.io/pause:3.10`` ->
+    ``registry.k8s.io``, ``nginx`` -> ``docker.io``, ``localhost:5000/x`` -> ``localhost:5000``."""
+    return _host_and_path(reference)[0]
 
 
 def normalised(reference: str) -> str:
     """``reference`` as a node lists it: host added (``docker.io``, with ``library/`` for a
-    one-component Docker Hub name) and ``:latest`` when it has neither tag nor digest.
-    ``nginx`` -> ``docker.io/library/nginx:latest``."""
-    host = registry_host(reference)
-    first, slash, rest = reference.partition("/")
-    path = rest if slash and ("." in first or ":" in first or first == "localhost") else reference
-    if host == DOCKER_HUB and "/" not in path.split("@")[0].split(":")[0]:
-        path = "library/" + path
+    one-component Docker Hub name), ``:latest`` when it has neither tag nor digest, and
+    ``name:tag@digest`` as ``name@digest`` (the digest is what runs). ``nginx`` ->
+    ``docker.io/library/nginx:latest``."""
+    host, path = _host_and_path(reference)
     name, at, digest = path.partition("@")
+    repository, _, tag = name.partition(":")  # the host (with its port) is already off
+    if host == DOCKER_HUB and "/" not in repository:
+        repository = "library/" + repository
     if at:
-        # name:tag@digest runs the digest; a node lists it as name@digest (and name:tag).
-        repository = name.rsplit("/", 1)
-        repository[-1] = repository[-1].split(":")[0]
-        return f"{host}/{'/'.join(repository)}@{digest}"
-    if ":" not in name.rsplit("/", 1)[-1]:
-        path += ":latest"
-    return f"{host}/{path}"
+        return f"{host}/{repository}@{digest}"
+    return f"{host}/{repository}:{tag or 'latest'}"
 
 
 def _risk(policy: str, without: list[str], unknown: list[str], schedulable: bool) -> str:
