@@ -76,6 +76,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if problem:
         raise SystemExit(f"kdrill: {problem}")
     profile = _platform_profile(args.platform)
+    if args.node_agent and not (args.kubeconfig or args.context):
+        raise SystemExit("kdrill: --node-agent is for a cluster reached through its kubeconfig (--kubeconfig, "
+                         "--context); on kind kdrill reaches the nodes itself")
     if profile is not None and (args.kubeconfig or args.context):
         raise SystemExit("kdrill: --platform builds a kind cluster; an existing cluster (--kubeconfig, --context) is "
                          "drilled as it is (its record, if any, is in the evidence)")
@@ -148,6 +151,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             cmd.append(f"--kdrill-context={args.context}")
         for ctx in args.allow_context:
             cmd.append(f"--kdrill-allow-context={ctx}")
+        if args.node_agent:
+            cmd.append("--kdrill-node-agent")
     else:
         cmd.append(f"--kdrill-cluster-config={configs[0]}")
         if args.cluster_name:
@@ -462,7 +467,17 @@ def cluster_for_entry(entry_cluster: dict):
         if not provider.exists():
             raise ClusterGone(f"kind cluster {entry_cluster['name']} no longer exists")
         return provider.cluster(kubeconfig=entry_cluster.get("kubeconfig"))
-    return existing_cluster(entry_cluster.get("kubeconfig"), entry_cluster.get("context"))
+    cluster = existing_cluster(entry_cluster.get("kubeconfig"), entry_cluster.get("context"))
+    if entry_cluster.get("node_channel") == "agent":
+        # What was done through the node agent is undone through it (its namespace is in the
+        # ledger too, and recover deletes it after the faults that used it).
+        from harness.providers.node_agent import NodeAgent, nodes_by_role
+        from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+
+        cluster.node_access = True
+        cluster.node_agent = NodeAgent(cluster, TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY)
+        cluster.nodes_by_role = nodes_by_role(cluster)
+    return cluster
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
@@ -758,6 +773,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--context", help="context in --kubeconfig (default: current)")
     run.add_argument("--allow-context", action="append", default=[],
                      help="let destructive drills run on this non-kind context")
+    run.add_argument("--node-agent", action="store_true",
+                     help="with --kubeconfig/--context: reach the nodes through short-lived privileged agent pods "
+                     "(the toolbox image), so drills that run commands on nodes run there too; needs --allow-context")
     run.add_argument("--ticket", help="the change or incident ticket this run belongs to (in the evidence)")
     run.add_argument("--approved-by", help="who approved breaking the cluster for the drills (in the evidence)")
     run.add_argument("--baseline", metavar="RUN", help="compare with this earlier run at the end (kdrill compare); "

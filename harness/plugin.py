@@ -6,6 +6,8 @@ Options (``pytest --help``, group "kdrill"):
   --kdrill-keep-cluster          keep a cluster this session created (default: delete it at the end)
   --kdrill-kubeconfig PATH       use an existing cluster instead of kind (no node access)
   --kdrill-context NAME          context in that kubeconfig (default: current)
+  --kdrill-node-agent            on that cluster, reach the nodes through privileged agent pods
+                                 (harness/providers/node_agent.py); needs --kdrill-allow-context
   --kdrill-allow-context NAME    let destructive drills run on this non-kind context (repeatable)
   --kdrill-scenario NAME         run only the drills of these scenarios (repeatable)
   --kdrill-reports DIR           evidence root (default: $KDRILL_REPORTS, else reports/ as
@@ -53,6 +55,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kdrill-kubeconfig", default=None)
     group.addoption("--kdrill-context", default=None)
     group.addoption("--kdrill-allow-context", action="append", default=[])
+    group.addoption("--kdrill-node-agent", action="store_true", default=False,
+                    help="on an existing cluster, reach the nodes through privileged agent pods")
     group.addoption("--kdrill-scenario", action="append", default=[])
     # Both directories' defaults are looked up when used (_reports_dir, _scenarios_dir), not here:
     # this hook runs in every pytest session of an environment where kdrill is installed.
@@ -266,11 +270,31 @@ def kdrill_cluster(request: pytest.FixtureRequest):
             # not to its name (harness.providers.existing).
             check_destructive_allowed(cluster.context or "", server_of(cluster.kubeconfig, cluster.context or ""),
                                       opt("--kdrill-allow-context"), kind_clusters())
+            if opt("--kdrill-node-agent") and (cluster.context or "") not in opt("--kdrill-allow-context"):
+                # Privileged pods on every node are consent of their own, whatever the cluster is.
+                raise ProviderError(f"the node agent runs privileged pods on the nodes of {cluster.context!r}; "
+                                    f"consent with --kdrill-allow-context {cluster.context}")
         except ProviderError as exc:
             request.config._kdrill_refused = str(exc)
             pytest.exit(f"kdrill: refused: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-        yield cluster
-        _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
+        if not opt("--kdrill-node-agent"):
+            yield cluster
+            _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
+            return
+        from harness.faults import injected
+        from harness.faults.node_agent import NodeAgentPods
+        from harness.ledger import Ledger
+        from harness.providers.node_agent import NodeAgent, nodes_by_role
+        from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+
+        cluster.node_access = True
+        cluster.node_agent = NodeAgent(cluster, TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY)
+        cluster.nodes_by_role = nodes_by_role(cluster)
+        # The agents' namespace is in the ledger while it exists: removed at the end, on Ctrl-C,
+        # and by `kdrill recover` after a crash.
+        with injected(NodeAgentPods(cluster), Ledger(), drill="node agent"):
+            yield cluster
+            _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
         return
     from harness.doctor import docker_problem
     from harness.images import BuildError, ensure_built
@@ -397,10 +421,14 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     """A :class:`harness.drill.Drill` for the test's scenario and case; its evidence is written
     after the test body whatever happened (and a record says why when it does not run)."""
     scenario = _scenario(request.config, _scenario_of(request.node))
-    if scenario.needs_node_access and not kdrill_cluster.node_access:
-        # Which capability is missing, in the drill's own terms (Scenario.node_access_needs).
-        reason = (f"{scenario.name} needs node access, which {kdrill_cluster.name} (an existing cluster reached "
-                  f"through a kubeconfig) does not give: it {'; it '.join(scenario.node_access_needs())}")
+    missing = scenario.node_access_missing(kdrill_cluster) if scenario.needs_node_access else []
+    if missing:
+        # Which capability is missing, in the drill's own terms (Scenario.node_access_levels).
+        from harness.providers import NODE_CHANNEL_SAYS
+
+        reason = (f"{scenario.name} needs node access that {kdrill_cluster.name} (an existing cluster reached "
+                  f"through a kubeconfig; node access: {NODE_CHANNEL_SAYS[kdrill_cluster.node_channel]}) does not "
+                  f"give: it {'; it '.join(missing)}")
         _record_not_run(request.config, kdrill_run["writer"], scenario.name, drill_case, "skipped", reason)
         pytest.skip(reason)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
@@ -413,7 +441,8 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     d = Drill(scenario, drill_case, kdrill_cluster, kdrill_topology, Ledger(), kdrill_run["writer"],
               kdrill_run["run_id"], progress=progress)
     _label_for_allure(scenario, drill_case)
-    d.record.cluster.update({k: kdrill_identity[k] for k in ("server", "kube_system_uid", "clock_offsets")})
+    d.record.cluster.update({k: kdrill_identity[k] for k in ("server", "kube_system_uid", "clock_offsets",
+                                                               "node_channel") if k in kdrill_identity})
     from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
     d.observe("toolbox", {"image": TOOLBOX_IMAGE, "pull_policy": TOOLBOX_PULL_POLICY})

@@ -492,6 +492,11 @@ class Scenario:
         """What the drill does on the nodes, each a phrase after "it": its fault's (the fault
         class's ``node_capability``), its registries', its container kills', and
         ``cluster.node_access_for``. Empty when it needs no node access."""
+        return [phrase for _, phrase in self.node_access_levels()]
+
+    def node_access_levels(self) -> list[tuple[str, str]]:
+        """:meth:`node_access_needs` with the level of node access each needs, as (level, phrase);
+        levels are :data:`harness.providers.NODE_ACCESS_LEVELS`."""
         from harness.faults import fault_class
 
         needs = []
@@ -500,15 +505,22 @@ class Scenario:
         except KeyError:  # an unknown kind is refused elsewhere, with the known ones
             cls = None
         if cls is not None and cls.needs_node_access:
-            needs.append(cls.node_capability or f"runs the {self.fault_kind} fault on the nodes")
+            needs.append((cls.node_access_level, cls.node_capability or f"runs the {self.fault_kind} fault on the nodes"))
         if self.workload.get("registries"):
-            needs.append("runs registry containers beside the kind nodes and writes every node's containerd registry "
-                         "configuration")
+            needs.append(("container", "runs registry containers beside the kind nodes and writes every node's "
+                                       "containerd registry configuration"))
         if any("kill_container" in a for a in (self.runner or {}).get("actions") or []):
-            needs.append("kills a container through its node's container runtime (crictl)")
+            needs.append(("exec", "kills a container through its node's container runtime (crictl)"))
         if self.node_access_for:
-            needs.append(self.node_access_for)
+            # A drill file reaches the nodes through Cluster.node_exec, which every channel gives.
+            needs.append(("exec", self.node_access_for))
         return needs
+
+    def node_access_missing(self, cluster) -> list[str]:
+        """The phrases of :meth:`node_access_levels` that ``cluster``'s node channel does not
+        give, each ending with the level it needs. Empty when the drill can run there."""
+        return [f"{phrase} (needs node access: {level})" for level, phrase in self.node_access_levels()
+                if not cluster.node_access_gives(level)]
 
     def expectation(self, name: str) -> ExpectationSpec:
         """The spec called ``name``. Raises KeyError listing the known names."""

@@ -49,6 +49,10 @@ class Fault(abc.ABC):
     # With needs_node_access: what the fault does on the nodes, as a phrase after "it" (the reason
     # a cluster without node access skips the drill).
     node_capability: ClassVar[str] = ""
+    # With needs_node_access: the level it needs (harness.providers.NODE_ACCESS_LEVELS): "exec"
+    # through any channel, "kubelet" when it stops what the node agent's exec goes through,
+    # "container" when it needs this machine's Docker engine. Unsaid, the strongest.
+    node_access_level: ClassVar[str] = "container"
     # The scenario parameters (``fault.params``, cases' ``params``) this fault and its drill take.
     params: ClassVar[dict[str, Param]] = {}
 
@@ -301,7 +305,7 @@ def injected(fault: Fault, ledger: Ledger, drill: str | None = None) -> Iterator
     verified revert. Raises whatever inject raised (after reverting), or FaultNotReverted.
     """
     if fault.needs_node_access:
-        fault.cluster.require_node_access(f"fault {fault.kind}")
+        fault.cluster.require_node_access(f"fault {fault.kind}", fault.node_access_level)
     entry = ledger.record(fault.kind, cluster=fault.cluster.describe(), target=fault.target(), drill=drill)
     fault._checkpoint = lambda: ledger.update(entry.id, **fault.target())
     with _terminate_as_interrupt():

@@ -59,6 +59,7 @@ class ControlPlaneStop(Fault):
 
     kind = "control-plane-stop"
     needs_node_access = True
+    node_access_level = "kubelet"  # pause-node-containers needs "container" too (checked at inject)
     node_capability = ("stops the kubelet and kills the control-plane static pods' containers through the container "
                        "runtime on every control-plane node, or freezes those node containers (docker pause)")
     params = {
@@ -94,6 +95,8 @@ class ControlPlaneStop(Fault):
         return evidence
 
     def inject(self) -> None:
+        if self.method == "pause-node-containers":
+            self.cluster.require_node_access("docker pause of the control-plane nodes", "container")
         for node in self.nodes:
             if self.method == "pause-node-containers":
                 _docker("pause", node)

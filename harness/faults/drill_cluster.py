@@ -111,6 +111,7 @@ class DrillCluster(Fault):
 
     kind = "drill-cluster"
     needs_node_access = True
+    node_access_level = "container"
     node_capability = "creates and deletes a kind cluster of its own beside the session's (docker)"
 
     def __init__(self, cluster: Cluster, name: str, provider: str = "secretbox") -> None:

@@ -25,6 +25,7 @@ class DrillRegistry(Fault):
 
     kind = "drill-registry"
     needs_node_access = True
+    node_access_level = "container"
     node_capability = ("runs a registry container beside the kind nodes and writes every node's containerd registry "
                        "configuration (hosts.toml)")
 

@@ -31,6 +31,7 @@ class EtcdDefrag(Fault):
 
     kind = "etcd-defrag"
     needs_node_access = True
+    node_access_level = "exec"
     node_capability = "runs etcdctl in the etcd static pod's container on a control-plane node (crictl exec)"
     params = {
         "target_role": Param("choice", "which member: a follower (etcd's advice: one member at a time, "

@@ -51,6 +51,7 @@ class EtcdMember(Fault):
     kind = "etcd-member"
     method = "stop-kubelet-kill-container"
     needs_node_access = True
+    node_access_level = "kubelet"
     node_capability = ("stops kubelets and kills etcd members' containers through the container runtime on "
                        "control-plane nodes")
     params = {

@@ -69,6 +69,7 @@ class EtcdRestore(Fault):
 
     kind = "etcd-restore"
     needs_node_access = True
+    node_access_level = "kubelet"
     node_capability = ("stops every control-plane node's kubelet and static pods, moves etcd's data aside and restores "
                        "a snapshot on each node")
     params = {

@@ -62,6 +62,7 @@ class EtcdSpaceQuota(Fault):
 
     kind = "etcd-space-quota"
     needs_node_access = True
+    node_access_level = "kubelet"
     node_capability = ("edits the etcd static pod manifest on every control-plane node and restarts its member with the "
                        "kubelet stopped")
     params = {

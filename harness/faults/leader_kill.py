@@ -58,6 +58,7 @@ class LeaderKill(Fault):
     kind = "leader-kill"
     method = "crictl-kill-lease-holder"
     needs_node_access = True
+    node_access_level = "exec"
     node_capability = ("kills the leading kube-controller-manager or kube-scheduler container through its node's "
                        "container runtime (crictl)")
     params = {

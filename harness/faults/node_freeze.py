@@ -44,6 +44,7 @@ class NodeFreeze(Fault):
     kind = "node-freeze"
     method = "docker-pause"
     needs_node_access = True
+    node_access_level = "container"
     node_capability = "freezes a worker's node container whole (docker pause)"
     params = {
         "hold_seconds": Param("seconds", "how long the node stays lost (must outlast the grace period and the "

@@ -48,6 +48,7 @@ class RegistryOutage(Fault):
     }
     # Acts on a container of the host's Docker engine beside the kind nodes: a kind-only fault.
     needs_node_access = True
+    node_access_level = "container"
     node_capability = "stops or pauses a registry container beside the kind nodes (docker)"
 
     def __init__(self, cluster: Cluster, container: str, mode: str, verify_image: str | None = None) -> None:

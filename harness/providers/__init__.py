@@ -1,8 +1,11 @@
 """Cluster providers: where a drill's cluster comes from and what the harness may do to it.
 
 A provider hands the harness a :class:`Cluster`: how to reach the API server (a kubeconfig and
-context), and, for kind, how to reach the nodes (``docker exec`` into the node containers).
-Faults that need node access are skipped on clusters that have none, with the reason.
+context), and how, if at all, to reach the nodes: for kind, ``docker exec`` into the node
+containers; for a cluster reached only through its kubeconfig, optionally the node agent
+(:mod:`harness.providers.node_agent`: privileged pods and pod exec). What each channel can do is
+:data:`NODE_ACCESS_LEVELS`; faults that need more than a cluster's channel gives are skipped, with
+the reason.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
 
@@ -26,7 +30,23 @@ class ClusterGone(ProviderError):
 
 
 class NoNodeAccess(ProviderError):
-    """The fault needs the node containers, which this cluster's provider does not give."""
+    """The fault needs node access this cluster's provider does not give."""
+
+
+# What a fault or drill needs of the nodes, weakest first. A channel gives a prefix of this list.
+#   exec:      run commands on a node (crictl, etcdctl, journalctl) while its kubelet and the API
+#              server serve;
+#   kubelet:   stop the kubelet, the API server or etcd's quorum, and still revert: the node agent's
+#              exec goes through exactly those, so its revert needs a hold on the node itself;
+#   container: act on the node machine as a whole or beside it (docker pause, registry
+#              containers, a second kind cluster): this machine's Docker engine.
+NODE_ACCESS_LEVELS = ("exec", "kubelet", "container")
+NODE_CHANNEL_GIVES = {"docker": NODE_ACCESS_LEVELS, "agent": ("exec",), "": ()}
+NODE_CHANNEL_SAYS = {
+    "docker": "docker exec into kind node containers",
+    "agent": "the node agent (privileged pods, commands through the API server's pod exec)",
+    "": "none",
+}
 
 
 @dataclass
@@ -35,7 +55,9 @@ class Cluster:
 
     ``name``: kind cluster name or the kubeconfig context; ``provider``: ``"kind"`` or
     ``"existing"``; ``kubeconfig``/``context``: how the API server is reached (always through
-    ``127.0.0.1`` for kind); ``node_access``: whether ``node_exec`` works.
+    ``127.0.0.1`` for kind); ``node_access``: whether ``node_exec`` works; ``node_agent``: the
+    :class:`harness.providers.node_agent.NodeAgent` that runs it when the nodes are not kind
+    containers on this machine.
     """
 
     name: str
@@ -44,6 +66,18 @@ class Cluster:
     context: str | None
     node_access: bool
     nodes_by_role: dict[str, list[str]] = field(default_factory=dict)
+    node_agent: Any = None
+
+    @property
+    def node_channel(self) -> str:
+        """How the nodes are reached: ``"docker"``, ``"agent"`` or ``""`` (not at all)."""
+        if not self.node_access:
+            return ""
+        return "agent" if self.node_agent is not None else "docker"
+
+    def node_access_gives(self, level: str) -> bool:
+        """Whether this cluster's node channel gives ``level`` (one of :data:`NODE_ACCESS_LEVELS`)."""
+        return level in NODE_CHANNEL_GIVES[self.node_channel]
 
     @cached_property
     def api(self) -> client.ApiClient:
@@ -68,15 +102,25 @@ class Cluster:
         return client.AppsV1Api(self.api)
 
     def describe(self) -> dict:
-        return {"name": self.name, "provider": self.provider, "context": self.context,
-                "kubeconfig": str(self.kubeconfig), "node_access": self.node_access}
+        described = {"name": self.name, "provider": self.provider, "context": self.context,
+                     "kubeconfig": str(self.kubeconfig), "node_access": self.node_access}
+        if self.node_agent is not None:
+            described["node_channel"] = "agent"
+        return described
 
-    # Node access (kind only): the node is a container on this machine's Docker engine.
+    # Node access: on kind the node is a container on this machine's Docker engine; elsewhere,
+    # with the node agent, a privileged pod on the node.
 
-    def require_node_access(self, why: str) -> None:
+    def require_node_access(self, why: str, level: str = "exec") -> None:
+        """Raise NoNodeAccess unless this cluster's node channel gives ``level``."""
+        if self.node_access_gives(level):
+            return
         if not self.node_access:
-            raise NoNodeAccess(f"{why} needs node access (docker exec into kind node containers); "
-                               f"cluster {self.name!r} is an existing cluster reached through a kubeconfig")
+            raise NoNodeAccess(f"{why} needs node access (docker exec into kind node containers, or the node "
+                               f"agent: --node-agent); cluster {self.name!r} is an existing cluster reached "
+                               "through a kubeconfig")
+        raise NoNodeAccess(f"{why} needs node access of level {level!r}, which {NODE_CHANNEL_SAYS[self.node_channel]} "
+                           f"does not give on cluster {self.name!r} (see harness.providers.NODE_ACCESS_LEVELS)")
 
     def node_exec(self, node: str, command: list[str], timeout_seconds: float = 60,
                   check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -86,6 +130,8 @@ class Cluster:
         command fails, subprocess.TimeoutExpired after ``timeout_seconds``.
         """
         self.require_node_access(f"running {command[0]!r} on node {node!r}")
+        if self.node_agent is not None:
+            return self.node_agent.exec(node, command, timeout_seconds=timeout_seconds, check=check, stdin=stdin)
         result = proc.run(["docker", "exec", "-i", node, *command], input=stdin, timeout_seconds=timeout_seconds,
                           check=False)
         if check and result.returncode != 0:
@@ -97,11 +143,15 @@ class Cluster:
         """Copy a file from this machine to ``node_path`` on ``node`` (bytes as they are). Raises
         NoNodeAccess, ProviderError."""
         self.require_node_access(f"copying {host_path} to node {node!r}")
+        if self.node_agent is not None:
+            return self.node_agent.copy_to_node(node, host_path, node_path, timeout_seconds)
         self._docker_cp(host_path, f"{node}:{node_path}", timeout_seconds)
 
     def copy_from_node(self, node: str, node_path: str, host_path: str, timeout_seconds: float = 120) -> None:
         """Copy ``node_path`` on ``node`` to a file on this machine. Raises NoNodeAccess, ProviderError."""
         self.require_node_access(f"copying {node_path} from node {node!r}")
+        if self.node_agent is not None:
+            return self.node_agent.copy_from_node(node, node_path, host_path, timeout_seconds)
         self._docker_cp(f"{node}:{node_path}", host_path, timeout_seconds)
 
     @staticmethod

@@ -1,0 +1,83 @@
+"""Issue 15, item 3: drills that run commands on nodes run on a cluster reached only through its
+kubeconfig, through the node agent (harness/providers/node_agent.py), with no ``docker`` at all.
+
+The session's kind cluster is addressed as if it were not kind: the real ``kdrill run`` gets its
+kubeconfig and context, and a ``docker`` on its PATH that refuses every call and logs it. kind is
+then not asked anything it could answer, so the cluster counts as not local (consent with
+--allow-context), and every node command must go through the agent pods.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from harness.ledger import Ledger
+from harness.providers.node_agent import NAMESPACE
+
+pytestmark = [pytest.mark.cluster, pytest.mark.destructive]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+REFUSING_DOCKER = """#!/bin/sh
+echo "docker $*" >> "$(dirname "$0")/calls"
+echo "docker is not available: this cluster is reached only through its kubeconfig" >&2
+exit 1
+"""
+# What kind itself asks Docker when kdrill's consent check asks it which clusters are local: read
+# only, refused here. Anything else (exec, pause, cp, start) would be kdrill reaching a node itself.
+KIND_DISCOVERY = ("docker -v", "docker ps -a --filter label=io.x-k8s.kind.cluster")
+
+
+def test_the_etcd_drill_runs_through_the_node_agent_and_kubelet_stopping_drills_say_why_not(kdrill_cluster, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(REFUSING_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    state, reports = tmp_path / "state", tmp_path / "reports"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "KDRILL_STATE_DIR": str(state)}
+    context = kdrill_cluster.context
+    run = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "--reports", str(reports), "run", "etcd-defrag", "control-plane-stop",
+         "--kubeconfig", str(kdrill_cluster.kubeconfig), "--context", context, "--allow-context", context,
+         "--node-agent", "--run-id", "node-agent"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    out = run.stdout + run.stderr
+    # A skipped drill makes the run exit 1; etcd-defrag itself must pass.
+    assert run.returncode == 1, out[-3000:]
+    run_dir = reports / "node-agent"
+
+    defrag = json.loads((run_dir / "etcd-defrag.json").read_text())
+    assert defrag["verdict"] == "passed", out[-3000:]
+    assert defrag["cluster"]["provider"] == "existing" and defrag["cluster"]["node_channel"] == "agent"
+    # The defragmentation really ran on a node (etcdctl through crictl exec, via the agent) and stalled
+    # that member: the drill's own expectations say so, measured.
+    measured = {e["name"]: e for e in defrag["expectations"]}
+    assert measured["defrag_seconds"]["passed"] and measured["member_stall_share_of_defrag"]["passed"]
+    # The node agent's exec does not disturb the probes sharing the cluster's API client.
+    flagged = [v for v in (defrag.get("vital_signs") or {}).values() if isinstance(v, dict) and v.get("flagged")]
+    assert not flagged, flagged
+    # Node clocks were read through the agent too.
+    offsets = defrag["cluster"]["clock_offsets"]
+    assert offsets and all("offset_seconds" in o for o in offsets.values()), offsets
+
+    for case in ("components", "node-loss"):
+        record = json.loads((run_dir / f"control-plane-stop--{case}.json").read_text())
+        assert record["verdict"] == "skipped", record["verdict"]
+        why = " ".join(str(e) for e in record.get("errors") or []) + json.dumps(record.get("observations"))
+        assert "(needs node access: kubelet)" in why and "node agent" in why, why[:2000]
+
+    calls = (bin_dir / "calls").read_text().splitlines() if (bin_dir / "calls").exists() else []
+    assert all(c.startswith(KIND_DISCOVERY) for c in calls), calls
+
+    # Nothing privileged stays behind: the agents' namespace is gone and the ledger is empty.
+    with pytest.raises(ApiException) as gone:
+        kdrill_cluster.core.read_namespace(NAMESPACE, _request_timeout=10)
+    assert gone.value.status == 404
+    assert Ledger(state / "ledger").entries() == []
