@@ -28,6 +28,17 @@ window holds nothing to measure (the expectation is then an error, never a pass)
 - ``min_latency_seconds``: the smallest of those latencies (seconds; None when none has one):
   e.g. that every write the webhook's black hole held waited for the API server's deadline.
 
+Over a ``metric`` probe's values (each sample's ``labels["value"]``, the value read; a failed read
+has none), in the scenario's own unit (the metric's):
+
+- ``max_value`` / ``min_value``: the largest / smallest value read in the window (None when no
+  read gave one);
+- ``rate_per_second``: how fast a counter grew in the window: its increase from the first to the
+  last value read, a drop counted as a counter reset (the process restarted; the new value is
+  what it counted since), divided by the seconds between those two reads (None with fewer than
+  two values or no time between them). Prometheus's ``rate()`` without its extrapolation to the
+  window's edges (https://prometheus.io/docs/prometheus/latest/querying/functions/#rate).
+
 An expectation may narrow its window to the time of an action of that window: ``from_action``
 starts it when the named action ran, ``until_action`` ends it then (e.g. the rejections before a
 webhook configuration is deleted, and the writes after). An action that did not run leaves
@@ -129,6 +140,42 @@ def min_latency_seconds(samples: list[Sample], start: float, end: float) -> floa
              if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
     return min(timed) if timed else None
 
+
+def _values(samples: list[Sample], start: float, end: float) -> list[tuple[float, float]]:
+    """(t, value) of the window's samples that carry a finite ``labels["value"]`` (a metric read)."""
+    found = []
+    for s in in_window(samples, start, end):
+        try:
+            value = float((s.labels or {})["value"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if math.isfinite(value):
+            found.append((s.t, value))
+    return found
+
+
+def max_value(samples: list[Sample], start: float, end: float) -> float | None:
+    values = [v for _, v in _values(samples, start, end)]
+    return max(values) if values else None
+
+
+def min_value(samples: list[Sample], start: float, end: float) -> float | None:
+    values = [v for _, v in _values(samples, start, end)]
+    return min(values) if values else None
+
+
+def rate_per_second(samples: list[Sample], start: float, end: float) -> float | None:
+    values = _values(samples, start, end)
+    if len(values) < 2 or values[-1][0] <= values[0][0]:
+        return None
+    increase = 0.0
+    for (_, before), (_, after) in zip(values, values[1:]):
+        increase += after - before if after >= before else after  # a drop is a reset: counted from 0
+    return increase / (values[-1][0] - values[0][0])
+
+
+# Measures over a metric probe's values: a probe of another kind has none to give.
+VALUE_MEASURES = ("max_value", "min_value", "rate_per_second")
 
 ENTRY_POINTS = "kdrill.measures"
 

@@ -511,6 +511,12 @@ class Scenario:
                                        "containerd registry configuration"))
         if any("kill_container" in a for a in (self.runner or {}).get("actions") or []):
             needs.append(("exec", "kills a container through its node's container runtime (crictl)"))
+        for probe in (self.runner or {}).get("probes") or []:
+            from harness.probes import probe_types
+
+            on_node = getattr(probe_types().get(probe.get("kind")), "node_access", lambda spec: None)(probe)
+            if on_node:
+                needs.append(("exec", on_node))
         if self.node_access_for:
             # A drill file reaches the nodes through Cluster.node_exec, which every channel gives.
             needs.append(("exec", self.node_access_for))
@@ -956,6 +962,14 @@ def _check_runner(path: Path, data: dict) -> None:
             if item["measure"]["probe"] not in probes:
                 raise ScenarioError(path, f"{where}[{i}].measure.probe", f"one of runner.probes: {', '.join(probes)}",
                                     repr(item["measure"]["probe"]))
+            from harness.measures import VALUE_MEASURES
+
+            probe_kind = next((p.get("kind") for p in data["runner"]["probes"] if p.get("name") == item["measure"]["probe"]),
+                              None)
+            if item["measure"]["kind"] in VALUE_MEASURES and probe_kind is not None and probe_kind != "metric":
+                raise ScenarioError(path, f"{where}[{i}].measure.probe", f"a metric probe ({item['measure']['kind']} "
+                                    "reads the values a metric probe records)",
+                                    f"{item['measure']['probe']!r}, a {probe_kind} probe")
             window = item["measure"]["window"]
             in_window = {a["name"]: a for a in data["runner"].get("actions") or [] if a["window"] == window}
             for key in ("from_action", "until_action"):
@@ -1120,6 +1134,10 @@ def _check_objects(path: Path, data: dict) -> None:
                     raise problem.as_error()
         for where, expected, got in getattr(probe_type, "problems", lambda spec: [])(probe):
             raise ScenarioError(path, f"{field}.{where}", expected, got)
+        on_node = getattr(probe_type, "node_access", lambda spec: None)(probe)
+        if on_node and not data["cluster"].get("needs_node_access"):
+            raise ScenarioError(path, "cluster.needs_node_access", f"true: {field} {on_node}",
+                                repr(data["cluster"].get("needs_node_access", False)))
         if "object" in probe:
             check_kind(f"{field}.object.kind", probe["object"]["kind"])
             check_placeholders(f"{field}.object", probe["object"])

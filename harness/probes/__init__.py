@@ -3,7 +3,7 @@ at a fixed interval (0.5 s by default, so measured times are good to about a sec
 
 Each probe is bounded: it stops by itself after ``max_seconds`` (and ``max_samples``) even if
 nobody calls :meth:`Probe.stop`. One module per probe kind: ``http``, ``api``, ``pods``,
-``incluster``, ``object_state``, ``image_pulls``, ``metric``, ``admission``, ``events``, ``nodes``,
+``incluster``, ``object_state``, ``image_pulls``, ``metric``, ``command``, ``admission``, ``events``, ``nodes``,
 ``endpoints``, ``etcd``, ``node_http``; ``host_pressure`` samples this machine's CPU pressure in
 every drill, and ``blast_radius`` holds the webhook blast-radius drill's catalogue of writes.
 

@@ -49,7 +49,6 @@ NSENTER = ["nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--
 # a drill cluster, small enough not to exhaust memory on a real one.
 COPY_MAX_BYTES = 256 * 1024 * 1024
 
-_STDOUT, _STDERR, _STDIN = 1, 2, 0
 
 
 def pod_name(node: str) -> str:
@@ -162,49 +161,15 @@ class NodeAgent:
         exit code, stdout and stderr (text). Raises ProviderError when the exec cannot be made or,
         with ``check``, when the command exits non-zero; subprocess.TimeoutExpired after
         ``timeout_seconds``."""
-        from kubernetes import client
-        from kubernetes.client.exceptions import ApiException
-        from kubernetes.stream import stream
+        from harness import pod_exec
 
         name = self.ensure(node)
-        argv = [*NSENTER, *command]
-        # A client of its own: the client library's stream() swaps the request method of the
-        # ApiClient it is given while it connects, and a probe sharing that client at the moment
-        # would send its plain request as a websocket handshake (seen: "Handshake status 200 OK").
-        core = client.CoreV1Api(self.cluster.new_api())
         try:
-            ws = stream(core.connect_get_namespaced_pod_exec, name, NAMESPACE, command=argv,
-                        stdin=stdin is not None, stdout=True, stderr=True, tty=False, _preload_content=False,
-                        _request_timeout=timeout_seconds)
-        except (ApiException, Exception) as exc:  # the websocket library raises its own types
+            result = pod_exec.run(self.cluster, NAMESPACE, name, [*NSENTER, *command], timeout_seconds, stdin=stdin)
+        except pod_exec.PodExecError as exc:
             with self._lock:
                 self._ready.discard(node)  # the pod may be gone: look again next time
-            raise ProviderError(f"node agent on {node}: exec of {command[0]!r} not possible: "
-                                f"{type(exc).__name__}: {str(exc)[:300]}") from None
-        out, err = [], []
-        try:
-            if stdin is not None:
-                if getattr(ws, "subprotocol", None) != "v5.channel.k8s.io":
-                    raise ProviderError(f"node agent on {node}: the API server did not agree to exec protocol "
-                                        "v5.channel.k8s.io, which ends a command's standard input (Kubernetes 1.30+)")
-                data = stdin.encode() if isinstance(stdin, str) else stdin
-                for start in range(0, len(data), 64 * 1024):
-                    ws.write_channel(_STDIN, data[start:start + 64 * 1024])
-                ws.close_channel(_STDIN)  # end of input (the v5 exec protocol's close signal)
-            deadline = time.monotonic() + timeout_seconds
-            while ws.is_open():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise subprocess.TimeoutExpired(argv, timeout_seconds)
-                ws.update(timeout=min(left, 1.0))
-                out.append(ws.read_channel(_STDOUT))
-                err.append(ws.read_channel(_STDERR))
-            out.append(ws.read_channel(_STDOUT))
-            err.append(ws.read_channel(_STDERR))
-            code = ws.returncode
-        finally:
-            ws.close()
-        result = subprocess.CompletedProcess(argv, code if code is not None else -1, "".join(out), "".join(err))
+            raise ProviderError(f"node agent on {node}: {exc}") from None
         if check and result.returncode != 0:
             raise ProviderError(f"on node {node} (node agent): {' '.join(command)} exited {result.returncode}: "
                                 f"{result.stderr.strip()[:500] or result.stdout.strip()[:500]}")

@@ -59,10 +59,16 @@ def test_the_etcd_drill_runs_through_the_node_agent_and_kubelet_stopping_drills_
     # The defragmentation really ran on a node (etcdctl through crictl exec, via the agent) and stalled
     # that member: the drill's own expectations say so, measured.
     measured = {e["name"]: e for e in defrag["expectations"]}
-    assert measured["defrag_seconds"]["passed"] and measured["member_stall_share_of_defrag"]["passed"]
-    # The node agent's exec does not disturb the probes sharing the cluster's API client.
-    flagged = [v for v in (defrag.get("vital_signs") or {}).values() if isinstance(v, dict) and v.get("flagged")]
-    assert not flagged, flagged
+    assert measured["defrag_seconds"]["verdict"] == "passed" and measured["defrag_seconds"]["measured"] > 0
+    assert measured["member_stall_share_of_defrag"]["verdict"] == "passed"
+    # The node agent's exec does not disturb the probes sharing the cluster's API client (it did,
+    # through the client library's stream(), before the agent had a client of its own: vital signs
+    # "not readable: Handshake status 200 OK"). What the platform itself does stays flagged: a
+    # defragmentation that outlasts a co-located leader's renew deadline (10 s) restarts it.
+    signs = defrag["vital_signs"]["signs"]
+    unread = {name: sign for name, sign in signs.items()
+              if sign.get("unmeasured") or "not readable" in json.dumps(sign)}
+    assert not unread, unread
     # Node clocks were read through the agent too.
     offsets = defrag["cluster"]["clock_offsets"]
     assert offsets and all("offset_seconds" in o for o in offsets.values()), offsets

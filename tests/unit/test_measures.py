@@ -102,3 +102,40 @@ def test_a_new_drill_is_one_file(tmp_path) -> None:
 
     path = data_scenario(tmp_path, lambda d: d.update(name="my-team-service-scaled-away"))
     check_references(load_scenario(path))
+
+
+# --- over a metric probe's values ------------------------------------------------------------------
+
+def _read(t: float, value) -> Sample:
+    return Sample(t=t, ok=True, latency_seconds=0.01, labels={} if value is None else {"value": str(value)})
+
+
+def test_value_measures_read_the_metric_values_and_skip_reads_without_one():
+    from harness.measures import max_value, min_value
+
+    samples = [_read(100, 0), _read(102, None), _read(104, 1), _read(106, "nan"), _read(108, 1), _read(120, 7)]
+    assert max_value(samples, 100, 110) == 1 and min_value(samples, 100, 110) == 0
+    assert max_value(samples, 101, 104) is None  # only a failed read in it
+
+
+def test_rate_per_second_counts_a_drop_as_a_counter_reset_and_needs_two_values_apart_in_time():
+    from harness.measures import rate_per_second
+
+    assert rate_per_second([_read(100, 10), _read(110, 30)], 0, 200) == 2.0
+    # 10 -> 30 (+20), reset to 5 (+5 counted since the restart), 5 -> 15 (+10): 35 over 30 s.
+    assert rate_per_second([_read(100, 10), _read(110, 30), _read(120, 5), _read(130, 15)], 0, 200) == 35 / 30
+    assert rate_per_second([_read(100, 10)], 0, 200) is None
+    assert rate_per_second([_read(100, 10), _read(100, 12)], 0, 200) is None
+    assert rate_per_second([_read(100, 10), _read(105, None), _read(110, 10)], 0, 200) == 0.0
+
+
+def test_a_value_measure_over_a_probe_that_is_not_a_metric_probe_is_refused(tmp_path):
+    from harness.scenario import ScenarioError
+    from scenario_copies import load_edited
+
+    def edit(data):
+        data["expectations"][0]["measure"]["kind"] = "max_value"
+
+    with pytest.raises(ScenarioError) as refused:
+        load_edited(tmp_path, "pod-delete", edit)
+    assert refused.value.field.endswith(".measure.probe") and "a metric probe" in refused.value.expected
