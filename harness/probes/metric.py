@@ -75,6 +75,14 @@ def metric_value(exposition: str, metric: str, labels: dict[str, str]) -> float 
     return sum(values) if values else None
 
 
+def exact_text(value: float) -> str:
+    """``value`` as text that reads back as the same float (``"0"``, ``"1234567"``, ``"0.25"``,
+    ``"inf"``): the measures read it again, and ``:g``'s 6 digits would make a counter of 1234567
+    and one of 1234599 the same value (a rate of 0)."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
 _NAME_253 = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253}
 # A metric probe's default interval: a kube-apiserver's metrics are about 2 MB a read here.
 DEFAULT_INTERVAL_SECONDS = 2.0
@@ -153,4 +161,4 @@ class MetricProbe(Probe):
             return Sample(t=started, ok=False, latency_seconds=latency, detail=f"no series {self.metric}{self.labels}",
                           labels={"error": "no series"})
         return Sample(t=started, ok=self.ok_when.holds(value), latency_seconds=latency,
-                      detail=f"{self.metric}{self.labels} = {value:g}", labels={"value": f"{value:g}"})
+                      detail=f"{self.metric}{self.labels} = {value:g}", labels={"value": exact_text(value)})

@@ -180,3 +180,16 @@ def test_the_abort_guard_watches_an_incluster_http_probe_only(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_edited(tmp_path, "apiservice-unavailable", change)
     assert info.value.field == "runner.abort.probe" and "by-name" in info.value.expected
+
+
+def test_the_value_label_reads_back_as_the_value_read_so_a_counter_s_growth_is_not_rounded_away():
+    # A busy API server's request counter is in the millions: 6 significant digits ("1.23457e+06")
+    # would make 1234567 and 1234599 the same value, and rate_per_second 0.
+    exposition = "# TYPE apiserver_request_total counter\napiserver_request_total{verb=\"GET\"} 1234599\n"
+    sample = MetricProbe("m", FakeCluster(FakeApi(exposition)), "apiserver_request_total", {},
+                         Bound(">=", 0)).sample()
+    assert float(sample.labels["value"]) == 1234599 and sample.labels["value"] == "1234599"
+    from harness.probes.metric import exact_text
+
+    for value in (0.0, 0.1, 1e20, 123456789.25, float("inf"), -2.5):
+        assert float(exact_text(value)) == value
