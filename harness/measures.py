@@ -32,11 +32,12 @@ Over a ``metric`` probe's values (each sample's ``labels["value"]``, the value r
 has none), in the scenario's own unit (the metric's):
 
 - ``max_value`` / ``min_value``: the largest / smallest value read in the window (None when no
-  read gave one);
+  read gave one; ``inf`` / ``-inf`` when the metric said so);
 - ``rate_per_second``: how fast a counter grew in the window: its increase from the first to the
   last value read, a drop counted as a counter reset (the process restarted; the new value is
   what it counted since), divided by the seconds between those two reads (None with fewer than
-  two values or no time between them). Prometheus's ``rate()`` without its extrapolation to the
+  two values or no time between them, and when a value read is negative or infinite, or two reads
+  at one time differ: no counter's). Prometheus's ``rate()`` without its extrapolation to the
   window's edges (https://prometheus.io/docs/prometheus/latest/querying/functions/#rate).
 
 An expectation may narrow its window to the time of an action of that window: ``from_action``
@@ -142,14 +143,21 @@ def min_latency_seconds(samples: list[Sample], start: float, end: float) -> floa
 
 
 def _values(samples: list[Sample], start: float, end: float) -> list[tuple[float, float]]:
-    """(t, value) of the window's samples that carry a finite ``labels["value"]`` (a metric read)."""
+    """(t, value) of the window's samples that carry a number in ``labels["value"]`` (a metric
+    read): NaN is no value; +Inf and -Inf are kept (a metric may say them, and an extreme measured
+    without them would claim less than was read); a flag (True/False) is not a number read."""
     found = []
     for s in in_window(samples, start, end):
-        try:
-            value = float((s.labels or {})["value"])
-        except (KeyError, TypeError, ValueError):
+        raw = (s.labels or {}).get("value") if isinstance(s.labels, dict) else None
+        if raw is None or isinstance(raw, bool):
             continue
-        if math.isfinite(value):
+        try:
+            value = float(raw)
+        except OverflowError:  # an integer past float's range: beyond any float, as "1e309" reads
+            value = math.inf if raw > 0 else -math.inf
+        except (TypeError, ValueError):
+            continue
+        if not math.isnan(value):
             found.append((s.t, value))
     return found
 
@@ -168,10 +176,15 @@ def rate_per_second(samples: list[Sample], start: float, end: float) -> float | 
     values = _values(samples, start, end)
     if len(values) < 2 or values[-1][0] <= values[0][0]:
         return None
+    if any(not math.isfinite(v) or v < 0 for _, v in values):
+        return None  # a counter is finite and never negative: these reads are not a counter's
+    if any(a == c and b != d for (a, b), (c, d) in zip(values, values[1:])):
+        return None  # two reads at one time that differ: which came first, and so a reset, is unknown
     increase = 0.0
     for (_, before), (_, after) in zip(values, values[1:]):
         increase += after - before if after >= before else after  # a drop is a reset: counted from 0
-    return increase / (values[-1][0] - values[0][0])
+    rate = increase / (values[-1][0] - values[0][0])
+    return rate if math.isfinite(rate) else None
 
 
 # Measures over a metric probe's values: a probe of another kind has none to give.

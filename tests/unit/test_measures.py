@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,43 @@ def test_a_value_measure_over_a_probe_that_is_not_a_metric_probe_is_refused(tmp_
     with pytest.raises(ScenarioError) as refused:
         load_edited(tmp_path, "pod-delete", edit)
     assert refused.value.field.endswith(".measure.probe") and "a metric probe" in refused.value.expected
+
+
+def _labelled(t: float, value) -> Sample:
+    """A read whose ``labels["value"]`` is ``value`` as it is (not made text)."""
+    return Sample(t=t, ok=True, latency_seconds=0.01, labels={"value": value})
+
+
+def test_value_measures_skip_flags_and_keep_what_is_past_float_s_range_as_an_infinite_read():
+    from harness.measures import max_value, min_value, rate_per_second
+
+    # True is not a value read (float(True) would make it 1).
+    assert max_value([_labelled(100, True), _labelled(101, False)], 0, 200) is None
+    assert max_value([_labelled(100, True), _read(101, 0)], 0, 200) == 0
+    # An integer past float's range is not a crash; it is beyond any float, as "1e309" reads.
+    huge = [_labelled(100, 10 ** 400), _read(101, 3), _labelled(102, -10 ** 400)]
+    assert max_value(huge, 0, 200) == math.inf and min_value(huge, 0, 200) == -math.inf
+    assert rate_per_second(huge, 0, 200) is None
+
+
+def test_an_infinite_read_is_the_extreme_it_is_not_skipped_for_a_smaller_one():
+    from harness.measures import max_value, min_value
+
+    # The metric said +Inf: "the largest value read was 1" would claim what the reads deny.
+    samples = [_read(100, 1), _read(101, "+Inf"), _read(102, "-inf"), _read(103, "nan")]
+    assert max_value(samples, 0, 200) == math.inf and min_value(samples, 0, 200) == -math.inf
+    assert max_value([_read(100, "nan")], 0, 200) is None
+
+
+def test_rate_per_second_is_none_for_reads_that_cannot_be_a_counter_s():
+    from harness.measures import rate_per_second
+
+    # Negative: -5 then -10 is no counter reset to -10 (a rate of -10/s).
+    assert rate_per_second([_read(100, -5), _read(101, -10)], 0, 200) is None
+    # Infinite, or an increase past float's range.
+    assert rate_per_second([_read(100, 1), _read(101, "inf")], 0, 200) is None
+    assert rate_per_second([_read(100, 0), _read(101, "1e308"), _read(102, 0), _read(103, "1e308")], 0, 200) is None
+    # Two reads at one time that differ: 10 then 5 (a reset, +5) or 5 then 10 (+5, then a reset, +6)?
+    assert rate_per_second([_read(100, 10), _read(100, 5), _read(101, 6)], 0, 200) is None
+    # The same value twice at one time says nothing new.
+    assert rate_per_second([_read(100, 10), _read(100, 10), _read(101, 12)], 0, 200) == 2.0
