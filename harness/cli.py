@@ -457,11 +457,33 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def entry_cluster_problem(entry_cluster: dict) -> str | None:
+    """What is wrong with a ledger entry's ``cluster`` (as :meth:`Cluster.describe` wrote it), or
+    None. A field missing or of the wrong type must not resolve to another cluster: no kubeconfig
+    would be $KUBECONFIG's current context, and a kind name that is no cluster reads as "gone",
+    which drops the entry unreverted."""
+    provider = entry_cluster.get("provider")
+    required = {"kind": ("name",), "existing": ("kubeconfig", "context")}.get(provider)
+    if required is None:
+        return f"provider: expected 'kind' or 'existing', got {provider!r}"
+    for key in required:
+        value = entry_cluster.get(key)
+        if not isinstance(value, str) or not value:
+            return f"{key}: expected the {provider} cluster's {key} (text), got {value!r}"
+    if provider == "existing" and entry_cluster.get("node_channel", "agent") != "agent":
+        return f"node_channel: expected 'agent' or nothing, got {entry_cluster.get('node_channel')!r}"
+    return None
+
+
 def cluster_for_entry(entry_cluster: dict):
-    from harness.providers import ClusterGone
+    from harness.providers import ClusterGone, ProviderError
     from harness.providers.existing import existing_cluster
     from harness.providers.kind import KindProvider
 
+    problem = entry_cluster_problem(entry_cluster)
+    if problem:  # kept in the ledger (not ClusterGone): a person decides which cluster it was
+        raise ProviderError(f"the entry's cluster is malformed ({problem}): fix the entry's cluster or revert by "
+                            f"hand; recorded as {entry_cluster!r}"[:600])
     if entry_cluster.get("provider") == "kind":
         provider = KindProvider(name=entry_cluster["name"])
         if not provider.exists():

@@ -116,3 +116,49 @@ def test_a_cases_own_fault_that_needs_more_than_the_agent_skips_the_drill_before
     assert ledger.entries() == []
     record = json.loads(drill.finish(skipped.value).read_text())
     assert record["verdict"] == "skipped"
+
+
+@pytest.mark.parametrize("entry_cluster, field", [
+    ({}, "provider"),
+    ({"provider": "kube"}, "provider"),
+    ({"provider": "kind"}, "name"),
+    ({"provider": "kind", "name": 5}, "name"),
+    ({"provider": "existing", "node_channel": "agent"}, "kubeconfig"),
+    ({"provider": "existing", "kubeconfig": "", "context": "", "node_channel": "agent"}, "kubeconfig"),
+    ({"provider": "existing", "kubeconfig": 5, "context": "c", "node_channel": "agent"}, "kubeconfig"),
+    ({"provider": "existing", "kubeconfig": "/k", "context": ["c"], "node_channel": "agent"}, "context"),
+    ({"provider": "existing", "kubeconfig": "/k", "context": "c", "node_channel": "docker"}, "node_channel"),
+])
+def test_recover_refuses_a_malformed_entry_cluster_before_reaching_any_cluster_and_keeps_the_entry(
+        entry_cluster, field, tmp_path, monkeypatch):
+    # No kubeconfig would be $KUBECONFIG's current context (another cluster: the agent's namespace
+    # deleted, its nodes listed there); a kind name that is no cluster reads as gone and drops the entry.
+    import harness.faults as faults
+    import harness.providers.existing as existing
+    import harness.providers.kind as kind
+    from harness.cli import cluster_for_entry
+    from harness.faults import recover
+    from harness.faults.node_agent import NodeAgentPods
+    from harness.ledger import Ledger
+
+    def reached(*args, **kwargs):
+        raise AssertionError("a cluster was looked for")
+
+    monkeypatch.setattr(existing, "existing_cluster", reached)
+    monkeypatch.setattr(kind.KindProvider, "exists", reached)
+    monkeypatch.setattr(faults, "fault_class", lambda k: NodeAgentPods)
+    ledger = Ledger(tmp_path / "ledger")
+    entry = ledger.record("node-agent", cluster=entry_cluster, target={"namespace": "kdrill-node-agent"})
+    [result] = recover(ledger, cluster_for_entry)
+    assert not result["reverted"] and "malformed" in result["error"] and f"({field}: expected" in result["error"]
+    assert [e.id for e in ledger.entries()] == [entry.id]
+
+
+def test_a_well_formed_entry_cluster_has_no_problem():
+    from harness.cli import entry_cluster_problem
+
+    assert entry_cluster_problem({"provider": "kind", "name": "kdrill-ha", "kubeconfig": "/k", "context": "kind-x",
+                                  "node_access": True}) is None
+    assert entry_cluster_problem({"provider": "existing", "name": "c", "kubeconfig": "/k", "context": "c",
+                                  "node_access": True, "node_channel": "agent"}) is None
+    assert entry_cluster_problem({"provider": "existing", "kubeconfig": "/k", "context": "c"}) is None
