@@ -66,6 +66,18 @@ class CommandProbe(Probe):
     }
 
     @staticmethod
+    def problems(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
+        """What the schema cannot say of ``command``: a program to run (an empty name runs nothing,
+        each sample would fail as "error"), and no NUL byte (an exec's arguments cannot hold one)."""
+        found = []
+        command = spec.get("command") or [""]
+        if not command[0].strip():
+            found.append(("command[0]", "the program to run (its name or path)", repr(command[0])))
+        found += [(f"command[{i}]", "text without a NUL character", repr(arg)[:80])
+                  for i, arg in enumerate(command) if "\0" in arg]
+        return found
+
+    @staticmethod
     def node_access(spec: dict[str, Any]) -> str | None:
         """What the probe does on a node (a phrase after "it"), or None when it runs in a pod."""
         where = spec.get("where") or {}

@@ -88,3 +88,22 @@ def test_a_where_that_is_none_of_its_forms_is_refused_with_the_forms(tmp_path, w
     with pytest.raises(ScenarioError) as refused:
         load_edited(tmp_path, "pod-delete", _with_probe(where, True))
     assert refused.value.field.startswith("runner.probes[") and ".where" in refused.value.field
+
+
+@pytest.mark.parametrize("command, field", [([""], "command[0]"), (["  ", "-v"], "command[0]"),
+                                            (["sh", "-c", "a\0b"], "command[2]")])
+def test_a_command_with_no_program_or_a_nul_character_is_refused_when_the_scenario_loads(tmp_path, command, field):
+    # Either would load and then fail every sample as "error": no exec can run it.
+    def edit(data):
+        _with_probe({"node": "n"}, True)(data)
+        data["runner"]["probes"][-1]["command"] = command
+
+    with pytest.raises(ScenarioError) as refused:
+        load_edited(tmp_path, "pod-delete", edit)
+    assert refused.value.field.endswith(f"].{field}"), refused.value.field
+    # An empty argument after the program is a command's own business (grep "" FILE).
+    def empty_argument(data):
+        _with_probe({"node": "n"}, True)(data)
+        data["runner"]["probes"][-1]["command"] = ["grep", "", "/etc/hostname"]
+
+    assert load_edited(tmp_path, "pod-delete", empty_argument).runner["probes"][-1]["command"][1] == ""
