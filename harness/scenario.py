@@ -778,7 +778,9 @@ def _expected_text(err: ValidationError) -> str:
         "exclusiveMinimum": lambda: f"a number > {v}",
         "maximum": lambda: f"a number <= {v}",
         "pattern": lambda: f"a string matching {v}",
-    }.get(str(err.validator), lambda: err.message)()
+        "maxLength": lambda: f"a string of at most {v} characters",
+        "maxItems": lambda: f"a list with at most {v} item{'s' if v != 1 else ''}",
+    }.get(str(err.validator), lambda: err.message[:200])()  # the library's message quotes the value whole
 
 
 _TYPE_TEXT = {"string": "a string", "number": "a number", "integer": "an integer",

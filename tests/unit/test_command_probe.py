@@ -107,3 +107,14 @@ def test_a_command_with_no_program_or_a_nul_character_is_refused_when_the_scenar
         data["runner"]["probes"][-1]["command"] = ["grep", "", "/etc/hostname"]
 
     assert load_edited(tmp_path, "pod-delete", empty_argument).runner["probes"][-1]["command"][1] == ""
+
+
+def test_a_huge_argument_is_refused_saying_the_limit_not_repeating_the_argument(tmp_path):
+    def edit(data):
+        _with_probe({"node": "n"}, True)(data)
+        data["runner"]["probes"][-1]["command"] = ["echo", "x" * 100_000]
+
+    with pytest.raises(ScenarioError) as refused:
+        load_edited(tmp_path, "pod-delete", edit)
+    assert refused.value.field.endswith(".command[1]")
+    assert refused.value.expected == "a string of at most 4096 characters" and len(str(refused.value)) < 600
