@@ -79,6 +79,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.node_agent and not (args.kubeconfig or args.context):
         raise SystemExit("kdrill: --node-agent is for a cluster reached through its kubeconfig (--kubeconfig, "
                          "--context); on kind kdrill reaches the nodes itself")
+    if args.node_agent and not args.allow_context and not args.plan:
+        # The drills' session would refuse it too, but after this run's directory was made.
+        raise SystemExit("kdrill: --node-agent runs privileged pods on every node of the cluster; consent with "
+                         "--allow-context CONTEXT (the context drilled)")
     if profile is not None and (args.kubeconfig or args.context):
         raise SystemExit("kdrill: --platform builds a kind cluster; an existing cluster (--kubeconfig, --context) is "
                          "drilled as it is (its record, if any, is in the evidence)")

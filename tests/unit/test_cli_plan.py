@@ -89,3 +89,13 @@ def test_plan_names_a_data_only_scenarios_registries_and_probes(tmp_path: Path, 
     out = capsys.readouterr().out
     assert "container kdrill-registry-<cluster>-stuck" in out and "images pushed: app" in out
     assert "queued-pulls (image-pulls)" in out and "by-name (incluster-http)" in out
+
+
+def test_run_with_the_node_agent_and_no_consent_is_refused_before_a_run_directory_is_made(tmp_path: Path) -> None:
+    reports, kubeconfig = tmp_path / "reports", tmp_path / "kubeconfig"
+    kubeconfig.write_text("")
+    with pytest.raises(SystemExit, match="--allow-context"):
+        main(["--reports", str(reports), "run", "--node-agent", "--kubeconfig", str(kubeconfig), "pod-delete"])
+    assert not reports.exists()
+    with pytest.raises(SystemExit, match="reached through its kubeconfig"):  # and on kind, none is needed
+        main(["--reports", str(reports), "run", "--node-agent", "--allow-context", "c", "pod-delete"])
