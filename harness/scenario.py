@@ -497,12 +497,12 @@ class Scenario:
     def node_access_levels(self) -> list[tuple[str, str]]:
         """:meth:`node_access_needs` with the level of node access each needs, as (level, phrase);
         levels are :data:`harness.providers.NODE_ACCESS_LEVELS`."""
-        from harness.faults import fault_class
+        from harness.faults import FaultError, fault_class
 
         needs = []
         try:
             cls = fault_class(self.fault_kind)
-        except KeyError:  # an unknown kind is refused elsewhere, with the known ones
+        except FaultError:  # an unknown or broken kind is refused elsewhere (check_references), with the known ones
             cls = None
         if cls is not None and cls.needs_node_access:
             needs.append((cls.node_access_level, cls.node_capability or f"runs the {self.fault_kind} fault on the nodes"))

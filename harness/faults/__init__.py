@@ -22,7 +22,7 @@ from typing import Any, Callable, ClassVar, Iterator
 
 from harness.ledger import Ledger
 from harness.params import Param
-from harness.providers import Cluster, ClusterGone
+from harness.providers import NODE_ACCESS_LEVELS, Cluster, ClusterGone
 
 log = logging.getLogger("kdrill.faults")
 
@@ -147,6 +147,10 @@ def fault_class(kind: str) -> type[Fault]:
         raise FaultError(f"fault kind {kind!r} ({found[0].value}) cannot be loaded: {type(exc).__name__}: {exc}") from exc
     if not (isinstance(value, type) and issubclass(value, Fault) and getattr(value, "kind", None) == kind):
         raise FaultError(f"{found[0].value}, registered as fault kind {kind!r}, is not a Fault with that kind")
+    if value.needs_node_access and value.node_access_level not in NODE_ACCESS_LEVELS:
+        # No channel gives an unknown level: the drill would be skipped everywhere, kind included.
+        raise FaultError(f"{found[0].value}, registered as fault kind {kind!r}, needs node access of level "
+                         f"{value.node_access_level!r}; expected one of {', '.join(NODE_ACCESS_LEVELS)}")
     return value
 
 

@@ -336,3 +336,41 @@ def test_recover_does_not_retry_when_nothing_was_undone(cluster, ledger, monkeyp
         FaultNotReverted("stuck")))
     [result] = recover(ledger, lambda c: cluster)
     assert not result["reverted"] and len(calls) == 1
+
+
+class OddLevel(Flag):
+    kind = "odd-level"
+    needs_node_access = True
+    node_access_level = "Exec"  # no channel gives it: skipped everywhere, kind included
+
+
+def test_a_fault_needing_a_node_access_level_no_channel_gives_is_refused_when_loaded(monkeypatch):
+    import importlib.metadata
+
+    from harness.faults import FaultError, fault_class
+
+    installed = importlib.metadata.entry_points
+
+    def entry_points(**params):
+        if params == {"group": "kdrill.faults"}:
+            return [importlib.metadata.EntryPoint("odd-level", f"{__name__}:OddLevel", "kdrill.faults")]
+        return installed(**params)
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    with pytest.raises(FaultError, match="level 'Exec'; expected one of exec, kubelet, container"):
+        fault_class("odd-level")
+
+
+def test_validate_refuses_an_unknown_fault_kind_with_file_and_field_not_a_traceback(tmp_path, capsys):
+    import yaml
+
+    from harness import resources
+    from harness.cli import main
+
+    data = yaml.safe_load((resources.scenarios_dir() / "pod-delete.yaml").read_text())
+    data["fault"]["kind"] = "no-such-fault"
+    path = tmp_path / "pod-delete.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["validate", str(path)]) == 2
+    out = capsys.readouterr().out
+    assert "refused:" in out and "'fault.kind'" in out and "no-such-fault" in out
