@@ -87,3 +87,46 @@ def test_the_etcd_drill_runs_through_the_node_agent_and_kubelet_stopping_drills_
         kdrill_cluster.core.read_namespace(NAMESPACE, _request_timeout=10)
     assert gone.value.status == 404
     assert Ledger(state / "ledger").entries() == []
+
+
+def test_sigkill_with_node_agent_pods_running_then_kdrill_recover_removes_them(kdrill_cluster, tmp_path):
+    """SIGKILL of ``kdrill run --node-agent`` (the whole process group, no cleanup) once agent pods
+    run: the privileged pods must not outlive it. ``kdrill recover`` deletes their namespace from
+    the ledger entry alone."""
+    import signal
+
+    from harness.expectations import wait_until
+
+    state = tmp_path / "state"
+    ledger = Ledger(state / "ledger")
+    env = {**os.environ, "KDRILL_STATE_DIR": str(state)}
+    context = kdrill_cluster.context
+    log = (tmp_path / "run.log").open("w")
+    run = subprocess.Popen(
+        [sys.executable, "-m", "harness.cli", "--reports", str(tmp_path / "reports"), "run", "etcd-defrag",
+         "--kubeconfig", str(kdrill_cluster.kubeconfig), "--context", context, "--allow-context", context,
+         "--node-agent"], cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def agents_running() -> bool:
+        pods = kdrill_cluster.core.list_namespaced_pod(NAMESPACE, _request_timeout=10).items
+        return any(p.status.phase == "Running" for p in pods)
+
+    try:
+        reached = wait_until(lambda: (any(e.kind == "node-agent" for e in ledger.entries()) and agents_running())
+                             or run.poll() is not None, 300, interval_seconds=0.5)
+        assert reached.ok and run.poll() is None, (tmp_path / "run.log").read_text()[-2000:]
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait(timeout=30)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert "node-agent" in {e.kind for e in ledger.entries()}
+    assert agents_running(), "the agent pods went with the process: nothing left to recover"
+
+    recover = subprocess.run([sys.executable, "-m", "harness.cli", "recover"], cwd=REPO_ROOT, env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert recover.returncode == 0, recover.stdout[-2000:] + recover.stderr[-2000:]
+    assert ledger.entries() == []
+    with pytest.raises(ApiException) as gone:
+        kdrill_cluster.core.read_namespace(NAMESPACE, _request_timeout=10)
+    assert gone.value.status == 404
