@@ -15,6 +15,7 @@ from typing import Any
 from harness.components.registry import registry_host
 from harness.faults import fault_class
 from harness.history import list_runs
+from harness.providers import NODE_ACCESS_LEVELS
 from harness.scenario import ACTION_VERBS, Scenario, registry_images
 
 
@@ -44,6 +45,16 @@ def past_durations(reports: Path) -> dict[str, tuple[float, str]]:
                     and 0 < seconds < 86400 and record.get("verdict") != "not-run"):
                 found[label] = (float(seconds), run.run_id)
     return found
+
+
+def _access(s: Scenario) -> str:
+    """What the drill reaches: the API, and the node access levels it needs (the node agent gives
+    ``exec`` only; kind's docker exec gives all; harness/providers/__init__.py)."""
+    if not s.needs_node_access:
+        return "the API only"
+    levels = sorted({level for level, _ in s.node_access_levels()}, key=NODE_ACCESS_LEVELS.index)
+    return (f"the API and node access: {', '.join(levels)} (kind gives all; the node agent, --node-agent, gives "
+            "exec only)")
 
 
 def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, float | None]:
@@ -76,9 +87,9 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"  file       {s.path}",
                 f"  fault      {s.fault_kind}: {', '.join(f'{k}={v}' for k, v in others.items()) or 'no parameters'}",
                 f"  windows    {', '.join(f'{k} {v}' for k, v in windows.items()) or 'none declared'}",
-                f"  access     {'node containers (kind) and the API' if s.needs_node_access else 'the API only'}; "
-                f"cluster config {s.cluster_config}",
-                *([f"  on nodes   it {'; it '.join(s.node_access_needs())}"] if s.needs_node_access else []),
+                f"  access     {_access(s)}; cluster config {s.cluster_config}",
+                *([f"  on nodes   it {'; it '.join(f'{phrase} [{level}]' for level, phrase in s.node_access_levels())}"]
+                  if s.needs_node_access else []),
                 *([f"  registry   container kdrill-registry-<cluster>-{r['name']} beside the nodes, pulled from as "
                    f"{registry_host(r['name'])} (each node's containerd told so), images pushed: "
                    f"{', '.join(n if b == 'pause' else f'{n} (on {b})' for n, b in registry_images(r))} "

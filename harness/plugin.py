@@ -289,10 +289,16 @@ def kdrill_cluster(request: pytest.FixtureRequest):
 
         cluster.node_access = True
         cluster.node_agent = NodeAgent(cluster, TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY)
-        cluster.nodes_by_role = nodes_by_role(cluster)
         # The agents' namespace is in the ledger while it exists: removed at the end, on Ctrl-C,
         # and by `kdrill recover` after a crash.
-        with injected(NodeAgentPods(cluster), Ledger(), drill="node agent"):
+        agents = contextlib.ExitStack()
+        try:
+            cluster.nodes_by_role = nodes_by_role(cluster)
+            agents.enter_context(injected(NodeAgentPods(cluster), Ledger(), drill="node agent"))
+        except Exception as exc:  # one line for the session, not the same error for every test
+            request.config._kdrill_refused = f"node agent on {cluster.name}: {type(exc).__name__}: {exc}"[:500]
+            pytest.exit(f"kdrill: refused: {request.config._kdrill_refused}", returncode=pytest.ExitCode.USAGE_ERROR)
+        with agents:
             yield cluster
             _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
         return

@@ -162,3 +162,13 @@ def test_a_well_formed_entry_cluster_has_no_problem():
     assert entry_cluster_problem({"provider": "existing", "name": "c", "kubeconfig": "/k", "context": "c",
                                   "node_access": True, "node_channel": "agent"}) is None
     assert entry_cluster_problem({"provider": "existing", "kubeconfig": "/k", "context": "c"}) is None
+
+
+def test_the_plan_names_the_node_access_levels_each_drill_needs(tmp_path) -> None:
+    from harness.plan import plan
+
+    scenarios = {s.name: s for s in load_scenarios(resources.scenarios_dir())}
+    text, _ = plan([scenarios["control-plane-stop"], scenarios["etcd-defrag"], scenarios["pod-delete"]], tmp_path, "x")
+    assert "the API and node access: kubelet" in text and "[kubelet]" in text
+    assert "the API and node access: exec (" in text and "[exec]" in text
+    assert "the API only" in text
