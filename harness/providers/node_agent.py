@@ -50,7 +50,6 @@ NSENTER = ["nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--
 COPY_MAX_BYTES = 256 * 1024 * 1024
 
 
-
 def pod_name(node: str) -> str:
     """The agent pod's name for ``node``: readable, unique per node, and a valid pod name
     (DNS-1123, at most 63 characters: it is also the pod's hostname) whatever the node is called."""
