@@ -33,8 +33,10 @@ from harness.probes.endpoints import EndpointReadyProbe
 from harness.probes.http import HttpProbe
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.nodes import NodeReadyProbe, node_transitions, nodes_not_ready_seconds
-from harness.probes.pods import (NodeContainerProbe, kube_system_snapshot, node_containers, pod_snapshot,
-                                 restarts_between, restarts_outside_control_plane, running_container_ids)
+from harness.components import node_units
+from harness.probes.node_side import NodeContainerSampler
+from harness.probes.pods import (kube_system_snapshot, node_containers, pod_snapshot, restarts_between,
+                                 restarts_outside_control_plane, running_container_ids)
 from harness.timeline import failure_reasons, first_time, last_time, longest_gap_seconds, success_ratio
 from harness.workloads import (TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, delete_namespace, deploy_http_server, http_server_deployment,
                                wait_deployment_available)
@@ -53,6 +55,10 @@ NAME_STEADY_DEADLINE_SECONDS = 120
 # kube-controller-manager's --node-monitor-grace-period, the v1.35 default (kubeadm sets none):
 # a node not heard from for longer is marked Ready=Unknown and its pods not Ready.
 NODE_MONITOR_GRACE_PERIOD_SECONDS = 50.0
+# The in-window container kills are set on the workers this long before they fire: after the stop
+# (set within 6.5 s of the fault's inject on three control-plane nodes) and after the API is seen
+# down (1 to 2 s after the stop here), so about 13 s into the window; the hold must be longer.
+KILL_AFTER_SECONDS = 20.0
 
 
 def _names_steady(incluster: InClusterProbe) -> bool:
@@ -86,10 +92,15 @@ def running_job_pod(cluster, ns, exclude: set[str]) -> tuple[str, dict] | None:
     return None
 
 
+def running_container(cluster, node, ns, pod_uid) -> str:
+    """The id of pod ``pod_uid``'s running container on ``node``, as the node's runtime lists it."""
+    return next(cid for cid, c in node_containers(cluster, node, ns).items()
+                if c["state"] == "CONTAINER_RUNNING" and c["pod_uid"] == pod_uid)
+
+
 def kill_pod_container(cluster, node, ns, pod_uid) -> str:
     """Kill (crictl stop --timeout 0) the running container of pod ``pod_uid`` on ``node``; its id."""
-    container = next(cid for cid, c in node_containers(cluster, node, ns).items()
-                     if c["state"] == "CONTAINER_RUNNING" and c["pod_uid"] == pod_uid)
+    container = running_container(cluster, node, ns, pod_uid)
     cluster.node_exec(node, ["crictl", "stop", "--timeout", "0", container])
     return container
 
@@ -110,6 +121,8 @@ def test_control_plane_stop(drill):
     node_port = int(drill.workload.get("node_port", 30080))
     workers, control_plane = drill.topology.workers, drill.topology.control_plane
     assert workers, "the drill needs worker nodes: the control-plane nodes are what stops"
+    assert hold >= KILL_AFTER_SECONDS + 10, (f"hold_seconds {hold:.0f} leaves no time in the window after the "
+                                             f"container kills, {KILL_AFTER_SECONDS:.0f} s after the fault is set")
     stopped_nodes = control_plane if method == "pause-node-containers" else []
 
     with drill.phase("setup"):
@@ -145,12 +158,13 @@ def test_control_plane_stop(drill):
         HttpProbe("host-http", f"http://127.0.0.1:{node_port}/", interval_seconds=drill.interval_seconds,
                   max_seconds=bound),
         ApiReadProbe("api-read", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=bound),
-        NodeContainerProbe("worker-containers", cluster, workers, ns, interval_seconds=1.0, max_seconds=bound),
         NodeReadyProbe("nodes", cluster, interval_seconds=1.0, max_seconds=bound),
         EndpointReadyProbe("web-endpoints", cluster, ns, APP, interval_seconds=drill.interval_seconds,
                            max_seconds=bound),
     )
     killed_job_pods: set[str] = set()
+    sampler: NodeContainerSampler | None = None
+    worker_containers = None
     try:
         with probes:
             with drill.phase("baseline"):
@@ -184,29 +198,42 @@ def test_control_plane_stop(drill):
                               became_true_at=replaced.became_true_at)
                 assert replaced.ok, "the Job pod was not replaced with a working control plane: nothing to compare"
                 job_uid, job_pod = replaced.value
-                baseline_ids = running_container_ids(probes["worker-containers"].timeline.samples()[-1])
 
-            fault = ControlPlaneStop(cluster, method=method)
-            with drill.inject(fault):
-                with drill.phase("control-plane-stopped"):
-                    down = wait_until(lambda: not _api_ok_now(cluster), 30)
-                    drill.observe("api_unreachable_after_seconds",
-                                  down.became_true_at - fault.injected_at if down.ok else None)
-                    victim_node = restart_info["node"]
-                    killed_at = time.time()
-                    victim = kill_pod_container(cluster, victim_node, ns, restart_pod)
-                    drill.say(f"killed container {victim[:13]} on {victim_node}")
-                    restarted = wait_until(lambda: _replacement(cluster, victim_node, ns, restart_pod, victim), 60)
-                    drill.measure("killed_container_restart_seconds",
-                                  restarted.became_true_at - killed_at if restarted.ok else None,
-                                  detail=f"container {victim[:13]} of pod {restart_pod} on {victim_node}",
-                                  became_true_at=restarted.became_true_at)
-                    job_container = kill_pod_container(cluster, job_pod["node"], ns, job_uid)
-                    killed_job_pods.add(job_uid)
-                    drill.say(f"killed Job pod {job_pod['name']} on {job_pod['node']}: a working control plane "
-                              "would replace it within the window")
-                    # Hold the fault for its window: the drill's duration, not a synchronisation.
-                    threading.Event().wait(max(0.0, fault.injected_at + hold - time.time()))
+            fault = ControlPlaneStop(cluster, method=method, hold_seconds=hold)
+            # What the drill does on the workers in the window is set on the workers before the
+            # stop (through the node agent nothing reaches a node while the control plane is down):
+            # two container kills, and the workers' containers sampled by their own runtime.
+            victim_node = restart_info["node"]
+            victim = running_container(cluster, victim_node, ns, restart_pod)
+            job_container = running_container(cluster, job_pod["node"], ns, job_uid)
+            kill_at = time.time() + KILL_AFTER_SECONDS
+            kills = {victim: (victim_node, f"kdrill-kill-{victim[:12]}"),
+                     job_container: (job_pod["node"], f"kdrill-kill-{job_container[:12]}")}
+            sampler = NodeContainerSampler("worker-containers", cluster, workers, ns, interval_seconds=1.0,
+                                           duration_seconds=KILL_AFTER_SECONDS + hold + 30)
+            try:
+                for container, (node, unit) in kills.items():
+                    node_units.schedule(cluster, node, unit, f"crictl stop --timeout 0 {container} >/dev/null",
+                                        kill_at, 60)
+                sampler.start()
+                killed_job_pods.add(job_uid)
+                with drill.inject(fault):
+                    with drill.phase("control-plane-stopped"):
+                        down = wait_until(lambda: not _api_ok_now(cluster), 30)
+                        drill.observe("api_unreachable_after_seconds",
+                                      down.became_true_at - fault.injected_at if down.ok else None)
+                        drill.say(f"container {victim[:13]} on {victim_node} and Job pod {job_pod['name']} on "
+                                  f"{job_pod['node']} are killed by their nodes {kill_at - fault.injected_at:.1f} s "
+                                  "into the window: a working control plane would replace the Job pod within it")
+                        # Hold the fault for its window: the drill's duration, not a synchronisation.
+                        threading.Event().wait(max(0.0, fault.injected_at + hold - time.time()))
+            finally:
+                # A kill that has not fired (the drill failed before the window) never will.
+                for container, (node, unit) in kills.items():
+                    try:
+                        node_units.cancel(cluster, node, [unit])
+                    except Exception as exc:
+                        drill.say(f"kill timer {unit} on {node} not cancelled: {exc}")
             # The outage ends when the revert starts (the first node is back before the last).
             reverted_at = fault.revert_started_at
 
@@ -229,11 +256,38 @@ def test_control_plane_stop(drill):
     finally:
         probes.stop()
         drill.add_timelines(probes.timelines())
+        if sampler is not None and sampler.started_at is not None:
+            worker_containers = sampler.collect()
+            drill.add_timelines({"worker-containers": worker_containers})
+            if sampler.errors:
+                drill.observe("worker_containers_not_read", sampler.errors)
 
     window, after = (fault.injected_at, reverted_at), (reverted_at, reverted_at + recovery)
     incluster_timelines = incluster.timelines(prefix="incluster/")
     incluster.delete()
     drill.add_timelines(incluster_timelines)
+
+    # When each node ran its kill (its own record), and whether that fell in the window.
+    killed_at: dict[str, float | None] = {}
+    for container, (node, unit) in kills.items():
+        killed_at[container] = node_units.started_at(cluster, node, unit)
+        node_units.forget(cluster, node, [unit])
+    in_window = {c: t is not None and window[0] < t < window[1] for c, t in killed_at.items()}
+    drill.observe("worker_kills", {c[:13]: {"node": kills[c][0], "into_window_seconds":
+                                            round(t - window[0], 2) if t is not None else None, "in_window": in_window[c]}
+                                   for c, t in killed_at.items()})
+    victim_killed = killed_at[victim]
+    restarted_at = next((x.t for x in worker_containers.samples(start=victim_killed)
+                         if x.ok and x.labels.get("node") == victim_node and _replaced(x, restart_pod, victim)),
+                        None) if victim_killed is not None else None
+    drill.measure("killed_container_restart_seconds",
+                  restarted_at - victim_killed if restarted_at is not None and in_window[victim] else None,
+                  detail=f"container {victim[:13]} of pod {restart_pod} on {victim_node}, killed by its node "
+                         + (f"{victim_killed - window[0]:.1f} s into the window" if victim_killed is not None
+                            else "(no record of the kill)")
+                         + ("" if in_window[victim] else ", not in the window: nothing measured")
+                         + "; its replacement as the node's runtime listed it, sampled on the node every 1 s",
+                  became_true_at=restarted_at)
 
     def timeline_of(name: str):
         return probes.timelines().get(name) or incluster_timelines[name]
@@ -335,17 +389,31 @@ def test_control_plane_stop(drill):
     endpoint_counts = [int(s.labels["ready"]) for s in probes["web-endpoints"].timeline.samples(*after) if s.ok]
     drill.observe("recovery_ready_endpoints", {"min": min(endpoint_counts, default=None), "expected": replicas})
 
-    changed = set()
-    for sample in probes["worker-containers"].timeline.samples(*window):
-        if sample.ok:
-            changed |= baseline_ids - running_container_ids(sample)
+    # Containers running on the workers just before the stop that were gone at any sample in the window.
+    changed, unsampled = set(), []
+    for node in workers:
+        listed = [x for x in worker_containers.samples() if x.ok and x.labels.get("node") == node]
+        before_stop = [x for x in listed if x.t < window[0]]
+        if not before_stop or not [x for x in listed if window[0] <= x.t <= window[1]]:
+            unsampled.append(node)
+            continue
+        running_before = running_container_ids(before_stop[-1])
+        for x in listed:
+            if window[0] <= x.t <= window[1]:
+                changed |= running_before - running_container_ids(x)
     changed -= {victim, job_container}
-    drill.measure("worker_container_changes", len(changed), detail=json.dumps(sorted(c[:13] for c in changed)))
+    drill.measure("worker_container_changes", None if unsampled else len(changed),
+                  detail=json.dumps(sorted(c[:13] for c in changed))
+                  + (f"; not sampled before and in the window on {', '.join(unsampled)}" if unsampled else ""))
 
     created_in_window = [pod.metadata.name for pod in cluster.core.list_namespaced_pod(ns, _request_timeout=10).items
                          if window[0] <= pod.metadata.creation_timestamp.timestamp() <= window[1]]
-    drill.measure("pods_created_during_outage", len(created_in_window),
-                  detail=f"{', '.join(created_in_window) or 'none'}; a Job pod was killed {hold:.0f} s before the revert")
+    job_killed = killed_at[job_container]
+    drill.measure("pods_created_during_outage", len(created_in_window) if in_window[job_container] else None,
+                  detail=f"{', '.join(created_in_window) or 'none'}; a Job pod was killed by its node "
+                         + (f"{window[1] - job_killed:.0f} s before the revert" if job_killed is not None
+                            else "(no record of the kill)")
+                         + ("" if in_window[job_container] else ", not in the window: nothing measured"))
     after_pods = pod_snapshot(cluster, ns, BOTH)
     moved = [uid for uid, pod in before.items() if uid not in after_pods or after_pods[uid]["node"] != pod["node"]]
     moved += [uid for uid in after_pods if uid not in before]
@@ -385,9 +453,7 @@ def _no_retry_core(cluster):
     return _cores[cluster.name]
 
 
-def _replacement(cluster, node, ns, pod_uid, old_id) -> bool:
-    """True once the node's runtime runs a new container for the pod whose container was killed."""
-    for cid, c in node_containers(cluster, node, ns).items():
-        if c["pod_uid"] == pod_uid and cid != old_id and c["state"] == "CONTAINER_RUNNING":
-            return True
-    return False
+def _replaced(sample, pod_uid: str, old_id: str) -> bool:
+    """Whether a node-side sample lists a running container of pod ``pod_uid`` other than ``old_id``."""
+    return any(c["pod_uid"] == pod_uid and cid != old_id and c["state"] == "CONTAINER_RUNNING"
+               for containers in json.loads(sample.detail).values() for cid, c in containers.items())

@@ -89,12 +89,12 @@ class Drill:
         what, where and when in the evidence, including the revert. A fault that needs more node
         access than the cluster gives (a case's own fault among them) skips the drill, with the
         reason, before anything is touched."""
-        if fault.needs_node_access and not self.cluster.node_access_gives(fault.node_access_level):
+        if fault.needs_node_access and not self.cluster.node_access_gives(fault.node_access_needed()):
             from harness.providers import NODE_CHANNEL_SAYS
 
             pytest.skip(f"fault {fault.kind} needs node access that {self.cluster.name} (node access: "
                         f"{NODE_CHANNEL_SAYS[self.cluster.node_channel]}) does not give: it {fault.node_capability} "
-                        f"(needs node access: {fault.node_access_level})")
+                        f"(needs node access: {fault.node_access_needed()})")
         self.record.fault.update({"kind": fault.kind, "where": fault.where()})
         if self.vitals is not None and not self.record.observations.get("injections"):
             self.vitals.await_baseline()  # the platform's vital signs have a baseline too

@@ -47,12 +47,12 @@ def past_durations(reports: Path) -> dict[str, tuple[float, str]]:
     return found
 
 
-def _access(s: Scenario) -> str:
+def _access(s: Scenario, case: str | None = None) -> str:
     """What the drill reaches: the API, and the node access levels it needs (the node agent gives
     ``exec`` only; kind's docker exec gives all; harness/providers/__init__.py)."""
     if not s.needs_node_access:
         return "the API only"
-    levels = sorted({level for level, _ in s.node_access_levels()}, key=NODE_ACCESS_LEVELS.index)
+    levels = sorted({level for level, _ in s.node_access_levels(case)}, key=NODE_ACCESS_LEVELS.index)
     return (f"the API and node access: {', '.join(levels)} (kind gives all; the node agent, --node-agent, gives "
             "exec only)")
 
@@ -87,8 +87,8 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"  file       {s.path}",
                 f"  fault      {s.fault_kind}: {', '.join(f'{k}={v}' for k, v in others.items()) or 'no parameters'}",
                 f"  windows    {', '.join(f'{k} {v}' for k, v in windows.items()) or 'none declared'}",
-                f"  access     {_access(s)}; cluster config {s.cluster_config}",
-                *([f"  on nodes   it {'; it '.join(f'{phrase} [{level}]' for level, phrase in s.node_access_levels())}"]
+                f"  access     {_access(s, case)}; cluster config {s.cluster_config}",
+                *([f"  on nodes   it {'; it '.join(f'{phrase} [{level}]' for level, phrase in s.node_access_levels(case))}"]
                   if s.needs_node_access else []),
                 *([f"  registry   container kdrill-registry-<cluster>-{r['name']} beside the nodes, pulled from as "
                    f"{registry_host(r['name'])} (each node's containerd told so), images pushed: "

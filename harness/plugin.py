@@ -427,7 +427,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     """A :class:`harness.drill.Drill` for the test's scenario and case; its evidence is written
     after the test body whatever happened (and a record says why when it does not run)."""
     scenario = _scenario(request.config, _scenario_of(request.node))
-    missing = scenario.node_access_missing(kdrill_cluster) if scenario.needs_node_access else []
+    missing = scenario.node_access_missing(kdrill_cluster, drill_case) if scenario.needs_node_access else []
     if missing:
         # Which capability is missing, in the drill's own terms (Scenario.node_access_levels).
         from harness.providers import NODE_CHANNEL_SAYS

@@ -488,16 +488,19 @@ class Scenario:
     node_access_for: str = ""  # cluster.node_access_for: what a drill file does on the nodes
     on_request: str = ""  # why it runs only when named; "" for a drill of the default catalogue
 
-    def node_access_needs(self) -> list[str]:
+    def node_access_needs(self, case: str | None = None) -> list[str]:
         """What the drill does on the nodes, each a phrase after "it": its fault's (the fault
         class's ``node_capability``), its registries', its container kills', and
         ``cluster.node_access_for``. Empty when it needs no node access."""
-        return [phrase for _, phrase in self.node_access_levels()]
+        return [phrase for _, phrase in self.node_access_levels(case)]
 
-    def node_access_levels(self) -> list[tuple[str, str]]:
+    def node_access_levels(self, case: str | None = None) -> list[tuple[str, str]]:
         """:meth:`node_access_needs` with the level of node access each needs, as (level, phrase);
-        levels are :data:`harness.providers.NODE_ACCESS_LEVELS`."""
+        levels are :data:`harness.providers.NODE_ACCESS_LEVELS`. The fault's level may depend on
+        its params (``Fault.node_access_level_for``): those of ``case``, or without one the
+        strongest over every case."""
         from harness.faults import FaultError, fault_class
+        from harness.providers import NODE_ACCESS_LEVELS
 
         needs = []
         try:
@@ -505,7 +508,15 @@ class Scenario:
         except FaultError:  # an unknown or broken kind is refused elsewhere (check_references), with the known ones
             cls = None
         if cls is not None and cls.needs_node_access:
-            needs.append((cls.node_access_level, cls.node_capability or f"runs the {self.fault_kind} fault on the nodes"))
+            cases = [case] if case is not None else [c.name for c in self.cases] or [None]
+            levels = []
+            for name in cases:
+                try:
+                    levels.append(cls.node_access_level_for(self.params_for(name)))
+                except KeyError:  # an unknown case: the class's own level
+                    levels.append(cls.node_access_level)
+            level = max(levels, key=lambda lv: NODE_ACCESS_LEVELS.index(lv) if lv in NODE_ACCESS_LEVELS else 99)
+            needs.append((level, cls.node_capability or f"runs the {self.fault_kind} fault on the nodes"))
         if self.workload.get("registries"):
             needs.append(("container", "runs registry containers beside the kind nodes and writes every node's "
                                        "containerd registry configuration"))
@@ -522,10 +533,10 @@ class Scenario:
             needs.append(("exec", self.node_access_for))
         return needs
 
-    def node_access_missing(self, cluster) -> list[str]:
-        """The phrases of :meth:`node_access_levels` that ``cluster``'s node channel does not
-        give, each ending with the level it needs. Empty when the drill can run there."""
-        return [f"{phrase} (needs node access: {level})" for level, phrase in self.node_access_levels()
+    def node_access_missing(self, cluster, case: str | None = None) -> list[str]:
+        """The phrases of :meth:`node_access_levels` (for ``case``) that ``cluster``'s node channel
+        does not give, each ending with the level it needs. Empty when the drill can run there."""
+        return [f"{phrase} (needs node access: {level})" for level, phrase in self.node_access_levels(case)
                 if not cluster.node_access_gives(level)]
 
     def expectation(self, name: str) -> ExpectationSpec:

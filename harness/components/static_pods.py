@@ -49,11 +49,16 @@ def stop_kubelet_and_kill(cluster: Cluster, node: str, components: list[str] | t
     One ``docker exec``, so the kill follows the stop at once. Raises ProviderError when a step
     fails (the fault's revert starts the kubelet again whatever happened).
     """
+    cluster.node_exec(node, ["sh", "-c", stop_kubelet_and_kill_script(components)], timeout_seconds=60)
+
+
+def stop_kubelet_and_kill_script(components: list[str] | tuple[str, ...]) -> str:
+    """The shell script :func:`stop_kubelet_and_kill` runs on the node (also run by a unit held on
+    the node, see :mod:`harness.components.node_units`)."""
     names = "|".join(components)
-    script = ("systemctl stop kubelet && "
-              f"for c in $(crictl ps --state Running -q --name {shlex.quote('^(' + names + ')$')}); do "
-              "crictl stop --timeout 0 $c >/dev/null; done")
-    cluster.node_exec(node, ["sh", "-c", script], timeout_seconds=60)
+    return ("systemctl stop kubelet && "
+            f"for c in $(crictl ps --state Running -q --name {shlex.quote('^(' + names + ')$')}); do "
+            "crictl stop --timeout 0 $c >/dev/null; done")
 
 
 def start_kubelet(cluster: Cluster, node: str) -> None:

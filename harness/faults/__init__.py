@@ -50,7 +50,8 @@ class Fault(abc.ABC):
     # a cluster without node access skips the drill).
     node_capability: ClassVar[str] = ""
     # With needs_node_access: the level it needs (harness.providers.NODE_ACCESS_LEVELS): "exec"
-    # through any channel, "kubelet" when it stops what the node agent's exec goes through,
+    # through any channel, "kubelet" when it stops what the node agent's exec goes through (and
+    # has no revert held on the node, harness.components.node_units),
     # "container" when it needs this machine's Docker engine. Unsaid, the strongest.
     node_access_level: ClassVar[str] = "container"
     # The scenario parameters (``fault.params``, cases' ``params``) this fault and its drill take.
@@ -84,6 +85,16 @@ class Fault(abc.ABC):
     @abc.abstractmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "Fault":
         """Rebuild the fault from :meth:`target` data (as written to the ledger)."""
+
+    @classmethod
+    def node_access_level_for(cls, params: dict[str, Any]) -> str:
+        """The node access level the fault needs with ``params`` (a scenario's, or :meth:`target`
+        data); one of NODE_ACCESS_LEVELS. Default :attr:`node_access_level`, whatever the params."""
+        return cls.node_access_level
+
+    def node_access_needed(self) -> str:
+        """The node access level this fault, as configured, needs (:meth:`node_access_level_for`)."""
+        return type(self).node_access_level_for(self.target())
 
     def checkpoint(self) -> None:
         """Write the current :meth:`target` to the ledger (e.g. after saving an original spec)."""
@@ -309,7 +320,7 @@ def injected(fault: Fault, ledger: Ledger, drill: str | None = None) -> Iterator
     verified revert. Raises whatever inject raised (after reverting), or FaultNotReverted.
     """
     if fault.needs_node_access:
-        fault.cluster.require_node_access(f"fault {fault.kind}", fault.node_access_level)
+        fault.cluster.require_node_access(f"fault {fault.kind}", fault.node_access_needed())
     entry = ledger.record(fault.kind, cluster=fault.cluster.describe(), target=fault.target(), drill=drill)
     fault._checkpoint = lambda: ledger.update(entry.id, **fault.target())
     with _terminate_as_interrupt():

@@ -9,6 +9,15 @@ why the kubelet has to stand aside). Everything else on those nodes keeps runnin
 kube-proxy, the pod network. This is what a managed platform's control-plane outage looks like from
 the workers. The revert starts the kubelets, which restart the exited static-pod containers.
 
+Both the stop and the revert of ``stop-components`` are held on the nodes, as timers set before
+anything stops (:mod:`harness.components.node_units`): the stop fires on every node at one moment,
+the kubelet start ``hold_seconds`` later, whatever becomes of kdrill. Through the node agent this
+is the only way: its commands go through the API server and the node's kubelet, the very things
+stopped, so nothing could be sent to the nodes in the window. An earlier revert (Ctrl-C, a failed
+drill) cancels the timers and starts the kubelets at once where the nodes can be reached (always
+through docker exec); through the node agent it waits for the timers. Either way the verification
+waits for every node's API server, and the evidence keeps when each timer fired.
+
 ``pause-node-containers`` (control-plane *node* loss): ``docker pause`` freezes every process
 on each control-plane node container at once (cgroup freezer), including CoreDNS and any other
 pod placed there; ``docker unpause`` undoes it exactly. Workers and kind's API load balancer
@@ -21,12 +30,15 @@ plane; the control plane is what reschedules, scales and replaces.
 
 from __future__ import annotations
 
+import logging
 import subprocess
+import threading
 import time
+import uuid
 from typing import Any
 
 from harness import proc
-from harness.components import static_pods
+from harness.components import node_units, static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -38,6 +50,15 @@ METHODS = ("stop-components", "pause-node-containers")
 RESTORE_DEADLINE_SECONDS = 300
 
 JOURNAL_PATTERN = "mirror pod|[Mm]irror|kube-apiserver|etcd"
+
+# How far ahead the stop is set so that every node's timers are set before the first fires:
+# setting one timer takes about 0.3 s through the node agent here (up to 1 s under load), two per node.
+SCHEDULE_LEAD_SECONDS = 2.0
+SCHEDULE_SECONDS_PER_NODE = 1.5
+# Each timer's script ends within this (systemd kills it after): a kubelet stops or starts in seconds.
+UNIT_RUNTIME_MAX_SECONDS = 120
+
+log = logging.getLogger(__name__)
 
 
 def _docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -54,33 +75,52 @@ def container_state(name: str) -> tuple[bool, bool]:
 
 
 class ControlPlaneStop(Fault):
-    """Stop the control plane on ``nodes`` (default: every control-plane node container) by
-    ``method``, one of :data:`METHODS`. Raises FaultError for an unknown method or no nodes."""
+    """Stop the control plane on ``nodes`` (default: every control-plane node) by ``method``, one of
+    :data:`METHODS`, for ``hold_seconds`` (needed by ``stop-components``, whose revert is set on the
+    nodes before the stop). Raises FaultError for an unknown method, no nodes, or no hold."""
 
     kind = "control-plane-stop"
     needs_node_access = True
-    node_access_level = "kubelet"  # pause-node-containers needs "container" too (checked at inject)
-    node_capability = ("stops the kubelet and kills the control-plane static pods' containers through the container "
-                       "runtime on every control-plane node, or freezes those node containers (docker pause)")
+    node_access_level = "exec"  # stop-components; pause-node-containers needs "container" (node_access_level_for)
+    node_capability = ("stops the kubelet and kills the control-plane static pods' containers on every control-plane "
+                       "node, with their revert held on the nodes as timers, or freezes those node containers "
+                       "(docker pause)")
     params = {
         "method": Param("choice", "how the control plane stops", choices=METHODS),
         "hold_seconds": Param("seconds", "how long it stays stopped", minimum=10, maximum=600),
         "recovery_seconds": Param("seconds", "how long the probes go on after the revert", minimum=10, maximum=600),
     }
 
-    def __init__(self, cluster: Cluster, nodes: list[str] | None = None, method: str = "stop-components") -> None:
+    def __init__(self, cluster: Cluster, nodes: list[str] | None = None, method: str = "stop-components",
+                 hold_seconds: float | None = None, units: dict[str, Any] | None = None) -> None:
         super().__init__(cluster)
         if method not in METHODS:
             raise FaultError(f"control-plane-stop method must be one of {', '.join(METHODS)}, got {method!r}")
+        if method == "stop-components" and hold_seconds is None and units is None:
+            raise FaultError("control-plane-stop stop-components needs hold_seconds: its revert is set on the nodes "
+                             "before anything stops")
         self.method = method
+        self.hold_seconds = hold_seconds
         self.nodes = list(nodes or cluster.nodes_by_role.get("control-plane", []))
         if not self.nodes:
-            raise FaultError(f"cluster {cluster.name} has no control-plane node containers")
+            raise FaultError(f"cluster {cluster.name} has no control-plane nodes")
+        # The timers held on the nodes: their names, and when they are due (epoch seconds).
+        self.units: dict[str, Any] = dict(units or {})
+        if method == "stop-components" and units is None:
+            token = uuid.uuid4().hex[:8]
+            self.units = {"stop": f"kdrill-cps-{token}-stop", "start": f"kdrill-cps-{token}-start",
+                          "stop_at": None, "start_at": None}
+        self.kubelet_started_at: dict[str, float] = {}
+        self.timers_fired: dict[str, dict[str, float | None]] = {}
         self.restore_seconds: dict[str, float | None] = {}
         self.restore_journal: dict[str, list[str]] = {}
 
+    @classmethod
+    def node_access_level_for(cls, params: dict[str, Any]) -> str:
+        return "container" if params.get("method") == "pause-node-containers" else "exec"
+
     def target(self) -> dict[str, Any]:
-        return {"method": self.method, "nodes": self.nodes}
+        return {"method": self.method, "nodes": self.nodes, **({"units": self.units} if self.units else {})}
 
     def restarts_by_design(self) -> list[str]:
         if self.method != "stop-components":
@@ -92,30 +132,88 @@ class ControlPlaneStop(Fault):
         if self.method == "stop-components":
             evidence["restore_journal"] = self.restore_journal
             evidence["side_effect"] = "the control-plane nodes' kubelets are stopped for the window"
+            evidence["node_timers"] = {
+                "stop_due_at": self.units.get("stop_at"), "start_due_at": self.units.get("start_at"),
+                "fired_late_seconds": self.timers_fired,
+                "kubelet_started_by_kdrill_at": self.kubelet_started_at,
+                "note": "stop and kubelet start held on each node as systemd timers; late: the node's record "
+                        "of when the timer ran (its clock) minus when it was due (this machine's)"}
         return evidence
 
     def inject(self) -> None:
         if self.method == "pause-node-containers":
             self.cluster.require_node_access("docker pause of the control-plane nodes", "container")
-        for node in self.nodes:
-            if self.method == "pause-node-containers":
+            for node in self.nodes:
                 _docker("pause", node)
-            else:
-                static_pods.stop_kubelet_and_kill(self.cluster, node, static_pods.CONTROL_PLANE_COMPONENTS)
+            return
+        # Every node's timers are set before the first fires: two commands per node, each about
+        # 0.3 s through the node agent on this machine, up to 1 s when it is loaded.
+        now = time.time()
+        self.units["stop_at"] = now + SCHEDULE_LEAD_SECONDS + SCHEDULE_SECONDS_PER_NODE * len(self.nodes)
+        self.units["start_at"] = self.units["stop_at"] + float(self.hold_seconds)
+        self.checkpoint()  # the ledger knows when the nodes revert on their own
+        runtime = UNIT_RUNTIME_MAX_SECONDS
+        for node in self.nodes:
+            # The revert first: a node never has a stop without its start.
+            node_units.schedule(self.cluster, node, self.units["start"], "systemctl start kubelet",
+                                self.units["start_at"], runtime)
+            node_units.schedule(self.cluster, node, self.units["stop"],
+                                static_pods.stop_kubelet_and_kill_script(static_pods.CONTROL_PLANE_COMPONENTS),
+                                self.units["stop_at"], runtime)
+        # The fault starts when the timers fire: the window is measured from there.
+        threading.Event().wait(max(0.0, self.units["stop_at"] - time.time()))
+        self.injected_at = self.units["stop_at"]
+
+    def _start_now(self, node: str) -> None:
+        """Cancel the node's timers and start its kubelet (idempotent). Raises what the node
+        channel raises when the node cannot be reached."""
+        if self.units:
+            node_units.cancel(self.cluster, node, [self.units["stop"], self.units["start"]])
+        static_pods.start_kubelet(self.cluster, node)
+        self.kubelet_started_at.setdefault(node, time.time())
 
     def revert(self) -> None:
-        errors = []
+        from harness.expectations import wait_until
+
+        errors, unreachable = [], []
         for node in self.nodes:  # every node gets its revert, whatever happened on the others
             try:
-                running, paused = container_state(node)
-                if paused:
-                    _docker("unpause", node)
-                elif not running:
-                    _docker("start", node)
-                # Idempotent, and right for both methods: a node that was paused has its kubelet.
-                static_pods.start_kubelet(self.cluster, node)
+                if self.method == "pause-node-containers" or not self.units:
+                    running, paused = container_state(node)
+                    if paused:
+                        _docker("unpause", node)
+                    elif not running:
+                        _docker("start", node)
+                    # Idempotent, and right for both methods: a node that was paused has its kubelet.
+                    static_pods.start_kubelet(self.cluster, node)
+                else:
+                    self._start_now(node)
             except Exception as exc:
-                errors.append(f"{node}: {exc}")
+                unreachable.append((node, exc))
+        if unreachable and self.units:
+            # Through the node agent a stopped control plane cannot be reached: each node's own timer
+            # starts its kubelet at start_at; then the node answers again and is checked here.
+            due = self.units.get("start_at") or time.time()
+            log.info("control-plane-stop: %s not reachable now; their kubelets start on their own at %s",
+                     ", ".join(n for n, _ in unreachable), time.strftime("%H:%M:%S", time.localtime(due)))
+            for node, first in unreachable:
+                last: list[Exception] = [first]
+
+                def started(n: str = node) -> bool:
+                    try:
+                        self._start_now(n)
+                        return True
+                    except Exception as exc:
+                        last[0] = exc
+                        return False
+
+                done = wait_until(started, max(1.0, due + RESTORE_DEADLINE_SECONDS - time.time()),
+                                  interval_seconds=2.0)
+                if not done.ok:
+                    errors.append(f"{node}: not reachable {RESTORE_DEADLINE_SECONDS} s after its kubelet was due "
+                                  f"to start: {last[0]}")
+        else:
+            errors += [f"{node}: {exc}" for node, exc in unreachable]
         if errors:
             raise FaultError("; ".join(errors))
 
@@ -125,10 +223,22 @@ class ControlPlaneStop(Fault):
         since = self.reverted_at or time.time()
         problems = []
         for node in self.nodes:
-            running, paused = container_state(node)
-            if not running or paused:
-                problems.append(f"node container {node}: running={running} paused={paused}")
-                continue
+            if self.method == "pause-node-containers" or not self.units:
+                running, paused = container_state(node)
+                if not running or paused:
+                    problems.append(f"node container {node}: running={running} paused={paused}")
+                    continue
+            else:
+                # The kubelet started at the earlier of its timer and kdrill's own start.
+                fired = {key: node_units.started_at(self.cluster, node, self.units[key]) for key in ("stop", "start")}
+                self.timers_fired[node] = {key: (round(t - self.units[f"{key}_at"], 3) if t else None)
+                                           for key, t in fired.items()}
+                since = min(t for t in (fired["start"], self.kubelet_started_at.get(node), self.reverted_at) if t)
+                left_over = [u for u in node_units.pending(self.cluster, node)
+                             if u in (self.units["stop"], self.units["start"])]
+                if left_over:
+                    problems.append(f"{node}: timers still set: {', '.join(left_over)}")
+                node_units.forget(self.cluster, node, [self.units["stop"], self.units["start"]])
             # Each node's own API server must be ready again, not merely started.
             check = ["sh", "-c", "curl -sk --max-time 2 https://127.0.0.1:6443/readyz"]
             left = max(1.0, since + RESTORE_DEADLINE_SECONDS - time.time())
@@ -144,5 +254,7 @@ class ControlPlaneStop(Fault):
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "ControlPlaneStop":
-        # Entries written before there were two methods are pause-node-containers.
-        return cls(cluster, nodes=target["nodes"], method=target.get("method", "pause-node-containers"))
+        # Entries written before there were two methods are pause-node-containers; before the
+        # timers, stop-components entries have no units (reverted by starting the kubelets).
+        method = target.get("method", "pause-node-containers")
+        return cls(cluster, nodes=target["nodes"], method=method, units=target.get("units") or {})

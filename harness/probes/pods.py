@@ -36,10 +36,20 @@ def pod_snapshot(cluster: Cluster, namespace: str, selector: str, timeout_second
 
 def node_containers(cluster: Cluster, node: str, namespace: str) -> dict[str, dict]:
     """container id -> {"pod", "pod_uid", "name", "state", "attempt"} from the node's runtime."""
-    out = cluster.node_exec(node, ["crictl", "ps", "-a", "-o", "json", "--label",
-                                   f"io.kubernetes.pod.namespace={namespace}"], timeout_seconds=10).stdout
+    out = cluster.node_exec(node, crictl_ps_command(namespace), timeout_seconds=10).stdout
+    return containers_of(json.loads(out))
+
+
+def crictl_ps_command(namespace: str) -> list[str]:
+    """The node command listing ``namespace``'s containers, every state, as JSON."""
+    return ["crictl", "ps", "-a", "-o", "json", "--label", f"io.kubernetes.pod.namespace={namespace}"]
+
+
+def containers_of(listing: dict) -> dict[str, dict]:
+    """container id -> {"pod", "pod_uid", "name", "state", "attempt"} from ``crictl ps -o json``'s
+    document."""
     containers = {}
-    for c in json.loads(out).get("containers", []):
+    for c in listing.get("containers", []):
         labels = c.get("labels", {})
         containers[c["id"]] = {"pod": labels.get("io.kubernetes.pod.name"),
                                "pod_uid": labels.get("io.kubernetes.pod.uid"),

@@ -16,9 +16,11 @@ after :data:`LIFETIME_SECONDS` (``activeDeadlineSeconds``): an agent outlives no
 What the agent cannot do, and why (the reason the drills that need it are skipped): pod exec goes
 API server -> the node's kubelet -> the container runtime. A fault that stops the kubelet, the API
 server or etcd's quorum cuts the very channel its revert would come through, so such a fault needs
-a revert held on the node itself with a deadline (a dead man's switch), which kdrill does not have
-yet. And freezing a whole node (``docker pause``) or running containers beside the nodes needs
-this machine's Docker engine.
+its revert held on the node itself, set before the stop with a due time (a dead man's switch:
+:mod:`harness.components.node_units`). ``control-plane-stop`` (``stop-components``) has one and runs
+through the agent; the etcd faults that stop a kubelet (member loss, space quota, restore) do not
+yet, and need node access ``kubelet``. Freezing a whole node (``docker pause``) or running
+containers beside the nodes needs this machine's Docker engine.
 
 Source: Kubernetes "Pod Security Standards" (privileged: hostPID, privileged containers) and
 "kubectl exec" / the pod ``exec`` subresource (https://kubernetes.io/docs/tasks/debug/debug-application/get-shell-running-container/).

@@ -164,7 +164,7 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path, scenari
         if ledger.entries():
             kdrill("recover", env=env, log=tmp_path / "recover-again.log").wait(timeout=600)
         if scenario == "control-plane-stop":
-            ControlPlaneStop(kdrill_cluster, method="stop-components").revert()
+            ControlPlaneStop(kdrill_cluster, method="stop-components", units={}).revert()  # kubelets started
     healthy = wait_healthy(kdrill_cluster, 300)
     assert healthy.ok, healthy.last_error
     present = {n.metadata.name for n in kdrill_cluster.core.list_namespace(_request_timeout=10).items}

@@ -162,10 +162,18 @@ def test_control_plane_stop_method_is_checked_and_old_entries_are_pauses():
                       nodes_by_role={"control-plane": ["cp1", "cp2"]})
     with pytest.raises(FaultError, match="method must be one of"):
         ControlPlaneStop(cluster, method="reboot")
-    assert ControlPlaneStop(cluster).target() == {"method": "stop-components", "nodes": ["cp1", "cp2"]}
+    with pytest.raises(FaultError, match="needs hold_seconds"):
+        ControlPlaneStop(cluster)  # its revert is set on the nodes before the stop: the hold must be known
+    target = ControlPlaneStop(cluster, hold_seconds=60).target()
+    assert target["method"] == "stop-components" and target["nodes"] == ["cp1", "cp2"]
+    assert target["units"]["stop"].startswith("kdrill-cps-") and target["units"]["start"].endswith("-start")
+    again = ControlPlaneStop.from_target(cluster, target)  # kdrill recover after a crash
+    assert again.units == target["units"]
     old = ControlPlaneStop.from_target(cluster, {"nodes": ["cp1"]})  # written before there were methods
     assert old.method == "pause-node-containers" and old.restarts_by_design() == []
-    assert "kube-apiserver-cp1" in ControlPlaneStop(cluster).restarts_by_design()
+    before_timers = ControlPlaneStop.from_target(cluster, {"method": "stop-components", "nodes": ["cp1"]})
+    assert before_timers.units == {}  # reverted by starting the kubelets, no timers to cancel
+    assert "kube-apiserver-cp1" in ControlPlaneStop(cluster, hold_seconds=60).restarts_by_design()
 
 
 class SignalledDuringRevert(Flag):

@@ -66,8 +66,14 @@ def test_through_the_node_agent_drills_that_stop_the_kubelet_or_need_docker_are_
     runs = {name for name, s in scenarios.items() if s.needs_node_access and not s.node_access_missing(agent)}
     # Commands on nodes whose kubelet and API server keep serving: these run through the agent.
     assert runs == {"leader-failover", "etcd-defrag", "secrets-at-rest"}
-    for name in ("control-plane-stop", "etcd-member-loss", "etcd-space-quota", "etcd-backup-restore"):
+    for name in ("etcd-member-loss", "etcd-space-quota", "etcd-backup-restore"):
         assert any(m.endswith("(needs node access: kubelet)") for m in scenarios[name].node_access_missing(agent)), name
+    # control-plane-stop holds its stop and its revert on the nodes as timers: its components case
+    # runs through the agent; its node-loss case freezes node containers (docker pause).
+    cps = scenarios["control-plane-stop"]
+    assert not cps.node_access_missing(agent, "components")
+    assert any(m.endswith("(needs node access: container)") for m in cps.node_access_missing(agent, "node-loss"))
+    assert any(m.endswith("(needs node access: container)") for m in cps.node_access_missing(agent))  # strongest case
     for name in ("worker-node-loss", "registry-outage", "registry-outage-unresponsive", "serial-image-pull"):
         assert any(m.endswith("(needs node access: container)") for m in scenarios[name].node_access_missing(agent)), name
     for s in scenarios.values():
@@ -168,7 +174,13 @@ def test_the_plan_names_the_node_access_levels_each_drill_needs(tmp_path) -> Non
     from harness.plan import plan
 
     scenarios = {s.name: s for s in load_scenarios(resources.scenarios_dir())}
-    text, _ = plan([scenarios["control-plane-stop"], scenarios["etcd-defrag"], scenarios["pod-delete"]], tmp_path, "x")
+    text, _ = plan([scenarios["control-plane-stop"], scenarios["etcd-defrag"], scenarios["pod-delete"],
+                    scenarios["etcd-member-loss"]], tmp_path, "x")
     assert "the API and node access: kubelet" in text and "[kubelet]" in text
+    # Per case: control-plane-stop's components case needs exec only, its node-loss case the engine.
+    components = text.split("control-plane-stop[components]:")[1].split("control-plane-stop[node-loss]:")[0]
+    node_loss = text.split("control-plane-stop[node-loss]:")[1].split("\n\n")[0]
+    assert "[exec]" in components and "[container]" not in components, components
+    assert "the API and node access: container" in node_loss, node_loss
     assert "the API and node access: exec (" in text and "[exec]" in text
     assert "the API only" in text

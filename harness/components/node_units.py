@@ -1,0 +1,135 @@
+"""Work held on a node itself: transient systemd units that run a shell script at a set moment,
+whether or not kdrill can still reach the node then.
+
+Why: through the node agent a command reaches a node as API server -> kubelet -> container
+runtime. A fault that stops the kubelet or the API server cuts that channel for its whole window,
+so its revert (and anything the drill must do on a node meanwhile) cannot be sent then. It is
+sent before, as a timer on the node (``systemd-run --on-active``): a dead man's switch that fires
+at its due time even if kdrill is killed, the agent pod deleted or the API never answers. kdrill
+stops the timer when it can do the work sooner (and, when it can reach the node, does it itself).
+
+Every unit is named ``kdrill-...``, ends on its own (``RuntimeMaxSec``), is garbage-collected when
+done (``--collect``), and records when its script started in ``/run/kdrill/UNIT.at`` (epoch
+seconds, the node's clock); a sampler writes one JSON line per sample to ``/run/kdrill/UNIT.jsonl``.
+``/run`` is a tmpfs: nothing is left on the node's disk.
+
+Source: systemd "systemd-run" (transient timer and service units,
+https://www.freedesktop.org/software/systemd/man/latest/systemd-run.html).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+
+from harness.providers import Cluster, ProviderError
+
+STATE_DIR = "/run/kdrill"
+PREFIX = "kdrill-"
+# A unit scheduled closer than this to its due time may fire late: the exec that sets it up takes
+# about 0.3 s through the node agent on this machine (0.05 s through docker exec).
+MIN_LEAD_SECONDS = 0.2
+_NAME = re.compile(r"^kdrill-[a-z0-9-]{1,80}$")
+
+
+class UnitError(ProviderError):
+    """A unit could not be scheduled, or its record not read."""
+
+
+def _check_name(unit: str) -> str:
+    if not _NAME.match(unit):
+        raise UnitError(f"unit name must match {_NAME.pattern}, got {unit!r}")
+    return unit
+
+
+def _recorded(unit: str, script: str) -> str:
+    """``script`` preceded by writing its start time to ``STATE_DIR/UNIT.at``."""
+    return f"mkdir -p {STATE_DIR} && date +%s.%N > {STATE_DIR}/{unit}.at; {script}"
+
+
+def schedule(cluster: Cluster, node: str, unit: str, script: str, at: float, runtime_max_seconds: float) -> float:
+    """Run ``script`` (``/bin/sh -c``) on ``node`` at epoch ``at`` (seconds, this machine's clock;
+    the node's timer counts the remaining seconds, so a node's clock offset does not matter), as
+    the transient service ``unit`` with a timer, killed after ``runtime_max_seconds``. Returns the
+    seconds the timer was set to. Raises UnitError when ``at`` is less than MIN_LEAD_SECONDS away
+    or the unit cannot be made, ProviderError/NoNodeAccess from the node channel."""
+    _check_name(unit)
+    lead = at - time.time()
+    if lead < MIN_LEAD_SECONDS:
+        raise UnitError(f"unit {unit} on {node}: due in {lead:.3f} s, less than {MIN_LEAD_SECONDS} s ahead")
+    command = ["systemd-run", f"--unit={unit}", "--collect", "--quiet",
+               f"--description=kdrill: {unit}", f"--property=RuntimeMaxSec={max(1, int(runtime_max_seconds))}",
+               f"--on-active={lead:.3f}s", "--timer-property=AccuracySec=10ms",
+               "/bin/sh", "-c", _recorded(unit, script)]
+    result = cluster.node_exec(node, command, timeout_seconds=30, check=False)
+    if result.returncode != 0:
+        raise UnitError(f"on node {node}: systemd-run of {unit} exited {result.returncode}: "
+                        f"{(result.stderr or result.stdout).strip()[:300]}")
+    return lead
+
+
+def sampler_script(unit: str, command: str, interval_seconds: float, count: int) -> str:
+    """A script that runs ``command`` (its stdout must be one JSON document) ``count`` times,
+    ``interval_seconds`` apart, appending ``{"t": epoch seconds, "ok": bool, "out": ...}`` lines to
+    ``STATE_DIR/UNIT.jsonl``. Bounded in count (and, as a unit, in time)."""
+    out = f"{STATE_DIR}/{unit}.jsonl"
+    return (f": > {out}; i=0; while [ $i -lt {int(count)} ]; do i=$((i+1)); t=$(date +%s.%N); "
+            f"o=$({command} 2>/dev/null | tr -d '\\n'); "
+            f"if [ -n \"$o\" ]; then printf '{{\"t\":%s,\"ok\":true,\"out\":%s}}\\n' \"$t\" \"$o\" >> {out}; "
+            f"else printf '{{\"t\":%s,\"ok\":false,\"out\":null}}\\n' \"$t\" >> {out}; fi; "
+            f"sleep {interval_seconds:g}; done")
+
+
+def cancel(cluster: Cluster, node: str, units: list[str]) -> None:
+    """Stop ``units`` (their timers and services) on ``node``: a timer that has not fired never
+    will. A unit already gone is fine. Raises ProviderError/NoNodeAccess when the node cannot be
+    reached, subprocess.TimeoutExpired."""
+    names = [f"{_check_name(u)}.{suffix}" for u in units for suffix in ("timer", "service")]
+    cluster.node_exec(node, ["sh", "-c", f"systemctl stop {' '.join(names)} 2>/dev/null; "
+                                         f"systemctl reset-failed {' '.join(names)} 2>/dev/null; true"],
+                      timeout_seconds=30)
+
+
+def pending(cluster: Cluster, node: str) -> list[str]:
+    """kdrill timers on ``node`` that have not fired yet (unit names, without ``.timer``)."""
+    out = cluster.node_exec(node, ["systemctl", "list-timers", f"{PREFIX}*", "--no-legend", "--plain",
+                                   "--all"], timeout_seconds=30, check=False).stdout
+    names = set()
+    for line in out.splitlines():
+        for word in line.split():
+            if word.startswith(PREFIX) and word.endswith(".timer"):
+                names.add(word[: -len(".timer")])
+    return sorted(names)
+
+
+def started_at(cluster: Cluster, node: str, unit: str) -> float | None:
+    """When ``unit``'s script started on ``node`` (epoch seconds, the node's clock), or None if
+    it has not. Raises ProviderError/NoNodeAccess when the node cannot be reached."""
+    out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{_check_name(unit)}.at 2>/dev/null; true"],
+                            timeout_seconds=30).stdout.strip()
+    try:
+        return float(out) if out else None
+    except ValueError:
+        return None
+
+
+def samples(cluster: Cluster, node: str, unit: str) -> list[dict]:
+    """The lines a sampler unit wrote (see :func:`sampler_script`), in order; a line cut short by
+    the unit's end is dropped. Raises ProviderError/NoNodeAccess when the node cannot be reached."""
+    out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{_check_name(unit)}.jsonl 2>/dev/null; true"],
+                            timeout_seconds=60).stdout
+    lines = []
+    for line in out.splitlines():
+        try:
+            lines.append(json.loads(line))
+        except ValueError:
+            continue
+    return lines
+
+
+def forget(cluster: Cluster, node: str, units: list[str]) -> None:
+    """Remove ``units``' records from ``node`` (after they were read). Raises ProviderError."""
+    files = " ".join(shlex.quote(f"{STATE_DIR}/{_check_name(u)}{ext}") for u in units for ext in (".at", ".jsonl"))
+    cluster.node_exec(node, ["sh", "-c", f"rm -f {files}"], timeout_seconds=30)

@@ -1,0 +1,132 @@
+"""Timers and samplers held on the nodes (harness.components.node_units), the node-side container
+sampler, and control-plane-stop's use of them: the commands sent, checked without a cluster (the
+real units run in tests/cluster/test_node_agent_cluster.py and the control-plane-stop drill)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.components import node_units
+from harness.providers import Cluster, ProviderError
+
+
+class Nodes:
+    """A cluster whose node commands are recorded; ``reachable`` says which nodes answer."""
+
+    def __init__(self, reachable: set[str] | None = None, outputs: dict[str, str] | None = None) -> None:
+        self.sent: list[tuple[str, list[str]]] = []
+        self.reachable = reachable
+        self.outputs = outputs or {}
+        self.name = "fake"
+        self.nodes_by_role = {"control-plane": ["cp1", "cp2"], "worker": ["w1"]}
+
+    def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None):
+        if self.reachable is not None and node not in self.reachable:
+            raise ProviderError(f"node {node} not reachable")
+        self.sent.append((node, command))
+        out = next((v for k, v in self.outputs.items() if k in " ".join(command)), "")
+        return subprocess.CompletedProcess(command, 0, out, "")
+
+
+def test_a_unit_is_scheduled_as_a_timer_that_records_when_it_ran() -> None:
+    nodes = Nodes()
+    lead = node_units.schedule(nodes, "cp1", "kdrill-x-stop", "systemctl stop kubelet", time.time() + 5, 60)
+    assert 4.5 < lead <= 5
+    node, command = nodes.sent[0]
+    assert node == "cp1" and command[0] == "systemd-run" and "--unit=kdrill-x-stop" in command
+    assert any(a.startswith("--on-active=") for a in command) and "--collect" in command
+    assert "--property=RuntimeMaxSec=60" in command
+    assert command[-1].startswith("mkdir -p /run/kdrill && date +%s.%N > /run/kdrill/kdrill-x-stop.at; ")
+    assert command[-1].endswith("systemctl stop kubelet")
+
+
+@pytest.mark.parametrize("unit", ["kubelet", "kdrill-", "kdrill-a b", "kdrill-x;rm", "KDRILL-x"])
+def test_unit_names_outside_kdrills_own_are_refused(unit) -> None:
+    with pytest.raises(node_units.UnitError, match="unit name must match"):
+        node_units.schedule(Nodes(), "cp1", unit, "true", time.time() + 5, 60)
+
+
+def test_a_unit_due_too_soon_is_refused_before_anything_is_sent() -> None:
+    nodes = Nodes()
+    with pytest.raises(node_units.UnitError, match="less than"):
+        node_units.schedule(nodes, "cp1", "kdrill-late", "true", time.time() + 0.05, 60)
+    assert nodes.sent == []
+
+
+def test_the_sampler_script_is_bounded_and_its_lines_parse(tmp_path: Path) -> None:
+    script = node_units.sampler_script("kdrill-s", "echo '{\"containers\": []}'", 0.01, 3)
+    script = script.replace("/run/kdrill", str(tmp_path))
+    subprocess.run(["sh", "-c", script], check=True, timeout=10)
+    lines = [json.loads(line) for line in (tmp_path / "kdrill-s.jsonl").read_text().splitlines()]
+    assert len(lines) == 3 and all(line["ok"] and line["out"] == {"containers": []} for line in lines)
+    failing = node_units.sampler_script("kdrill-f", "false", 0.01, 2).replace("/run/kdrill", str(tmp_path))
+    subprocess.run(["sh", "-c", failing], check=True, timeout=10)
+    assert [json.loads(x)["ok"] for x in (tmp_path / "kdrill-f.jsonl").read_text().splitlines()] == [False, False]
+
+
+def test_samples_skip_a_line_cut_short_and_pending_reads_timer_names() -> None:
+    nodes = Nodes(outputs={"jsonl": '{"t": 1.5, "ok": true, "out": {}}\n{"t": 2.5, "ok": tr\n',
+                           "list-timers": "Thu 2026-12-03 04:10:00 UTC 3s - - kdrill-a-start.timer kdrill-a-start.service\n"})
+    assert node_units.samples(nodes, "w1", "kdrill-s") == [{"t": 1.5, "ok": True, "out": {}}]
+    assert node_units.pending(nodes, "w1") == ["kdrill-a-start"]
+
+
+def test_the_node_side_sampler_gives_one_sample_per_node_listing() -> None:
+    from harness.probes.node_side import NodeContainerSampler
+    from harness.probes.pods import running_container_ids
+
+    listing = {"containers": [{"id": "c1", "state": "CONTAINER_RUNNING", "metadata": {"name": "http"},
+                               "labels": {"io.kubernetes.pod.name": "p", "io.kubernetes.pod.uid": "u"}}]}
+    line = json.dumps({"t": 10.0, "ok": True, "out": listing}) + "\n" + json.dumps({"t": 11.0, "ok": False, "out": None})
+    nodes = Nodes(reachable={"w1"}, outputs={"jsonl": line})
+    sampler = NodeContainerSampler("worker-containers", nodes, ["w1", "w2"], "ns", 1.0, 5)
+    assert sampler.count == 6
+    sampler.started_at = 1.0
+    timeline = sampler.collect()
+    ok, failed = timeline.samples()
+    assert ok.labels == {"node": "w1"} and running_container_ids(ok) == {"c1"} and not failed.ok
+    assert "w2" in sampler.errors  # a node that was not read is said, not silently empty
+
+
+def _cluster() -> Cluster:
+    return Cluster(name="k", provider="existing", kubeconfig=Path("/k"), context="c", node_access=True,
+                   nodes_by_role={"control-plane": ["cp1", "cp2"]})
+
+
+def test_control_plane_stop_sets_every_nodes_revert_before_its_stop_and_waits_for_the_stop(monkeypatch) -> None:
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    nodes = Nodes()
+    fault = ControlPlaneStop(_cluster(), hold_seconds=30)
+    fault.cluster = nodes
+    monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_LEAD_SECONDS", 0.3)
+    monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_SECONDS_PER_NODE", 0.1)
+    fault.inject()
+    assert time.time() >= fault.units["stop_at"] == fault.injected_at
+    assert fault.units["start_at"] == pytest.approx(fault.units["stop_at"] + 30)
+    order = [(node, next(a for a in cmd if a.startswith("--unit=")).split("=")[1]) for node, cmd in nodes.sent]
+    assert order == [("cp1", fault.units["start"]), ("cp1", fault.units["stop"]),
+                     ("cp2", fault.units["start"]), ("cp2", fault.units["stop"])]
+    assert "systemctl stop kubelet" in nodes.sent[1][1][-1] and "crictl stop --timeout 0" in nodes.sent[1][1][-1]
+    assert nodes.sent[0][1][-1].endswith("systemctl start kubelet")
+
+
+def test_control_plane_stop_revert_cancels_the_timers_where_it_can_and_waits_for_them_where_it_cannot(monkeypatch):
+    from harness.faults import FaultError
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    nodes = Nodes(reachable={"cp1"})
+    fault = ControlPlaneStop(_cluster(), hold_seconds=30)
+    fault.cluster = nodes
+    fault.units.update(stop_at=time.time() - 40, start_at=time.time() - 10)
+    monkeypatch.setattr("harness.faults.control_plane_stop.RESTORE_DEADLINE_SECONDS", 1)
+    with pytest.raises(FaultError, match="cp2: not reachable 1 s after its kubelet was due to start"):
+        fault.revert()
+    sent = [" ".join(cmd) for node, cmd in nodes.sent if node == "cp1"]
+    assert any("systemctl stop" in c and fault.units["start"] in c for c in sent)
+    assert any(c == "systemctl start kubelet" for c in sent) and "cp1" in fault.kubelet_started_at
