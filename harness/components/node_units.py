@@ -9,8 +9,8 @@ at its due time even if kdrill is killed, the agent pod deleted or the API never
 stops the timer when it can do the work sooner (and, when it can reach the node, does it itself).
 
 Every unit is named ``kdrill-...``, ends on its own (``RuntimeMaxSec``), is garbage-collected when
-done (``--collect``), and records when its script started in ``/run/kdrill/UNIT.at`` (epoch
-seconds, the node's clock); a sampler writes one JSON line per sample to ``/run/kdrill/UNIT.jsonl``.
+done (``--collect``), and records when its script started in ``/run/kdrill-units/UNIT.at`` (epoch
+seconds, the node's clock); a sampler writes one JSON line per sample to ``/run/kdrill-units/UNIT.jsonl``.
 ``/run`` is a tmpfs: nothing is left on the node's disk.
 
 Source: systemd "systemd-run" (transient timer and service units,
@@ -26,7 +26,7 @@ import time
 
 from harness.providers import Cluster, ProviderError
 
-STATE_DIR = "/run/kdrill"
+STATE_DIR = "/run/kdrill-units"
 PREFIX = "kdrill-"
 # A unit scheduled closer than this to its due time may fire late: the exec that sets it up takes
 # about 0.3 s through the node agent on this machine (0.05 s through docker exec).

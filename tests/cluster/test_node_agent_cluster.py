@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes.client.exceptions import ApiException
 
+from harness.components import node_units
 from harness.ledger import Ledger
 from harness.providers.node_agent import NAMESPACE
 
@@ -35,7 +38,18 @@ exit 1
 KIND_DISCOVERY = ("docker -v", "docker ps -a --filter label=io.x-k8s.kind.cluster")
 
 
-def test_the_etcd_drill_runs_through_the_node_agent_and_kubelet_stopping_drills_say_why_not(kdrill_cluster, tmp_path):
+def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker_drills_say_why_not(kdrill_cluster,
+                                                                                                    tmp_path):
+    """etcd-defrag, and control-plane-stop's components case (its stop, its revert and its in-window
+    work held on the nodes as timers), pass through the node agent; the node-loss case (docker pause)
+    is skipped with the level it needs. control-plane-stop's windows are shortened here (hold 30 s,
+    recovery 10 s: CI time); its expectations are the scenario's."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    shutil.copy(REPO_ROOT / "scenarios" / "etcd-defrag.yaml", scenarios)
+    data = yaml.safe_load((REPO_ROOT / "scenarios" / "control-plane-stop.yaml").read_text())
+    data["fault"]["params"].update(hold_seconds=30, recovery_seconds=10)
+    (scenarios / "control-plane-stop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "docker").write_text(REFUSING_DOCKER)
@@ -45,11 +59,11 @@ def test_the_etcd_drill_runs_through_the_node_agent_and_kubelet_stopping_drills_
     context = kdrill_cluster.context
     run = subprocess.run(
         [sys.executable, "-m", "harness.cli", "--reports", str(reports), "run", "etcd-defrag", "control-plane-stop",
-         "--kubeconfig", str(kdrill_cluster.kubeconfig), "--context", context, "--allow-context", context,
+         "--scenarios-dir", str(scenarios), "--kubeconfig", str(kdrill_cluster.kubeconfig), "--context", context, "--allow-context", context,
          "--node-agent", "--run-id", "node-agent"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     out = run.stdout + run.stderr
-    # A skipped drill makes the run exit 1; etcd-defrag itself must pass.
+    # A skipped drill makes the run exit 1; the others must pass.
     assert run.returncode == 1, out[-3000:]
     run_dir = reports / "node-agent"
 
@@ -73,11 +87,31 @@ def test_the_etcd_drill_runs_through_the_node_agent_and_kubelet_stopping_drills_
     offsets = defrag["cluster"]["clock_offsets"]
     assert offsets and all("offset_seconds" in o for o in offsets.values()), offsets
 
-    for case in ("components", "node-loss"):
-        record = json.loads((run_dir / f"control-plane-stop--{case}.json").read_text())
-        assert record["verdict"] == "skipped", record["verdict"]
-        why = " ".join(str(e) for e in record.get("errors") or []) + json.dumps(record.get("observations"))
-        assert "(needs node access: kubelet)" in why and "node agent" in why, why[:2000]
+    stop = json.loads((run_dir / "control-plane-stop--components.json").read_text())
+    failed = [e for e in stop["expectations"] if e["verdict"] != "passed"]
+    assert stop["verdict"] == "passed", (failed, stop.get("errors"), out[-3000:])
+    assert stop["cluster"]["node_channel"] == "agent"
+    (injection,) = stop["observations"]["injections"]
+    assert injection["revert_verified"] is True
+    # Every control-plane node ran both its timers (the node's own record), and its API server came back.
+    timers = injection["node_timers"]
+    assert set(timers["fired_late_seconds"]) == set(injection["restore_seconds"]) and timers["fired_late_seconds"]
+    for node, late in timers["fired_late_seconds"].items():
+        assert late["stop"] is not None and late["start"] is not None, (node, late)
+        assert injection["restore_seconds"][node] is not None, node
+    assert timers["start_due_at"] - timers["stop_due_at"] == 30
+    # The in-window kills ran on the worker, inside the window.
+    kills = stop["observations"]["worker_kills"]
+    assert len(kills) == 2 and all(k["in_window"] for k in kills.values()), kills
+    pause = json.loads((run_dir / "control-plane-stop--node-loss.json").read_text())
+    assert pause["verdict"] == "skipped", pause["verdict"]
+    why = " ".join(str(e) for e in pause.get("errors") or []) + json.dumps(pause.get("observations"))
+    assert "(needs node access: container)" in why and "node agent" in why, why[:2000]
+    # Nothing of kdrill's is left on the nodes: no timer, no record.
+    for node in kdrill_cluster.nodes_by_role["control-plane"] + kdrill_cluster.nodes_by_role.get("worker", []):
+        assert node_units.pending(kdrill_cluster, node) == [], node
+        left = kdrill_cluster.node_exec(node, ["sh", "-c", f"ls {node_units.STATE_DIR} 2>/dev/null; true"]).stdout
+        assert left.strip() == "", (node, left)
 
     calls = (bin_dir / "calls").read_text().splitlines() if (bin_dir / "calls").exists() else []
     assert all(c.startswith(KIND_DISCOVERY) for c in calls), calls

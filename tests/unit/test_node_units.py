@@ -41,7 +41,7 @@ def test_a_unit_is_scheduled_as_a_timer_that_records_when_it_ran() -> None:
     assert node == "cp1" and command[0] == "systemd-run" and "--unit=kdrill-x-stop" in command
     assert any(a.startswith("--on-active=") for a in command) and "--collect" in command
     assert "--property=RuntimeMaxSec=60" in command
-    assert command[-1].startswith("mkdir -p /run/kdrill && date +%s.%N > /run/kdrill/kdrill-x-stop.at; ")
+    assert command[-1].startswith("mkdir -p /run/kdrill-units && date +%s.%N > /run/kdrill-units/kdrill-x-stop.at; ")
     assert command[-1].endswith("systemctl stop kubelet")
 
 
@@ -60,11 +60,11 @@ def test_a_unit_due_too_soon_is_refused_before_anything_is_sent() -> None:
 
 def test_the_sampler_script_is_bounded_and_its_lines_parse(tmp_path: Path) -> None:
     script = node_units.sampler_script("kdrill-s", "echo '{\"containers\": []}'", 0.01, 3)
-    script = script.replace("/run/kdrill", str(tmp_path))
+    script = script.replace(node_units.STATE_DIR, str(tmp_path))
     subprocess.run(["sh", "-c", script], check=True, timeout=10)
     lines = [json.loads(line) for line in (tmp_path / "kdrill-s.jsonl").read_text().splitlines()]
     assert len(lines) == 3 and all(line["ok"] and line["out"] == {"containers": []} for line in lines)
-    failing = node_units.sampler_script("kdrill-f", "false", 0.01, 2).replace("/run/kdrill", str(tmp_path))
+    failing = node_units.sampler_script("kdrill-f", "false", 0.01, 2).replace(node_units.STATE_DIR, str(tmp_path))
     subprocess.run(["sh", "-c", failing], check=True, timeout=10)
     assert [json.loads(x)["ok"] for x in (tmp_path / "kdrill-f.jsonl").read_text().splitlines()] == [False, False]
 
