@@ -233,7 +233,9 @@ class ControlPlaneStop(Fault):
                 fired = {key: node_units.started_at(self.cluster, node, self.units[key]) for key in ("stop", "start")}
                 self.timers_fired[node] = {key: (round(t - self.units[f"{key}_at"], 3) if t else None)
                                            for key, t in fired.items()}
-                since = min(t for t in (fired["start"], self.kubelet_started_at.get(node), self.reverted_at) if t)
+                # None of them in a later process's check (kdrill recover's, with the records read and gone).
+                since = min([t for t in (fired["start"], self.kubelet_started_at.get(node), self.reverted_at) if t]
+                            or [time.time()])
                 left_over = [u for u in node_units.pending(self.cluster, node)
                              if u in (self.units["stop"], self.units["start"])]
                 if left_over:

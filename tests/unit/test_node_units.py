@@ -130,3 +130,19 @@ def test_control_plane_stop_revert_cancels_the_timers_where_it_can_and_waits_for
     sent = [" ".join(cmd) for node, cmd in nodes.sent if node == "cp1"]
     assert any("systemctl stop" in c and fault.units["start"] in c for c in sent)
     assert any(c == "systemctl start kubelet" for c in sent) and "cp1" in fault.kubelet_started_at
+
+
+def test_a_second_check_of_a_reverted_control_plane_stop_needs_no_record_of_the_first(monkeypatch) -> None:
+    """kdrill recover's check, or a test's after it, runs in a fault rebuilt from the ledger: no
+    kubelet start of its own, and the nodes' timer records already read and removed."""
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    nodes = Nodes(outputs={"readyz": "ok"})
+    target = ControlPlaneStop(_cluster(), hold_seconds=30).target()
+    target["units"].update(stop_at=time.time() - 60, start_at=time.time() - 30)
+    again = ControlPlaneStop.from_target(_cluster(), target)
+    again.cluster = nodes
+    monkeypatch.setattr("harness.components.static_pods.kubelet_journal", lambda *a, **k: [])
+    again.verify_reverted()
+    assert set(again.restore_seconds) == {"cp1", "cp2"} and all(v is not None for v in again.restore_seconds.values())
+    assert again.timers_fired == {"cp1": {"stop": None, "start": None}, "cp2": {"stop": None, "start": None}}
