@@ -26,7 +26,9 @@ from kubernetes import client
 
 from harness.components.dns import lookups_as_predicted, lookups_predicted
 from harness.expectations import wait_until
+from harness.faults import injected
 from harness.faults.control_plane_stop import ControlPlaneStop
+from harness.faults.node_units import NodeUnits
 from harness.probes import Probes, host_pressure
 from harness.probes.api import ApiReadProbe
 from harness.probes.endpoints import EndpointReadyProbe
@@ -163,8 +165,6 @@ def test_control_plane_stop(drill):
                            max_seconds=bound),
     )
     killed_job_pods: set[str] = set()
-    sampler: NodeContainerSampler | None = None
-    worker_containers = None
     try:
         with probes:
             with drill.phase("baseline"):
@@ -211,7 +211,14 @@ def test_control_plane_stop(drill):
                      job_container: (job_pod["node"], f"kdrill-kill-{job_container[:12]}")}
             sampler = NodeContainerSampler("worker-containers", cluster, workers, ns, interval_seconds=1.0,
                                            duration_seconds=KILL_AFTER_SECONDS + hold + 30)
-            try:
+            # In the ledger before they are set: a drill that dies leaves none of them to fire on a
+            # cluster nobody watches (kdrill recover stops them); they go when this block ends.
+            units: dict[str, list[str]] = {}
+            for node, unit in kills.values():
+                units.setdefault(node, []).append(unit)
+            for node in workers:
+                units.setdefault(node, []).append(sampler.unit)
+            with injected(NodeUnits(cluster, units), drill.ledger, drill=drill.name):
                 for container, (node, unit) in kills.items():
                     node_units.schedule(cluster, node, unit, f"crictl stop --timeout 0 {container} >/dev/null",
                                         kill_at, 60)
@@ -227,40 +234,34 @@ def test_control_plane_stop(drill):
                                   "into the window: a working control plane would replace the Job pod within it")
                         # Hold the fault for its window: the drill's duration, not a synchronisation.
                         threading.Event().wait(max(0.0, fault.injected_at + hold - time.time()))
-            finally:
-                # A kill that has not fired (the drill failed before the window) never will.
-                for container, (node, unit) in kills.items():
-                    try:
-                        node_units.cancel(cluster, node, [unit])
-                    except Exception as exc:
-                        drill.say(f"kill timer {unit} on {node} not cancelled: {exc}")
-            # The outage ends when the revert starts (the first node is back before the last).
-            reverted_at = fault.revert_started_at
+                # The outage ends when the revert starts (the first node is back before the last).
+                reverted_at = fault.revert_started_at
 
-            with drill.phase("recovery"):
-                # From the API probe that ran through the revert (the revert itself waits for
-                # every node's /readyz, which must not be counted twice).
-                api = probes["api-read"].timeline
-                back = wait_until(lambda: [s for s in api.samples(start=reverted_at) if s.ok], 180)
-                back_at = back.value[0].t if back.ok else None
-                drill.measure("api_recovery_seconds", back_at - reverted_at if back_at else None,
-                              detail="first successful API read after the revert", became_true_at=back_at)
-                job_back = wait_until(lambda: running_job_pod(cluster, ns, killed_job_pods), 180)
-                drill.measure("job_pod_replaced_after_return_seconds",
-                              job_back.became_true_at - back_at if job_back.ok and back_at else None,
-                              detail="from the API answering again to the Job's replacement pod Running",
-                              became_true_at=job_back.became_true_at)
-                # The recovery window: the probes keep running; what breaks in it is measured.
-                threading.Event().wait(max(0.0, reverted_at + recovery - time.time()))
-                wait_deployment_available(cluster, ns, APP, replicas, 180)
+                with drill.phase("recovery"):
+                    # From the API probe that ran through the revert (the revert itself waits for
+                    # every node's /readyz, which must not be counted twice).
+                    api = probes["api-read"].timeline
+                    back = wait_until(lambda: [s for s in api.samples(start=reverted_at) if s.ok], 180)
+                    back_at = back.value[0].t if back.ok else None
+                    drill.measure("api_recovery_seconds", back_at - reverted_at if back_at else None,
+                                  detail="first successful API read after the revert", became_true_at=back_at)
+                    job_back = wait_until(lambda: running_job_pod(cluster, ns, killed_job_pods), 180)
+                    drill.measure("job_pod_replaced_after_return_seconds",
+                                  job_back.became_true_at - back_at if job_back.ok and back_at else None,
+                                  detail="from the API answering again to the Job's replacement pod Running",
+                                  became_true_at=job_back.became_true_at)
+                    # The recovery window: the probes keep running; what breaks in it is measured.
+                    threading.Event().wait(max(0.0, reverted_at + recovery - time.time()))
+                    wait_deployment_available(cluster, ns, APP, replicas, 180)
+                # What the nodes recorded, read before their units and records go with the entry.
+                worker_containers = sampler.collect()
+                drill.add_timelines({"worker-containers": worker_containers})
+                if sampler.errors:
+                    drill.observe("worker_containers_not_read", sampler.errors)
+                killed_at = {c: node_units.started_at(cluster, node, unit) for c, (node, unit) in kills.items()}
     finally:
         probes.stop()
         drill.add_timelines(probes.timelines())
-        if sampler is not None and sampler.started_at is not None:
-            worker_containers = sampler.collect()
-            drill.add_timelines({"worker-containers": worker_containers})
-            if sampler.errors:
-                drill.observe("worker_containers_not_read", sampler.errors)
 
     window, after = (fault.injected_at, reverted_at), (reverted_at, reverted_at + recovery)
     incluster_timelines = incluster.timelines(prefix="incluster/")
@@ -268,10 +269,6 @@ def test_control_plane_stop(drill):
     drill.add_timelines(incluster_timelines)
 
     # When each node ran its kill (its own record), and whether that fell in the window.
-    killed_at: dict[str, float | None] = {}
-    for container, (node, unit) in kills.items():
-        killed_at[container] = node_units.started_at(cluster, node, unit)
-        node_units.forget(cluster, node, [unit])
     in_window = {c: t is not None and window[0] < t < window[1] for c, t in killed_at.items()}
     drill.observe("worker_kills", {c[:13]: {"node": kills[c][0], "into_window_seconds":
                                             round(t - window[0], 2) if t is not None else None, "in_window": in_window[c]}

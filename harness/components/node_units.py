@@ -38,7 +38,9 @@ class UnitError(ProviderError):
     """A unit could not be scheduled, or its record not read."""
 
 
-def _check_name(unit: str) -> str:
+def check_name(unit: str) -> str:
+    """``unit`` when it is a kdrill unit name (``kdrill-`` and lower-case letters, digits, dashes);
+    raises UnitError otherwise."""
     if not _NAME.match(unit):
         raise UnitError(f"unit name must match {_NAME.pattern}, got {unit!r}")
     return unit
@@ -55,7 +57,7 @@ def schedule(cluster: Cluster, node: str, unit: str, script: str, at: float, run
     the transient service ``unit`` with a timer, killed after ``runtime_max_seconds``. Returns the
     seconds the timer was set to. Raises UnitError when ``at`` is less than MIN_LEAD_SECONDS away
     or the unit cannot be made, ProviderError/NoNodeAccess from the node channel."""
-    _check_name(unit)
+    check_name(unit)
     lead = at - time.time()
     if lead < MIN_LEAD_SECONDS:
         raise UnitError(f"unit {unit} on {node}: due in {lead:.3f} s, less than {MIN_LEAD_SECONDS} s ahead")
@@ -86,7 +88,7 @@ def cancel(cluster: Cluster, node: str, units: list[str]) -> None:
     """Stop ``units`` (their timers and services) on ``node``: a timer that has not fired never
     will. A unit already gone is fine. Raises ProviderError/NoNodeAccess when the node cannot be
     reached, subprocess.TimeoutExpired."""
-    names = [f"{_check_name(u)}.{suffix}" for u in units for suffix in ("timer", "service")]
+    names = [f"{check_name(u)}.{suffix}" for u in units for suffix in ("timer", "service")]
     cluster.node_exec(node, ["sh", "-c", f"systemctl stop {' '.join(names)} 2>/dev/null; "
                                          f"systemctl reset-failed {' '.join(names)} 2>/dev/null; true"],
                       timeout_seconds=30)
@@ -107,7 +109,7 @@ def pending(cluster: Cluster, node: str) -> list[str]:
 def started_at(cluster: Cluster, node: str, unit: str) -> float | None:
     """When ``unit``'s script started on ``node`` (epoch seconds, the node's clock), or None if
     it has not. Raises ProviderError/NoNodeAccess when the node cannot be reached."""
-    out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{_check_name(unit)}.at 2>/dev/null; true"],
+    out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{check_name(unit)}.at 2>/dev/null; true"],
                             timeout_seconds=30).stdout.strip()
     try:
         return float(out) if out else None
@@ -118,7 +120,7 @@ def started_at(cluster: Cluster, node: str, unit: str) -> float | None:
 def samples(cluster: Cluster, node: str, unit: str) -> list[dict]:
     """The lines a sampler unit wrote (see :func:`sampler_script`), in order; a line cut short by
     the unit's end is dropped. Raises ProviderError/NoNodeAccess when the node cannot be reached."""
-    out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{_check_name(unit)}.jsonl 2>/dev/null; true"],
+    out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{check_name(unit)}.jsonl 2>/dev/null; true"],
                             timeout_seconds=60).stdout
     lines = []
     for line in out.splitlines():
@@ -131,5 +133,5 @@ def samples(cluster: Cluster, node: str, unit: str) -> list[dict]:
 
 def forget(cluster: Cluster, node: str, units: list[str]) -> None:
     """Remove ``units``' records from ``node`` (after they were read). Raises ProviderError."""
-    files = " ".join(shlex.quote(f"{STATE_DIR}/{_check_name(u)}{ext}") for u in units for ext in (".at", ".jsonl"))
+    files = " ".join(shlex.quote(f"{STATE_DIR}/{check_name(u)}{ext}") for u in units for ext in (".at", ".jsonl"))
     cluster.node_exec(node, ["sh", "-c", f"rm -f {files}"], timeout_seconds=30)

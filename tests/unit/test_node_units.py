@@ -25,6 +25,12 @@ class Nodes:
         self.name = "fake"
         self.nodes_by_role = {"control-plane": ["cp1", "cp2"], "worker": ["w1"]}
 
+    def require_node_access(self, why, level="exec"):
+        return None
+
+    def describe(self):
+        return {"name": self.name, "provider": "existing", "node_channel": "agent"}
+
     def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None):
         if self.reachable is not None and node not in self.reachable:
             raise ProviderError(f"node {node} not reachable")
@@ -146,3 +152,44 @@ def test_a_second_check_of_a_reverted_control_plane_stop_needs_no_record_of_the_
     again.verify_reverted()
     assert set(again.restore_seconds) == {"cp1", "cp2"} and all(v is not None for v in again.restore_seconds.values())
     assert again.timers_fired == {"cp1": {"stop": None, "start": None}, "cp2": {"stop": None, "start": None}}
+
+
+def test_the_drills_node_units_are_a_ledger_entry_whose_revert_stops_and_removes_them(tmp_path) -> None:
+    """kdrill recover after a crash: the entry alone names every unit on every node."""
+    from harness.faults import FaultError, injected
+    from harness.faults.node_units import NodeUnits
+    from harness.ledger import Ledger
+
+    with pytest.raises(FaultError, match="at least one unit per node"):
+        NodeUnits(_cluster(), {"w1": []})
+    with pytest.raises(node_units.UnitError, match="unit name must match"):
+        NodeUnits(_cluster(), {"w1": ["kubelet"]})
+    ledger = Ledger(tmp_path / "ledger")
+    nodes = Nodes()
+    held = NodeUnits(_cluster(), {"w1": ["kdrill-kill-a", "kdrill-sampler-b"], "w2": ["kdrill-sampler-b"]})
+    held.cluster = nodes
+    with injected(held, ledger, drill="d"):
+        (entry,) = ledger.entries()
+        assert entry.kind == "node-units" and entry.target == held.target()
+        assert nodes.sent == []  # the entry exists before anything is set; inject sets nothing
+    assert ledger.entries() == []
+    stopped = [" ".join(cmd) for node, cmd in nodes.sent if "systemctl stop" in " ".join(cmd)]
+    assert len(stopped) == 2 and all("kdrill-sampler-b.timer" in c for c in stopped)
+    removed = [" ".join(cmd) for node, cmd in nodes.sent if "rm -f" in " ".join(cmd)]
+    assert any("/run/kdrill-units/kdrill-kill-a.at" in c for c in removed)
+    again = NodeUnits.from_target(_cluster(), entry.target)
+    assert again.units == held.units
+
+
+def test_a_node_units_revert_that_cannot_reach_a_node_keeps_its_entry(tmp_path) -> None:
+    from harness.faults import FaultError, injected
+    from harness.faults.node_units import NodeUnits
+    from harness.ledger import Ledger
+
+    ledger = Ledger(tmp_path / "ledger")
+    held = NodeUnits(_cluster(), {"w1": ["kdrill-kill-a"], "w2": ["kdrill-kill-b"]})
+    held.cluster = Nodes(reachable={"w1"})
+    with pytest.raises(FaultError, match="w2: node w2 not reachable"):
+        with injected(held, ledger, drill="d"):
+            pass
+    assert [e.kind for e in ledger.entries()] == ["node-units"]  # kdrill recover tries again
