@@ -17,6 +17,7 @@ prediction are computed from the live cluster.
 from __future__ import annotations
 
 import json
+import shlex
 import threading
 import time
 from datetime import datetime
@@ -61,6 +62,8 @@ NODE_MONITOR_GRACE_PERIOD_SECONDS = 50.0
 # (set within 6.5 s of the fault's inject on three control-plane nodes) and after the API is seen
 # down (1 to 2 s after the stop here), so about 13 s into the window; the hold must be longer.
 KILL_AFTER_SECONDS = 20.0
+# The API is down within this of the stop (1.1 to 3.9 s measured here).
+KILL_MARGIN_SECONDS = 5.0
 
 
 def _names_steady(incluster: InClusterProbe) -> bool:
@@ -206,6 +209,8 @@ def test_control_plane_stop(drill):
             victim_node = restart_info["node"]
             victim = running_container(cluster, victim_node, ns, restart_pod)
             job_container = running_container(cluster, job_pod["node"], ns, job_uid)
+            if drill.vitals is not None:
+                drill.vitals.await_baseline()  # before the kills' time is set: it may take a while
             kill_at = time.time() + KILL_AFTER_SECONDS
             kills = {victim: (victim_node, f"kdrill-kill-{victim[:12]}"),
                      job_container: (job_pod["node"], f"kdrill-kill-{job_container[:12]}")}
@@ -220,11 +225,16 @@ def test_control_plane_stop(drill):
                 units.setdefault(node, []).append(sampler.unit)
             with injected(NodeUnits(cluster, units), drill.ledger, drill=drill.name):
                 for container, (node, unit) in kills.items():
-                    node_units.schedule(cluster, node, unit, f"crictl stop --timeout 0 {container} >/dev/null",
-                                        kill_at, 60)
+                    node_units.schedule(cluster, node, unit,
+                                        f"crictl stop --timeout 0 {shlex.quote(container)} >/dev/null", kill_at, 60)
                 sampler.start()
                 killed_job_pods.add(job_uid)
                 with drill.inject(fault):
+                    # The kills were set before the stop's time was known: say so at once if they
+                    # come before the API is down (the expectations about them would measure nothing).
+                    assert kill_at >= fault.injected_at + KILL_MARGIN_SECONDS, (
+                        f"the container kills fire {kill_at - fault.injected_at:.1f} s after the stop, less than "
+                        f"{KILL_MARGIN_SECONDS:.0f} s: setting the fault took longer than {KILL_AFTER_SECONDS:.0f} s")
                     with drill.phase("control-plane-stopped"):
                         down = wait_until(lambda: not _api_ok_now(cluster), 30)
                         drill.observe("api_unreachable_after_seconds",

@@ -31,7 +31,7 @@ PREFIX = "kdrill-"
 # A unit scheduled closer than this to its due time may fire late: the exec that sets it up takes
 # about 0.3 s through the node agent on this machine (0.05 s through docker exec).
 MIN_LEAD_SECONDS = 0.2
-_NAME = re.compile(r"^kdrill-[a-z0-9-]{1,80}$")
+_NAME = re.compile(r"kdrill-[a-z0-9-]{1,80}")
 
 
 class UnitError(ProviderError):
@@ -41,8 +41,8 @@ class UnitError(ProviderError):
 def check_name(unit: str) -> str:
     """``unit`` when it is a kdrill unit name (``kdrill-`` and lower-case letters, digits, dashes);
     raises UnitError otherwise."""
-    if not _NAME.match(unit):
-        raise UnitError(f"unit name must match {_NAME.pattern}, got {unit!r}")
+    if not _NAME.fullmatch(unit):
+        raise UnitError(f"unit name must be all of {_NAME.pattern}, got {unit!r}")
     return unit
 
 
@@ -94,10 +94,25 @@ def cancel(cluster: Cluster, node: str, units: list[str]) -> None:
                       timeout_seconds=30)
 
 
+def start_then_cancel(cluster: Cluster, node: str, first: list[str], script: str, then: list[str]) -> None:
+    """In one command on ``node``: stop the units ``first``, run ``script`` and, only if it
+    succeeded, stop the units ``then`` (e.g. a fault's stop timer, the revert itself, the revert's
+    timer: a command cut short never removes a revert that has not happened). Raises
+    ProviderError/NoNodeAccess, subprocess.TimeoutExpired."""
+    def names(units: list[str]) -> str:
+        return " ".join(f"{check_name(u)}.{suffix}" for u in units for suffix in ("timer", "service"))
+
+    cluster.node_exec(node, ["sh", "-c", f"systemctl stop {names(first)} 2>/dev/null; "
+                                         f"systemctl reset-failed {names(first)} 2>/dev/null; {script} && "
+                                         f"{{ systemctl stop {names(then)} 2>/dev/null; "
+                                         f"systemctl reset-failed {names(then)} 2>/dev/null; true; }}"],
+                      timeout_seconds=60)
+
+
 def pending(cluster: Cluster, node: str) -> list[str]:
     """kdrill timers on ``node`` that have not fired yet (unit names, without ``.timer``)."""
     out = cluster.node_exec(node, ["systemctl", "list-timers", f"{PREFIX}*", "--no-legend", "--plain",
-                                   "--all"], timeout_seconds=30, check=False).stdout
+                                   "--all"], timeout_seconds=30).stdout
     names = set()
     for line in out.splitlines():
         for word in line.split():

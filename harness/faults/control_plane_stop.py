@@ -146,30 +146,53 @@ class ControlPlaneStop(Fault):
             for node in self.nodes:
                 _docker("pause", node)
             return
-        # Every node's timers are set before the first fires: two commands per node, each about
-        # 0.3 s through the node agent on this machine, up to 1 s when it is loaded.
-        now = time.time()
-        self.units["stop_at"] = now + SCHEDULE_LEAD_SECONDS + SCHEDULE_SECONDS_PER_NODE * len(self.nodes)
+        # Every node's timers are set before the first fires: two commands per node. One command
+        # is timed on each node first (through the node agent it also starts the node's agent pod,
+        # seconds the first time), and the lead is sized from the slowest, with margin.
+        slowest = 0.0
+        for node in self.nodes:
+            began = time.time()
+            self.cluster.node_exec(node, ["true"], timeout_seconds=120)
+            slowest = max(slowest, time.time() - began)
+        lead = SCHEDULE_LEAD_SECONDS + len(self.nodes) * max(SCHEDULE_SECONDS_PER_NODE, 2 * 3 * slowest)
+        self.units["stop_at"] = time.time() + lead
         self.units["start_at"] = self.units["stop_at"] + float(self.hold_seconds)
         self.checkpoint()  # the ledger knows when the nodes revert on their own
         runtime = UNIT_RUNTIME_MAX_SECONDS
+        # Every node's revert first: no node ever has a stop without its start.
         for node in self.nodes:
-            # The revert first: a node never has a stop without its start.
             node_units.schedule(self.cluster, node, self.units["start"], "systemctl start kubelet",
                                 self.units["start_at"], runtime)
-            node_units.schedule(self.cluster, node, self.units["stop"],
-                                static_pods.stop_kubelet_and_kill_script(static_pods.CONTROL_PLANE_COMPONENTS),
-                                self.units["stop_at"], runtime)
+        stop = static_pods.stop_kubelet_and_kill_script(static_pods.CONTROL_PLANE_COMPONENTS)
+        set_on: list[str] = []
+        try:
+            for node in self.nodes:
+                node_units.schedule(self.cluster, node, self.units["stop"], stop, self.units["stop_at"], runtime)
+                set_on.append(node)
+        except Exception:
+            # A partial stop is not the fault asked for: the stops already set are taken back
+            # while the nodes can still be reached (the revert then finds nothing stopped).
+            for node in set_on:
+                try:
+                    node_units.cancel(self.cluster, node, [self.units["stop"]])
+                except Exception as exc:
+                    log.warning("control-plane-stop: stop timer on %s not cancelled: %s", node, exc)
+            raise
         # The fault starts when the timers fire: the window is measured from there.
         threading.Event().wait(max(0.0, self.units["stop_at"] - time.time()))
         self.injected_at = self.units["stop_at"]
 
     def _start_now(self, node: str) -> None:
-        """Cancel the node's timers and start its kubelet (idempotent). Raises what the node
-        channel raises when the node cannot be reached."""
+        """Start the node's kubelet and cancel its timers (idempotent), in one command: the stop
+        timer first, so it cannot fire after; the start timer only once the kubelet has started,
+        so a command cut short (the stop firing as it runs cuts the agent's exec) never leaves a
+        node stopped with no start to come. Raises what the node channel raises when the node
+        cannot be reached."""
         if self.units:
-            node_units.cancel(self.cluster, node, [self.units["stop"], self.units["start"]])
-        static_pods.start_kubelet(self.cluster, node)
+            node_units.start_then_cancel(self.cluster, node, [self.units["stop"]], "systemctl start kubelet",
+                                         [self.units["start"]])
+        else:
+            static_pods.start_kubelet(self.cluster, node)
         self.kubelet_started_at.setdefault(node, time.time())
 
     def revert(self) -> None:

@@ -48,14 +48,14 @@ class NodeContainerSampler:
         self.errors: dict[str, str] = {}
 
     def start(self) -> "NodeContainerSampler":
-        at = time.time() + START_LEAD_SECONDS
         command = " ".join(shlex.quote(part) for part in crictl_ps_command(self.namespace))
         script = node_units.sampler_script(self.unit, command, self.interval_seconds, self.count)
         # Killed by systemd if it overruns its count by half again (a slow node): bounded in time too.
         runtime = self.count * self.interval_seconds * 1.5 + 30
-        for node in self.nodes:
+        for node in self.nodes:  # each node's own start: one command per node may take a second
+            at = time.time() + START_LEAD_SECONDS
             node_units.schedule(self.cluster, node, self.unit, script, at, runtime)
-        self.started_at = at
+            self.started_at = self.started_at or at
         return self
 
     def collect(self) -> Timeline:

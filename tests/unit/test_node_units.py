@@ -53,7 +53,7 @@ def test_a_unit_is_scheduled_as_a_timer_that_records_when_it_ran() -> None:
 
 @pytest.mark.parametrize("unit", ["kubelet", "kdrill-", "kdrill-a b", "kdrill-x;rm", "KDRILL-x"])
 def test_unit_names_outside_kdrills_own_are_refused(unit) -> None:
-    with pytest.raises(node_units.UnitError, match="unit name must match"):
+    with pytest.raises(node_units.UnitError, match="unit name must be all of"):
         node_units.schedule(Nodes(), "cp1", unit, "true", time.time() + 5, 60)
 
 
@@ -115,11 +115,13 @@ def test_control_plane_stop_sets_every_nodes_revert_before_its_stop_and_waits_fo
     fault.inject()
     assert time.time() >= fault.units["stop_at"] == fault.injected_at
     assert fault.units["start_at"] == pytest.approx(fault.units["stop_at"] + 30)
-    order = [(node, next(a for a in cmd if a.startswith("--unit=")).split("=")[1]) for node, cmd in nodes.sent]
-    assert order == [("cp1", fault.units["start"]), ("cp1", fault.units["stop"]),
-                     ("cp2", fault.units["start"]), ("cp2", fault.units["stop"])]
-    assert "systemctl stop kubelet" in nodes.sent[1][1][-1] and "crictl stop --timeout 0" in nodes.sent[1][1][-1]
-    assert nodes.sent[0][1][-1].endswith("systemctl start kubelet")
+    units = [(node, cmd) for node, cmd in nodes.sent if cmd[0] == "systemd-run"]
+    order = [(node, next(a for a in cmd if a.startswith("--unit=")).split("=")[1]) for node, cmd in units]
+    # Every node's start before any node's stop.
+    assert order == [("cp1", fault.units["start"]), ("cp2", fault.units["start"]),
+                     ("cp1", fault.units["stop"]), ("cp2", fault.units["stop"])]
+    assert "systemctl stop kubelet" in units[2][1][-1] and "crictl stop --timeout 0" in units[2][1][-1]
+    assert units[0][1][-1].endswith("systemctl start kubelet")
 
 
 def test_control_plane_stop_revert_cancels_the_timers_where_it_can_and_waits_for_them_where_it_cannot(monkeypatch):
@@ -134,8 +136,8 @@ def test_control_plane_stop_revert_cancels_the_timers_where_it_can_and_waits_for
     with pytest.raises(FaultError, match="cp2: not reachable 1 s after its kubelet was due to start"):
         fault.revert()
     sent = [" ".join(cmd) for node, cmd in nodes.sent if node == "cp1"]
-    assert any("systemctl stop" in c and fault.units["start"] in c for c in sent)
-    assert any(c == "systemctl start kubelet" for c in sent) and "cp1" in fault.kubelet_started_at
+    assert any("systemctl start kubelet &&" in c and f"systemctl stop {fault.units['start']}.timer" in c for c in sent)
+    assert "cp1" in fault.kubelet_started_at
 
 
 def test_a_second_check_of_a_reverted_control_plane_stop_needs_no_record_of_the_first(monkeypatch) -> None:
@@ -162,7 +164,7 @@ def test_the_drills_node_units_are_a_ledger_entry_whose_revert_stops_and_removes
 
     with pytest.raises(FaultError, match="at least one unit per node"):
         NodeUnits(_cluster(), {"w1": []})
-    with pytest.raises(node_units.UnitError, match="unit name must match"):
+    with pytest.raises(node_units.UnitError, match="unit name must be all of"):
         NodeUnits(_cluster(), {"w1": ["kubelet"]})
     ledger = Ledger(tmp_path / "ledger")
     nodes = Nodes()
@@ -193,3 +195,73 @@ def test_a_node_units_revert_that_cannot_reach_a_node_keeps_its_entry(tmp_path) 
         with injected(held, ledger, drill="d"):
             pass
     assert [e.kind for e in ledger.entries()] == ["node-units"]  # kdrill recover tries again
+
+
+class SlowNodes(Nodes):
+    """Each node command takes ``delay`` seconds (the node agent's exec on a loaded machine)."""
+
+    def __init__(self, delay: float, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def node_exec(self, node, command, **kwargs):
+        time.sleep(self.delay)
+        return super().node_exec(node, command, **kwargs)
+
+
+def test_the_sampler_starts_on_every_node_however_slow_each_command_is() -> None:
+    from harness.probes.node_side import NodeContainerSampler
+
+    nodes = SlowNodes(0.4)
+    NodeContainerSampler("w", nodes, ["w1", "w2", "w3", "w4"], "ns", 1.0, 30).start()
+    assert [n for n, _ in nodes.sent] == ["w1", "w2", "w3", "w4"]
+
+
+def test_a_unit_name_with_a_trailing_newline_is_refused() -> None:
+    with pytest.raises(node_units.UnitError):
+        node_units.check_name("kdrill-x\n")
+
+
+def test_control_plane_stops_lead_is_sized_from_the_slowest_node(monkeypatch) -> None:
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    nodes = SlowNodes(0.2)
+    fault = ControlPlaneStop(_cluster(), hold_seconds=30)
+    fault.cluster = nodes
+    monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_LEAD_SECONDS", 0.3)
+    monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_SECONDS_PER_NODE", 0.1)
+    fault.inject()  # four timers at 0.2 s each fit in the lead: 0.3 + 2 nodes x 6 x 0.2 s
+    assert [cmd for _, cmd in nodes.sent[:2]] == [["true"], ["true"]]  # timed (and agent pods started) first
+
+
+def test_a_stop_that_cannot_be_set_on_every_node_is_taken_back_where_it_was_set() -> None:
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    class RefusesSecondStop(Nodes):
+        def node_exec(self, node, command, **kwargs):
+            if node == "cp2" and any(a.endswith("-stop") and a.startswith("--unit=") for a in command):
+                raise ProviderError("systemd-run refused")
+            return super().node_exec(node, command, **kwargs)
+
+    nodes = RefusesSecondStop()
+    fault = ControlPlaneStop(_cluster(), hold_seconds=30)
+    fault.cluster = nodes
+    with pytest.raises(ProviderError, match="refused"):
+        fault.inject()
+    cancelled = [" ".join(cmd) for node, cmd in nodes.sent if node == "cp1" and cmd[0] == "sh"]
+    assert cancelled and f"{fault.units['stop']}.timer" in cancelled[0]
+
+
+def test_the_start_timer_goes_only_with_a_started_kubelet_in_the_same_command() -> None:
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    nodes = Nodes()
+    fault = ControlPlaneStop(_cluster(), hold_seconds=30)
+    fault.cluster = nodes
+    fault.units.update(stop_at=time.time() - 1, start_at=time.time() + 29)
+    fault.revert()
+    (script,) = [cmd[-1] for node, cmd in nodes.sent if node == "cp1"]
+    stop_timer, start, start_timer = (script.index(f"{fault.units['stop']}.timer"),
+                                      script.index("systemctl start kubelet &&"),
+                                      script.index(f"{fault.units['start']}.timer"))
+    assert stop_timer < start < start_timer, script
