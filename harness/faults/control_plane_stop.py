@@ -51,10 +51,11 @@ RESTORE_DEADLINE_SECONDS = 300
 
 JOURNAL_PATTERN = "mirror pod|[Mm]irror|kube-apiserver|etcd"
 
-# How far ahead the stop is set so that every node's timers are set before the first fires:
-# setting one timer takes about 0.3 s through the node agent here (up to 1 s under load), two per node.
+# How far ahead the stop is set so that every node's timers are set before the first fires
+# (plan_stop): this, plus per command three times the slowest node's measured one (about 0.05 s
+# through docker exec, 0.3 s through the node agent here, up to 1 s under load), at least the minimum.
 SCHEDULE_LEAD_SECONDS = 2.0
-SCHEDULE_SECONDS_PER_NODE = 1.5
+SECONDS_PER_COMMAND_MIN = 0.5
 # Each timer's script ends within this (systemd kills it after): a kubelet stops or starts in seconds.
 UNIT_RUNTIME_MAX_SECONDS = 120
 
@@ -146,17 +147,12 @@ class ControlPlaneStop(Fault):
             for node in self.nodes:
                 _docker("pause", node)
             return
-        # Every node's timers are set before the first fires: two commands per node. One command
-        # is timed on each node first (through the node agent it also starts the node's agent pod,
-        # seconds the first time), and the lead is sized from the slowest, with margin.
-        slowest = 0.0
-        for node in self.nodes:
-            began = time.time()
-            self.cluster.node_exec(node, ["true"], timeout_seconds=120)
-            slowest = max(slowest, time.time() - began)
-        lead = SCHEDULE_LEAD_SECONDS + len(self.nodes) * max(SCHEDULE_SECONDS_PER_NODE, 2 * 3 * slowest)
-        self.units["stop_at"] = time.time() + lead
-        self.units["start_at"] = self.units["stop_at"] + float(self.hold_seconds)
+        if self.units.get("stop_at") is None:
+            self.plan_stop()
+        commands = 2 * len(self.nodes)
+        if time.time() + commands * SECONDS_PER_COMMAND_MIN > self.units["stop_at"]:
+            raise FaultError(f"control-plane-stop planned for {self.units['stop_at']:.1f} cannot be set on "
+                             f"{len(self.nodes)} nodes in the {self.units['stop_at'] - time.time():.1f} s left: nothing set")
         self.checkpoint()  # the ledger knows when the nodes revert on their own
         runtime = UNIT_RUNTIME_MAX_SECONDS
         # Every node's revert first: no node ever has a stop without its start.
@@ -181,6 +177,23 @@ class ControlPlaneStop(Fault):
         # The fault starts when the timers fire: the window is measured from there.
         threading.Event().wait(max(0.0, self.units["stop_at"] - time.time()))
         self.injected_at = self.units["stop_at"]
+
+    def plan_stop(self, extra_commands: int = 0) -> float:
+        """Fix when the control plane stops (epoch seconds, returned) and when its kubelets start
+        again (``hold_seconds`` later), before anything is set: far enough ahead for the fault's
+        two commands per node, and ``extra_commands`` more that the drill sends to the nodes
+        first (its own timers). One command is timed on every node (through the node agent it
+        also starts the node's agent pod, seconds the first time) and each command is given
+        three times the slowest. Raises what the node channel raises."""
+        slowest = 0.0
+        for node in self.nodes:
+            began = time.time()
+            self.cluster.node_exec(node, ["true"], timeout_seconds=120)
+            slowest = max(slowest, time.time() - began)
+        per_command = max(SECONDS_PER_COMMAND_MIN, 3 * slowest)
+        self.units["stop_at"] = time.time() + SCHEDULE_LEAD_SECONDS + (2 * len(self.nodes) + extra_commands) * per_command
+        self.units["start_at"] = self.units["stop_at"] + float(self.hold_seconds)
+        return self.units["stop_at"]
 
     def _start_now(self, node: str) -> None:
         """Start the node's kubelet and cancel its timers (idempotent), in one command: the stop

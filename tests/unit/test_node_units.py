@@ -111,7 +111,7 @@ def test_control_plane_stop_sets_every_nodes_revert_before_its_stop_and_waits_fo
     fault = ControlPlaneStop(_cluster(), hold_seconds=30)
     fault.cluster = nodes
     monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_LEAD_SECONDS", 0.3)
-    monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_SECONDS_PER_NODE", 0.1)
+    monkeypatch.setattr("harness.faults.control_plane_stop.SECONDS_PER_COMMAND_MIN", 0.1)
     fault.inject()
     assert time.time() >= fault.units["stop_at"] == fault.injected_at
     assert fault.units["start_at"] == pytest.approx(fault.units["stop_at"] + 30)
@@ -229,9 +229,25 @@ def test_control_plane_stops_lead_is_sized_from_the_slowest_node(monkeypatch) ->
     fault = ControlPlaneStop(_cluster(), hold_seconds=30)
     fault.cluster = nodes
     monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_LEAD_SECONDS", 0.3)
-    monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_SECONDS_PER_NODE", 0.1)
-    fault.inject()  # four timers at 0.2 s each fit in the lead: 0.3 + 2 nodes x 6 x 0.2 s
+    monkeypatch.setattr("harness.faults.control_plane_stop.SECONDS_PER_COMMAND_MIN", 0.1)
+    fault.inject()  # four timers at 0.2 s each fit in the lead: 0.3 s + 4 commands x 3 x 0.2 s
     assert [cmd for _, cmd in nodes.sent[:2]] == [["true"], ["true"]]  # timed (and agent pods started) first
+
+
+def test_a_stop_planned_too_close_to_be_set_everywhere_sets_nothing(monkeypatch) -> None:
+    from harness.faults import FaultError
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    nodes = Nodes()
+    fault = ControlPlaneStop(_cluster(), hold_seconds=30)
+    fault.cluster = nodes
+    monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_LEAD_SECONDS", 0.0)
+    stop_at = fault.plan_stop(extra_commands=3)
+    assert stop_at - time.time() <= (2 * 2 + 3) * 0.5 + 0.1 and fault.units["start_at"] == stop_at + 30
+    time.sleep(max(0.0, stop_at - time.time()))  # the drill's own commands took all the lead
+    with pytest.raises(FaultError, match="nothing set"):
+        fault.inject()
+    assert all(cmd == ["true"] for _, cmd in nodes.sent)
 
 
 def test_a_stop_that_cannot_be_set_on_every_node_is_taken_back_where_it_was_set() -> None:
