@@ -39,24 +39,39 @@ exit 1
 KIND_DISCOVERY = ("docker -v", "docker ps -a --filter label=io.x-k8s.kind.cluster")
 
 
+def shortened_control_plane_stop(tmp_path: Path) -> Path:
+    """A scenarios directory holding control-plane-stop with hold 30 s and recovery 10 s (CI time;
+    its expectations are the scenario's)."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    data = yaml.safe_load((REPO_ROOT / "scenarios" / "control-plane-stop.yaml").read_text())
+    data["fault"]["params"].update(hold_seconds=30, recovery_seconds=10)
+    (scenarios / "control-plane-stop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return scenarios
+
+
+def without_docker(tmp_path: Path) -> tuple[Path, dict]:
+    """A directory with the refusing ``docker``, and an environment that finds it first and keeps
+    kdrill's state (its ledger) under ``tmp_path/state``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "docker").write_text(REFUSING_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "KDRILL_STATE_DIR": str(tmp_path / "state")}
+    return bin_dir, env
+
+
 def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker_drills_say_why_not(kdrill_cluster,
                                                                                                     tmp_path):
     """etcd-defrag, and control-plane-stop's components case (its stop, its revert and its in-window
     work held on the nodes as timers), pass through the node agent; the node-loss case (docker pause)
     is skipped with the level it needs. control-plane-stop's windows are shortened here (hold 30 s,
     recovery 10 s: CI time); its expectations are the scenario's."""
-    scenarios = tmp_path / "scenarios"
-    scenarios.mkdir()
+    scenarios = shortened_control_plane_stop(tmp_path)
     shutil.copy(REPO_ROOT / "scenarios" / "etcd-defrag.yaml", scenarios)
-    data = yaml.safe_load((REPO_ROOT / "scenarios" / "control-plane-stop.yaml").read_text())
-    data["fault"]["params"].update(hold_seconds=30, recovery_seconds=10)
-    (scenarios / "control-plane-stop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "docker").write_text(REFUSING_DOCKER)
-    (bin_dir / "docker").chmod(0o755)
+    bin_dir, env = without_docker(tmp_path)
     state, reports = tmp_path / "state", tmp_path / "reports"
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "KDRILL_STATE_DIR": str(state)}
     context = kdrill_cluster.context
     run = subprocess.run(
         [sys.executable, "-m", "harness.cli", "--reports", str(reports), "run", "etcd-defrag", "control-plane-stop",
@@ -136,18 +151,9 @@ def test_sigkill_mid_control_plane_stop_the_nodes_revert_on_their_own_then_kdril
     from harness.components import static_pods
     from harness.expectations import wait_until
 
-    scenarios = tmp_path / "scenarios"
-    scenarios.mkdir()
-    data = yaml.safe_load((REPO_ROOT / "scenarios" / "control-plane-stop.yaml").read_text())
-    data["fault"]["params"].update(hold_seconds=30, recovery_seconds=10)
-    (scenarios / "control-plane-stop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "docker").write_text(REFUSING_DOCKER)
-    (bin_dir / "docker").chmod(0o755)
-    state = tmp_path / "state"
-    ledger = Ledger(state / "ledger")
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "KDRILL_STATE_DIR": str(state)}
+    scenarios = shortened_control_plane_stop(tmp_path)
+    bin_dir, env = without_docker(tmp_path)
+    ledger = Ledger(tmp_path / "state" / "ledger")
     context = kdrill_cluster.context
     access = ["--kubeconfig", str(kdrill_cluster.kubeconfig), "--context", context, "--allow-context", context]
     log = (tmp_path / "run.log").open("w")
