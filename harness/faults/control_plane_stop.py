@@ -111,6 +111,7 @@ class ControlPlaneStop(Fault):
             token = uuid.uuid4().hex[:8]
             self.units = {"stop": f"kdrill-cps-{token}-stop", "start": f"kdrill-cps-{token}-start",
                           "stop_at": None, "start_at": None}
+        self.planned_stop_at: float | None = None  # plan_stop: when inject stops the control plane
         self.kubelet_started_at: dict[str, float] = {}
         self.timers_fired: dict[str, dict[str, float | None]] = {}
         self.restore_seconds: dict[str, float | None] = {}
@@ -144,6 +145,11 @@ class ControlPlaneStop(Fault):
     def inject(self) -> None:
         if self.method == "pause-node-containers":
             self.cluster.require_node_access("docker pause of the control-plane nodes", "container")
+            # A planned stop is kept by this method too: a drill sets its own node timers
+            # (kills, samplers) against that time, and samples the nodes before it.
+            if self.planned_stop_at is not None:
+                threading.Event().wait(max(0.0, self.planned_stop_at - time.time()))
+            self.injected_at = time.time()
             for node in self.nodes:
                 _docker("pause", node)
             return
@@ -179,8 +185,9 @@ class ControlPlaneStop(Fault):
         self.injected_at = self.units["stop_at"]
 
     def plan_stop(self, extra_commands: int = 0) -> float:
-        """Fix when the control plane stops (epoch seconds, returned) and when its kubelets start
-        again (``hold_seconds`` later), before anything is set: far enough ahead for the fault's
+        """Fix when the control plane stops (epoch seconds, returned; :meth:`inject` waits for it,
+        whichever the method) and, for ``stop-components``, when its kubelets start again
+        (``hold_seconds`` later), before anything is set: far enough ahead for the fault's
         two commands per node, and ``extra_commands`` more that the drill sends to the nodes
         first (its own timers). One command is timed on every node (through the node agent it
         also starts the node's agent pod, seconds the first time) and each command is given
@@ -191,9 +198,11 @@ class ControlPlaneStop(Fault):
             self.cluster.node_exec(node, ["true"], timeout_seconds=120)
             slowest = max(slowest, time.time() - began)
         per_command = max(SECONDS_PER_COMMAND_MIN, 3 * slowest)
-        self.units["stop_at"] = time.time() + SCHEDULE_LEAD_SECONDS + (2 * len(self.nodes) + extra_commands) * per_command
-        self.units["start_at"] = self.units["stop_at"] + float(self.hold_seconds)
-        return self.units["stop_at"]
+        self.planned_stop_at = time.time() + SCHEDULE_LEAD_SECONDS + (2 * len(self.nodes) + extra_commands) * per_command
+        if self.method == "stop-components":
+            self.units["stop_at"] = self.planned_stop_at
+            self.units["start_at"] = self.planned_stop_at + float(self.hold_seconds)
+        return self.planned_stop_at
 
     def _start_now(self, node: str) -> None:
         """Start the node's kubelet and cancel its timers (idempotent), in one command: the stop

@@ -124,6 +124,25 @@ def test_control_plane_stop_sets_every_nodes_revert_before_its_stop_and_waits_fo
     assert units[0][1][-1].endswith("systemctl start kubelet")
 
 
+def test_the_pause_method_keeps_the_planned_stop_the_drills_node_timers_were_set_against(monkeypatch) -> None:
+    """A CI run paused the nodes as soon as it was asked, seconds before the planned stop: the
+    workers' samplers had no sample before the window and the drill measured nothing."""
+    from harness.faults import control_plane_stop
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    paused: list[tuple[str, float]] = []
+    monkeypatch.setattr(control_plane_stop, "_docker", lambda *args, **kw: paused.append((args[1], time.time())))
+    monkeypatch.setattr(control_plane_stop, "SCHEDULE_LEAD_SECONDS", 0.4)
+    monkeypatch.setattr(control_plane_stop, "SECONDS_PER_COMMAND_MIN", 0.05)
+    fault = ControlPlaneStop(_cluster(), method="pause-node-containers")
+    fault.cluster = Nodes()
+    stop_at = fault.plan_stop()
+    fault.inject()
+    assert [node for node, _ in paused] == ["cp1", "cp2"]
+    assert stop_at <= fault.injected_at <= paused[0][1]
+    assert fault.units == {} and fault.target() == {"method": "pause-node-containers", "nodes": ["cp1", "cp2"]}
+
+
 def test_control_plane_stop_revert_cancels_the_timers_where_it_can_and_waits_for_them_where_it_cannot(monkeypatch):
     from harness.faults import FaultError
     from harness.faults.control_plane_stop import ControlPlaneStop
