@@ -213,8 +213,12 @@ def test_control_plane_stop(drill):
             kill_at = stop_at + KILL_INTO_WINDOW_SECONDS
             kills = {victim: (victim_node, f"kdrill-kill-{victim[:12]}"),
                      job_container: (job_pod["node"], f"kdrill-kill-{job_container[:12]}")}
+            # The workers record on their own clocks; the run's measured offsets put them on the host's.
+            clocks = drill.record.cluster.get("clock_offsets") or {}
+            offsets = {node: v["offset_seconds"] for node, v in clocks.items()
+                       if isinstance(v, dict) and isinstance(v.get("offset_seconds"), (int, float))}
             sampler = NodeContainerSampler("worker-containers", cluster, workers, ns, interval_seconds=1.0,
-                                           duration_seconds=stop_at - time.time() + hold + 30)
+                                           duration_seconds=stop_at - time.time() + hold + 30, clock_offsets=offsets)
             # In the ledger before they are set: a drill that dies leaves none of them to fire on a
             # cluster nobody watches (kdrill recover stops them); they go when this block ends.
             units: dict[str, list[str]] = {}
@@ -262,7 +266,8 @@ def test_control_plane_stop(drill):
                 drill.add_timelines({"worker-containers": worker_containers})
                 if sampler.errors:
                     drill.observe("worker_containers_not_read", sampler.errors)
-                killed_at = {c: node_units.started_at(cluster, node, unit) for c, (node, unit) in kills.items()}
+                killed_at = {c: node_units.started_at(cluster, node, unit, offsets.get(node, 0.0))
+                             for c, (node, unit) in kills.items()}
     finally:
         probes.stop()
         drill.add_timelines(probes.timelines())

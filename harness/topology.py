@@ -57,7 +57,7 @@ def discover(cluster: Cluster) -> Topology:
 CLOCK_SAMPLES = 3
 
 
-def _clock_offset(cluster: Cluster, node: str) -> dict:
+def clock_offset(cluster: Cluster, node: str) -> dict:
     """``node``'s clock minus the host's, in seconds, from the quickest of :data:`CLOCK_SAMPLES`
     reads (half its round trip is the uncertainty): the first command on a node may also start
     its node agent pod, which says nothing about the clock. Raises what node_exec raises."""
@@ -91,7 +91,7 @@ def cluster_identity(cluster: Cluster, topology: Topology) -> dict:
         identity["node_channel"] = cluster.node_channel
         for node in topology.control_plane + topology.workers:
             try:
-                offsets[node] = _clock_offset(cluster, node)
+                offsets[node] = clock_offset(cluster, node)
             except Exception as exc:
                 offsets[node] = {"error": f"{type(exc).__name__}: {exc}"[:200]}
     else:

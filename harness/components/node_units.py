@@ -121,13 +121,15 @@ def pending(cluster: Cluster, node: str) -> list[str]:
     return sorted(names)
 
 
-def started_at(cluster: Cluster, node: str, unit: str) -> float | None:
-    """When ``unit``'s script started on ``node`` (epoch seconds, the node's clock), or None if
-    it has not. Raises ProviderError/NoNodeAccess when the node cannot be reached."""
+def started_at(cluster: Cluster, node: str, unit: str, clock_offset_seconds: float = 0.0) -> float | None:
+    """When ``unit``'s script started on ``node``, or None if it has not: epoch seconds on the
+    host's clock, the node's record minus ``clock_offset_seconds`` (the node's clock minus the
+    host's, :func:`harness.topology.clock_offset`; 0 leaves the node's clock). Raises
+    ProviderError/NoNodeAccess when the node cannot be reached."""
     out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{check_name(unit)}.at 2>/dev/null; true"],
                             timeout_seconds=30).stdout.strip()
     try:
-        return float(out) if out else None
+        return float(out) - clock_offset_seconds if out else None
     except ValueError:
         return None
 

@@ -138,8 +138,11 @@ class ControlPlaneStop(Fault):
                 "stop_due_at": self.units.get("stop_at"), "start_due_at": self.units.get("start_at"),
                 "fired_late_seconds": self.timers_fired,
                 "kubelet_started_by_kdrill_at": self.kubelet_started_at,
+                "clock_offsets_seconds": self.units.get("clock_offsets"),
                 "note": "stop and kubelet start held on each node as systemd timers; late: the node's record "
-                        "of when the timer ran (its clock) minus when it was due (this machine's)"}
+                        "of when the timer ran, less the node's clock offset (node minus host, measured when "
+                        "the stop was planned; none: not corrected), minus when it was due (this machine's "
+                        "clock)"}
         return evidence
 
     def inject(self) -> None:
@@ -191,12 +194,21 @@ class ControlPlaneStop(Fault):
         two commands per node, and ``extra_commands`` more that the drill sends to the nodes
         first (its own timers). One command is timed on every node (through the node agent it
         also starts the node's agent pod, seconds the first time) and each command is given
-        three times the slowest. Raises what the node channel raises."""
+        three times the slowest. For ``stop-components`` each node's clock offset is measured
+        too (:func:`harness.topology.clock_offset`): the nodes record when their timers ran on
+        their own clocks. Raises what the node channel raises."""
+        from harness.topology import clock_offset
+
         slowest = 0.0
         for node in self.nodes:
             began = time.time()
             self.cluster.node_exec(node, ["true"], timeout_seconds=120)
             slowest = max(slowest, time.time() - began)
+        if self.method == "stop-components":
+            # The nodes record when their timers ran on their own clocks: these put the records on
+            # the host's clock (kept in the ledger entry for kdrill recover's check).
+            self.units["clock_offsets"] = {node: clock_offset(self.cluster, node)["offset_seconds"]
+                                           for node in self.nodes}
         per_command = max(SECONDS_PER_COMMAND_MIN, 3 * slowest)
         self.planned_stop_at = time.time() + SCHEDULE_LEAD_SECONDS + (2 * len(self.nodes) + extra_commands) * per_command
         if self.method == "stop-components":
@@ -275,7 +287,9 @@ class ControlPlaneStop(Fault):
                     continue
             else:
                 # The kubelet started at the earlier of its timer and kdrill's own start.
-                fired = {key: node_units.started_at(self.cluster, node, self.units[key]) for key in ("stop", "start")}
+                offset = (self.units.get("clock_offsets") or {}).get(node, 0.0)
+                fired = {key: node_units.started_at(self.cluster, node, self.units[key], offset)
+                         for key in ("stop", "start")}
                 self.timers_fired[node] = {key: (round(t - self.units[f"{key}_at"], 3) if t else None)
                                            for key, t in fired.items()}
                 # None of them in a later process's check (kdrill recover's, with the records read and gone).

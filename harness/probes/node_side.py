@@ -8,7 +8,9 @@ node (:mod:`harness.components.node_units`), bounded in count and time, writes i
 node's ``/run``, and :meth:`NodeContainerSampler.collect` reads them once the node answers again.
 The same on every node channel, so a drill has one path.
 
-Sample times are the node's clock (on kind, this machine's). Each sample of the returned timeline
+Sample times are put on the host's clock with each node's measured clock offset
+(:func:`harness.topology.clock_offset`, node minus host), where one is given; otherwise they are
+the node's clock (on kind, this machine's). Each sample of the returned timeline
 is one node's listing: ``detail`` is JSON ``{node: {container id: info}}`` as
 :func:`harness.probes.pods.running_container_ids` reads it, ``labels`` ``{"node": node}``; a
 listing that failed on the node is a sample with ``ok`` False.
@@ -32,16 +34,19 @@ START_LEAD_SECONDS = 1.0
 
 class NodeContainerSampler:
     """Sample ``namespace``'s containers on ``nodes`` every ``interval_seconds`` (seconds) for
-    ``duration_seconds`` (seconds), on the nodes. :meth:`start` raises what
+    ``duration_seconds`` (seconds), on the nodes; ``clock_offsets`` (node -> seconds, node minus
+    host) puts the samples on the host's clock. :meth:`start` raises what
     :func:`harness.components.node_units.schedule` raises."""
 
     def __init__(self, name: str, cluster: Cluster, nodes: list[str], namespace: str,
-                 interval_seconds: float, duration_seconds: float) -> None:
+                 interval_seconds: float, duration_seconds: float,
+                 clock_offsets: dict[str, float] | None = None) -> None:
         if interval_seconds <= 0 or duration_seconds <= 0:
             raise ValueError(f"interval_seconds and duration_seconds must be positive, got {interval_seconds}, "
                              f"{duration_seconds}")
         self.name, self.cluster, self.nodes, self.namespace = name, cluster, list(nodes), namespace
         self.interval_seconds = interval_seconds
+        self.clock_offsets = dict(clock_offsets or {})
         self.count = max(1, int(duration_seconds / interval_seconds) + 1)
         self.unit = f"kdrill-sampler-{uuid.uuid4().hex[:8]}"
         self.started_at: float | None = None
@@ -76,8 +81,8 @@ class NodeContainerSampler:
                     continue  # not a line the sampler wrote
                 ok = bool(line.get("ok")) and isinstance(line.get("out"), dict)
                 detail = json.dumps({node: containers_of(line["out"])}) if ok else json.dumps({node: {}})
-                rows.append(Sample(t=float(line["t"]), ok=ok, latency_seconds=None, detail=detail,
-                                   labels={"node": node}))
+                t = float(line["t"]) - self.clock_offsets.get(node, 0.0)
+                rows.append(Sample(t=t, ok=ok, latency_seconds=None, detail=detail, labels={"node": node}))
         for sample in sorted(rows, key=lambda s: s.t):
             timeline.add(sample)
         return timeline

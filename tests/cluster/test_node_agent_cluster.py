@@ -112,8 +112,11 @@ def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker
     # Every control-plane node ran both its timers (the node's own record), and its API server came back.
     timers = injection["node_timers"]
     assert set(timers["fired_late_seconds"]) == set(injection["restore_seconds"]) and timers["fired_late_seconds"]
+    # On the host's clock by each node's measured offset: a timer set N s ahead never runs early.
+    assert set(timers["clock_offsets_seconds"]) == set(injection["restore_seconds"]), timers
     for node, late in timers["fired_late_seconds"].items():
         assert late["stop"] is not None and late["start"] is not None, (node, late)
+        assert late["stop"] > -0.5 and late["start"] > -0.5, (node, late, timers["clock_offsets_seconds"])
         assert injection["restore_seconds"][node] is not None, node
     assert timers["start_due_at"] - timers["stop_due_at"] == 30
     # The in-window kills ran on the worker, inside the window.

@@ -35,6 +35,8 @@ class Nodes:
         if self.reachable is not None and node not in self.reachable:
             raise ProviderError(f"node {node} not reachable")
         self.sent.append((node, command))
+        if command[:1] == ["date"]:  # the node's clock: the host's
+            return subprocess.CompletedProcess(command, 0, f"{time.time():.6f}\n", "")
         out = next((v for k, v in self.outputs.items() if k in " ".join(command)), "")
         return subprocess.CompletedProcess(command, 0, out, "")
 
@@ -175,6 +177,40 @@ def test_a_second_check_of_a_reverted_control_plane_stop_needs_no_record_of_the_
     assert again.timers_fired == {"cp1": {"stop": None, "start": None}, "cp2": {"stop": None, "start": None}}
 
 
+def test_node_records_are_put_on_the_hosts_clock_by_the_nodes_measured_offset(monkeypatch) -> None:
+    """A node whose clock runs 5 s ahead: its records, less its offset, are the host's times."""
+    from harness.faults.control_plane_stop import ControlPlaneStop
+    from harness.probes.node_side import NodeContainerSampler
+
+    monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_LEAD_SECONDS", 0.3)
+    monkeypatch.setattr("harness.faults.control_plane_stop.SECONDS_PER_COMMAND_MIN", 0.05)
+
+    class Ahead(Nodes):
+        def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None):
+            done = super().node_exec(node, command, timeout_seconds, check, stdin)
+            if command[:1] == ["date"]:
+                done.stdout = f"{float(done.stdout) + 5:.6f}\n"
+            return done
+
+    fault = ControlPlaneStop(_cluster(), hold_seconds=30)
+    fault.cluster = nodes = Ahead()
+    stop_at = fault.plan_stop()
+    offsets = fault.units["clock_offsets"]
+    assert set(offsets) == {"cp1", "cp2"} and all(v == pytest.approx(5, abs=0.2) for v in offsets.values())
+    assert fault.target()["units"]["clock_offsets"] == offsets  # kdrill recover's check has them too
+    # The stop timer ran 0.1 s late by the host's clock: the node wrote its own time, 5 s ahead.
+    nodes.outputs = {f"{fault.units['stop']}.at": f"{stop_at + 5.1:.6f}", "readyz": "ok"}
+    monkeypatch.setattr("harness.components.static_pods.kubelet_journal", lambda *a, **k: [])
+    fault.verify_reverted()
+    assert fault.timers_fired["cp1"]["stop"] == pytest.approx(0.1, abs=0.2)
+    assert fault.evidence()["node_timers"]["clock_offsets_seconds"] == offsets
+
+    line = json.dumps({"t": 105.0, "ok": True, "out": {"containers": []}})
+    sampler = NodeContainerSampler("w", Nodes(outputs={"jsonl": line}), ["w1"], "ns", 1.0, 5, clock_offsets={"w1": 5.0})
+    assert [x.t for x in sampler.collect().samples()] == [100.0]
+    assert node_units.started_at(Nodes(outputs={".at": "105.5"}), "w1", "kdrill-k", 5.0) == 100.5
+
+
 def test_the_drills_node_units_are_a_ledger_entry_whose_revert_stops_and_removes_them(tmp_path) -> None:
     """kdrill recover after a crash: the entry alone names every unit on every node."""
     from harness.faults import FaultError, injected
@@ -266,7 +302,7 @@ def test_a_stop_planned_too_close_to_be_set_everywhere_sets_nothing(monkeypatch)
     time.sleep(max(0.0, stop_at - time.time()))  # the drill's own commands took all the lead
     with pytest.raises(FaultError, match="nothing set"):
         fault.inject()
-    assert all(cmd == ["true"] for _, cmd in nodes.sent)
+    assert not [cmd for _, cmd in nodes.sent if cmd[0] == "systemd-run"]
 
 
 def test_a_stop_that_cannot_be_set_on_every_node_is_taken_back_where_it_was_set() -> None:
