@@ -40,6 +40,7 @@ from harness.components import node_units
 from harness.probes.node_side import NodeContainerSampler
 from harness.probes.pods import (kube_system_snapshot, node_containers, pod_snapshot, restarts_between,
                                  restarts_outside_control_plane, running_container_ids)
+from harness.topology import least_offset_seconds
 from harness.timeline import failure_reasons, first_time, last_time, longest_gap_seconds, success_ratio
 from harness.workloads import (TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, delete_namespace, deploy_http_server, http_server_deployment,
                                wait_deployment_available)
@@ -213,10 +214,12 @@ def test_control_plane_stop(drill):
             kill_at = stop_at + KILL_INTO_WINDOW_SECONDS
             kills = {victim: (victim_node, f"kdrill-kill-{victim[:12]}"),
                      job_container: (job_pod["node"], f"kdrill-kill-{job_container[:12]}")}
-            # The workers record on their own clocks; the run's measured offsets put them on the host's.
+            # The workers record on their own clocks; the run's offset reads put them on the host's
+            # (by the least offset a read proves: 0 where a clock agrees with the host's).
             clocks = drill.record.cluster.get("clock_offsets") or {}
-            offsets = {node: v["offset_seconds"] for node, v in clocks.items()
-                       if isinstance(v, dict) and isinstance(v.get("offset_seconds"), (int, float))}
+            offsets = {node: least_offset_seconds(v) for node, v in clocks.items()
+                       if isinstance(v, dict) and "offset_seconds" in v and "uncertainty_seconds" in v}
+            drill.observe("worker_clock_corrections_seconds", {node: offsets.get(node) for node in workers})
             sampler = NodeContainerSampler("worker-containers", cluster, workers, ns, interval_seconds=1.0,
                                            duration_seconds=stop_at - time.time() + hold + 30, clock_offsets=offsets)
             # In the ledger before they are set: a drill that dies leaves none of them to fire on a

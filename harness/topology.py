@@ -73,6 +73,19 @@ def clock_offset(cluster: Cluster, node: str) -> dict:
     return best
 
 
+def least_offset_seconds(offset: dict) -> float:
+    """The clock offset (seconds, node minus host) nearest zero that a :func:`clock_offset` read
+    proves: the node read its clock somewhere inside the round trip, so the offset is only known
+    to ``offset_seconds`` plus or minus ``uncertainty_seconds``. 0 when that span holds 0 (on kind
+    it always does: nodes share this machine's clock, and a docker exec runs its command late in
+    the round trip, which reads as 0.1 to 0.2 s ahead). Raises KeyError/TypeError on a dict that
+    is not such a read."""
+    value, uncertainty = float(offset["offset_seconds"]), abs(float(offset["uncertainty_seconds"]))
+    if abs(value) <= uncertainty:
+        return 0.0
+    return value - uncertainty if value > 0 else value + uncertainty
+
+
 def cluster_identity(cluster: Cluster, topology: Topology) -> dict:
     """Which cluster this is, beyond its (free-text) name: the kube-system namespace's UID (unique
     per cluster), the API server URL, the nodes with their kubelet versions, and, with node access,

@@ -140,9 +140,9 @@ class ControlPlaneStop(Fault):
                 "kubelet_started_by_kdrill_at": self.kubelet_started_at,
                 "clock_offsets_seconds": self.units.get("clock_offsets"),
                 "note": "stop and kubelet start held on each node as systemd timers; late: the node's record "
-                        "of when the timer ran, less the node's clock offset (node minus host, measured when "
-                        "the stop was planned; none: not corrected), minus when it was due (this machine's "
-                        "clock)"}
+                        "of when the timer ran, less the node's clock offset (node minus host, the least "
+                        "that a read when the stop was planned proves; none: not corrected), minus when it "
+                        "was due (this machine's clock)"}
         return evidence
 
     def inject(self) -> None:
@@ -197,7 +197,7 @@ class ControlPlaneStop(Fault):
         three times the slowest. For ``stop-components`` each node's clock offset is measured
         too (:func:`harness.topology.clock_offset`): the nodes record when their timers ran on
         their own clocks. Raises what the node channel raises."""
-        from harness.topology import clock_offset
+        from harness.topology import clock_offset, least_offset_seconds
 
         slowest = 0.0
         for node in self.nodes:
@@ -207,7 +207,8 @@ class ControlPlaneStop(Fault):
         if self.method == "stop-components":
             # The nodes record when their timers ran on their own clocks: these put the records on
             # the host's clock (kept in the ledger entry for kdrill recover's check).
-            self.units["clock_offsets"] = {node: clock_offset(self.cluster, node)["offset_seconds"]
+            # Corrected only by what a read proves (least_offset_seconds): 0 on kind.
+            self.units["clock_offsets"] = {node: least_offset_seconds(clock_offset(self.cluster, node))
                                            for node in self.nodes}
         per_command = max(SECONDS_PER_COMMAND_MIN, 3 * slowest)
         self.planned_stop_at = time.time() + SCHEDULE_LEAD_SECONDS + (2 * len(self.nodes) + extra_commands) * per_command

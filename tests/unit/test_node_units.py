@@ -177,6 +177,18 @@ def test_a_second_check_of_a_reverted_control_plane_stop_needs_no_record_of_the_
     assert again.timers_fired == {"cp1": {"stop": None, "start": None}, "cp2": {"stop": None, "start": None}}
 
 
+@pytest.mark.parametrize("read, least", [
+    ({"offset_seconds": 0.19, "uncertainty_seconds": 0.21}, 0.0),  # kind through docker exec: proves nothing
+    ({"offset_seconds": -0.05, "uncertainty_seconds": 0.05}, 0.0),
+    ({"offset_seconds": 5.0, "uncertainty_seconds": 0.1}, 4.9),
+    ({"offset_seconds": -3.0, "uncertainty_seconds": 0.5}, -2.5),
+])
+def test_a_clock_is_corrected_only_by_the_offset_its_read_proves(read, least) -> None:
+    from harness.topology import least_offset_seconds
+
+    assert least_offset_seconds(read) == pytest.approx(least)
+
+
 def test_node_records_are_put_on_the_hosts_clock_by_the_nodes_measured_offset(monkeypatch) -> None:
     """A node whose clock runs 5 s ahead: its records, less its offset, are the host's times."""
     from harness.faults.control_plane_stop import ControlPlaneStop
