@@ -40,7 +40,7 @@ from harness.components import node_units
 from harness.probes.node_side import NodeContainerSampler
 from harness.probes.pods import (kube_system_snapshot, node_containers, pod_snapshot, restarts_between,
                                  restarts_outside_control_plane, running_container_ids)
-from harness.topology import least_offset_seconds
+from harness.topology import clock_corrections
 from harness.timeline import failure_reasons, first_time, last_time, longest_gap_seconds, success_ratio
 from harness.workloads import (TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, delete_namespace, deploy_http_server, http_server_deployment,
                                wait_deployment_available)
@@ -124,6 +124,10 @@ def test_control_plane_stop(drill):
     node_port = int(drill.workload.get("node_port", 30080))
     workers, control_plane = drill.topology.workers, drill.topology.control_plane
     assert workers, "the drill needs worker nodes: the control-plane nodes are what stops"
+    # The workers record on their own clocks (the kills, the sampler, the in-cluster probe pod);
+    # the run's offset reads put them on the host's, by the least offset a read proves.
+    offsets = clock_corrections(drill.record.cluster.get("clock_offsets"), workers)
+    drill.observe("worker_clock_corrections_seconds", offsets)
     assert hold >= KILL_INTO_WINDOW_SECONDS + 20, (f"hold_seconds {hold:.0f} leaves under 20 s of the window after "
                                                    f"the container kills, {KILL_INTO_WINDOW_SECONDS:.0f} s into it")
     stopped_nodes = control_plane if method == "pause-node-containers" else []
@@ -153,7 +157,8 @@ def test_control_plane_stop(drill):
         rs_before = replicasets(cluster, ns)
         # The in-cluster probe calls from a worker, bounded to the drill's length.
         incluster = InClusterProbe(cluster, ns, "incluster-probe", targets, interval_seconds=drill.interval_seconds,
-                                   duration_seconds=hold + recovery + 300, node=workers[-1]).start()
+                                   duration_seconds=hold + recovery + 300, node=workers[-1],
+                                   clock_offset_seconds=offsets[workers[-1]]).start()
         incluster_started = time.time()
 
     bound = hold + recovery + 600
@@ -214,12 +219,6 @@ def test_control_plane_stop(drill):
             kill_at = stop_at + KILL_INTO_WINDOW_SECONDS
             kills = {victim: (victim_node, f"kdrill-kill-{victim[:12]}"),
                      job_container: (job_pod["node"], f"kdrill-kill-{job_container[:12]}")}
-            # The workers record on their own clocks; the run's offset reads put them on the host's
-            # (by the least offset a read proves: 0 where a clock agrees with the host's).
-            clocks = drill.record.cluster.get("clock_offsets") or {}
-            offsets = {node: least_offset_seconds(v) for node, v in clocks.items()
-                       if isinstance(v, dict) and "offset_seconds" in v and "uncertainty_seconds" in v}
-            drill.observe("worker_clock_corrections_seconds", {node: offsets.get(node) for node in workers})
             sampler = NodeContainerSampler("worker-containers", cluster, workers, ns, interval_seconds=1.0,
                                            duration_seconds=stop_at - time.time() + hold + 30, clock_offsets=offsets)
             # In the ledger before they are set: a drill that dies leaves none of them to fire on a
@@ -269,7 +268,7 @@ def test_control_plane_stop(drill):
                 drill.add_timelines({"worker-containers": worker_containers})
                 if sampler.errors:
                     drill.observe("worker_containers_not_read", sampler.errors)
-                killed_at = {c: node_units.started_at(cluster, node, unit, offsets.get(node, 0.0))
+                killed_at = {c: node_units.started_at(cluster, node, unit, offsets[node])
                              for c, (node, unit) in kills.items()}
     finally:
         probes.stop()

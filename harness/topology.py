@@ -86,6 +86,19 @@ def least_offset_seconds(offset: dict) -> float:
     return value - uncertainty if value > 0 else value + uncertainty
 
 
+def clock_corrections(clock_offsets: dict | None, nodes: list[str]) -> dict[str, float]:
+    """Seconds to subtract from each of ``nodes``' own clock to put its times on the host's:
+    :func:`least_offset_seconds` of its read in ``clock_offsets`` (as :func:`cluster_identity`
+    records them), 0 for a node whose clock was not read (no entry, or an ``error``)."""
+    corrections = {}
+    for node in nodes:
+        read = (clock_offsets or {}).get(node)
+        ok = isinstance(read, dict) and all(isinstance(read.get(k), (int, float)) and not isinstance(read.get(k), bool)
+                                            for k in ("offset_seconds", "uncertainty_seconds"))
+        corrections[node] = least_offset_seconds(read) if ok else 0.0
+    return corrections
+
+
 def cluster_identity(cluster: Cluster, topology: Topology) -> dict:
     """Which cluster this is, beyond its (free-text) name: the kube-system namespace's UID (unique
     per cluster), the API server URL, the nodes with their kubelet versions, and, with node access,

@@ -131,6 +131,11 @@ class ControlPlaneStop(Fault):
 
     def evidence(self) -> dict[str, Any]:
         evidence: dict[str, Any] = {"restore_seconds": self.restore_seconds}
+        if self.method == "pause-node-containers" and self.planned_stop_at is not None:
+            # A pause has no timer to refuse a planned time it missed: how late it came is kept.
+            evidence["planned_stop_at"] = self.planned_stop_at
+            evidence["paused_late_seconds"] = (round(self.injected_at - self.planned_stop_at, 3)
+                                               if self.injected_at is not None else None)
         if self.method == "stop-components":
             evidence["restore_journal"] = self.restore_journal
             evidence["side_effect"] = "the control-plane nodes' kubelets are stopped for the window"
@@ -207,9 +212,15 @@ class ControlPlaneStop(Fault):
         if self.method == "stop-components":
             # The nodes record when their timers ran on their own clocks: these put the records on
             # the host's clock (kept in the ledger entry for kdrill recover's check).
-            # Corrected only by what a read proves (least_offset_seconds): 0 on kind.
-            self.units["clock_offsets"] = {node: least_offset_seconds(clock_offset(self.cluster, node))
-                                           for node in self.nodes}
+            # Corrected only by what a read proves (least_offset_seconds): 0 on kind. A clock that
+            # cannot be read (not a number) is left uncorrected, and the evidence says so.
+            self.units["clock_offsets"] = {}
+            for node in self.nodes:
+                try:
+                    self.units["clock_offsets"][node] = least_offset_seconds(clock_offset(self.cluster, node))
+                except ValueError as exc:
+                    log.warning("control-plane-stop: clock of %s not read (%s): its timers' records uncorrected",
+                                node, exc)
         per_command = max(SECONDS_PER_COMMAND_MIN, 3 * slowest)
         self.planned_stop_at = time.time() + SCHEDULE_LEAD_SECONDS + (2 * len(self.nodes) + extra_commands) * per_command
         if self.method == "stop-components":
@@ -308,7 +319,9 @@ class ControlPlaneStop(Fault):
                                left, interval_seconds=1.0)
             self.restore_seconds[node] = ready.became_true_at - since if ready.ok else None
             if self.method == "stop-components":
-                self.restore_journal[node] = static_pods.kubelet_journal(self.cluster, node, since - 1, JOURNAL_PATTERN)
+                # journalctl --since reads the node's clock.
+                on_node = since - 1 + (self.units.get("clock_offsets") or {}).get(node, 0.0)
+                self.restore_journal[node] = static_pods.kubelet_journal(self.cluster, node, on_node, JOURNAL_PATTERN)
             if not ready.ok:
                 problems.append(f"{node}: kube-apiserver /readyz not ok {RESTORE_DEADLINE_SECONDS} s after the revert")
         if problems:

@@ -36,6 +36,8 @@ class InClusterProbe:
     timeout_seconds: float = 1.0
     node: str | None = None
     dns_config: dict | None = None
+    # The pod's node's clock minus the host's (seconds): its samples are put on the host's clock.
+    clock_offset_seconds: float = 0.0
     started: bool = field(default=False, init=False)
 
     def pod_manifest(self) -> client.V1Pod:
@@ -85,7 +87,10 @@ class InClusterProbe:
         seconds, when given)."""
         out: dict[str, Timeline] = {}
         for r in self.results(since):
-            if r.get("done") or (since is not None and r["t"] < since):
+            if r.get("done"):
+                continue
+            t = r["t"] - self.clock_offset_seconds
+            if since is not None and t < since:
                 continue
             tl = out.setdefault(r["target"], Timeline(prefix + r["target"]))
             detail = r.get("error") or f"HTTP {r.get('status')}"
@@ -97,7 +102,7 @@ class InClusterProbe:
             labels = {"target": r["target"]}
             if r.get("resolve_seconds") is not None:
                 labels["resolve_seconds"] = str(r["resolve_seconds"])
-            tl.add(Sample(t=r["t"], ok=r["ok"] and not late, latency_seconds=r.get("latency_seconds"), detail=detail, labels=labels))
+            tl.add(Sample(t=t, ok=r["ok"] and not late, latency_seconds=r.get("latency_seconds"), detail=detail, labels=labels))
         return {prefix + k: v for k, v in out.items()}
 
     def delete(self) -> None:

@@ -189,6 +189,57 @@ def test_a_clock_is_corrected_only_by_the_offset_its_read_proves(read, least) ->
     assert least_offset_seconds(read) == pytest.approx(least)
 
 
+def test_clock_corrections_take_what_the_runs_reads_prove_and_nothing_from_a_failed_read() -> None:
+    from harness.topology import clock_corrections
+
+    reads = {"w1": {"offset_seconds": 2.0, "uncertainty_seconds": 0.1},
+             "w2": {"error": "ProviderError: node w2 not reachable"},
+             "w3": {"offset_seconds": 0.15, "uncertainty_seconds": 0.2}}
+    assert clock_corrections(reads, ["w1", "w2", "w3", "w4"]) == pytest.approx(
+        {"w1": 1.9, "w2": 0.0, "w3": 0.0, "w4": 0.0})
+    assert clock_corrections(None, ["w1"]) == {"w1": 0.0}
+
+
+def test_a_clock_read_within_a_slow_exec_corrects_nothing_and_an_unreadable_one_is_left_alone(monkeypatch) -> None:
+    """kind through docker exec: the node's date runs late in the round trip and reads ahead."""
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    monkeypatch.setattr("harness.faults.control_plane_stop.SCHEDULE_LEAD_SECONDS", 0.3)
+    monkeypatch.setattr("harness.faults.control_plane_stop.SECONDS_PER_COMMAND_MIN", 0.05)
+
+    class LateRead(Nodes):
+        def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None):
+            if command[:1] == ["date"]:
+                time.sleep(0.1)  # the exec's start-up, then the read, then a quicker return
+                out = "not-a-time" if node == "cp2" else f"{time.time():.6f}"
+                time.sleep(0.02)  # the raw read: about 0.04 s ahead, within its 0.06 s uncertainty
+                return subprocess.CompletedProcess(command, 0, out, "")
+            return super().node_exec(node, command, timeout_seconds, check, stdin)
+
+    fault = ControlPlaneStop(_cluster(), hold_seconds=30)
+    fault.cluster = LateRead()
+    fault.plan_stop()
+    assert fault.units["clock_offsets"] == {"cp1": 0.0}
+
+
+def test_a_pause_with_no_planned_stop_comes_at_once_and_a_late_one_is_in_the_evidence(monkeypatch) -> None:
+    from harness.faults import control_plane_stop
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    paused: list[float] = []
+    monkeypatch.setattr(control_plane_stop, "_docker", lambda *args, **kw: paused.append(time.time()))
+    fault = ControlPlaneStop(_cluster(), method="pause-node-containers")
+    fault.cluster = Nodes()
+    began = time.time()
+    fault.inject()
+    assert len(paused) == 2 and paused[0] - began < 0.2 and "planned_stop_at" not in fault.evidence()
+    late = ControlPlaneStop(_cluster(), method="pause-node-containers")
+    late.cluster = Nodes()
+    late.planned_stop_at = time.time() - 2  # the drill's own commands took longer than planned
+    late.inject()
+    assert late.evidence()["paused_late_seconds"] == pytest.approx(2, abs=0.2)
+
+
 def test_node_records_are_put_on_the_hosts_clock_by_the_nodes_measured_offset(monkeypatch) -> None:
     """A node whose clock runs 5 s ahead: its records, less its offset, are the host's times."""
     from harness.faults.control_plane_stop import ControlPlaneStop
