@@ -399,3 +399,16 @@ def test_the_start_timer_goes_only_with_a_started_kubelet_in_the_same_command() 
                                       script.index("systemctl start kubelet &&"),
                                       script.index(f"{fault.units['start']}.timer"))
     assert stop_timer < start < start_timer, script
+
+
+def test_the_in_cluster_probes_samples_are_put_on_the_hosts_clock_by_its_nodes_correction(monkeypatch) -> None:
+    from harness.probes.incluster import InClusterProbe
+
+    probe = InClusterProbe(cluster=None, namespace="ns", name="p", targets={"svc": "http://svc/"},
+                           clock_offset_seconds=2.0)
+    lines = [{"t": 101.0, "target": "svc", "ok": True, "status": 200, "latency_seconds": 0.01},
+             {"t": 103.0, "target": "svc", "ok": False, "error": "timed out"},
+             {"done": True, "t": 104.0}]
+    monkeypatch.setattr(probe, "results", lambda since=None: lines)
+    assert [s.t for s in probe.timelines()["svc"].samples()] == [99.0, 101.0]
+    assert [s.t for s in probe.timelines(since=100.0)["svc"].samples()] == [101.0]  # since is the host's clock
