@@ -124,7 +124,7 @@ def test_the_shipped_scenario_loads(tmp_path):
     (lambda d: expectation(d, "webhook_down_held_ratio")["measure"].update(until_action="nope"),
      "expectations[1].measure.until_action", "an action of the fault window: way-out"),
     (lambda d: expectation(d, "post_revert_write_success_ratio")["measure"].update(from_action="way-out"),
-     "expectations[17].measure.from_action", "an action of the after window: none"),
+     "expectations[18].measure.from_action", "an action of the after window: none"),
     (lambda d: expectation(d, "webhook_down_held_ratio")["measure"].update(from_action="way-out"),
      "expectations[1].measure.until_action", "an action later than from_action"),
     # an admission probe writes only where the drill may
