@@ -244,21 +244,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    """List every run under --reports with its verdicts, platform and seal; write index.html."""
-    from harness.history import format_runs, list_runs
+    """List every run under --reports with its verdicts, platform and seal; write index.html.
+    Exit 0 when every run and the chain between them verify, 1 otherwise (listed either way)."""
+    from harness.history import chain_status, format_runs, list_runs
+    from harness.manifest import ManifestError, verify_history
 
     reports = Path(args.reports)
     if not reports.is_dir():
         raise SystemExit(f"kdrill history: {reports} is not a directory (set --reports)")
-    from harness.history import chain_status
-
     runs = list_runs(reports)
     print(format_runs(runs))
     print(f"seal: each run's own; {chain_status(reports)}")
     index = write_history_index(reports)
     if index is not None:
         print(f"index: {index}")
-    return 0
+    try:
+        return 0 if verify_history(reports).ok else 1
+    except (ManifestError, OSError):
+        return 1
 
 
 def check_references(scenario) -> None:
@@ -730,6 +733,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Verify one run (signature, signer, run id, every entry) or, with --history, every run and
     the chain. Prints every problem; exit 0 only when intact, 1 otherwise."""
     from harness.manifest import ManifestError, verify_history, verify_run
+    from harness.manifest import _escaped as escaped
 
     trusted = _trusted_fingerprints(args)
     if args.history is not None:
@@ -744,7 +748,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for problem in history.problems:
             print(f"  {problem}")
         for note in history.notes:
-            print(f"note: {note}")
+            print(f"note: {escaped(note)}")
         signers: dict[str, int] = {}
         for r in history.runs:
             if r.signer is not None:
@@ -903,6 +907,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("kdrill: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`kdrill compare ... | head`): no traceback, and none at exit either
+        # when Python flushes stdout into the closed pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as exc:
         from harness.providers import ProviderError
         from harness.scenario import ScenarioError

@@ -183,8 +183,9 @@ def _fmt(value: float) -> str:
 
 
 def _load(run_dir: Path, trusted_fingerprints: Iterable[str] = ()
-          ) -> tuple[dict[str, Any], dict[tuple[str, str | None], dict[str, Any]]]:
-    """(run.json, {(drill, case): record}) of a run that verifies. Raises CompareError."""
+          ) -> tuple[dict[str, Any], dict[tuple[str, str | None], dict[str, Any]], str | None]:
+    """(run.json, {(drill, case): record}, the signer's SHA-256 fingerprint) of a run that
+    verifies. Raises CompareError."""
     import json
 
     run_dir = Path(run_dir)
@@ -213,7 +214,7 @@ def _load(run_dir: Path, trusted_fingerprints: Iterable[str] = ()
         if len(names) != len(set(names)):
             raise CompareError(f"{run_dir}/{path.name} lists an expectation twice")
         by_case[key] = {**record, "verdict": verdict}
-    return meta, by_case
+    return meta, by_case, result.signer.fingerprint if result.signer else None
 
 
 def platform_of(meta: dict[str, Any], records: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -235,9 +236,16 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
     """Every expectation of every drill case in either run. Raises CompareError when a run does
     not verify (by a trusted key, when fingerprints are given), or the two differ in platform or
     kdrill version and ``allow_mismatch`` is False."""
-    base_meta, base = _load(base_dir, trusted_fingerprints)
-    run_meta, run = _load(run_dir, trusted_fingerprints)
+    trusted = list(trusted_fingerprints)
+    base_meta, base, base_signer = _load(base_dir, trusted)
+    run_meta, run, run_signer = _load(run_dir, trusted)
     comparison = Comparison(base=Path(base_dir).name, run=Path(run_dir).name)
+    if base_signer != run_signer and not trusted:
+        # Each seal holds, but unpinned it proves only that some key sealed each run.
+        # Short fingerprints: a note is bounded (_printable); kdrill verify prints them whole.
+        comparison.notes.append(f"signed by different keys (baseline sha256:{str(base_signer)[:16]}..., run "
+                                f"sha256:{str(run_signer)[:16]}...) and no key was pinned (--fingerprint): a copy "
+                                "re-sealed with another key looks like this")
     pb, pr = platform_of(base_meta, base.values()), platform_of(run_meta, run.values())
     differ = {k: (pb[k], pr[k]) for k in pb if pb[k] != pr[k]}
     if differ:

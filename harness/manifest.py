@@ -447,7 +447,7 @@ class Problem:
 
     ``kind``: ``not-sealed``, ``manifest`` (unreadable or malformed), ``signature``,
     ``untrusted-key``, ``run-id``, ``changed``, ``missing``, ``extra``, ``unreadable``, or, for
-    a history, ``broken-link``. ``subject``: the path in the run (POSIX, relative), or the run
+    a history, ``broken-link`` and ``signer-changed``. ``subject``: the path in the run (POSIX, relative), or the run
     id. ``run``: the run the problem belongs to, when verifying a history.
     """
 
@@ -458,7 +458,13 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.run}: " if self.run else ""
-        return f"{where}{self.kind}: {self.subject} ({self.detail})"
+        return _escaped(f"{where}{self.kind}: {self.subject} ({self.detail})")
+
+
+def _escaped(text: str) -> str:
+    """``text`` with control characters written as escapes: a file name added to a run (a newline,
+    an ANSI sequence) must not rewrite the verdict a terminal shows."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @dataclass(frozen=True)
@@ -707,7 +713,9 @@ def verify_history(reports_root: Path, *, trusted_fingerprints: Iterable[str] = 
     Each run directory is checked with :func:`verify_run` (an unsealed one is a ``not-sealed``
     problem). Each sealed run's ``previous`` link must name a run that is still there with a
     manifest whose SHA-256 is the recorded one: otherwise a ``broken-link`` problem names the
-    deleted, renamed or replaced run. A deleted latest run breaks no link; compare ``head``
+    deleted, renamed or replaced run. With no trusted fingerprint given, a sealed run signed by
+    another key than its previous run is a ``signer-changed`` problem (with them given, every
+    signer must be one of them instead). A deleted latest run breaks no link; compare ``head``
     with a copy kept elsewhere to detect that.
 
     Raises ManifestError when ``reports_root`` is not a directory, ValueError for a malformed
@@ -755,6 +763,13 @@ def verify_history(reports_root: Path, *, trusted_fingerprints: Iterable[str] = 
         elif target.manifest_sha256 != prev.manifest_sha256:
             problems.append(Problem("broken-link", prev.run_id, f"{named}; its manifest now has sha256 "
                                     f"{target.manifest_sha256}: replaced or re-sealed", run=name))
+        elif not trusted and r.signer and target.signer and r.signer.fingerprint != target.signer.fingerprint:
+            # Unpinned, each run's signature proves only that *some* key sealed it: a run re-sealed
+            # by another key keeps its link intact. Pinning every key (a rotation) accepts this.
+            problems.append(Problem("signer-changed", name, f"signed by sha256:{r.signer.fingerprint}, its previous "
+                                    f"run {prev.run_id} by sha256:{target.signer.fingerprint}: a run re-sealed with "
+                                    "another key looks like this; pin both keys (--fingerprint) to accept a key "
+                                    "rotation", run=name))
     for prev, names in sorted(followers.items()):
         if len(names) > 1:
             notes.append(f"runs {', '.join(names)} all follow {prev} (sealed concurrently?)")

@@ -886,6 +886,12 @@ def _check_rules(path: Path, data: dict) -> None:
                 expected = ("true or false (its unit is " if item["unit"] in BOOL_UNITS else "a number (its unit is ")
                 raise ScenarioError(path, f"{where}[{i}].bound.value", f"{expected}{item['unit']!r})",
                                     repr(bound["value"]))
+            value = bound["value"]
+            if not isinstance(value, bool) and item["unit"] == "ratio" and not 0 <= value <= 1:
+                # A ratio is 0 to 1: a bound outside can never pass or never fail.
+                raise ScenarioError(path, f"{where}[{i}].bound.value", "a ratio from 0 to 1", repr(value))
+            if not isinstance(value, bool) and item["unit"] == "seconds" and value < 0:
+                raise ScenarioError(path, f"{where}[{i}].bound.value", "seconds, 0 or more", repr(value))
             if where != "expectations" and item["name"] in common:
                 raise ScenarioError(path, f"{where}[{i}].name",
                                     f"a name not used by the scenario's own expectations "

@@ -94,6 +94,11 @@ def test_a_resealed_copy_with_one_timing_doubled_is_a_regression(tmp_path: Path,
     line = next(line for line in out.splitlines() if "api_recovery_seconds" in line)
     assert line.startswith("REGRESSION") and "+20 (+100%)" in line
     assert "1 regression(s)" in out
+    # Unpinned, the copy's other signer is said, not silently accepted.
+    flat = " ".join(out.split())
+    assert "note: signed by different keys" in flat and "no key was pinned" in flat
+    assert kdrill(reports, "compare", BASE, BASE) == 0
+    assert "signed by different keys" not in capsys.readouterr().out
 
 
 def test_a_run_that_does_not_verify_is_not_compared(tmp_path: Path, capsys) -> None:
@@ -149,10 +154,11 @@ def test_history_lists_runs_with_seal_and_the_index_draws_trends(tmp_path: Path,
     reports = tmp_path / "reports"
     sealed_run(reports, BASE, api_recovery=3.0)
     run = sealed_run(reports, RUN, api_recovery=6.0, started=T0 + 100)
+    assert kdrill(reports, "history") == 0
     (run / "control-plane-stop.json").write_text((run / "control-plane-stop.json").read_text() + " ")
     runs = list_runs(reports)
     assert [(r.run_id, r.seal) for r in runs] == [(BASE, "intact"), (RUN, "not intact")]
-    assert kdrill(reports, "history") == 0
+    assert kdrill(reports, "history") == 1  # listed, and the exit says a run is not intact
     out = capsys.readouterr().out
     assert BASE in out and "not intact" in out
     page = (reports / "index.html").read_text()

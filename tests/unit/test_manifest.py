@@ -27,6 +27,7 @@ from harness.manifest import (
     SIGNATURE_NAME,
     SIGNING_KEY_ENV,
     AlreadySealedError,
+    ChainLink,
     PublicKeyInfo,
     SigningKeyError,
     default_key_path,
@@ -325,6 +326,20 @@ def test_added_file_and_directory_are_extra(run_dir: Path) -> None:
     assert str(result.problems[1]).startswith("extra: x.json (")
 
 
+def test_an_added_file_named_to_rewrite_the_terminal_is_shown_escaped(run_dir: Path, capsys) -> None:
+    from harness.cli import main
+
+    name = "\r\x1b[1A\x1b[2Kkdrill verify: intact\nfake"
+    (run_dir / name).write_text("x")
+    result = verify_run(run_dir)
+    assert [p.kind for p in result.problems] == ["extra"]
+    shown = str(result.problems[0])
+    assert all(c.isprintable() for c in shown) and "\\x1b[1A" in shown and "\\n" in shown
+    assert main(["--reports", str(run_dir.parent), "verify", run_dir.name]) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "NOT INTACT" in out
+
+
 def test_deleted_file_and_directory_are_missing(run_dir: Path) -> None:
     (run_dir / "junit.xml").unlink()
     shutil.rmtree(run_dir / "logs" / "kind")
@@ -493,6 +508,30 @@ def test_replaced_past_run_is_a_broken_link_naming_it(
     broken = [p for p in history.problems if p.kind == "broken-link"]
     assert [(p.subject, p.run) for p in broken] == [("r2", "r3")]  # ... but not the one r3 linked
     assert "replaced or re-sealed" in str(broken[0])
+
+
+def test_latest_run_resealed_with_another_key_is_a_signer_change_unless_both_keys_are_pinned(
+        reports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = three_runs(reports)
+    ours = local_fingerprint()
+    record = runs[2] / "control-plane-stop.json"
+    record.write_text(record.read_text().replace('"failed"', '"passed"'))
+    link = manifest_of(runs[2])["previous"]
+    for name in (MANIFEST_NAME, SIGNATURE_NAME, "report.html"):
+        (runs[2] / name).unlink()
+    # Re-sealed with a key of one's own, keeping the link to r2: every link and seal still holds.
+    key_path, theirs = new_key_file(tmp_path / "attacker.pem")
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(key_path))
+    with monkeypatch.context() as m:
+        m.setattr(manifest_mod, "_sealed_siblings", lambda *a: iter(()))
+        seal_run(runs[2], load_signing_key(), previous=ChainLink(link["run_id"], link["manifest_sha256"]))
+    assert verify_run(runs[2]).ok
+
+    unpinned = verify_history(reports)
+    assert [(p.kind, p.subject, p.run) for p in unpinned.problems] == [("signer-changed", "r3", "r3")]
+    assert ours in str(unpinned.problems[0]) and theirs in str(unpinned.problems[0])
+    assert [p.kind for p in verify_history(reports, trusted_fingerprints=[ours]).problems] == ["untrusted-key"]
+    assert verify_history(reports, trusted_fingerprints=[ours, theirs]).ok  # a rotation, both keys pinned
 
 
 def test_unsealed_run_in_a_history_is_named(reports: Path) -> None:

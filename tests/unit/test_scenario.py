@@ -205,6 +205,19 @@ def test_wrong_type_for_bound_value(tmp_path):
     assert "a number" in err.expected and err.got == "'thirty'"
 
 
+@pytest.mark.parametrize("unit, value, expected", [
+    ("ratio", 2, "a ratio from 0 to 1"),     # could never pass with >=
+    ("ratio", -1, "a ratio from 0 to 1"),    # could never fail with >=
+    ("seconds", -5, "seconds, 0 or more"),   # could never pass with <=
+])
+def test_a_bound_outside_what_its_unit_can_measure_is_refused(tmp_path, unit, value, expected):
+    data = example_data()
+    data["expectations"][1]["unit"] = unit
+    data["expectations"][1]["bound"] = {"op": ">=" if unit == "ratio" else "<=", "value": value}
+    err = load_error(tmp_path, data)
+    assert (err.field, err.expected, err.got) == ("expectations[1].bound.value", expected, repr(value))
+
+
 def test_bad_name_pattern(tmp_path):
     data = example_data()
     data["name"] = "Control_Plane"
