@@ -46,6 +46,8 @@ def _run_dir(reports: str, run: str) -> Path:
     except RunIdError as exc:
         raise SystemExit(f"kdrill: {exc}") from None
     if not path.is_dir():
+        if path.parent.exists() and not path.parent.is_dir():
+            raise SystemExit(f"kdrill: {path.parent} is not a directory (--reports names the reports directory)")
         raise SystemExit(f"kdrill: no run directory {path}")
     if not any((path / name).is_file() for name in ("manifest.json", "run.json")):
         raise SystemExit(f"kdrill: {path} is not a kdrill run (no manifest.json or run.json)")
@@ -409,8 +411,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for file in args.files:
         try:
             if not Path(file).is_file():
-                raise ScenarioError(Path(file), "<file>", "a scenario file (validate takes files; `kdrill run` and "
-                                    "`--plan` also take scenario names)", "no such file")
+                given = Path(file)
+                got = ("a directory" if given.is_dir() else "a broken symbolic link" if given.is_symlink()
+                       and not given.exists() else "not a regular file" if given.exists() else "no such file")
+                raise ScenarioError(given, "<file>", "a scenario file (validate takes files; `kdrill run` and "
+                                    "`--plan` also take scenario names)", got)
             scenario = load_scenario(Path(file))
             check_references(scenario)
         except (ScenarioError, OSError) as exc:
@@ -693,8 +698,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if sealed.is_file() and sealed.read_bytes() == page.encode("utf-8"):
         print(f"{sealed}: sealed, and re-rendered from the evidence it is the same, byte for byte")
         return 0
-    why = ("a fresh rendering differs from it (rendered by another kdrill version or commit?)" if sealed.is_file()
-           else f"the run was sealed without it ({result.report_error or 'no reason recorded'})")
+    if not sealed.is_file():
+        why = f"the run was sealed without it ({result.report_error or 'no reason recorded'})"
+    elif result.signer and result.signer.fingerprint not in sealed.read_text(encoding="utf-8", errors="replace"):
+        # The page shows the key that sealed it: a manifest signed by another key was re-sealed.
+        why = (f"its page does not name the key that signed the manifest (sha256:{result.signer.fingerprint}): "
+               "the run was re-sealed with another key after the page was rendered")
+    else:
+        why = "a fresh rendering differs from it (rendered by another kdrill version or commit?)"
     print(f"kdrill report: {sealed} is sealed evidence and {why}; a sealed run is never written into. "
           f"`kdrill report {args.run} --stdout` prints the fresh rendering.", file=sys.stderr)
     return 1

@@ -234,8 +234,8 @@ def platform_of(meta: dict[str, Any], records: Iterable[dict[str, Any]]) -> dict
 def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
                  trusted_fingerprints: Iterable[str] = ()) -> Comparison:
     """Every expectation of every drill case in either run. Raises CompareError when a run does
-    not verify (by a trusted key, when fingerprints are given), or the two differ in platform or
-    kdrill version and ``allow_mismatch`` is False."""
+    not verify (by a trusted key, when fingerprints are given), the two differ in platform or
+    kdrill version and ``allow_mismatch`` is False, or they have no drill case in common."""
     trusted = list(trusted_fingerprints)
     base_meta, base, base_signer = _load(base_dir, trusted)
     run_meta, run, run_signer = _load(run_dir, trusted)
@@ -253,6 +253,12 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
         if not allow_mismatch:
             raise CompareError(f"the runs differ in {text}; compare them anyway with --any-platform")
         comparison.notes.append(f"compared across a difference the user accepted: {text}")
+    if not set(base) & set(run):
+        # Nothing side by side: "0 regressions" would claim a comparison that never happened.
+        raise CompareError(f"the runs have no drill case in common (baseline: {len(base)}, run: {len(run)}): "
+                           "nothing to compare")
+    if Path(base_dir).resolve() == Path(run_dir).resolve():
+        comparison.notes.append("the baseline and the run are the same run")
     for key in sorted(set(base) | set(run), key=lambda k: (k[0], k[1] or "")):
         drill, case = key
         if key not in run:

@@ -318,7 +318,8 @@ SCHEMA: dict[str, Any] = {
                 "x-expected": "the name of an expectation of this scenario, or a list of them (one per case)"},
         },
         "cases": {
-            "type": "array",
+            "type": "array", "minItems": 1,
+            "x-expected": "a list of at least one case (or leave cases out)",
             "items": {
                 "type": "object", "additionalProperties": False,
                 "required": ["name"],
@@ -633,6 +634,9 @@ def load_scenarios(directory: Path | str) -> list[Scenario]:
     """
     directory = Path(directory)
     if not directory.is_dir():
+        if directory.exists():
+            raise NotADirectoryError(errno.ENOTDIR, "not a directory (a scenarios directory holds *.yaml files)",
+                                     str(directory))
         raise FileNotFoundError(errno.ENOENT, "scenario directory not found", str(directory))
     files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
     by_name: dict[str, Scenario] = {}

@@ -32,14 +32,14 @@ def expectation(name, measured, op, value, unit, verdict="passed", **extra):
 
 
 def sealed_run(reports: Path, run_id: str, api_recovery: float = 3.0, ratio: float = 1.0,
-               kubernetes_version: str = "v1.35.4", started: float = T0) -> Path:
+               kubernetes_version: str = "v1.35.4", started: float = T0, drill: str = "control-plane-stop") -> Path:
     run_dir = reports / run_id
     run_dir.mkdir(parents=True)
     cluster = {"provider": "kind", "kubernetes_version": kubernetes_version,
                "nodes": [{"name": "cp", "roles": ["control-plane"]}, {"name": "w", "roles": []}]}
     (run_dir / "run.json").write_text(json.dumps({"run_id": run_id, "started_at": started, "finished_at": started + 9,
                                                   "kdrill_version": "0.1.0", "planned": ["control-plane-stop"]}))
-    record = {"run_id": run_id, "drill": "control-plane-stop", "case": None, "verdict": "passed",
+    record = {"run_id": run_id, "drill": drill, "case": None, "verdict": "passed",
               "started_at": started, "cluster": cluster, "errors": [],
               "expectations": [expectation("api_recovery_seconds", api_recovery, "<=", 90, "seconds"),
                                expectation("workload_http_success_ratio", ratio, ">=", 0.9, "ratio"),
@@ -110,6 +110,14 @@ def test_a_run_that_does_not_verify_is_not_compared(tmp_path: Path, capsys) -> N
     assert kdrill(reports, "compare", BASE, RUN) == 2
     assert "does not verify" in capsys.readouterr().err
     assert kdrill(reports, "compare", BASE, "nope") == 2  # not a run: cannot compare, not a regression
+
+
+def test_runs_with_no_drill_case_in_common_are_not_compared(tmp_path: Path, capsys) -> None:
+    reports = tmp_path / "reports"
+    sealed_run(reports, BASE)
+    sealed_run(reports, RUN, started=T0 + 100, drill="pod-delete")
+    assert kdrill(reports, "compare", BASE, RUN) == 2  # not "0 regressions": nothing was compared
+    assert "no drill case in common" in capsys.readouterr().err
 
 
 def test_other_platforms_are_compared_only_when_asked(tmp_path: Path, capsys) -> None:

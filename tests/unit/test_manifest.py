@@ -421,6 +421,22 @@ def test_copy_resealed_with_another_key_fails_only_when_a_key_is_trusted(
     assert verify_run(run_dir, trusted_fingerprints=[trusted]).ok
 
 
+def test_report_of_a_run_resealed_under_its_old_page_names_the_new_key(
+        run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from harness.cli import main
+
+    for name in (MANIFEST_NAME, SIGNATURE_NAME):
+        (run_dir / name).unlink()  # report.html kept: it names the key that first sealed the run
+    key_path, theirs = new_key_file(tmp_path / "attacker.pem")
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(key_path))
+    with monkeypatch.context() as m:
+        m.setattr(manifest_mod, "_sealed_siblings", lambda *a: iter(()))
+        seal_run(run_dir, load_signing_key(), previous=None)
+    assert main(["--reports", str(run_dir.parent), "report", run_dir.name]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"does not name the key that signed the manifest (sha256:{theirs})" in err and "re-sealed" in err
+
+
 def test_renamed_run_directory_is_a_wrong_run_id(run_dir: Path) -> None:
     renamed = run_dir.with_name("20250202T000000Z-ffffff")
     run_dir.rename(renamed)

@@ -218,6 +218,13 @@ def test_a_bound_outside_what_its_unit_can_measure_is_refused(tmp_path, unit, va
     assert (err.field, err.expected, err.got) == ("expectations[1].bound.value", expected, repr(value))
 
 
+def test_an_empty_list_of_cases_is_refused(tmp_path):
+    data = example_data()
+    data["cases"] = []
+    err = load_error(tmp_path, data)
+    assert (err.field, err.got) == ("cases", "[]") and "at least one case" in err.expected
+
+
 def test_bad_name_pattern(tmp_path):
     data = example_data()
     data["name"] = "Control_Plane"
