@@ -368,12 +368,28 @@ def test_control_plane_stop(drill):
                   detail=f"lowest over {len(pod_targets)} pods, the {recovery:.0f} s after the revert"
                          f"{failures_said(pod_targets)}")
     transitions = node_transitions(probes["nodes"].timeline, start=fault.injected_at - 5)
-    marked = sorted({c["node"] for c in transitions if c["t"] >= reverted_at and c["ready"] != "True"})
+    after_return = [c for c in transitions if c["t"] >= reverted_at and c["ready"] != "True"]
+    marked = sorted({c["node"] for c in after_return})
     drill.observe("nodes_marked_not_ready_after_return", marked)
     if "no_node_marked_not_ready" in drill.expectations:
-        drill.measure("no_node_marked_not_ready", marked == [] if transitions else None,
-                      detail=f"marked NotReady/Unknown after the return: {', '.join(marked) or 'none'} "
-                             "(a restarted kube-controller-manager gives every node a fresh node-monitor-grace-period)")
+        # Ready=Unknown is the node lifecycle controller's mark (no heartbeat within its grace
+        # period); Ready=False is the kubelet's own report. stop-components stops and restarts the
+        # control-plane nodes' kubelets: one of them reporting NotReady for a moment right after
+        # the return is that restart, not the controller (measured once in 17 runs: 1.9 s, on
+        # kdrill-ha-control-plane2, CI of 2026-12-03). It is recorded, and it still counts if it
+        # lasts longer than the grace period the controller would give.
+        restarted = set(control_plane) if method == "stop-components" else set()
+        down = nodes_not_ready_seconds(transitions, reverted_at, reverted_at + recovery)
+        own = {n: round(down.get(n, 0.0), 2) for n in marked if n in restarted
+               and all(c["ready"] == "False" for c in after_return if c["node"] == n)
+               and down.get(n, 0.0) <= NODE_MONITOR_GRACE_PERIOD_SECONDS}
+        counted = [n for n in marked if n not in own]
+        drill.observe("not_ready_by_own_restarted_kubelet_seconds", own)
+        drill.measure("no_node_marked_not_ready", counted == [] if transitions else None,
+                      detail=f"marked NotReady/Unknown after the return: {', '.join(counted) or 'none'} "
+                             "(a restarted kube-controller-manager gives every node a fresh node-monitor-grace-period)"
+                             + (f"; not counted, NotReady by its own restarted kubelet (Ready=False, not Unknown): "
+                                + ", ".join(f"{n} {s:.1f} s" for n, s in own.items()) if own else ""))
     if "recovery_nodes_not_ready_longest_seconds" in drill.expectations:
         not_ready = nodes_not_ready_seconds(transitions, reverted_at, reverted_at + recovery)
         drill.measure("recovery_nodes_not_ready_longest_seconds", max(not_ready.values(), default=0.0),
