@@ -744,7 +744,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Verify one run (signature, signer, run id, every entry) or, with --history, every run and
     the chain. Prints every problem; exit 0 only when intact, 1 otherwise."""
     from harness.manifest import ManifestError, verify_history, verify_run
-    from harness.manifest import _escaped as escaped
+    from harness.manifest import escaped
 
     trusted = _trusted_fingerprints(args)
     if args.history is not None:

@@ -306,5 +306,6 @@ def _cell(value: Any) -> str:
 
 def _printable(value: Any) -> str:
     """Text from a record, safe on a terminal: control characters shown escaped, length bounded."""
-    text = str(value)
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)[:200]
+    from harness.manifest import escaped
+
+    return escaped(str(value))[:200]

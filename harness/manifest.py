@@ -458,10 +458,10 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.run}: " if self.run else ""
-        return _escaped(f"{where}{self.kind}: {self.subject} ({self.detail})")
+        return escaped(f"{where}{self.kind}: {self.subject} ({self.detail})")
 
 
-def _escaped(text: str) -> str:
+def escaped(text: str) -> str:
     """``text`` with control characters written as escapes: a file name added to a run (a newline,
     an ANSI sequence) must not rewrite the verdict a terminal shows."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
