@@ -30,6 +30,12 @@ from pathlib import Path
 from harness import resources
 
 
+class Refused(SystemExit):
+    """Bad input to ``kdrill run`` (``--plan`` too), refused before anything is touched: main()
+    prints the message and exits 2, as for a scenario refused on load or an argparse error, so a
+    caller tells "refused" (2) from "a drill failed" (1)."""
+
+
 def _run_dir(reports: str, run: str) -> Path:
     """The existing run directory RUN names (``kdrill report``/``verify``): a run id under
     ``reports``, or a path containing ``/`` to a run directory. Its name must be a valid run id
@@ -60,7 +66,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.scenario import find_scenario, load_scenarios
 
     # Bad input is refused before anything is touched: the run id and the signing key first.
-    baseline = _run_dir(args.reports, args.baseline) if args.baseline else None
+    try:
+        baseline = _run_dir(args.reports, args.baseline) if args.baseline else None
+    except SystemExit as exc:
+        raise Refused(exc.code) from None
     try:
         run_id = validate_run_id(args.run_id) if args.run_id is not None else new_run_id()
         if (Path(args.reports) / run_id).exists():
@@ -68,7 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not args.plan:
             load_signing_key()
     except (RunIdError, SigningKeyError) as exc:
-        raise SystemExit(f"kdrill: {exc}") from None
+        raise Refused(f"kdrill: {exc}") from None
     from harness.workloads import toolbox_problem
 
     # The options, or else the environment the drills would read: refused here, before anything runs.
@@ -76,17 +85,20 @@ def cmd_run(args: argparse.Namespace) -> int:
                               args.toolbox_pull_policy if args.toolbox_pull_policy is not None
                               else os.environ.get("KDRILL_TOOLBOX_PULL_POLICY"))
     if problem:
-        raise SystemExit(f"kdrill: {problem}")
-    profile = _platform_profile(args.platform)
+        raise Refused(f"kdrill: {problem}")
+    try:
+        profile = _platform_profile(args.platform)
+    except SystemExit as exc:
+        raise Refused(exc.code) from None
     if args.node_agent and not (args.kubeconfig or args.context):
-        raise SystemExit("kdrill: --node-agent is for a cluster reached through its kubeconfig (--kubeconfig, "
+        raise Refused("kdrill: --node-agent is for a cluster reached through its kubeconfig (--kubeconfig, "
                          "--context); on kind kdrill reaches the nodes itself")
     if args.node_agent and not args.allow_context and not args.plan:
         # The drills' session would refuse it too, but after this run's directory was made.
-        raise SystemExit("kdrill: --node-agent runs privileged pods on every node of the cluster; consent with "
+        raise Refused("kdrill: --node-agent runs privileged pods on every node of the cluster; consent with "
                          "--allow-context CONTEXT (the context drilled)")
     if profile is not None and (args.kubeconfig or args.context):
-        raise SystemExit("kdrill: --platform builds a kind cluster; an existing cluster (--kubeconfig, --context) is "
+        raise Refused("kdrill: --platform builds a kind cluster; an existing cluster (--kubeconfig, --context) is "
                          "drilled as it is (its record, if any, is in the evidence)")
     # The drills run in a pytest process that inherits these (harness/workloads.py reads them).
     if args.toolbox_image:
@@ -102,10 +114,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         # The drill reads its scenario by name from one directory: that file's, so its edits count.
         directories = {Path(a).resolve().parent for a in as_files}
         if len(directories) > 1 or len(as_files) != len(args.scenarios):
-            raise SystemExit("kdrill: give scenario names, or scenario files from one directory, not a mix")
+            raise Refused("kdrill: give scenario names, or scenario files from one directory, not a mix")
         missing = [a for a in as_files if not Path(a).is_file()]
         if missing:
-            raise SystemExit(f"kdrill: no scenario file {', '.join(missing)} (names: `kdrill list`)")
+            raise Refused(f"kdrill: no scenario file {', '.join(missing)} (names: `kdrill list`)")
         scenarios_dir = directories.pop()
     scenarios = [find_scenario(name, scenarios_dir) for name in args.scenarios] if args.scenarios \
         else load_scenarios(scenarios_dir)
@@ -135,10 +147,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         run_dir = create_run_dir(Path(args.reports), run_id)
     except RunIdError as exc:
-        raise SystemExit(f"kdrill: {exc}") from None
+        raise Refused(f"kdrill: {exc}") from None
     configs = sorted({s.cluster_config for s in scenarios})
     if len(configs) > 1 and not (args.kubeconfig or args.context):
-        raise SystemExit(f"kdrill: the chosen scenarios need different cluster configs ({', '.join(configs)}); "
+        raise Refused(f"kdrill: the chosen scenarios need different cluster configs ({', '.join(configs)}); "
                          "run them separately")
     print(f"kdrill run {run_id}: {len(scenarios)} drill(s) on "
           f"{'context ' + (args.context or 'current') if args.kubeconfig or args.context else 'kind config ' + configs[0]}")
@@ -915,6 +927,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.reports is None:
             args.reports = str(resources.default_reports_dir())
         return args.func(args)
+    except Refused as exc:
+        print(exc.code, file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("kdrill: interrupted", file=sys.stderr)
         return 130

@@ -195,6 +195,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+    # The tests that need no cluster run first (stable order otherwise): a kind cluster this
+    # session creates is made meanwhile (_create_cluster_early).
+    items.sort(key=lambda item: "kdrill_cluster" in getattr(item, "fixturenames", ()))
 
 
 def _on_request(config: pytest.Config, name: str) -> bool:
@@ -211,6 +214,43 @@ def pytest_collection_finish(session: pytest.Session) -> None:
                                       for item in session.items if _scenario_of(item) and hasattr(item, "callspec")]
     # The names go into run.json, so the report can tell a drill that left no record at all.
     session.config._kdrill_planned_names = [record_stem(name, case) for _, name, case in session.config._kdrill_planned]
+    _create_cluster_early(session)
+
+
+def _create_cluster_early(session: pytest.Session) -> None:
+    """When this session will create its kind cluster and has tests that need none, start the
+    creation now, in the background (``config._kdrill_early_cluster``): those tests run meanwhile
+    (1 to 2 minutes of CI). Only the plain case (no existing cluster, no platform profile, images
+    built, Docker up, the cluster absent); otherwise, and on any doubt, kdrill_cluster creates it in
+    line and says why it cannot."""
+    config = session.config
+    opt = config.getoption
+    if (config.option.collectonly or opt("--kdrill-kubeconfig") or opt("--kdrill-context")
+            or opt("--kdrill-platform")):
+        return
+    needing = sum("kdrill_cluster" in getattr(item, "fixturenames", ()) for item in session.items)
+    if needing == 0 or needing == len(session.items):
+        return
+    from harness.doctor import docker_problem
+    from harness.images import Build
+    from harness.providers.kind import KindProvider
+    from harness.session_lock import SessionLock
+
+    try:
+        if docker_problem() or Build().missing():
+            return
+        provider = KindProvider(opt("--kdrill-cluster-config"), name=opt("--kdrill-cluster-name"))
+        if provider.exists():
+            return
+        lock = SessionLock(provider.name).acquire()
+    except Exception as exc:  # ProviderError, ClusterBusy: kdrill_cluster meets it again and reports it
+        log.info("kind cluster not created early: %s", exc)
+        return
+    config._kdrill_early_cluster = (provider, lock, provider.create_in_background())
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"kdrill: creating kind cluster {provider.name} in the background while the "
+                            f"{len(session.items) - needing} test(s) that need no cluster run")
 
 
 def _record_not_run(config: pytest.Config, writer: EvidenceWriter, scenario_name: str, case: str | None,
@@ -306,6 +346,16 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     from harness.images import BuildError, ensure_built
     from harness.providers.kind import KindProvider
 
+    early = getattr(request.config, "_kdrill_early_cluster", None)
+    if early is not None:  # started in the background at the end of collection
+        provider, lock, creation = early
+        request.config._kdrill_early_cluster = None  # this fixture owns it now, and deletes it
+        request.addfinalizer(lock.release)
+        seconds = creation.result()
+        log.info("created kind cluster %s in %.0f s (in the background)", provider.name, seconds)
+        request.config._kdrill_cluster_create_seconds = seconds
+        yield from _use_kind_cluster(request, provider, created=True)
+        return
     # A bad profile is refused before Docker is asked or images are built (minutes, cold).
     profile = None
     if opt("--kdrill-platform"):
@@ -359,6 +409,14 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         problem = provider.platform_problem()
         if problem:
             pytest.exit(f"kdrill: {problem}", returncode=pytest.ExitCode.USAGE_ERROR)
+    yield from _use_kind_cluster(request, provider, created)
+
+
+def _use_kind_cluster(request: pytest.FixtureRequest, provider, created: bool):
+    """kdrill_cluster's body for a kind cluster that exists: yield its Cluster; at the end, settle
+    the drill namespaces, export the logs when a test failed, and delete the cluster if this
+    session created it (unless kept)."""
+    opt = request.config.getoption
     cluster = provider.cluster()
     cluster.kind_provider = provider
     yield cluster
@@ -544,6 +602,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ("error" when its setup failed, "not-run" when the session ended first), then write the HTML
     report and seal the run (pytest's JUnit XML is on disk by then)."""
     config = session.config
+    _drop_unused_early_cluster(config)
     if config.option.collectonly:  # a listing, not a run: nothing was planned to run, no evidence
         return
     planned = getattr(config, "_kdrill_planned", [])
@@ -583,6 +642,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from harness.cli import report_and_manifest
 
     report_and_manifest(run_dir)
+
+
+
+def _drop_unused_early_cluster(config: pytest.Config) -> None:
+    """A cluster created early that no test took (the session was interrupted, or every test that
+    needed it was skipped): wait for its creation to end, then delete it unless kept."""
+    early = getattr(config, "_kdrill_early_cluster", None)
+    if early is None:
+        return
+    provider, lock, creation = early
+    config._kdrill_early_cluster = None
+    try:
+        creation.result()
+    except Exception as exc:
+        log.warning("kind cluster %s: creation failed: %s", provider.name, exc)
+    try:
+        if not config.getoption("--kdrill-keep-cluster") and provider.exists():
+            provider.delete()
+    finally:
+        lock.release()
 
 
 def _finish_allure_results(config: pytest.Config, run_dir: Path) -> None:

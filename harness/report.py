@@ -1095,7 +1095,10 @@ def _node_transitions(transitions: Any, first: float | None, t0: float | None) -
             seen_bad.add(node)
         else:
             seen_bad.discard(node)
-        rows.append({"node": node, "bad": bad, "ready": _text(t.get("ready") or "no Ready condition"),
+        ready = str(t.get("ready") or "no Ready condition")
+        if t.get("ready") != "True" and t.get("reason"):  # who said so: the kubelet or the node lifecycle controller
+            ready += f" ({t.get('reason')}{': ' + str(t.get('message')) if t.get('message') else ''})"
+        rows.append({"node": node, "bad": bad, "ready": _cell(ready),
                      "taints": [_text(x) for x in taints], "since": _rel(t.get("t"), origin)})
     return {"kind": "nodes", "rows": rows, "since": origin_label, "seen": len(nodes),
             # The record keeps the first 50 changes.

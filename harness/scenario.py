@@ -1013,8 +1013,9 @@ def _check_objects(path: Path, data: dict) -> None:
     ones only in the drill's namespace or one the manifests make, probes with the fields their
     kind needs, and actions only on objects the manifests make, within their window."""
     from harness.faults.drill_objects import OWNER_LABEL
-    from harness.kube_objects import (KINDS, PLACEHOLDER_NAMES, TLS_PLACEHOLDERS, WORKER_PLACEHOLDER, expand,
-                                      placeholder_keys, placeholders, tls_key_misplaced)
+    from harness.kube_objects import (KINDS, PLACEHOLDER_NAMES, TLS_PLACEHOLDERS, WORKER_PLACEHOLDER,
+                                      apiservice_problem, expand, placeholder_keys, placeholders,
+                                      tls_key_misplaced)
     from harness.probes import Declared, probe_types
     from harness.runner import OWN_OBJECTS
 
@@ -1103,6 +1104,9 @@ def _check_objects(path: Path, data: dict) -> None:
                                 + ", ".join(namespaces), repr(this[2]))
         check_names(f"{field}.metadata", manifest["kind"], manifest["metadata"]["name"],
                     manifest["metadata"].get("namespace"))
+        if manifest["kind"] == "APIService" and apiservice_problem(manifest):
+            where, expected, got = apiservice_problem(manifest)
+            raise ScenarioError(path, f"{field}.{where}", expected, got)
         if this[2] == "$(namespace)" and this[:2] in OWN_OBJECTS:
             raise ScenarioError(path, f"{field}.metadata.name", "a name other than those of the objects the runner "
                                 "makes in the drill's namespace itself: " + ", ".join(f"{k} {n}" for k, n in OWN_OBJECTS),

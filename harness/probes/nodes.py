@@ -21,14 +21,23 @@ from harness.timeline import Sample, Timeline
 NODE_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 
 
+MESSAGE_CHARS = 200  # a NotReady message is kept to this many characters
+
+
 def node_states(nodes: list) -> dict[str, dict]:
-    """node name -> {"ready": "True"|"False"|"Unknown"|None, "taints": [key:effect, ...]}
-    for V1Node objects (only the node lifecycle taints are kept)."""
+    """node name -> {"ready": "True"|"False"|"Unknown"|None, "reason": str|None, "taints":
+    [key:effect, ...]} for V1Node objects, plus "message" (cut to MESSAGE_CHARS) when Ready is not
+    True. Only the node lifecycle taints are kept. The reason says who set the condition: the
+    kubelet (``KubeletReady``, ``KubeletNotReady``) or the node lifecycle controller
+    (``NodeStatusUnknown``, when the kubelet stopped posting status)."""
     states = {}
     for node in nodes:
-        ready = next((c.status for c in node.status.conditions or [] if c.type == "Ready"), None)
+        ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
         taints = sorted(f"{t.key}:{t.effect}" for t in node.spec.taints or [] if t.key in NODE_TAINTS)
-        states[node.metadata.name] = {"ready": ready, "taints": taints}
+        state = {"ready": ready.status if ready else None, "reason": ready.reason if ready else None, "taints": taints}
+        if ready is not None and ready.status != "True":
+            state["message"] = (ready.message or "")[:MESSAGE_CHARS]
+        states[node.metadata.name] = state
     return states
 
 
@@ -49,9 +58,9 @@ class NodeReadyProbe(Probe):
 
 
 def node_transitions(timeline: Timeline, start: float | None = None) -> list[dict]:
-    """Every change of a node's Ready status or lifecycle taints seen from ``start`` (epoch
-    seconds) on: [{"t", "node", "ready", "taints"}], the first answered sample counting as a change
-    from nothing."""
+    """Every change of a node's Ready condition (status, reason, message) or lifecycle taints seen
+    from ``start`` (epoch seconds) on: [{"t", "node", "ready", "reason", "taints"} (+ "message")],
+    the first answered sample counting as a change from nothing."""
     last: dict[str, dict] = {}
     changes = []
     for sample in timeline.samples(start=start):

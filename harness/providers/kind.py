@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -137,6 +138,11 @@ class KindProvider:
             log.info("platform profile %s installed: %s", self.platform.name, self.platform_install_seconds)
         return time.monotonic() - started
 
+    def create_in_background(self) -> "BackgroundCreation":
+        """Start :meth:`create` in a thread (so that work needing no cluster, e.g. the unit tests,
+        runs meanwhile); the returned handle's ``result()`` waits for it."""
+        return BackgroundCreation(self)
+
     def platform_problem(self) -> str | None:
         """For an existing cluster made with ``platform``: why it is not that profile's as the
         directory is now (harness.platform_profile.mismatch), or None. None without a profile."""
@@ -230,3 +236,33 @@ class KindProvider:
             kubeconfig = self.kubeconfig_path()
         return Cluster(name=self.name, provider="kind", kubeconfig=Path(kubeconfig),
                        context=f"kind-{self.name}", node_access=True, nodes_by_role=roles)
+
+
+class BackgroundCreation:
+    """:meth:`KindProvider.create` running in a daemon thread. ``result()`` waits for it and
+    returns the seconds it took, or raises what it raised (ProviderError, subprocess errors); a
+    second call gives the same. ``done`` says whether it has ended."""
+
+    def __init__(self, provider: KindProvider):
+        self.provider = provider
+        self._seconds: float | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._create, name=f"create {provider.name}", daemon=True)
+        self._thread.start()
+
+    def _create(self) -> None:
+        try:
+            self._seconds = self.provider.create()
+        except BaseException as exc:  # handed to whoever waits, in their thread
+            self._error = exc
+
+    @property
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def result(self) -> float:
+        # create() bounds itself (kind's wait plus 600 s, then the health wait), so no timeout here.
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._seconds

@@ -18,81 +18,23 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness import resources
 from harness.expectations import wait_until
 from harness.platform_profile import load, recorded
-from harness.providers.kind import KindProvider
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from platform_example import ARCHIVE_IMAGE, BASE_CONFIG
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node_access]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-ARCHIVE_IMAGE = "kdrill.example/platform-pause:v1"
-# One node and no host port mappings, so it runs beside the session's cluster.
-BASE_CONFIG = """kind: Cluster
-apiVersion: kind.x-k8s.io/v1alpha4
-name: kdrill-pp
-nodes:
-  - role: control-plane
-kubeadmConfigPatches:
-  - |
-    kind: KubeletConfiguration
-    failCgroupV1: false
-"""
-
-# A second configuration on the example's webhook backend, as a team might add for auditing, that
-# takes in kube-system's ConfigMaps with failurePolicy Fail: the namespace the Kubernetes
-# documentation says webhooks should leave out ("Admission Webhook Good Practices: avoid operating
-# on kube-system"), so its backend's outage blocks a system write. It matches nothing the example's
-# own webhook matches (the example leaves kube-system out), so each rejected write has one author.
-CARELESS_WEBHOOK = """apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingWebhookConfiguration
-metadata:
-  name: careless-audit
-webhooks:
-  - name: audit.careless.example
-    clientConfig:
-      service: {name: policy-webhook, namespace: platform-policy, path: /validate, port: 443}
-      caBundle: "$(tls_ca_bundle)"
-    rules:
-      - {apiGroups: [""], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [configmaps], scope: Namespaced}
-    namespaceSelector:
-      matchExpressions:
-        - {key: kubernetes.io/metadata.name, operator: In, values: [kube-system]}
-    failurePolicy: Fail
-    sideEffects: None
-    timeoutSeconds: 5
-    admissionReviewVersions: [v1]
-"""
 
 
 @pytest.fixture(scope="module")
-def platform_cluster(kdrill_cluster, tmp_path_factory):
-    """The example profile with an image archive added, built into a one-node kind cluster;
-    deleted afterwards. Yields (provider, profile directory)."""
-    if kdrill_cluster.provider != "kind":
-        pytest.skip("platform profiles build kind clusters")
-    work = tmp_path_factory.mktemp("platform")
-    profile_dir = work / "example"
-    shutil.copytree(resources.clusters_dir() / "platforms" / "example", profile_dir)
-    (profile_dir / "manifests" / "careless-audit.yaml").write_text(CARELESS_WEBHOOK)
-    (profile_dir / "images").mkdir()
-    # The pause image the offline build made, under a name no node has: present after the
-    # install only if the archive was loaded.
-    subprocess.run(["docker", "tag", "registry.k8s.io/pause:3.10.1", ARCHIVE_IMAGE], check=True, timeout=60)
-    subprocess.run(["docker", "save", "-o", str(profile_dir / "images" / "pause.tar"), ARCHIVE_IMAGE], check=True,
-                   timeout=120)
-    config = work / "base.yaml"
-    config.write_text(BASE_CONFIG)
-    provider = KindProvider(config, platform=load(profile_dir))
-    if provider.exists():  # left by an interrupted earlier session
-        provider.delete()
-    try:
-        provider.create()
-        yield provider, profile_dir
-    finally:
-        provider.delete()
-        subprocess.run(["docker", "rmi", ARCHIVE_IMAGE], check=False, timeout=60, capture_output=True)
+def platform_cluster(platform_cluster_build):
+    """The example profile with an image archive added, built into a one-node kind cluster
+    (platform_example.py; its creation may have started in the background during the recovery
+    tests); deleted after this module. Yields (provider, profile directory)."""
+    yield platform_cluster_build.wait()
+    platform_cluster_build.delete()
 
 
 def test_the_cluster_is_named_and_recorded_by_its_profile(platform_cluster):

@@ -91,11 +91,22 @@ def test_plan_names_a_data_only_scenarios_registries_and_probes(tmp_path: Path, 
     assert "queued-pulls (image-pulls)" in out and "by-name (incluster-http)" in out
 
 
-def test_run_with_the_node_agent_and_no_consent_is_refused_before_a_run_directory_is_made(tmp_path: Path) -> None:
+def test_run_with_the_node_agent_and_no_consent_is_refused_before_a_run_directory_is_made(tmp_path: Path, capsys) -> None:
     reports, kubeconfig = tmp_path / "reports", tmp_path / "kubeconfig"
     kubeconfig.write_text("")
-    with pytest.raises(SystemExit, match="--allow-context"):
-        main(["--reports", str(reports), "run", "--node-agent", "--kubeconfig", str(kubeconfig), "pod-delete"])
+    assert main(["--reports", str(reports), "run", "--node-agent", "--kubeconfig", str(kubeconfig), "pod-delete"]) == 2
+    assert "--allow-context" in capsys.readouterr().err
     assert not reports.exists()
-    with pytest.raises(SystemExit, match="reached through its kubeconfig"):  # and on kind, none is needed
-        main(["--reports", str(reports), "run", "--node-agent", "--allow-context", "c", "pod-delete"])
+    # and on kind, none is needed
+    assert main(["--reports", str(reports), "run", "--node-agent", "--allow-context", "c", "pod-delete"]) == 2
+    assert "reached through its kubeconfig" in capsys.readouterr().err
+
+
+def test_every_refusal_of_run_and_run_plan_exits_2_as_a_refused_scenario_does(tmp_path: Path, capsys) -> None:
+    reports = str(tmp_path / "reports")
+    assert main(["--reports", reports, "run", "--plan", "no-such-scenario"]) == 2  # a ScenarioError
+    assert "a known scenario name" in capsys.readouterr().err
+    assert main(["--reports", reports, "run", "--plan", str(tmp_path / "missing.yaml")]) == 2
+    assert "no scenario file" in capsys.readouterr().err
+    assert main(["--reports", reports, "run", "--plan", "--baseline", "no-such-run", "pod-delete"]) == 2
+    assert "no run directory" in capsys.readouterr().err

@@ -154,6 +154,14 @@ def manifests(d):
     (lambda d: d["runner"]["probes"][2].update(ok_when="gone"), "runner.probes[2].ok_when", ""),
     (lambda d: d["runner"]["probes"][2]["object"].update(kind="Widget"), "runner.probes[2].object.kind",
      "a kind the runner knows"),
+    # An APIService for a built-in group: the API server's own exists (v1.apps); refused before anything is made.
+    (lambda d: (manifests(d)[3]["metadata"].update(name="v1.apps"), manifests(d)[3]["spec"].update(group="apps", version="v1")),
+     "workload.manifests[3].spec.group", "not one of its built-in groups"),
+    (lambda d: manifests(d)[3]["spec"].update(group=""),
+     "workload.manifests[3].spec.group", "not one of its built-in groups"),
+    (lambda d: manifests(d)[3]["metadata"].update(name="v1beta1.drill.kdrill.io"), "workload.manifests[3].metadata.name",
+     "v1alpha1.drill.kdrill.io (the API server requires <version>.<group>)"),
+    (lambda d: manifests(d)[3]["spec"].pop("version"), "workload.manifests[3].spec.version", "the version the backend"),
 ])
 def test_bad_declared_objects_are_refused_naming_the_field(tmp_path, edit, field, expected):
     err = error_for(tmp_path, edit)

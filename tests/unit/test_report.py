@@ -695,6 +695,23 @@ def test_node_transitions_are_listed_relative_to_the_first_injection(tmp_path: P
     assert "w1" not in table.all_text()
 
 
+def test_a_node_transition_says_who_set_the_node_not_ready(tmp_path: Path) -> None:
+    transitions = [
+        {"t": T0 + 1, "node": "cp2", "ready": "True", "reason": "KubeletReady", "taints": []},
+        {"t": T0 + 30, "node": "cp2", "ready": "False", "reason": "KubeletNotReady",
+         "message": "container runtime status check may not have completed yet", "taints": []},
+        {"t": T0 + 32, "node": "cp2", "ready": "Unknown", "reason": "NodeStatusUnknown",
+         "message": "Kubelet stopped posting node status.", "taints": []},
+        {"t": T0 + 40, "node": "cp2", "ready": "True", "reason": "KubeletReady", "taints": []},
+    ]
+    vs = vital_signs(T0, nodes_ready={"after": 0.8, "degraded": True, "flagged": True, "transitions": transitions})
+    _, dom = render_one(tmp_path, record("d", None, "passed", T0, vital_signs=vs))
+    rows = dom.find_all("table", cls="node-transitions")[0].find_all("tr")[1:]
+    assert "False (KubeletNotReady: container runtime status check may not have completed yet)" in rows[0].all_text()
+    assert "Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)" in rows[1].all_text()
+    assert "KubeletReady" not in rows[2].all_text()  # Ready again needs no author
+
+
 def test_record_without_vital_signs_says_not_recorded(tmp_path: Path) -> None:
     rec = record("d", None, "passed", T0)
     assert "vital_signs" not in rec

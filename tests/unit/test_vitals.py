@@ -55,3 +55,26 @@ def test_a_sign_with_no_sample_in_a_window_of_the_drill_is_flagged():
     assert summary["service_name"]["flagged"] and summary["service_name"]["unmeasured"] == ["fault"]
     assert "not measured: fault" in summary["service_name"]["reason"]
     assert summary["api_read"]["flagged"] and "not readable" in summary["api_read"]["reason"]
+
+
+def test_node_states_keep_who_set_a_not_ready_and_why():
+    from kubernetes.client import V1Node, V1NodeCondition, V1NodeSpec, V1NodeStatus, V1ObjectMeta, V1Taint
+
+    from harness.probes.nodes import MESSAGE_CHARS, node_states
+
+    def node(name, status, reason, message, taints=()):
+        return V1Node(metadata=V1ObjectMeta(name=name), spec=V1NodeSpec(taints=list(taints) or None),
+                      status=V1NodeStatus(conditions=[
+                          V1NodeCondition(type="MemoryPressure", status="False", reason="KubeletHasSufficientMemory"),
+                          V1NodeCondition(type="Ready", status=status, reason=reason, message=message)]))
+
+    states = node_states([
+        node("cp1", "True", "KubeletReady", "kubelet is posting ready status"),
+        node("cp2", "False", "KubeletNotReady", "PLEG is not healthy " + "x" * 500),
+        node("w1", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.",
+             [V1Taint(key="node.kubernetes.io/unreachable", effect="NoExecute"), V1Taint(key="team", effect="NoSchedule")]),
+    ])
+    assert states["cp1"] == {"ready": "True", "reason": "KubeletReady", "taints": []}  # no message when Ready
+    assert states["cp2"]["reason"] == "KubeletNotReady" and len(states["cp2"]["message"]) == MESSAGE_CHARS
+    assert states["w1"] == {"ready": "Unknown", "reason": "NodeStatusUnknown", "taints": ["node.kubernetes.io/unreachable:NoExecute"],
+                            "message": "Kubelet stopped posting node status."}
