@@ -219,8 +219,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def _create_cluster_early(session: pytest.Session) -> None:
     """When this session will create its kind cluster and has tests that need none, start the
-    creation now, in the background (``config._kdrill_early_cluster``): those tests run meanwhile
-    (1 to 2 minutes of CI). Only the plain case (no existing cluster, no platform profile, images
+    creation now, in a child process (``config._kdrill_early_cluster``, KindProvider's
+    BackgroundCreation): those tests run meanwhile (1 to 2 minutes of CI). Only the plain case (no existing cluster, no platform profile, images
     built, Docker up, the cluster absent); otherwise, and on any doubt, kdrill_cluster creates it in
     line and says why it cannot."""
     config = session.config
@@ -246,11 +246,18 @@ def _create_cluster_early(session: pytest.Session) -> None:
     except Exception as exc:  # ProviderError, ClusterBusy: kdrill_cluster meets it again and reports it
         log.info("kind cluster not created early: %s", exc)
         return
-    config._kdrill_early_cluster = (provider, lock, provider.create_in_background())
+    try:
+        creation = provider.create_in_background()
+    except Exception as exc:  # no child started: kdrill_cluster creates it in line
+        lock.release()
+        log.info("kind cluster not created early: %s", exc)
+        return
+    config._kdrill_early_cluster = (provider, lock, creation)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
-        reporter.write_line(f"kdrill: creating kind cluster {provider.name} in the background while the "
-                            f"{len(session.items) - needing} test(s) that need no cluster run")
+        reporter.write_line(f"kdrill: creating kind cluster {provider.name} in the background (log: "
+                            f"{creation.log_path}) while the {len(session.items) - needing} test(s) that "
+                            "need no cluster run")
 
 
 def _record_not_run(config: pytest.Config, writer: EvidenceWriter, scenario_name: str, case: str | None,

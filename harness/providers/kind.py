@@ -13,7 +13,6 @@ import logging
 import os
 import shutil
 import subprocess
-import threading
 import time
 from pathlib import Path
 
@@ -81,7 +80,7 @@ class KindProvider:
 
     def __init__(self, config: str | Path = "ha", name: str | None = None, image: str | None = None,
                  platform=None):
-        self.config = config_path(str(config))
+        self.config = self.base_config = config_path(str(config))
         self.platform = platform
         if platform is not None:
             from harness.platform_profile import write_kind_config
@@ -139,8 +138,8 @@ class KindProvider:
         return time.monotonic() - started
 
     def create_in_background(self) -> "BackgroundCreation":
-        """Start :meth:`create` in a thread (so that work needing no cluster, e.g. the unit tests,
-        runs meanwhile); the returned handle's ``result()`` waits for it."""
+        """Start the cluster's creation in a child process (so that work needing no cluster, e.g.
+        the unit tests, runs meanwhile); the returned handle's ``result()`` waits for it."""
         return BackgroundCreation(self)
 
     def platform_problem(self) -> str | None:
@@ -238,31 +237,45 @@ class KindProvider:
                        context=f"kind-{self.name}", node_access=True, nodes_by_role=roles)
 
 
+
 class BackgroundCreation:
-    """:meth:`KindProvider.create` running in a daemon thread. ``result()`` waits for it and
-    returns the seconds it took, or raises what it raised (ProviderError, subprocess errors); a
-    second call gives the same. ``done`` says whether it has ended."""
+    """``kdrill cluster create`` for ``provider`` (its config, name and platform profile) in a
+    child process, output to a log file: a process, not a thread, so that nothing this process
+    does meanwhile (a unit test replacing ``subprocess.run`` with a fake, say) reaches the creation.
+    ``result()`` waits for it and returns the seconds it took, or raises ProviderError with the
+    end of its output; a second call gives the same. ``output()`` is everything it printed."""
 
-    def __init__(self, provider: KindProvider):
+    def __init__(self, provider: KindProvider, command: list[str] | None = None):
+        """``command``: what to run instead of ``kdrill cluster create`` (the unit tests' stand-in)."""
+        import sys
+        import tempfile
+
         self.provider = provider
+        fd, name = tempfile.mkstemp(prefix=f"kdrill-create-{provider.name}-", suffix=".log")
+        self.log_path = Path(name)
+        cmd = command or [sys.executable, "-m", "harness.cli", "cluster", "create",
+                          "--config", str(provider.base_config), "--name", provider.name]
+        if command is None and provider.platform is not None:
+            cmd += ["--platform", str(provider.platform.root)]
+        self._started = time.monotonic()
+        with os.fdopen(fd, "w") as out:  # the child keeps its own copy of the descriptor
+            self._child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self._seconds: float | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._create, name=f"create {provider.name}", daemon=True)
-        self._thread.start()
-
-    def _create(self) -> None:
-        try:
-            self._seconds = self.provider.create()
-        except BaseException as exc:  # handed to whoever waits, in their thread
-            self._error = exc
 
     @property
     def done(self) -> bool:
-        return not self._thread.is_alive()
+        return self._child.poll() is not None
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
 
     def result(self) -> float:
-        # create() bounds itself (kind's wait plus 600 s, then the health wait), so no timeout here.
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
+        # The child bounds itself (kind's wait plus 600 s, then the health wait), so no timeout here.
+        code = self._child.wait()
+        if self._seconds is None:
+            self._seconds = time.monotonic() - self._started
+        if code != 0:
+            tail = "\n".join(self.output().splitlines()[-15:])
+            raise ProviderError(f"kdrill cluster create {self.provider.name} (in the background) exited {code}; "
+                                f"its output ({self.log_path}) ends:\n{tail}")
         return self._seconds

@@ -1,9 +1,9 @@
 """The example platform profile's one-node kind cluster that test_platform_cluster.py checks: the
 example profile (clusters/platforms/example) plus a careless webhook and an image archive.
 
-Its creation takes 1 to 3 minutes. It runs in a background thread while the SIGKILL recovery
-tests run (test_recovery.py), which are not timed: they assert what `kdrill recover` leaves, not
-how fast anything happens; so CI does not wait for it in line."""
+Its creation (`kdrill cluster create --platform`, 1 to 3 minutes) runs in a child process while
+the SIGKILL recovery tests run (test_recovery.py), which are not timed: they assert what `kdrill
+recover` leaves, not how fast anything happens; so CI does not wait for it in line."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ webhooks:
 """
 
 class PlatformClusterBuild:
-    """The profile's cluster, made once per session: :meth:`start` begins its creation in a
-    thread (idempotent), :meth:`wait` returns ``(provider, profile directory)`` once it is up
+    """The profile's cluster, made once per session: :meth:`start` begins its creation in the
+    background (idempotent), :meth:`wait` returns ``(provider, profile directory)`` once it is up
     (raising what the creation raised), :meth:`delete` removes it (idempotent; a creation still
     running is waited for first, so that kind leaves no container behind)."""
 
@@ -96,6 +96,10 @@ class PlatformClusterBuild:
         log.info("platform cluster %s: created in %.0f s, started %.0f s before it was needed, waited %.0f s",
                  self.provider.name, seconds, waiting - self._started, time.monotonic() - waiting)
         return self.provider, self.profile_dir
+
+    def output(self) -> str:
+        """What the creation (``kdrill cluster create --platform``) printed."""
+        return self._creation.output() if self._creation is not None else ""
 
     def delete(self) -> None:
         if self._creation is None:

@@ -8,6 +8,7 @@ record on the cluster and in a run's evidence, and a changed profile refused."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -37,13 +38,15 @@ def platform_cluster(platform_cluster_build):
     platform_cluster_build.delete()
 
 
-def test_the_cluster_is_named_and_recorded_by_its_profile(platform_cluster):
+def test_the_cluster_is_named_and_recorded_by_its_profile(platform_cluster, platform_cluster_build):
     provider, profile_dir = platform_cluster
     profile = load(profile_dir)
     assert provider.name == "kdrill-pp-example"
     assert recorded(provider.cluster()) == profile.record()
     assert provider.platform_problem() is None
-    assert set(provider.platform_install_seconds) == {"images", "manifests", "coredns"}
+    installed = re.search(r"platform profile example \(sha256 \w+\) installed: (.*)", platform_cluster_build.output())
+    assert installed, platform_cluster_build.output()
+    assert {step.split()[0] for step in installed.group(1).split(", ")} == {"images", "manifests", "coredns"}
 
 
 def test_the_kubeadm_patch_and_files_give_the_api_server_its_audit_policy(platform_cluster):

@@ -1,11 +1,12 @@
 """A kind cluster this session creates is made in the background while the tests that need no
 cluster run (harness/plugin.py, harness/providers/kind.py BackgroundCreation): the order of the
 tests, the hand-over of the creation's result, and the clean-up of a creation no test took.
-Fakes stand in for kind; the real creation runs in the cluster tests and CI."""
+A stand-in command and fakes take kind's place; the real creation runs in the cluster tests and CI."""
 
 from __future__ import annotations
 
-import threading
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -28,16 +29,8 @@ def test_the_tests_that_need_no_cluster_run_first_in_their_own_order(pytester):
 class FakeProvider:
     name = "kdrill-x"
 
-    def __init__(self, outcome, gate: threading.Event | None = None):
-        self.outcome, self.gate, self.deleted, self.made = outcome, gate, False, False
-
-    def create(self) -> float:
-        if self.gate is not None:
-            self.gate.wait(10)
-        if isinstance(self.outcome, BaseException):
-            raise self.outcome
-        self.made = True
-        return self.outcome
+    def __init__(self, made: bool = True):
+        self.made, self.deleted = made, False
 
     def exists(self) -> bool:
         return self.made and not self.deleted
@@ -46,19 +39,38 @@ class FakeProvider:
         self.deleted = True
 
 
-def test_a_background_creation_hands_over_its_seconds_once_it_has_ended():
-    gate = threading.Event()
-    creation = BackgroundCreation(FakeProvider(42.5, gate))
+def test_a_background_creation_hands_over_its_seconds_once_the_child_has_ended():
+    creation = BackgroundCreation(FakeProvider(), command=[sys.executable, "-c", "import time; time.sleep(0.5); print('made')"])
     assert not creation.done
-    gate.set()
-    assert creation.result() == 42.5 and creation.done
-    assert creation.result() == 42.5  # a second call, same answer
+    seconds = creation.result()
+    assert creation.done and 0.4 < seconds < 30 and creation.output().strip() == "made"
+    assert creation.result() == seconds  # a second call, same answer
 
 
-def test_a_background_creation_raises_its_error_in_the_thread_that_waits():
-    creation = BackgroundCreation(FakeProvider(ProviderError("kind create failed: no node image")))
-    with pytest.raises(ProviderError, match="no node image"):
+def test_a_failed_background_creation_raises_with_the_end_of_its_output():
+    creation = BackgroundCreation(FakeProvider(), command=[
+        sys.executable, "-c", "import sys; print('\\n'.join(f'line {i}' for i in range(40))); sys.exit(3)"])
+    with pytest.raises(ProviderError, match=r"(?s)exited 3.*line 39") as failed:
         creation.result()
+    assert "line 20" not in str(failed.value)  # the end, not all of it
+
+
+def test_the_background_creation_is_a_child_process_out_of_reach_of_this_ones_fakes(monkeypatch):
+    # A unit test may replace subprocess.run meanwhile; the child runs on its own.
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("the fake reached the creation"))
+    creation = BackgroundCreation(FakeProvider(), command=[
+        sys.executable, "-c", "import subprocess, sys; subprocess.run([sys.executable, '-c', 'print(1)'], check=True)"])
+    assert creation.result() >= 0
+
+
+class FakeCreation:
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    def result(self) -> float:
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
 
 
 class FakeLock:
@@ -74,18 +86,18 @@ def config_with(early, keep: bool = False):
 
 
 def test_a_cluster_created_early_that_no_test_took_is_deleted_and_its_lock_released():
-    provider, lock = FakeProvider(30.0), FakeLock()
-    config = config_with((provider, lock, BackgroundCreation(provider)))
+    provider, lock = FakeProvider(), FakeLock()
+    config = config_with((provider, lock, FakeCreation(30.0)))
     plugin._drop_unused_early_cluster(config)
     assert provider.deleted and lock.released and config._kdrill_early_cluster is None
 
 
 def test_kept_when_asked_and_a_failed_creation_still_releases_the_lock():
-    provider, lock = FakeProvider(30.0), FakeLock()
-    plugin._drop_unused_early_cluster(config_with((provider, lock, BackgroundCreation(provider)), keep=True))
-    assert provider.made and not provider.deleted and lock.released
-    failed, lock = FakeProvider(ProviderError("boom")), FakeLock()
-    plugin._drop_unused_early_cluster(config_with((failed, lock, BackgroundCreation(failed))))
+    provider, lock = FakeProvider(), FakeLock()
+    plugin._drop_unused_early_cluster(config_with((provider, lock, FakeCreation(30.0)), keep=True))
+    assert not provider.deleted and lock.released
+    failed, lock = FakeProvider(made=False), FakeLock()
+    plugin._drop_unused_early_cluster(config_with((failed, lock, FakeCreation(ProviderError("boom")))))
     assert not failed.deleted and lock.released  # nothing was made, nothing to delete
 
 
