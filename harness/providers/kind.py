@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -261,19 +262,26 @@ class BackgroundCreation:
         with os.fdopen(fd, "w") as out:  # the child keeps its own copy of the descriptor
             self._child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self._seconds: float | None = None
+        self._ended = threading.Event()
+        # Only waits on the child, to note when it ended (the creation's own time, not when asked).
+        threading.Thread(target=self._note_end, name=f"wait for {provider.name}", daemon=True).start()
+
+    def _note_end(self) -> None:
+        self._child.wait()
+        self._seconds = time.monotonic() - self._started
+        self._ended.set()
 
     @property
     def done(self) -> bool:
-        return self._child.poll() is not None
+        return self._ended.is_set()
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
     def result(self) -> float:
         # The child bounds itself (kind's wait plus 600 s, then the health wait), so no timeout here.
-        code = self._child.wait()
-        if self._seconds is None:
-            self._seconds = time.monotonic() - self._started
+        self._ended.wait()
+        code = self._child.returncode
         if code != 0:
             tail = "\n".join(self.output().splitlines()[-15:])
             raise ProviderError(f"kdrill cluster create {self.provider.name} (in the background) exited {code}; "

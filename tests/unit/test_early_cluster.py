@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
 
 from harness import plugin
+from harness.expectations import wait_until
 from harness.providers import ProviderError
 from harness.providers.kind import BackgroundCreation
 
@@ -45,6 +47,15 @@ def test_a_background_creation_hands_over_its_seconds_once_the_child_has_ended()
     seconds = creation.result()
     assert creation.done and 0.4 < seconds < 30 and creation.output().strip() == "made"
     assert creation.result() == seconds  # a second call, same answer
+
+
+def test_the_seconds_are_the_creations_own_not_the_wait_until_someone_asked():
+    started = time.monotonic()
+    creation = BackgroundCreation(FakeProvider(), command=[sys.executable, "-c", "pass"])
+    assert wait_until(lambda: creation.done, 30, interval_seconds=0.02).ok
+    seen_done = time.monotonic() - started
+    time.sleep(1.0)  # asked a second after the end, on purpose: the answer must not include it
+    assert creation.result() <= seen_done
 
 
 def test_a_failed_background_creation_raises_with_the_end_of_its_output():
