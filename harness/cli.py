@@ -140,18 +140,21 @@ def cmd_run(args: argparse.Namespace) -> int:
                   else f"kind config {sorted({s.cluster_config for s in scenarios})[0]}")
         print(plan(scenarios, Path(args.reports), target)[0])
         return 0
+    configs = sorted({s.cluster_config for s in scenarios})
+    if len(configs) > 1 and not (args.kubeconfig or args.context):
+        raise Refused(f"kdrill: the chosen scenarios need different cluster configs ({', '.join(configs)}); "
+                      "run them separately")
     if profile is not None and not args.cluster_name:  # the kind config is the scenarios' one
-        _check_platform_names(profile, sorted({s.cluster_config for s in scenarios}))
+        try:
+            _check_platform_names(profile, configs)
+        except SystemExit as exc:
+            raise Refused(exc.code) from None
     if not (args.kubeconfig or args.context):
         prepare_kind()
     try:
         run_dir = create_run_dir(Path(args.reports), run_id)
     except RunIdError as exc:
         raise Refused(f"kdrill: {exc}") from None
-    configs = sorted({s.cluster_config for s in scenarios})
-    if len(configs) > 1 and not (args.kubeconfig or args.context):
-        raise Refused(f"kdrill: the chosen scenarios need different cluster configs ({', '.join(configs)}); "
-                         "run them separately")
     print(f"kdrill run {run_id}: {len(scenarios)} drill(s) on "
           f"{'context ' + (args.context or 'current') if args.kubeconfig or args.context else 'kind config ' + configs[0]}")
     files = sorted({str(resources.drill_file(s.drill)) for s in scenarios})

@@ -135,29 +135,33 @@ KINDS: dict[str, Kind] = {k.kind: k for k in [
 ]}
 
 
-# The API groups Kubernetes itself serves (its API reference, "API Groups":
-# https://kubernetes.io/docs/reference/using-api/#api-groups); "" is the core group. An APIService
-# for one of them exists on every cluster (the API server registers its own), so a scenario's
-# would be refused at creation, partway through a drill's setup, and its deletion would remove the
-# API server's own: a scenario may declare an APIService for another group only.
-BUILT_IN_API_GROUPS = frozenset({
-    "", "admissionregistration.k8s.io", "apiextensions.k8s.io", "apiregistration.k8s.io", "apps",
-    "authentication.k8s.io", "authorization.k8s.io", "autoscaling", "batch", "certificates.k8s.io",
-    "coordination.k8s.io", "discovery.k8s.io", "events.k8s.io", "flowcontrol.apiserver.k8s.io",
-    "internal.apiserver.k8s.io", "networking.k8s.io", "node.k8s.io", "policy", "rbac.authorization.k8s.io",
-    "resource.k8s.io", "scheduling.k8s.io", "storage.k8s.io", "storagemigration.k8s.io",
-})
+# API groups a scenario's APIService may not name. The core group ("") and the unsuffixed groups
+# Kubernetes serves itself (API reference, "API Groups":
+# https://kubernetes.io/docs/reference/using-api/#api-groups), and every group under k8s.io or
+# kubernetes.io, which the Kubernetes API conventions reserve for the project (its built-in groups,
+# metrics.k8s.io and the like). The API server registers its own APIService for each group it
+# serves, so a scenario's would be refused at creation, partway through a drill's setup, and its
+# deletion after the drill would remove the API server's own.
+UNSUFFIXED_BUILT_IN_GROUPS = frozenset({"", "apps", "autoscaling", "batch", "policy"})
+RESERVED_GROUP_SUFFIXES = ("k8s.io", "kubernetes.io")
+
+
+def reserved_group(group: str) -> bool:
+    """Whether ``group`` is Kubernetes' own (:data:`UNSUFFIXED_BUILT_IN_GROUPS`, or k8s.io or
+    kubernetes.io, or a group under either)."""
+    return group in UNSUFFIXED_BUILT_IN_GROUPS or any(group == s or group.endswith("." + s)
+                                                      for s in RESERVED_GROUP_SUFFIXES)
 
 
 def apiservice_problem(manifest: dict[str, Any]) -> tuple[str, str, str] | None:
     """For an APIService manifest: (field, expected, got) when the API server would refuse it or it
-    names a built-in group (:data:`BUILT_IN_API_GROUPS`); None when it is one a scenario may make.
-    The API server requires the name ``<version>.<group>``."""
+    names a group Kubernetes keeps for itself (:func:`reserved_group`); None when it is one a
+    scenario may make. The API server requires the name ``<version>.<group>``."""
     spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
     group, version = spec.get("group"), spec.get("version")
-    if not isinstance(group, str) or group in BUILT_IN_API_GROUPS:
-        return ("spec.group", "an API group Kubernetes does not serve itself (not one of its built-in groups; "
-                "the API server has its own APIService for those)", repr(group))
+    if not isinstance(group, str) or reserved_group(group):
+        return ("spec.group", "an API group of the scenario's own (not one of Kubernetes' built-in groups, "
+                "nor under k8s.io or kubernetes.io: the API server has its own APIService for those)", repr(group))
     if not isinstance(version, str) or not version:
         return ("spec.version", "the version the backend serves, e.g. v1alpha1", repr(version))
     name = manifest.get("metadata", {}).get("name")

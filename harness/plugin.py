@@ -225,9 +225,12 @@ def _create_cluster_early(session: pytest.Session) -> None:
     line and says why it cannot."""
     config = session.config
     opt = config.getoption
-    if (config.option.collectonly or opt("--kdrill-kubeconfig") or opt("--kdrill-context")
-            or opt("--kdrill-platform")):
+    if (config.option.collectonly or getattr(config.option, "showfixtures", False)
+            or getattr(config.option, "show_fixtures_per_test", False)
+            or opt("--kdrill-kubeconfig") or opt("--kdrill-context") or opt("--kdrill-platform")):
         return
+    if session.testsfailed and not config.option.continue_on_collection_errors:
+        return  # collection errors: pytest will run nothing
     needing = sum("kdrill_cluster" in getattr(item, "fixturenames", ()) for item in session.items)
     if needing == 0 or needing == len(session.items):
         return
@@ -359,6 +362,7 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         request.config._kdrill_early_cluster = None  # this fixture owns it now, and deletes it
         request.addfinalizer(lock.release)
         seconds = creation.result()
+        creation.close()
         log.info("created kind cluster %s in %.0f s (in the background)", provider.name, seconds)
         request.config._kdrill_cluster_create_seconds = seconds
         yield from _use_kind_cluster(request, provider, created=True)
@@ -609,7 +613,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     ("error" when its setup failed, "not-run" when the session ended first), then write the HTML
     report and seal the run (pytest's JUnit XML is on disk by then)."""
     config = session.config
-    _drop_unused_early_cluster(config)
     if config.option.collectonly:  # a listing, not a run: nothing was planned to run, no evidence
         return
     planned = getattr(config, "_kdrill_planned", [])
@@ -652,21 +655,28 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # After the evidence is written and sealed (pytest_sessionfinish), whatever happens here.
+    _drop_unused_early_cluster(config)
+
+
 def _drop_unused_early_cluster(config: pytest.Config) -> None:
-    """A cluster created early that no test took (the session was interrupted, or every test that
-    needed it was skipped): wait for its creation to end, then delete it unless kept."""
+    """A cluster created early that no test took (the session was interrupted or stopped early, or
+    every test that needed it was skipped): stop its creation if still running, delete what kind
+    made unless kept, release the lock. Never raises: a failure is logged with what to do."""
     early = getattr(config, "_kdrill_early_cluster", None)
     if early is None:
         return
     provider, lock, creation = early
     config._kdrill_early_cluster = None
     try:
-        creation.result()
-    except Exception as exc:
-        log.warning("kind cluster %s: creation failed: %s", provider.name, exc)
-    try:
+        creation.stop()
         if not config.getoption("--kdrill-keep-cluster") and provider.exists():
             provider.delete()
+        creation.close()
+    except Exception as exc:
+        log.warning("kind cluster %s, created early and not used, not deleted: %s; `kdrill cluster delete "
+                    "--name %s` deletes it", provider.name, exc, provider.name)
     finally:
         lock.release()
 

@@ -58,18 +58,21 @@ class NodeReadyProbe(Probe):
 
 
 def node_transitions(timeline: Timeline, start: float | None = None) -> list[dict]:
-    """Every change of a node's Ready condition (status, reason, message) or lifecycle taints seen
-    from ``start`` (epoch seconds) on: [{"t", "node", "ready", "reason", "taints"} (+ "message")],
-    the first answered sample counting as a change from nothing."""
-    last: dict[str, dict] = {}
+    """Every change of a node's Ready condition (status, reason) or lifecycle taints seen from
+    ``start`` (epoch seconds) on: [{"t", "node", "ready", "reason", "taints"} (+ "message", as first
+    seen in that state)], the first answered sample counting as a change from nothing."""
+    last: dict[str, tuple] = {}
     changes = []
     for sample in timeline.samples(start=start):
         if not sample.ok:
             continue
         for node, state in json.loads(sample.detail).items():
-            if last.get(node) != state:
+            # The message is not compared: the kubelet's can change at every status update (a
+            # PLEG message counts the seconds since it was last active); the first one is kept.
+            key = (state.get("ready"), state.get("reason"), state.get("taints"))
+            if last.get(node) != key:
                 changes.append({"t": sample.t, "node": node, **state})
-                last[node] = state
+                last[node] = key
     return changes
 
 

@@ -276,7 +276,21 @@ class BackgroundCreation:
         return self._ended.is_set()
 
     def output(self) -> str:
-        return self.log_path.read_text(errors="replace")
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, wait_seconds: float = 60) -> None:
+        """End a creation still running (SIGTERM, then SIGKILL after ``wait_seconds``); what kind
+        made so far is the caller's to delete."""
+        if self._ended.is_set():
+            return
+        self._child.terminate()
+        if not self._ended.wait(wait_seconds):
+            self._child.kill()
+            self._ended.wait(wait_seconds)
+
+    def close(self) -> None:
+        """Remove the log file (its output is no longer needed)."""
+        self.log_path.unlink(missing_ok=True)
 
     def result(self) -> float:
         # The child bounds itself (kind's wait plus 600 s, then the health wait), so no timeout here.

@@ -68,29 +68,38 @@ class PlatformClusterBuild:
         self.profile_dir = work / "example"
         self.provider: KindProvider | None = None
         self._creation: BackgroundCreation | None = None
+        self._start_error: Exception | None = None
 
     def start(self) -> None:
-        if self._creation is not None:
+        """Begin the creation; never raises: an error here is raised by :meth:`wait`, in the
+        platform tests, not in the test that started it."""
+        if self._creation is not None or self._start_error is not None:
             return
-        shutil.copytree(resources.clusters_dir() / "platforms" / "example", self.profile_dir)
-        (self.profile_dir / "manifests" / "careless-audit.yaml").write_text(CARELESS_WEBHOOK)
-        (self.profile_dir / "images").mkdir()
-        # The pause image the offline build made, under a name no node has: present after the
-        # install only if the archive was loaded.
-        subprocess.run(["docker", "tag", "registry.k8s.io/pause:3.10.1", ARCHIVE_IMAGE], check=True, timeout=60)
-        subprocess.run(["docker", "save", "-o", str(self.profile_dir / "images" / "pause.tar"), ARCHIVE_IMAGE],
-                       check=True, timeout=120)
-        config = self.work / "base.yaml"
-        config.write_text(BASE_CONFIG)
-        self.provider = KindProvider(config, platform=load(self.profile_dir))
-        if self.provider.exists():  # left by an interrupted earlier session
-            self.provider.delete()
-        self._started = time.monotonic()
-        self._creation = self.provider.create_in_background()
+        try:
+            shutil.copytree(resources.clusters_dir() / "platforms" / "example", self.profile_dir)
+            (self.profile_dir / "manifests" / "careless-audit.yaml").write_text(CARELESS_WEBHOOK)
+            (self.profile_dir / "images").mkdir()
+            # The pause image the offline build made, under a name no node has: present after the
+            # install only if the archive was loaded.
+            subprocess.run(["docker", "tag", "registry.k8s.io/pause:3.10.1", ARCHIVE_IMAGE], check=True, timeout=60)
+            subprocess.run(["docker", "save", "-o", str(self.profile_dir / "images" / "pause.tar"), ARCHIVE_IMAGE],
+                           check=True, timeout=120)
+            config = self.work / "base.yaml"
+            config.write_text(BASE_CONFIG)
+            self.provider = KindProvider(config, platform=load(self.profile_dir))
+            if self.provider.exists():  # left by an interrupted earlier session
+                self.provider.delete()
+            self._started = time.monotonic()
+            self._creation = self.provider.create_in_background()
+        except Exception as exc:
+            self._start_error = exc
 
     def wait(self) -> tuple[KindProvider, Path]:
-        """Raises what the creation raised (ProviderError, subprocess errors)."""
+        """Raises what the creation, or the preparation before it, raised (ProviderError,
+        subprocess errors, OSError)."""
         self.start()
+        if self._start_error is not None:
+            raise self._start_error
         waiting = time.monotonic()
         seconds = self._creation.result()
         log.info("platform cluster %s: created in %.0f s, started %.0f s before it was needed, waited %.0f s",
@@ -111,4 +120,5 @@ class PlatformClusterBuild:
         if self.provider.exists():
             self.provider.delete()
         subprocess.run(["docker", "rmi", ARCHIVE_IMAGE], check=False, timeout=60, capture_output=True)
+        self._creation.close()
         self._creation = None

@@ -108,17 +108,19 @@ SIGKILLED = [
 # windows would race their own reverts.
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture
 def platform_cluster_meanwhile(request):
-    """These tests time nothing, so the platform profile's one-node cluster, when its tests are to
-    run (right after these), is created meanwhile in the background: about 2 minutes of CI."""
+    """The SIGKILL tests time nothing, so the platform profile's one-node cluster, when its tests
+    are to run (after this module), is created meanwhile in the background: about 2 minutes of CI.
+    Started by the first of them; by the two timed tests at the end of the module it is up and idle."""
     if any(item.path.name == "test_platform_cluster.py" for item in request.session.items):
-        request.getfixturevalue("platform_cluster_build").start()
+        request.getfixturevalue("platform_cluster_build").start()  # never raises; the platform tests do
 
 
 @pytest.mark.parametrize("scenario, case, fault_kind, step", SIGKILLED,
                          ids=[f"{s}-{c}" if c else s for s, c, _, _ in SIGKILLED])
-def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, tmp_path, scenario, case, fault_kind, step):
+def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, platform_cluster_meanwhile, tmp_path, scenario, case,
+                                               fault_kind, step):
     """SIGKILL of ``kdrill run`` (the whole process group, no cleanup) once the drill's fault is
     injected (its ledger entry says inject returned); ``kdrill recover`` must revert the fault and
     remove everything the drill made (namespaces with their NodePorts, the vital-signs namespace,

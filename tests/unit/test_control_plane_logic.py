@@ -60,6 +60,23 @@ def test_node_transitions_lists_changes_only():
     assert [c["t"] for c in node_transitions(tl, start=3)] == [4, 4, 5]
 
 
+def test_a_changing_not_ready_message_is_no_transition_but_a_new_reason_is():
+    tl = Timeline("nodes")
+
+    def pleg(seconds):
+        return {"ready": "False", "reason": "KubeletNotReady", "taints": [],
+                "message": f"PLEG is not healthy: pleg was last seen active {seconds}s ago; threshold is 3m0s"}
+
+    tl.add(_node_sample(1, {"cp2": {"ready": "True", "reason": "KubeletReady", "taints": []}}))
+    for t in (2, 3, 4):
+        tl.add(_node_sample(t, {"cp2": pleg(180 + t)}))
+    tl.add(_node_sample(5, {"cp2": {"ready": "Unknown", "reason": "NodeStatusUnknown", "taints": [],
+                                    "message": "Kubelet stopped posting node status."}}))
+    changes = node_transitions(tl)
+    assert [(c["t"], c["reason"]) for c in changes] == [(1, "KubeletReady"), (2, "KubeletNotReady"), (5, "NodeStatusUnknown")]
+    assert changes[1]["message"].endswith("182s ago; threshold is 3m0s")  # the first seen in that state
+
+
 def test_restarts_between_counts_added_restarts_and_new_pods():
     before = {"etcd-cp1": {"restarts": 2}, "coredns-a": {"restarts": 0}}
     after = {"etcd-cp1": {"restarts": 3}, "coredns-a": {"restarts": 0}, "coredns-b": {"restarts": 1}}

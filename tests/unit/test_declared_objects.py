@@ -156,9 +156,12 @@ def manifests(d):
      "a kind the runner knows"),
     # An APIService for a built-in group: the API server's own exists (v1.apps); refused before anything is made.
     (lambda d: (manifests(d)[3]["metadata"].update(name="v1.apps"), manifests(d)[3]["spec"].update(group="apps", version="v1")),
-     "workload.manifests[3].spec.group", "not one of its built-in groups"),
+     "workload.manifests[3].spec.group", "not one of Kubernetes' built-in groups"),
     (lambda d: manifests(d)[3]["spec"].update(group=""),
-     "workload.manifests[3].spec.group", "not one of its built-in groups"),
+     "workload.manifests[3].spec.group", "not one of Kubernetes' built-in groups"),
+    (lambda d: (manifests(d)[3]["metadata"].update(name="v1beta1.metrics.k8s.io"),
+                manifests(d)[3]["spec"].update(group="metrics.k8s.io", version="v1beta1")),
+     "workload.manifests[3].spec.group", "nor under k8s.io or kubernetes.io"),
     (lambda d: manifests(d)[3]["metadata"].update(name="v1beta1.drill.kdrill.io"), "workload.manifests[3].metadata.name",
      "v1alpha1.drill.kdrill.io (the API server requires <version>.<group>)"),
     (lambda d: manifests(d)[3]["spec"].pop("version"), "workload.manifests[3].spec.version", "the version the backend"),
@@ -641,3 +644,10 @@ def test_an_undeclared_action_target_is_named_with_its_namespace(tmp_path):
     assert err.field == "runner.actions[0].delete", str(err)
     assert err.got == "Service kdrill-apiservice-unavailable/apiservice-backend"
     assert "Service $(namespace)/apiservice-backend" in err.expected
+
+
+def test_reserved_groups_are_kubernetes_own_and_only_those():
+    for group in ("", "apps", "batch", "k8s.io", "storage.k8s.io", "metrics.k8s.io", "x.kubernetes.io"):
+        assert kube_objects.reserved_group(group), group
+    for group in ("drill.kdrill.io", "notk8s.io", "k8s.io.example.com", "apps.example.com"):
+        assert not kube_objects.reserved_group(group), group

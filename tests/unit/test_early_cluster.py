@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from types import SimpleNamespace
 
@@ -28,6 +29,12 @@ def test_the_tests_that_need_no_cluster_run_first_in_their_own_order(pytester):
     assert order == ["test_a2", "test_b1", "test_b3", "test_a1", "test_b2"], result.outlines
 
 
+@pytest.fixture(autouse=True)
+def logs_in_tmp_path(monkeypatch, tmp_path):
+    """The creations' log files go to the test's own directory."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+
 class FakeProvider:
     name = "kdrill-x"
 
@@ -47,6 +54,8 @@ def test_a_background_creation_hands_over_its_seconds_once_the_child_has_ended()
     seconds = creation.result()
     assert creation.done and 0.4 < seconds < 30 and creation.output().strip() == "made"
     assert creation.result() == seconds  # a second call, same answer
+    creation.close()
+    assert not creation.log_path.exists()
 
 
 def test_the_seconds_are_the_creations_own_not_the_wait_until_someone_asked():
@@ -76,12 +85,18 @@ def test_the_background_creation_is_a_child_process_out_of_reach_of_this_ones_fa
 
 class FakeCreation:
     def __init__(self, outcome):
-        self.outcome = outcome
+        self.outcome, self.stopped, self.closed = outcome, False, False
 
     def result(self) -> float:
         if isinstance(self.outcome, BaseException):
             raise self.outcome
         return self.outcome
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class FakeLock:
@@ -110,6 +125,37 @@ def test_kept_when_asked_and_a_failed_creation_still_releases_the_lock():
     failed, lock = FakeProvider(made=False), FakeLock()
     plugin._drop_unused_early_cluster(config_with((failed, lock, FakeCreation(ProviderError("boom")))))
     assert not failed.deleted and lock.released  # nothing was made, nothing to delete
+
+
+def test_a_creation_still_running_is_stopped_not_waited_for():
+    creation = BackgroundCreation(FakeProvider(), command=[sys.executable, "-c", "import time; time.sleep(120)"])
+    provider, lock = FakeProvider(), FakeLock()
+    started = time.monotonic()
+    plugin._drop_unused_early_cluster(config_with((provider, lock, creation)))
+    assert time.monotonic() - started < 30 and creation.done
+    assert provider.deleted and lock.released and not creation.log_path.exists()
+
+
+def test_a_failed_delete_is_logged_with_what_to_do_and_the_lock_still_released(caplog):
+    class Undeletable(FakeProvider):
+        def delete(self) -> None:
+            raise ProviderError("docker: no such container")
+
+    provider, lock = Undeletable(), FakeLock()
+    plugin._drop_unused_early_cluster(config_with((provider, lock, FakeCreation(30.0))))
+    assert lock.released
+    assert "not deleted: docker: no such container; `kdrill cluster delete --name kdrill-x`" in caplog.text
+
+
+def test_nothing_is_created_early_when_collection_failed(monkeypatch):
+    monkeypatch.setattr("harness.doctor.docker_problem", lambda: pytest.fail("asked Docker after a collection error"))
+    item = SimpleNamespace(fixturenames=["kdrill_cluster"])
+    config = SimpleNamespace(option=SimpleNamespace(collectonly=False, showfixtures=False, show_fixtures_per_test=False,
+                                                    continue_on_collection_errors=False),
+                             getoption=lambda name: None)
+    session = SimpleNamespace(config=config, items=[item, SimpleNamespace(fixturenames=[])], testsfailed=1)
+    plugin._create_cluster_early(session)
+    assert not hasattr(config, "_kdrill_early_cluster")
 
 
 def test_nothing_to_drop_when_the_fixture_took_it():
