@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import logging
@@ -34,6 +35,17 @@ class Refused(SystemExit):
     """Bad input to ``kdrill run`` (``--plan`` too), refused before anything is touched: main()
     prints the message and exits 2, as for a scenario refused on load or an argparse error, so a
     caller tells "refused" (2) from "a drill failed" (1)."""
+
+
+@contextlib.contextmanager
+def refusing():
+    """A shared helper's one-line SystemExit (_run_dir, _platform_profile, ...) as a Refused."""
+    try:
+        yield
+    except Refused:
+        raise
+    except SystemExit as exc:
+        raise Refused(exc.code) from None
 
 
 def _run_dir(reports: str, run: str) -> Path:
@@ -66,10 +78,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.scenario import find_scenario, load_scenarios
 
     # Bad input is refused before anything is touched: the run id and the signing key first.
-    try:
+    with refusing():
         baseline = _run_dir(args.reports, args.baseline) if args.baseline else None
-    except SystemExit as exc:
-        raise Refused(exc.code) from None
     try:
         run_id = validate_run_id(args.run_id) if args.run_id is not None else new_run_id()
         if (Path(args.reports) / run_id).exists():
@@ -86,10 +96,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                               else os.environ.get("KDRILL_TOOLBOX_PULL_POLICY"))
     if problem:
         raise Refused(f"kdrill: {problem}")
-    try:
+    with refusing():
         profile = _platform_profile(args.platform)
-    except SystemExit as exc:
-        raise Refused(exc.code) from None
     if args.node_agent and not (args.kubeconfig or args.context):
         raise Refused("kdrill: --node-agent is for a cluster reached through its kubeconfig (--kubeconfig, "
                          "--context); on kind kdrill reaches the nodes itself")
@@ -145,10 +153,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise Refused(f"kdrill: the chosen scenarios need different cluster configs ({', '.join(configs)}); "
                       "run them separately")
     if profile is not None and not args.cluster_name:  # the kind config is the scenarios' one
-        try:
+        with refusing():
             _check_platform_names(profile, configs)
-        except SystemExit as exc:
-            raise Refused(exc.code) from None
     if not (args.kubeconfig or args.context):
         prepare_kind()
     try:

@@ -169,6 +169,7 @@ def apiservice_problem(manifest: dict[str, Any]) -> tuple[str, str, str] | None:
         return ("metadata.name", f"{version}.{group!s} (the API server requires <version>.<group>)", repr(name))
     return None
 
+
 def kind_of(name: str) -> Kind:
     """The :class:`Kind` called ``name``. Raises KeyError naming the known kinds."""
     try:

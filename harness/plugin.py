@@ -655,7 +655,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report_and_manifest(run_dir)
 
 
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     # After the evidence is written and sealed (pytest_sessionfinish), whatever happens here.
     _drop_unused_early_cluster(config)

@@ -1104,8 +1104,9 @@ def _check_objects(path: Path, data: dict) -> None:
                                 + ", ".join(namespaces), repr(this[2]))
         check_names(f"{field}.metadata", manifest["kind"], manifest["metadata"]["name"],
                     manifest["metadata"].get("namespace"))
-        if manifest["kind"] == "APIService" and apiservice_problem(manifest):
-            where, expected, got = apiservice_problem(manifest)
+        problem = apiservice_problem(manifest) if manifest["kind"] == "APIService" else None
+        if problem:
+            where, expected, got = problem
             raise ScenarioError(path, f"{field}.{where}", expected, got)
         if this[2] == "$(namespace)" and this[:2] in OWN_OBJECTS:
             raise ScenarioError(path, f"{field}.metadata.name", "a name other than those of the objects the runner "

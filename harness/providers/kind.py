@@ -238,7 +238,6 @@ class KindProvider:
                        context=f"kind-{self.name}", node_access=True, nodes_by_role=roles)
 
 
-
 class BackgroundCreation:
     """``kdrill cluster create`` for ``provider`` (its config, name and platform profile) in a
     child process, output to a log file: a process, not a thread, so that nothing this process

@@ -61,7 +61,7 @@ class PlatformClusterBuild:
     """The profile's cluster, made once per session: :meth:`start` begins its creation in the
     background (idempotent), :meth:`wait` returns ``(provider, profile directory)`` once it is up
     (raising what the creation raised), :meth:`delete` removes it (idempotent; a creation still
-    running is waited for first, so that kind leaves no container behind)."""
+    running is stopped first)."""
 
     def __init__(self, work: Path):
         self.work = work
@@ -113,10 +113,7 @@ class PlatformClusterBuild:
     def delete(self) -> None:
         if self._creation is None:
             return
-        try:
-            self._creation.result()
-        except Exception:  # deleted all the same; the test that waited reported it
-            pass
+        self._creation.stop()  # ended already when the platform tests ran; else no need to finish it
         if self.provider.exists():
             self.provider.delete()
         subprocess.run(["docker", "rmi", ARCHIVE_IMAGE], check=False, timeout=60, capture_output=True)
