@@ -42,6 +42,12 @@ from harness.providers import Cluster
 # Container names of the kubeadm control-plane static pods, as the container runtime shows them.
 CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler")
 
+# A container kill through the runtime: SIGKILL at once (stop's own --timeout 0). crictl's global
+# --timeout bounds each call to the runtime, 2 s by default: on a node whose CPU was busy (a second
+# cluster being created beside it) containerd answered a kill later than that, and the fault failed
+# with "StopContainer ... DeadlineExceeded" though the container was being killed.
+CRICTL_KILL = "crictl --timeout 30s stop --timeout 0"
+
 
 def stop_kubelet_and_kill(cluster: Cluster, node: str, components: list[str] | tuple[str, ...]) -> None:
     """Stop the kubelet on ``node``, then kill every running container named in ``components``.
@@ -58,7 +64,7 @@ def stop_kubelet_and_kill_script(components: list[str] | tuple[str, ...]) -> str
     names = "|".join(components)
     return ("systemctl stop kubelet && "
             f"for c in $(crictl ps --state Running -q --name {shlex.quote('^(' + names + ')$')}); do "
-            "crictl stop --timeout 0 $c >/dev/null; done")
+            f"{CRICTL_KILL} $c >/dev/null; done")
 
 
 def start_kubelet(cluster: Cluster, node: str) -> None:
@@ -73,7 +79,7 @@ def restart_kubelet(cluster: Cluster, node: str) -> bool:
     kube-apiserver was killed. Idempotent. Raises ProviderError."""
     script = ("if ! systemctl is-active -q kubelet && [ -z \"$(crictl ps -q --state Running --name '^etcd$')\" ]; then "
               "for c in $(crictl ps -q --state Running --name '^kube-apiserver$'); do "
-              "crictl stop --timeout 0 $c >/dev/null; echo killed; done; fi; systemctl start kubelet")
+              f"{CRICTL_KILL} $c >/dev/null; echo killed; done; fi; systemctl start kubelet")
     out = cluster.node_exec(node, ["sh", "-c", script], timeout_seconds=60).stdout
     return "killed" in out
 
@@ -94,7 +100,7 @@ def rerun_with_edit(cluster: Cluster, node: str, edit: str, component: str) -> N
     names = shlex.quote(f"^({component}|kube-apiserver)$")
     script = (f"systemctl stop kubelet; ( {edit} ); rc=$?; "
               f"if [ $rc -eq 0 ]; then for c in $(crictl ps --state Running -q --name {names}); do "
-              "crictl stop --timeout 0 $c >/dev/null; done; fi; "
+              f"{CRICTL_KILL} $c >/dev/null; done; fi; "
               "systemctl start kubelet; exit $rc")
     cluster.node_exec(node, ["sh", "-c", script], timeout_seconds=60)
 

@@ -26,6 +26,7 @@ from typing import Any, Callable
 from kubernetes.client.exceptions import ApiException
 
 from harness import kube_objects
+from harness.components.static_pods import CRICTL_KILL
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.kube_objects import Ref
 from harness.providers import Cluster
@@ -178,7 +179,7 @@ class DrillObjects(Fault):
         if not container_id or not ((status or {}).get("state") or {}).get("running"):
             raise FaultError(f"{ref} has no running container {container!r}")
         node = (pod.get("spec") or {}).get("nodeName")
-        self.cluster.node_exec(node, ["crictl", "stop", "--timeout", "0", container_id], timeout_seconds=30)
+        self.cluster.node_exec(node, [*CRICTL_KILL.split(), container_id], timeout_seconds=60)
         return f"killed container {container_id[:13]} on {node}"
 
     def revert(self) -> None:

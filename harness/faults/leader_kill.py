@@ -99,7 +99,7 @@ class LeaderKill(Fault):
                                  f"control-plane node container of {self.cluster.name}")
             self.checkpoint()  # the node is in the ledger before the kill
         script = (f"c=$(crictl ps -q --state Running --name '^{self.component}$'); "
-                  "[ -n \"$c\" ] || { echo 'not running' >&2; exit 1; }; crictl stop --timeout 0 $c >/dev/null")
+                  f"[ -n \"$c\" ] || {{ echo 'not running' >&2; exit 1; }}; {static_pods.CRICTL_KILL} $c >/dev/null")
         self.cluster.node_exec(self.node, ["sh", "-c", script], timeout_seconds=30)
 
     def revert(self) -> None:

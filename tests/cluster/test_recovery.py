@@ -23,6 +23,7 @@ from harness.health import wait_healthy
 from harness.kube_objects import Ref
 from harness.ledger import Ledger
 from harness.providers.existing import kind_clusters
+from side_lane import ON_SIDE_CLUSTER, SideLane
 
 pytestmark = [pytest.mark.cluster, pytest.mark.destructive, pytest.mark.node_access]
 
@@ -108,6 +109,10 @@ SIGKILLED = [
 # windows would race their own reverts.
 
 
+def case_id(scenario: str, case: str | None) -> str:
+    return f"{scenario}-{case}" if case else scenario
+
+
 @pytest.fixture
 def platform_cluster_meanwhile(request):
     """The SIGKILL tests time nothing, so the platform profile's one-node cluster, when its tests
@@ -117,22 +122,49 @@ def platform_cluster_meanwhile(request):
         request.getfixturevalue("platform_cluster_build").start()  # never raises; the platform tests do
 
 
+@pytest.fixture(scope="module")
+def side_lane(request, kdrill_cluster, tmp_path_factory):
+    """The cases of :data:`ON_SIDE_CLUSTER` this session runs, on a second kind cluster, in the
+    background from the first SIGKILL test on (side_lane.py); the cluster is deleted when this
+    module's tests are done."""
+    if kdrill_cluster.provider != "kind":
+        pytest.skip("needs a kind cluster: these faults act on node containers")
+    chosen = {item.callspec.id for item in request.session.items
+              if item.path.name == "test_recovery.py" and getattr(item, "callspec", None) is not None}
+    cases = [c for c in SIGKILLED if case_id(c[0], c[1]) in chosen and c[0] in ON_SIDE_CLUSTER]
+    lane = SideLane(tmp_path_factory.mktemp("side-lane"), sigkill_then_recover,
+                    {case_id(c[0], c[1]): c for c in cases})
+    lane.start()
+    yield lane
+    lane.close()
+
+
 @pytest.mark.parametrize("scenario, case, fault_kind, step", SIGKILLED,
-                         ids=[f"{s}-{c}" if c else s for s, c, _, _ in SIGKILLED])
-def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, platform_cluster_meanwhile, tmp_path, scenario, case,
-                                               fault_kind, step):
+                         ids=[case_id(s, c) for s, c, _, _ in SIGKILLED])
+def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, platform_cluster_meanwhile, side_lane, tmp_path,
+                                               scenario, case, fault_kind, step):
     """SIGKILL of ``kdrill run`` (the whole process group, no cleanup) once the drill's fault is
     injected (its ledger entry says inject returned); ``kdrill recover`` must revert the fault and
     remove everything the drill made (namespaces with their NodePorts, the vital-signs namespace,
-    the registry container), so the next drill, the next test here, runs on a healthy cluster."""
+    the registry container), so the next drill, the next test here, runs on a healthy cluster.
+    The namespace-local cases ran on the side cluster: here their outcome is reported."""
     if kdrill_cluster.provider != "kind":
         pytest.skip("needs a kind cluster: these faults act on node containers")
+    if scenario in ON_SIDE_CLUSTER:
+        side_lane.result(case_id(scenario, case))  # raises what the case raised there
+    else:
+        sigkill_then_recover(kdrill_cluster, tmp_path, scenario, case, fault_kind, step)
+
+
+def sigkill_then_recover(cluster, tmp_path: Path, scenario: str, case: str | None, fault_kind: str,
+                         step: str | None) -> None:
+    """One SIGKILL case on ``cluster`` (see the test); raises AssertionError with what was wrong."""
     env = {**os.environ, "KDRILL_STATE_DIR": str(tmp_path / "state")}
     ledger = Ledger(tmp_path / "state" / "ledger")
 
     def in_force() -> bool:
         if step == "first-member-edited":
-            return any(e.kind == fault_kind and _quota_in_manifest(kdrill_cluster, e.target["nodes"][0],
+            return any(e.kind == fault_kind and _quota_in_manifest(cluster, e.target["nodes"][0],
                                                                   e.target["quota_bytes"])
                        for e in ledger.entries())
         return any(e.kind == fault_kind and e.injected_at is not None
@@ -140,7 +172,7 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, platform_cluster_
 
     log = tmp_path / "run.log"
     extra = ["--", "-k", case] if case else []
-    run = kdrill("--reports", str(tmp_path / "reports"), "run", scenario, "--cluster-name", kdrill_cluster.name,
+    run = kdrill("--reports", str(tmp_path / "reports"), "run", scenario, "--cluster-name", cluster.name,
                  *extra, env=env, log=log, start_new_session=True)
     try:
         reached = wait_until(lambda: in_force() or run.poll() is not None, 600, interval_seconds=0.5)
@@ -167,7 +199,7 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, platform_cluster_
         for entry in left:
             if entry.kind == "registry-outage" and entry.target["container"] in removed:
                 continue  # restored, then removed with the registry (the drill-registry entry checks that)
-            fault_class(entry.kind).from_target(kdrill_cluster, entry.target).verify_reverted()
+            fault_class(entry.kind).from_target(cluster, entry.target).verify_reverted()
     finally:
         # Whatever the assertions said, the next tests get a cluster as it was: a second
         # `kdrill recover` for what the first left (the failure is reported all the same), and a
@@ -175,10 +207,10 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, platform_cluster_
         if ledger.entries():
             kdrill("recover", env=env, log=tmp_path / "recover-again.log").wait(timeout=600)
         if scenario == "control-plane-stop":
-            ControlPlaneStop(kdrill_cluster, method="stop-components", units={}).revert()  # kubelets started
-    healthy = wait_healthy(kdrill_cluster, 300)
+            ControlPlaneStop(cluster, method="stop-components", units={}).revert()  # kubelets started
+    healthy = wait_healthy(cluster, 300)
     assert healthy.ok, healthy.last_error
-    present = {n.metadata.name for n in kdrill_cluster.core.list_namespace(_request_timeout=10).items}
+    present = {n.metadata.name for n in cluster.core.list_namespace(_request_timeout=10).items}
     assert not present & set(namespaces), sorted(present & set(namespaces))
     registries = sorted(e.target["container"] for e in left if e.kind == "drill-registry")
     if scenario.startswith("registry") or scenario == "serial-image-pull":
@@ -189,7 +221,7 @@ def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, platform_cluster_
         assert any(r.kind == "APIService" for r in declared), [str(r) for r in declared]
     if scenario in ("webhook-on-pod-delete", "webhook-outage"):
         assert any(r.kind == "ValidatingWebhookConfiguration" for r in declared), [str(r) for r in declared]
-    assert [str(r) for r in declared if kube_objects.read(kdrill_cluster, r) is not None] == []
+    assert [str(r) for r in declared if kube_objects.read(cluster, r) is not None] == []
     made = {e.target["name"] for e in left if e.kind == "drill-cluster"}
     assert not made & set(kind_clusters()), f"still there: {sorted(made & set(kind_clusters()))}"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.components import node_units
+from harness.components import node_units, static_pods
 from harness.providers import Cluster, ProviderError
 
 
@@ -122,7 +122,7 @@ def test_control_plane_stop_sets_every_nodes_revert_before_its_stop_and_waits_fo
     # Every node's start before any node's stop.
     assert order == [("cp1", fault.units["start"]), ("cp2", fault.units["start"]),
                      ("cp1", fault.units["stop"]), ("cp2", fault.units["stop"])]
-    assert "systemctl stop kubelet" in units[2][1][-1] and "crictl stop --timeout 0" in units[2][1][-1]
+    assert "systemctl stop kubelet" in units[2][1][-1] and static_pods.CRICTL_KILL in units[2][1][-1]
     assert units[0][1][-1].endswith("systemctl start kubelet")
 
 
