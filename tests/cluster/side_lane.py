@@ -58,11 +58,14 @@ class SideLane:
         self._outcomes: dict[str, BaseException | None] = {}
         self._done = {case: threading.Event() for case in cases}
         self._closing = threading.Event()
+        self.settled = threading.Event()  # the side cluster's creation ended, made or not
         self._thread: threading.Thread | None = None
         self._creation: BackgroundCreation | None = None
         self.provider: KindProvider | None = None
 
     def start(self) -> None:
+        if not self.cases:
+            self.settled.set()
         if not self.cases or self._thread is not None:
             return
         # Each case's directory is made here, in pytest's thread.
@@ -86,6 +89,8 @@ class SideLane:
         except BaseException as exc:
             self._end_all(RuntimeError(f"the side cluster {NAME} could not be made: {exc}"))
             return
+        finally:
+            self.settled.set()
         for case, args in self.cases.items():
             if self._closing.is_set():
                 break

@@ -114,11 +114,13 @@ def case_id(scenario: str, case: str | None) -> str:
 
 
 @pytest.fixture
-def platform_cluster_meanwhile(request):
+def platform_cluster_meanwhile(request, side_lane):
     """The SIGKILL tests time nothing, so the platform profile's one-node cluster, when its tests
     are to run (after this module), is created meanwhile in the background: about 2 minutes of CI.
-    Started by the first of them; by the two timed tests at the end of the module it is up and idle."""
-    if any(item.path.name == "test_platform_cluster.py" for item in request.session.items):
+    Started by the first of them once the side cluster is made (two creations at once on two
+    cores slow the cases running beside them); by the platform tests it is up and idle."""
+    if side_lane.settled.is_set() and any(item.path.name == "test_platform_cluster.py"
+                                          for item in request.session.items):
         request.getfixturevalue("platform_cluster_build").start()  # never raises; the platform tests do
 
 
