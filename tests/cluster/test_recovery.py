@@ -1,6 +1,7 @@
 """Faults always revert: after a SIGKILL mid-fault of every drill (``kdrill recover``), and when an
-expectation fails. Both run the real ``kdrill`` command against the session's kind cluster, with a private
-ledger directory, and check the cluster is healthy afterwards."""
+expectation fails. Both run the real ``kdrill`` command against a kind cluster, with a private
+ledger directory, and check the cluster is healthy afterwards: the session's HA cluster, or for the
+namespace-local faults a second cluster, at the same time (side_lane.py)."""
 
 from __future__ import annotations
 
