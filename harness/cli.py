@@ -48,6 +48,21 @@ def refusing():
         raise Refused(exc.code) from None
 
 
+def _check_consent(kubeconfig: str | None, context: str | None, allow: list[str]) -> None:
+    """Raise SystemExit with one line unless the cluster ``kubeconfig`` and ``context`` reach is
+    this machine's kind cluster or its context is in ``allow`` (harness/providers/existing.py).
+    Reads the kubeconfig and asks kind; sends nothing to the cluster."""
+    from harness.providers import ProviderError
+    from harness.providers.existing import check_destructive_allowed, existing_cluster, kind_clusters, server_of
+
+    try:
+        cluster = existing_cluster(kubeconfig, context)
+        check_destructive_allowed(cluster.context or "", server_of(cluster.kubeconfig, cluster.context or ""),
+                                  allow, kind_clusters())
+    except ProviderError as exc:
+        raise SystemExit(f"kdrill: refused: {exc}") from None
+
+
 def _run_dir(reports: str, run: str) -> Path:
     """The existing run directory RUN names (``kdrill report``/``verify``): a run id under
     ``reports``, or a path containing ``/`` to a run directory. Its name must be a valid run id
@@ -155,7 +170,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if profile is not None and not args.cluster_name:  # the kind config is the scenarios' one
         with refusing():
             _check_platform_names(profile, configs)
-    if not (args.kubeconfig or args.context):
+    if args.kubeconfig or args.context:
+        # The drills' session checks consent again, but only after this run's directory is made.
+        with refusing():
+            _check_consent(args.kubeconfig, args.context, args.allow_context)
+    else:
         prepare_kind()
     try:
         run_dir = create_run_dir(Path(args.reports), run_id)

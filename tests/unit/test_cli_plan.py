@@ -102,6 +102,29 @@ def test_run_with_the_node_agent_and_no_consent_is_refused_before_a_run_director
     assert "reached through its kubeconfig" in capsys.readouterr().err
 
 
+def test_run_on_a_cluster_without_consent_is_refused_before_a_run_directory_is_made(tmp_path: Path, capsys,
+                                                                                    monkeypatch) -> None:
+    import harness.providers.existing as existing
+
+    monkeypatch.setattr(existing, "kind_clusters", lambda: [])  # no kind cluster on this "machine"
+    reports, kubeconfig = tmp_path / "reports", tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: staging\n"
+        "clusters: [{name: s, cluster: {server: 'https://10.0.0.1:6443'}}]\n"
+        "users: [{name: u, user: {}}]\n"
+        "contexts: [{name: staging, context: {cluster: s, user: u}}]\n")
+    assert main(["--reports", str(reports), "run", "--kubeconfig", str(kubeconfig), "pod-delete"]) == 2
+    err = capsys.readouterr().err
+    assert "'staging'" in err and "--allow-context staging" in err
+    assert not reports.exists()
+    assert main(["--reports", str(reports), "run", "--context", "prod", "--kubeconfig", str(kubeconfig),
+                 "pod-delete"]) == 2
+    assert "context 'prod' is not in" in capsys.readouterr().err
+    assert not reports.exists()
+    # --plan touches nothing, so it needs no consent
+    assert main(["--reports", str(reports), "run", "--plan", "--kubeconfig", str(kubeconfig), "pod-delete"]) == 0
+
+
 def test_every_refusal_of_run_and_run_plan_exits_2_as_a_refused_scenario_does(tmp_path: Path, capsys) -> None:
     reports = str(tmp_path / "reports")
     assert main(["--reports", reports, "run", "--plan", "no-such-scenario"]) == 2  # a ScenarioError
