@@ -371,6 +371,7 @@ def test_control_plane_stop(drill):
     after_return = [c for c in transitions if c["t"] >= reverted_at and c["ready"] != "True"]
     marked = sorted({c["node"] for c in after_return})
     drill.observe("nodes_marked_not_ready_after_return", marked)
+    down = nodes_not_ready_seconds(transitions, reverted_at, reverted_at + recovery)
     if "no_node_marked_not_ready" in drill.expectations:
         # Ready=Unknown is the node lifecycle controller's mark (no heartbeat within its grace
         # period); Ready=False is the kubelet's own report. stop-components stops and restarts the
@@ -379,7 +380,6 @@ def test_control_plane_stop(drill):
         # kdrill-ha-control-plane2, CI of 2026-12-03). It is recorded, and it still counts if it
         # lasts longer than the grace period the controller would give.
         restarted = set(control_plane) if method == "stop-components" else set()
-        down = nodes_not_ready_seconds(transitions, reverted_at, reverted_at + recovery)
         own = {n: round(down.get(n, 0.0), 2) for n in marked if n in restarted
                and all(c["ready"] == "False" for c in after_return if c["node"] == n)
                and down.get(n, 0.0) <= NODE_MONITOR_GRACE_PERIOD_SECONDS}
@@ -388,16 +388,15 @@ def test_control_plane_stop(drill):
         drill.measure("no_node_marked_not_ready", counted == [] if transitions else None,
                       detail=f"marked NotReady/Unknown after the return: {', '.join(counted) or 'none'} "
                              "(a restarted kube-controller-manager gives every node a fresh node-monitor-grace-period)"
-                             + (f"; not counted, NotReady by its own restarted kubelet (Ready=False, not Unknown): "
+                             + ("; not counted, NotReady by its own restarted kubelet (Ready=False, not Unknown): "
                                 + ", ".join(f"{n} {s:.1f} s" for n, s in own.items()) if own else ""))
     if "recovery_nodes_not_ready_longest_seconds" in drill.expectations:
-        not_ready = nodes_not_ready_seconds(transitions, reverted_at, reverted_at + recovery)
-        drill.measure("recovery_nodes_not_ready_longest_seconds", max(not_ready.values(), default=0.0),
+        drill.measure("recovery_nodes_not_ready_longest_seconds", max(down.values(), default=0.0),
                       detail=f"marked NotReady/Unknown after the return: {', '.join(marked) or 'none'}; a frozen "
                              f"kube-controller-manager resumes with heartbeat times older than its "
                              f"node-monitor-grace-period ({NODE_MONITOR_GRACE_PERIOD_SECONDS:.0f} s; held {hold:.0f} s) "
                              "and marks each node it has not heard from again by its next check; per node: "
-                             + ", ".join(f"{n} {s:.1f} s" for n, s in not_ready.items()))
+                             + ", ".join(f"{n} {s:.1f} s" for n, s in down.items()))
     if "recovery_service_longest_gap_seconds" in drill.expectations:
         gaps = {key: longest_gap_seconds(timeline_of(name).samples(), *after) for name, key in service_paths}
         drill.measure("recovery_service_longest_gap_seconds", max(gaps.values()),

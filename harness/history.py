@@ -166,33 +166,34 @@ def _number(value: Any) -> float | None:
     return finite_number(value, limit=1e15)
 
 
-def chain_status(reports: Path) -> str:
-    """One line on the chain of runs (harness/manifest.py verify_history): each run's seal says
-    nothing of a run deleted or replaced before it."""
+def chain_status(reports: Path) -> tuple[bool, str]:
+    """Whether the chain of runs verifies (harness/manifest.py verify_history), and one line
+    saying so: each run's seal says nothing of a run deleted or replaced before it."""
     from harness.manifest import ManifestError, verify_history
 
     try:
         history = verify_history(Path(reports))
     except (ManifestError, OSError) as exc:
-        return f"chain not checked: {exc}"
+        return False, f"chain not checked: {exc}"
     if history.ok:
-        return f"chain of {len(history.runs)} sealed runs intact (kdrill verify --history)"
-    return (f"chain NOT INTACT: {len(history.problems)} problem(s), e.g. {history.problems[0]} "
-            "(kdrill verify --history lists them)")
+        return True, f"chain of {len(history.runs)} sealed runs intact (kdrill verify --history)"
+    return False, (f"chain NOT INTACT: {len(history.problems)} problem(s), e.g. {history.problems[0]} "
+                   "(kdrill verify --history lists them)")
 
 
-def render_index(reports: Path) -> str:
-    """The index page (self-contained HTML, autoescaped)."""
+def render_index(reports: Path, chain: str | None = None) -> str:
+    """The index page (self-contained HTML, autoescaped); ``chain`` is :func:`chain_status`'s line
+    when the caller has it already."""
     runs = list_runs(reports)
     env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
     return env.get_template("index.html.j2").render(
         runs=list(reversed(runs)), trends=trends(runs), utc=_utc, reports=Path(reports).name,
-        chain=chain_status(reports),
+        chain=chain if chain is not None else chain_status(reports)[1],
         generated=_utc(datetime.now(timezone.utc).timestamp()))
 
 
-def write_index(reports: Path) -> Path:
+def write_index(reports: Path, chain: str | None = None) -> Path:
     """Write ``<reports>/index.html``; returns its path. Raises OSError."""
     path = Path(reports) / INDEX_NAME
-    write_text_atomic(path, render_index(reports))
+    write_text_atomic(path, render_index(reports, chain))
     return path

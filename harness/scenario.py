@@ -1031,11 +1031,11 @@ def _check_objects(path: Path, data: dict) -> None:
 
     registries = (data.get("workload") or {}).get("registries") or []
     images = [image for registry in registries for image, _ in registry_images(registry)]
-    for field, names in (("workload.registries", [r["name"] for r in registries]),
+    for where, names in (("workload.registries", [r["name"] for r in registries]),
                          ("workload.registries[].images", images)):
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise ScenarioError(path, field, "each name once (a manifest names an image by it alone)",
+            raise ScenarioError(path, where, "each name once (a manifest names an image by it alone)",
                                 ", ".join(twice))
     if registries and not data["cluster"].get("needs_node_access"):
         raise ScenarioError(path, "cluster.needs_node_access", "true: workload.registries writes the nodes' "
