@@ -36,3 +36,13 @@ def tree_entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, st
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
     return declared
+
+
+@pytest.fixture(autouse=True)
+def private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every unit test sees its own ``$KDRILL_STATE_DIR`` (a test may set another): ``kdrill run``
+    loads the signing key before it refuses bad input, so a test of a refusal would otherwise
+    create the user's real key under ``~/.local/state/kdrill``, and a ledger test write to the real ledger."""
+    state = tmp_path_factory.mktemp("kdrill-state")
+    monkeypatch.setenv("KDRILL_STATE_DIR", str(state))
+    return state

@@ -133,3 +133,13 @@ def test_every_refusal_of_run_and_run_plan_exits_2_as_a_refused_scenario_does(tm
     assert "no scenario file" in capsys.readouterr().err
     assert main(["--reports", reports, "run", "--plan", "--baseline", "no-such-run", "pod-delete"]) == 2
     assert "no run directory" in capsys.readouterr().err
+
+
+def test_a_refused_run_in_the_unit_tests_keeps_its_signing_key_out_of_the_users_state(tmp_path: Path,
+                                                                                      private_state_dir: Path) -> None:
+    from harness.manifest import default_key_path
+
+    # The key is loaded before the refusal (bad input is refused before anything is touched, the
+    # key included), so it is made where this test's state is, not in ~/.local/state/kdrill.
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--node-agent", "pod-delete"]) == 2
+    assert default_key_path() == private_state_dir / "signing-key.pem" and default_key_path().is_file()
