@@ -61,7 +61,7 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
     """The plan as text, and the expected total in seconds (None when a drill has no past run)."""
     durations = past_durations(reports)
     lines = [f"kdrill run --plan: {len(scenarios)} scenario(s) on {target}; nothing is touched"]
-    total, unknown = 0.0, []
+    total, unknown, from_windows = 0.0, [], 0
     for s in scenarios:
         fault = fault_class(s.fault_kind)
         for case in [c.name for c in s.cases] or [None]:
@@ -75,7 +75,8 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
             others = {k: v for k, v in params.items() if k not in windows}
             past = durations.get(label)
             if past is None and s.runner is not None:  # at least its windows
-                past = (float(sum(s.runner["windows"].values())), "its windows, plus setup")
+                past = (float(sum(s.runner["windows"].values())), "its windows alone; setup not counted")
+                from_windows += 1
             if past is None:
                 unknown.append(label)
             else:
@@ -112,8 +113,15 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"  checks     {len(s.expectations_for(case))} expectations, and the vital signs",
                 f"  expected   {expected}",
             ]
-    known = ("nothing known" if not total else f"about {total:.0f} s" if total < 90 else f"about {total / 60:.0f} min")
-    lines.append(f"\nexpected drill time: {known}" + (f" for the cases with a past run; unknown for {', '.join(unknown)}"
-                                                     if unknown else "")
-                 + " (plus the cluster's creation when it does not exist)")
+    cases = sum(len(s.cases) or 1 for s in scenarios)
+    known = f"about {total:.0f} s" if total < 90 else f"about {total / 60:.0f} min"
+    sources = ", ".join(part for part in (
+        f"{cases - len(unknown) - from_windows} from past runs" if cases - len(unknown) - from_windows else "",
+        f"{from_windows} from their windows alone, setup not counted" if from_windows else "") if part)
+    if unknown and not total:
+        text = f"unknown: no intact past run of {', '.join(unknown)}"
+    else:
+        text = f"{known} for {cases - len(unknown)} of {cases} cases ({sources})" + (
+            f"; unknown for {', '.join(unknown)} (no intact past run)" if unknown else "")
+    lines.append(f"\nexpected drill time: {text} (plus the cluster's creation when it does not exist)")
     return "\n".join(lines), (None if unknown else total)
