@@ -218,10 +218,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"evidence: {run_dir}  (report: {run_dir / 'report.html'}; check with `kdrill verify {run_id}`)")
     # Exit 0 only when pytest passed and every record the run left says passed: a skipped,
     # refused or unrun drill that was asked for is not a success.
-    from harness.report import scan_records
+    from harness.report import checked_verdict, scan_records
 
     records, unreadable = scan_records(run_dir)
-    all_passed = bool(records) and not unreadable and all(r.get("verdict") == "passed" for _, r in records)
+    all_passed = bool(records) and not unreadable and all(checked_verdict(r)[0] == "passed" for _, r in records)
     regressed = False
     if baseline is not None:
         regressed = print_comparison(baseline, run_dir, args.any_platform) != 0  # 2: not comparable
@@ -364,17 +364,20 @@ def run_until_reverted(cmd: list[str]) -> int:
 
 def summary(run_dir: Path) -> str:
     """One line per drill record: verdict, drill, failed expectations."""
-    from harness.report import scan_records
+    from harness.report import checked_verdict, expectation_problem, scan_records
 
     lines = [f"\n{'verdict':8} {'drill':40} {'duration':>9}  failed expectations"]
     records, unreadable = scan_records(run_dir)
     for path, reason in unreadable:  # never dropped silently: it counts as an error
         lines.append(f"{'error':8} {path.name:40} {'':>9}  unreadable record: {reason}")
     for path, record in records:
-        name = record["drill"] + (f"[{record['case']}]" if record.get("case") else "")
-        failed = [f"{e['name']}={e['measured']}" for e in record.get("expectations", []) if e["verdict"] != "passed"]
-        duration = f"{record.get('duration_seconds') or 0:.0f} s"
-        lines.append(f"{record['verdict']:8} {name:40} {duration:>9}  {', '.join(failed) or '-'}")
+        name = str(record["drill"]) + (f"[{record['case']}]" if record.get("case") else "")
+        verdict, _ = checked_verdict(record)  # as the report judges it, not as the record says
+        failed = [f"{e.get('name')}={e.get('measured')}" for e in record.get("expectations") or []
+                  if not isinstance(e, dict) or expectation_problem(e) is not None]
+        duration = record.get("duration_seconds")
+        duration = f"{duration:.0f} s" if isinstance(duration, (int, float)) else "-"
+        lines.append(f"{str(verdict):8} {name:40} {duration:>9}  {', '.join(failed) or '-'}")
     return "\n".join(lines)
 
 

@@ -58,7 +58,8 @@ def list_runs(reports: Path) -> list[RunSummary]:
             validate_run_id(path.name)
         except RunIdError:
             continue
-        if path.is_dir() and ((path / "run.json").is_file() or is_sealed(path)):
+        # A linked run lives elsewhere and is not what verify --history checks: skipped, as there.
+        if path.is_dir() and not path.is_symlink() and ((path / "run.json").is_file() or is_sealed(path)):
             try:
                 runs.append(summarise(path))
             except Exception as exc:  # one damaged run must not hide the others
@@ -70,8 +71,11 @@ def list_runs(reports: Path) -> list[RunSummary]:
 
 def summarise(run_dir: Path) -> RunSummary:
     """One run's summary; never raises for a damaged run (it says so instead)."""
+    run_json = run_dir / "run.json"
     try:
-        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        # Not through a link (content from outside the run) nor from a FIFO (the read would block).
+        meta = json.loads(run_json.read_text(encoding="utf-8")) \
+            if run_json.is_file() and not run_json.is_symlink() else {}
         meta = meta if isinstance(meta, dict) else {}
     except (OSError, ValueError):
         meta = {}

@@ -385,8 +385,8 @@ def seal_run(run_dir: Path, key: Ed25519PrivateKey, *, previous: ChainLink | Non
     run has a manifest or signature already or a later run in the same reports directory names
     it as its previous run (it was sealed once: deleting its seal files does not make it new
     again), ManifestError if ``run_dir`` is not a directory or
-    holds something that is neither a file, a directory nor a symbolic link, OSError if an entry
-    cannot be read.
+    holds something that is neither a file nor a directory (a symbolic link included: its
+    target's content would not be sealed), OSError if an entry cannot be read.
     """
     run_dir = Path(run_dir)
     run_id = validate_run_id(run_dir.name)
@@ -409,7 +409,10 @@ def seal_run(run_dir: Path, key: Ed25519PrivateKey, *, previous: ChainLink | Non
         elif kind == "directory":
             directories.append(rel)
         elif kind == "symlink":
-            symlinks[rel] = os.readlink(run_dir / rel)
+            # What a link points at is outside the seal: a reader following it reads whatever is
+            # there now. kdrill writes none, so one in a run is a mistake or a forgery.
+            raise ManifestError(f"cannot seal {run_dir}: {rel} is a symbolic link (to {os.readlink(run_dir / rel)!r}); "
+                                "what it points at could not be sealed")
         else:
             raise ManifestError(f"cannot seal {run_dir}: {rel} is neither a file, a directory nor a symbolic link")
     signer = PublicKeyInfo.from_key(key)
@@ -446,7 +449,8 @@ class Problem:
     """One reason evidence is not intact.
 
     ``kind``: ``not-sealed``, ``manifest`` (unreadable or malformed), ``signature``,
-    ``untrusted-key``, ``run-id``, ``changed``, ``missing``, ``extra``, ``unreadable``, or, for
+    ``untrusted-key``, ``run-id``, ``changed``, ``missing``, ``extra``, ``unreadable``, ``link`` (a
+    sealed symbolic link, whose target is not sealed), or, for
     a history, ``broken-link`` and ``signer-changed``. ``subject``: the path in the run (POSIX, relative), or the run
     id. ``run``: the run the problem belongs to, when verifying a history.
     """
@@ -665,6 +669,9 @@ def _compare_entries(run_dir: Path, files: dict[str, dict[str, Any]], directorie
             target = os.readlink(run_dir / rel)
             if target != symlinks[rel]:
                 problems.append(Problem("changed", rel, f"link target {symlinks[rel]!r} is now {target!r}"))
+            else:  # sealed by an older kdrill, or by hand: the seal covers the link, not its content
+                problems.append(Problem("link", rel, f"a symbolic link to {target!r}: what it points at is not "
+                                        "sealed and may change; kdrill seals no links"))
         elif want == "file":
             entry = files[rel]
             try:
@@ -770,6 +777,20 @@ def verify_history(reports_root: Path, *, trusted_fingerprints: Iterable[str] = 
                                     f"run {prev.run_id} by sha256:{target.signer.fingerprint}: a run re-sealed with "
                                     "another key looks like this; pin both keys (--fingerprint) to accept a key "
                                     "rotation", run=name))
+    if not trusted:
+        # Unpinned, each signature proves only that *some* key sealed the run: a run sealed
+        # elsewhere with another key and dropped in here names no previous run, so no link
+        # catches it. Every run here is expected to be signed by the key of the oldest.
+        flagged = {p.run for p in problems if p.kind == "signer-changed"}
+        signed = [r for r in results if r.sealed_at is not None and r.signer is not None]
+        first = signed[0] if signed else None
+        for r in signed[1:]:
+            if r.signer.fingerprint != first.signer.fingerprint and r.run_dir.name not in flagged:
+                problems.append(Problem(
+                    "signer-changed", r.run_dir.name,
+                    f"signed by sha256:{r.signer.fingerprint}, the oldest run here ({first.run_dir.name}) by "
+                    f"sha256:{first.signer.fingerprint}: a run sealed with another key looks like this; pin "
+                    "every key (--fingerprint) to accept a key rotation", run=r.run_dir.name))
     for prev, names in sorted(followers.items()):
         if len(names) > 1:
             notes.append(f"runs {', '.join(names)} all follow {prev} (sealed concurrently?)")

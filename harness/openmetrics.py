@@ -27,7 +27,7 @@ from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from harness.files import write_text_atomic
-from harness.report import checked_verdict, scan_records
+from harness.report import checked_verdict, expectation_problem, scan_records
 
 METRICS_NAME = "metrics.openmetrics.txt"
 
@@ -92,7 +92,8 @@ class _RunCollector(Collector):
                 b = x.get("bound") if isinstance(x.get("bound"), dict) else {}
                 if _value(b.get("value")) is not None:
                     bound.add_metric(key + [str(b.get("op"))], _value(b["value"]), timestamp=at)
-                passed.add_metric(key, 1.0 if x.get("verdict") == "passed" else 0.0, timestamp=at)
+                # As the report judges it: a "passed" whose value breaks its bound is not one.
+                passed.add_metric(key, 1.0 if expectation_problem(x) is None else 0.0, timestamp=at)
         info = GaugeMetricFamily("kdrill_run_info", "The run these samples come from", labels=["run_id"])
         info.add_metric([self.run_id], 1.0)
         yield from (info, measured, bound, passed, drill_passed, duration)

@@ -110,6 +110,10 @@ def scan_records(run_dir: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list
     for path in sorted(Path(run_dir).glob("*.json")):
         if path.name in _NOT_RECORDS or path.name.endswith(".timeline.json"):
             continue
+        if path.is_symlink() or not path.is_file():
+            # A link reads content from outside the run (never sealed); a FIFO would block the read.
+            unreadable.append((path, "is not a regular file (a symbolic link, FIFO or directory): not read"))
+            continue
         try:
             data = _read_json(path)
         except OSError as exc:

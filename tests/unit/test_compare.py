@@ -266,3 +266,49 @@ def test_a_trusted_key_is_required_when_given(tmp_path: Path, monkeypatch, capsy
     assert kdrill(reports, "compare", BASE, FORGED) == 0
     assert kdrill(reports, "compare", BASE, FORGED, "--fingerprint", ours) == 2
     assert "untrusted" in capsys.readouterr().err.lower()
+
+
+def test_a_record_saying_passed_against_its_bound_is_not_passed_in_the_metrics_or_the_summary(tmp_path: Path) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    from harness.cli import summary
+    from harness.openmetrics import METRICS_NAME
+
+    # Every verdict in the record says passed; api_recovery_seconds measured 200 against <= 90.
+    run = sealed_run(tmp_path / "reports", BASE, api_recovery=200.0)
+    samples = {(s.name, s.labels.get("expectation")): s.value
+               for f in text_string_to_metric_families((run / METRICS_NAME).read_text()) for s in f.samples}
+    assert samples[("kdrill_expectation_passed", "api_recovery_seconds")] == 0.0
+    assert samples[("kdrill_expectation_passed", "pods_rescheduled")] == 1.0
+    assert samples[("kdrill_drill_passed", None)] == 0.0
+    [line] = [x for x in summary(run).splitlines() if "control-plane-stop" in x]
+    assert line.startswith("error") and "api_recovery_seconds=200.0" in line
+
+
+def test_history_and_plan_read_no_linked_run_or_record_and_a_fifo_blocks_nothing(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    from harness.plan import past_durations
+    from harness.report import scan_records
+
+    reports = tmp_path / "reports"
+    base = sealed_run(reports, BASE)
+    elsewhere = sealed_run(tmp_path / "elsewhere", RUN, started=T0 + 100)
+    (reports / RUN).symlink_to(elsewhere)  # a sealed run from outside, linked in
+    assert [r.run_id for r in list_runs(reports)] == [BASE]
+    linked = tmp_path / "outside.json"
+    linked.write_text((base / "control-plane-stop.json").read_text())
+    (base / "linked.json").symlink_to(linked)
+    os.mkfifo(base / "zz.json")
+    done: list = []
+    reader = threading.Thread(target=lambda: done.append((scan_records(base), list_runs(reports),
+                                                          past_durations(reports))), daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    assert done, "reading the run blocked on its FIFO"
+    (records, unreadable), runs, _ = done[0]
+    assert [p.name for p, _ in records] == ["control-plane-stop.json"]
+    assert sorted(p.name for p, _ in unreadable) == ["linked.json", "zz.json"]
+    assert all("not a regular file" in why for _, why in unreadable)
+    assert [(r.run_id, r.seal) for r in runs] == [(BASE, "not intact")]

@@ -349,21 +349,36 @@ def test_deleted_file_and_directory_are_missing(run_dir: Path) -> None:
     assert set(result.kinds) == {"missing"}
 
 
-def test_symlinks_are_sealed_as_links_and_never_followed(reports: Path, tmp_path: Path) -> None:
-    outside = tmp_path / "outside.txt"
-    outside.write_text("outside")
+def test_a_run_holding_a_symbolic_link_is_not_sealed(reports: Path, tmp_path: Path) -> None:
+    # A record linked to a file outside the run: the seal would cover the link, not what
+    # history, compare and report read through it.
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
     run = make_run(reports / "r1")
     (run / "logs" / "link").symlink_to(outside)
-    report_and_manifest(run)
-    assert manifest_of(run)["symlinks"] == {"logs/link": str(outside)}
-    assert "logs/link" not in manifest_of(run)["files"]
-    outside.write_text("changed outside the run")  # not evidence: the link is, not its target
-    assert verify_run(run).ok
-    (run / "logs" / "link").unlink()
-    (run / "logs" / "link").symlink_to("/etc/hostname")
-    (run / "evil").symlink_to(tmp_path)
+    with pytest.raises(SystemExit, match=r"NOT sealed: .*logs/link is a symbolic link"):
+        report_and_manifest(run)
+    assert not (run / MANIFEST_NAME).exists() and not (run / SIGNATURE_NAME).exists()
+
+
+def test_a_symbolic_link_in_a_manifest_is_a_problem_even_when_unchanged(reports: Path, tmp_path: Path) -> None:
+    # As an older kdrill sealed it, or anyone with a key: the link is listed, its target is not.
+    outside = tmp_path / "outside.json"
+    outside.write_text("{}")
+    run = sealed_run(reports / "r1")
+    manifest = manifest_of(run)
+    (run / "linked.json").symlink_to(outside)
+    manifest["symlinks"] = {"linked.json": str(outside)}
+    for name in (MANIFEST_NAME, SIGNATURE_NAME):
+        (run / name).unlink()
+    raw = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("ascii")
+    (run / SIGNATURE_NAME).write_bytes(load_signing_key().sign(raw))
+    (run / MANIFEST_NAME).write_bytes(raw)
     result = verify_run(run)
-    assert result.changed == ["logs/link"] and result.extra == ["evil"]
+    assert result.kinds == ["link"] and "not sealed" in str(result.problems[0])
+    (run / "linked.json").unlink()
+    (run / "linked.json").symlink_to("/etc/hostname")
+    assert verify_run(run).kinds == ["changed"]
 
 
 def test_deleted_manifest_is_named(run_dir: Path) -> None:
@@ -524,6 +539,27 @@ def test_replaced_past_run_is_a_broken_link_naming_it(
     broken = [p for p in history.problems if p.kind == "broken-link"]
     assert [(p.subject, p.run) for p in broken] == [("r2", "r3")]  # ... but not the one r3 linked
     assert "replaced or re-sealed" in str(broken[0])
+
+
+def test_a_run_sealed_elsewhere_with_another_key_and_no_link_is_a_signer_change(
+        reports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    three_runs(reports)
+    ours = local_fingerprint()
+    # Sealed in an empty directory with another key (so it names no previous run), then moved in.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    key_path, theirs = new_key_file(tmp_path / "other.pem")
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(key_path))
+    forged = sealed_run(elsewhere / "r9")
+    assert manifest_of(forged)["previous"] is None
+    forged.rename(reports / "r9")
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+
+    unpinned = verify_history(reports)
+    assert [(p.kind, p.run) for p in unpinned.problems] == [("signer-changed", "r9")]
+    assert ours in str(unpinned.problems[0]) and theirs in str(unpinned.problems[0])
+    assert any("start a chain" in n for n in unpinned.notes)
+    assert verify_history(reports, trusted_fingerprints=[ours, theirs]).ok
 
 
 def test_latest_run_resealed_with_another_key_is_a_signer_change_unless_both_keys_are_pinned(
