@@ -519,6 +519,9 @@ class VerifyResult:
         """Which key signed the manifest, and whether that key was required (pinned)."""
         if self.signer is None:
             return "signer: unknown (the manifest names no usable public key)"
+        if "signature" in self.kinds or "not-sealed" in self.kinds:
+            # The manifest names a key, but no valid signature by it: nobody is shown to have signed.
+            return f"NOT signed: the manifest names Ed25519 key sha256:{self.signer.fingerprint}, but its signature is missing or invalid"
         if self.pinned:
             trusted = "a trusted key" if "untrusted-key" not in self.kinds else "NOT a trusted key"
             return f"signed by Ed25519 key sha256:{self.signer.fingerprint} ({trusted})"

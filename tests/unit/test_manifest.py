@@ -381,6 +381,16 @@ def test_a_symbolic_link_in_a_manifest_is_a_problem_even_when_unchanged(reports:
     assert verify_run(run).kinds == ["changed"]
 
 
+def test_a_pinned_key_is_not_called_trusted_when_its_signature_is_missing_or_invalid(run_dir: Path) -> None:
+    trusted = [local_fingerprint()]
+    flip_one_byte(run_dir / SIGNATURE_NAME)
+    line = verify_run(run_dir, trusted_fingerprints=trusted).signer_line()
+    assert line.startswith("NOT signed") and "a trusted key" not in line
+    (run_dir / SIGNATURE_NAME).unlink()
+    line = verify_run(run_dir, trusted_fingerprints=trusted).signer_line()
+    assert line.startswith("NOT signed") and "a trusted key" not in line
+
+
 def test_deleted_manifest_is_named(run_dir: Path) -> None:
     (run_dir / MANIFEST_NAME).unlink()
     result = verify_run(run_dir)
