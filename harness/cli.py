@@ -324,8 +324,11 @@ def check_references(scenario) -> None:
             raise ScenarioError(scenario.path, "fault.kind", f"a fault kind with a module in harness/faults ({exc})",
                                 scenario.fault_kind) from None
         if not hasattr(fault_type, "for_scenario"):
-            raise ScenarioError(scenario.path, "fault.kind", "a fault a data-only scenario can use (one with "
-                                "for_scenario, e.g. scale-to-zero); others need a drill file", scenario.fault_kind)
+            from harness.faults import fault_kinds
+
+            usable = ", ".join(k for k in fault_kinds() if hasattr(fault_class(k), "for_scenario"))
+            raise ScenarioError(scenario.path, "fault.kind", f"a fault a data-only scenario can use ({usable}: "
+                                "those with for_scenario); others need a drill file", scenario.fault_kind)
         check_params(scenario)
         return
     # A drill runs for the scenarios its tests are marked with: a new name needs a test of its own.

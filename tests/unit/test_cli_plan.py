@@ -53,6 +53,18 @@ def test_validate_names_file_field_expected_and_got(tmp_path: Path, capsys) -> N
     assert str(bad) in refusal and "one_down_hold_secnds" in refusal and "one_down_hold_seconds" in refusal
 
 
+def test_validate_names_every_fault_a_data_only_scenario_can_use(tmp_path: Path, capsys, tree_entry_points) -> None:
+    data = yaml.safe_load((REPO / "scenarios" / "service-without-endpoints.yaml").read_text())
+    data["fault"]["kind"] = "apf-flood"  # a fault only a drill file drives
+    bad = tmp_path / "service-without-endpoints.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    assert main(["validate", str(bad)]) == 2
+    refusal = capsys.readouterr().out
+    assert "'fault.kind'" in refusal and "got apf-flood" in refusal
+    for usable in ("pod-delete", "registry-outage", "scale-to-zero", "service-blackhole", "webhook-backend-down"):
+        assert usable in refusal
+
+
 def test_plan_prints_faults_windows_and_expected_time_without_a_cluster(tmp_path: Path, capsys) -> None:
     reports = tmp_path / "reports"
     assert main(["--reports", str(reports), "run", "--plan", "etcd-member-loss", "control-plane-stop"]) == 0
