@@ -499,14 +499,18 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """The scenarios (or their claims) in ``--scenarios-dir``, as ``kdrill run`` would find them."""
+    directory = Path(args.scenarios_dir) if args.scenarios_dir else resources.scenarios_dir()
+    if not directory.is_dir():
+        raise Refused(f"kdrill list: --scenarios-dir {directory} is not a directory")
     if args.claims:
         from harness.claims import format_claims, list_claims
 
-        print(format_claims(list_claims(resources.scenarios_dir())))
+        print(format_claims(list_claims(directory)))
         return 0
     from harness.scenario import load_scenarios
 
-    for s in load_scenarios(resources.scenarios_dir()):
+    for s in load_scenarios(directory):
         node = (" (needs node access)" if s.needs_node_access else "") + (" (runs only when named)" if s.on_request else "")
         print(f"{s.name:28} {s.title}{node}\n{'':28} fault {s.fault_kind}; cluster {s.cluster_config}; {s.drill}")
     return 0
@@ -903,6 +907,7 @@ def parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")
     ls.add_argument("--claims", action="store_true")
+    ls.add_argument("--scenarios-dir", help="a team's scenarios directory, as for kdrill run (default: the built-in ones)")
     ls.set_defaults(func=cmd_list)
 
     rec = sub.add_parser("recover", help="revert every fault still in the ledger")

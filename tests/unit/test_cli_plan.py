@@ -155,3 +155,14 @@ def test_a_refused_run_in_the_unit_tests_keeps_its_signing_key_out_of_the_users_
     # key included), so it is made where this test's state is, not in ~/.local/state/kdrill.
     assert main(["--reports", str(tmp_path / "reports"), "run", "--node-agent", "pod-delete"]) == 2
     assert default_key_path() == private_state_dir / "signing-key.pem" and default_key_path().is_file()
+
+
+def test_list_reads_a_teams_scenarios_directory(tmp_path: Path, capsys) -> None:
+    data = yaml.safe_load((REPO / "scenarios" / "pod-delete.yaml").read_text())
+    data["name"], data["title"] = "our-pod-delete", "Our own pod-delete"
+    (tmp_path / "our-pod-delete.yaml").write_text(yaml.safe_dump(data))
+    assert main(["list", "--scenarios-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "our-pod-delete" in out and "Our own pod-delete" in out and "control-plane-stop" not in out
+    assert main(["list", "--scenarios-dir", str(tmp_path / "none")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
