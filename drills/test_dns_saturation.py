@@ -4,6 +4,12 @@ Probes call each Service by its FQDN with a trailing dot (``web-a.<ns>.svc.clust
 every call is exactly one lookup of one name (no search-list expansion) made fresh through the
 pod's resolver, and by its ClusterIP (no lookup at all). The search-list expansion is measured on
 its own, by the ndots lookups, from CoreDNS's ``coredns_dns_requests_total``.
+
+Why a Python drill: the ndots counts are differences of CoreDNS's counters taken around one
+lookup run in a pod, once the counters have held still; every name is checked against the zones
+CoreDNS answers itself before any is sent (so nothing is forwarded off the machine); the drill
+adds and removes a zone in the Corefile; and the flood's own account is dnsperf's report in the
+load pods' logs. The runner's metric probe samples values over windows and has none of these.
 """
 
 from __future__ import annotations

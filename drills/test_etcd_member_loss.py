@@ -3,6 +3,10 @@
 Every prediction comes from the member count N: quorum q = floor(N/2)+1, tolerance t = N - q.
 Phase 1 stops one member (a follower, then the leader) when t >= 1: predicted writable.
 Phase 2 stops t+1 members: predicted not writable. Phase 3 restores them.
+
+Why a Python drill: how many members it stops, and which (a follower, then the leader), follow
+from the member count and the leader found at run time, and every write acknowledged during the
+drill is read back afterwards to count any lost; a data-only scenario names its targets up front.
 """
 
 from __future__ import annotations

@@ -6,6 +6,10 @@ Killed outright, it releases nothing: another instance takes the Lease only once
 Deployment scaled up right after the kill gets no new pods (controller-manager), a new pod is not
 bound to a node (scheduler). The drill measures the failover from the Lease itself and the work
 delayed by it, against the same work in the baseline.
+
+Why a Python drill: the instance to kill is the Lease holder found at run time, on whichever
+control-plane node it runs, and the work it delays is asked for at the moment of the kill and
+compared with the same work in the baseline; a data-only scenario names its targets up front.
 """
 
 from __future__ import annotations

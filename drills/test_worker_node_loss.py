@@ -6,6 +6,10 @@ taints it ``node.kubernetes.io/unreachable:NoExecute`` and marks its pods not Re
 EndpointSlice controller drops them from the Service. Pods that tolerate the taint for
 ``tolerationSeconds`` are evicted after that long, and their ReplicaSet starts replacements on
 the other worker. Until the pods are dropped from the Service, calls routed to them fail.
+
+Why a Python drill: each step (Unknown, taint, endpoints dropped, eviction, replacement) is timed
+from the one before it, for the pods found on the frozen worker at run time, as the node lifecycle
+controller takes them; node-freeze is not a fault a data-only scenario can use.
 """
 
 from __future__ import annotations
