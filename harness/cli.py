@@ -11,6 +11,10 @@
                                evidence (never writes into a sealed run)
   kdrill verify RUN            check reports/RUN's signature, run id and every file (exit 1 on any problem)
   kdrill verify --history [DIR]   verify every run in DIR (default: reports/) and the chain linking them
+
+Exit status: 0 success; 1 a drill failed, a regression, or (verify, history, report) evidence that
+is not intact; 2 bad input refused before anything is touched (a run id or directory that is not a
+run, a bad --fingerprint or --public-key, an empty or wrong --reports, a bad `new` name or --dir).
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ from harness import resources
 
 
 class Refused(SystemExit):
-    """Bad input to ``kdrill run`` (``--plan`` too), refused before anything is touched: main()
-    prints the message and exits 2, as for a scenario refused on load or an argparse error, so a
-    caller tells "refused" (2) from "a drill failed" (1)."""
+    """Bad input to any command (``run``, ``compare``, ``verify``, ``report``, ``history``, ``new``),
+    refused before anything is touched: main() prints the message and exits 2, as for a scenario
+    refused on load or an argparse error, so a caller tells "refused" (2) from "a drill failed" or
+    "the evidence is not intact" (1)."""
 
 
 @contextlib.contextmanager
@@ -63,6 +68,23 @@ def _check_consent(kubeconfig: str | None, context: str | None, allow: list[str]
         raise SystemExit(f"kdrill: refused: {exc}") from None
 
 
+RUN_MARKERS = ("manifest.json", "run.json")
+
+
+def _is_run(path: Path) -> bool:
+    """Whether ``path`` is a run directory (holds ``manifest.json`` or ``run.json``)."""
+    return any((Path(path) / name).is_file() for name in RUN_MARKERS)
+
+
+def _check_reports_not_a_run(reports: str | Path, command: str) -> None:
+    """Refuse a reports directory that is itself a run: the index (or a run directory) written
+    into it would break that run's seal."""
+    if _is_run(Path(reports)):
+        raise Refused(f"kdrill {command}: --reports {reports}: expected a reports directory (holding runs), "
+                      f"got a run directory (it holds {' or '.join(RUN_MARKERS)}); writing into it would break "
+                      "its seal")
+
+
 def _run_dir(reports: str, run: str) -> Path:
     """The existing run directory RUN names (``kdrill report``/``verify``): a run id under
     ``reports``, or a path containing ``/`` to a run directory. Its name must be a valid run id
@@ -82,7 +104,7 @@ def _run_dir(reports: str, run: str) -> Path:
         if path.parent.exists() and not path.parent.is_dir():
             raise SystemExit(f"kdrill: {path.parent} is not a directory (--reports names the reports directory)")
         raise SystemExit(f"kdrill: no run directory {path}")
-    if not any((path / name).is_file() for name in ("manifest.json", "run.json")):
+    if not _is_run(path):
         raise SystemExit(f"kdrill: {path} is not a kdrill run (no manifest.json or run.json)")
     return path
 
@@ -92,7 +114,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from harness.manifest import SigningKeyError, load_signing_key
     from harness.scenario import find_scenario, load_scenarios
 
-    # Bad input is refused before anything is touched: the run id and the signing key first.
+    # Bad input is refused before anything is touched: the reports directory, the run id and the
+    # signing key first.
+    _check_reports_not_a_run(args.reports, "run")
     with refusing():
         baseline = _run_dir(args.reports, args.baseline) if args.baseline else None
     try:
@@ -264,9 +288,13 @@ def _json_safe(value):
 
 
 def write_history_index(reports: Path, chain: str | None = None) -> Path | None:
-    """Rewrite ``<reports>/index.html`` (every run, its verdicts and seal, trends); never raises."""
+    """Rewrite ``<reports>/index.html`` (every run, its verdicts and seal, trends); never raises.
+    Writes nothing into a directory that is itself a run (its seal would break)."""
     from harness.history import write_index
 
+    if _is_run(reports):
+        logging.getLogger("kdrill").warning("not writing %s/index.html: %s is a run directory", reports, reports)
+        return None
     try:
         return write_index(reports, chain)
     except Exception as exc:  # the index is a view: a failure to draw it must not fail the run
@@ -287,12 +315,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_history(args: argparse.Namespace) -> int:
     """List every run under --reports with its verdicts, platform and seal; write index.html.
-    Exit 0 when every run and the chain between them verify, 1 otherwise (listed either way)."""
+    Exit 0 when every run and the chain between them verify, 1 otherwise (listed either way), 2
+    when --reports is not a reports directory (nothing written)."""
     from harness.history import chain_status, format_runs, list_runs
 
     reports = Path(args.reports)
+    if not reports.exists():
+        raise Refused(f"kdrill history: no reports directory {reports} (no run yet, or set --reports / "
+                      "KDRILL_REPORTS)")
     if not reports.is_dir():
-        raise SystemExit(f"kdrill history: {reports} is not a directory (set --reports)")
+        raise Refused(f"kdrill history: --reports {reports}: expected a directory, got a file")
+    _check_reports_not_a_run(reports, "history")
     runs = list_runs(reports)
     print(format_runs(runs))
     intact, chain = chain_status(reports)
@@ -472,7 +505,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_new(args: argparse.Namespace) -> int:
-    """Write a commented data-only scenario skeleton; refuse a bad name or an existing file."""
+    """Write a commented data-only scenario skeleton; refuse (exit 2) a bad name, a --dir that is
+    not a directory or an existing file."""
     from jinja2 import Environment, PackageLoader
 
     from harness.faults import fault_class, fault_kinds
@@ -481,11 +515,18 @@ def cmd_new(args: argparse.Namespace) -> int:
     from harness.scenario import MAX_NAME_LENGTH
 
     if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", args.name) or len(args.name) > MAX_NAME_LENGTH:
-        raise SystemExit(f"kdrill new: name {args.name!r}: expected lowercase letters and digits in words joined "
-                         f"by single '-', at most {MAX_NAME_LENGTH} characters")
-    path = Path(args.dir) / f"{args.name}.yaml"
-    if path.exists():
-        raise SystemExit(f"kdrill new: {path} exists; choose another name or --dir")
+        raise Refused(f"kdrill new: name {args.name!r}: expected lowercase letters and digits in words joined "
+                      f"by single '-', at most {MAX_NAME_LENGTH} characters")
+    directory = Path(args.dir)
+    # The nearest part of --dir that exists must be a directory (the rest is created).
+    existing = next((p for p in (directory, *directory.parents) if p.exists() or p.is_symlink()), None)
+    if existing is not None and not existing.is_dir():
+        got = "a broken symbolic link" if not existing.exists() else "a file"
+        raise Refused(f"kdrill new: --dir {args.dir}: expected a directory, got {got}"
+                      + ("" if existing == directory else f" ({existing})"))
+    path = directory / f"{args.name}.yaml"
+    if path.exists() or path.is_symlink():
+        raise Refused(f"kdrill new: {path} exists; choose another name or --dir")
     kinds = [k for k in fault_kinds() if hasattr(fault_class(k), "for_scenario")]
     text = Environment(loader=PackageLoader("harness", "templates"), keep_trailing_newline=True).get_template(
         "scenario.yaml.j2").render(name=args.name, path=path, kinds=", ".join(kinds),
@@ -717,13 +758,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     report.html is sealed evidence (rendered just before sealing), so this writes no file: it
     says whether the sealed page is exactly what the evidence renders to (exit 0) or refuses
     (exit 1: the run does not verify; the page differs, e.g. another kdrill version rendered
-    it; the run was sealed without one). ``--stdout`` prints the fresh rendering instead."""
+    it; the run was sealed without one). ``--stdout`` prints the fresh rendering instead. A RUN
+    that is not a run is refused (exit 2)."""
     from datetime import datetime
 
     from harness.manifest import verify_run
     from harness.report import REPORT_NAME, render_report
 
-    run_dir = _run_dir(args.reports, args.run)
+    with refusing():
+        run_dir = _run_dir(args.reports, args.run)
     result = verify_run(run_dir)
     if not result.ok:
         print(f"kdrill report: {run_dir} does not verify; not rendering its report:", file=sys.stderr)
@@ -789,18 +832,20 @@ def _count(n: int, one: str, many: str | None = None) -> str:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify one run (signature, signer, run id, every entry) or, with --history, every run and
-    the chain. Prints every problem; exit 0 only when intact, 1 otherwise."""
+    the chain. Prints every problem; exit 0 only when intact, 1 otherwise; 2 for bad input (a
+    RUN that is not a run, a bad --fingerprint or --public-key, no such REPORTS_DIR)."""
     from harness.manifest import ManifestError, verify_history, verify_run
     from harness.manifest import escaped
 
-    trusted = _trusted_fingerprints(args)
+    with refusing():
+        trusted = _trusted_fingerprints(args)
     if args.history is not None:
         if args.run:
-            raise SystemExit("kdrill verify: give a run or --history [REPORTS_DIR], not both")
+            raise Refused("kdrill verify: give a run or --history [REPORTS_DIR], not both")
         try:
             history = verify_history(Path(args.history or args.reports), trusted_fingerprints=trusted)
         except ManifestError as exc:
-            raise SystemExit(f"kdrill verify: {exc}") from None
+            raise Refused(f"kdrill verify: {exc}") from None
         state = "intact" if history.ok else f"NOT INTACT ({_count(len(history.problems), 'problem')})"
         print(f"kdrill verify --history {history.root}: {_count(len(history.runs), 'run')}, {state}")
         for problem in history.problems:
@@ -818,8 +863,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
                   "elsewhere: deleting the latest runs breaks no link")
         return 0 if history.ok else 1
     if not args.run:
-        raise SystemExit("kdrill verify: give a run id or directory, or --history [REPORTS_DIR]")
-    run_dir = _run_dir(args.reports, args.run)
+        raise Refused("kdrill verify: give a run id or directory, or --history [REPORTS_DIR]")
+    with refusing():
+        run_dir = _run_dir(args.reports, args.run)
     result = verify_run(run_dir, trusted_fingerprints=trusted)
     if result.ok:
         print(f"kdrill verify {run_dir}: intact ({_count(result.files, 'file')}, "
@@ -950,6 +996,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+REPORTS_COMMANDS = ("run", "compare", "history", "report", "verify")  # the commands that read --reports
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after a lone "--" goes to pytest untouched (kdrill run ... -- -x).
@@ -960,6 +1009,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(message)s", datefmt="%H:%M:%S")
     try:
+        if args.reports == "" and args.command in REPORTS_COMMANDS:
+            # Path("") is the current directory: `history` would write ./index.html there.
+            raise Refused(f"kdrill {args.command}: --reports / KDRILL_REPORTS: expected a reports directory, got "
+                          "an empty value (leave both unset for the default)")
         if args.reports is None:
             args.reports = str(resources.default_reports_dir())
         return args.func(args)

@@ -129,16 +129,17 @@ def test_report_and_verify_refuse_what_is_not_a_run(reports: Path, tmp_path: Pat
     anywhere = tmp_path / "any" / "dir"
     anywhere.mkdir(parents=True)
     (anywhere / "notes.txt").write_text("mine")
-    assert kdrill(reports, "report", str(anywhere)) == 1
-    assert "not a kdrill run" in capsys.readouterr().out
+    # Bad input is refused with 2, never 1: 1 says the evidence is not intact.
+    assert kdrill(reports, "report", str(anywhere)) == 2
+    assert "not a kdrill run" in capsys.readouterr().err
     assert sorted(p.name for p in anywhere.iterdir()) == ["notes.txt"]
     for bad in ("..", "a..b", ".hidden", "a b", "x" * 101):
-        assert kdrill(reports, "verify", bad) == 1
-        assert "invalid run id" in capsys.readouterr().out
-    assert kdrill(reports, "report", "../../x") == 1
+        assert kdrill(reports, "verify", bad) == 2
+        assert "invalid run id" in capsys.readouterr().err
+    assert kdrill(reports, "report", "../../x") == 2
     assert not (tmp_path / "x").exists()
-    assert kdrill(reports, "verify", "absent") == 1
-    assert "no run directory" in capsys.readouterr().out
+    assert kdrill(reports, "verify", "absent") == 2
+    assert "no run directory" in capsys.readouterr().err
 
 
 def test_verify_requires_the_trusted_key(reports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -161,8 +162,8 @@ def test_verify_requires_the_trusted_key(reports: Path, tmp_path: Path, monkeypa
     assert kdrill(forged_reports, "verify", "r1", "--public-key", str(trusted)) == 1
     out = capsys.readouterr().out
     assert "untrusted-key" in out and PublicKeyInfo.from_key(other).fingerprint in out
-    assert kdrill(forged_reports, "verify", "r1", "--public-key", str(tmp_path / "other.pem")) == 1
-    assert "is a private key" in capsys.readouterr().out
+    assert kdrill(forged_reports, "verify", "r1", "--public-key", str(tmp_path / "other.pem")) == 2  # bad input
+    assert "is a private key" in capsys.readouterr().err
 
 
 def test_verify_history_names_a_deleted_run(reports: Path, capsys: pytest.CaptureFixture) -> None:
@@ -180,7 +181,7 @@ def test_verify_history_names_a_deleted_run(reports: Path, capsys: pytest.Captur
 
 def test_verify_needs_a_run_or_history(reports: Path, capsys: pytest.CaptureFixture) -> None:
     make_sealed_run(reports, "r1")
-    assert kdrill(reports, "verify") == 1
-    assert "--history" in capsys.readouterr().out
-    assert kdrill(reports, "verify", "r1", "--history") == 1
-    assert "not both" in capsys.readouterr().out
+    assert kdrill(reports, "verify") == 2
+    assert "--history" in capsys.readouterr().err
+    assert kdrill(reports, "verify", "r1", "--history") == 2
+    assert "not both" in capsys.readouterr().err

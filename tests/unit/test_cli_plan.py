@@ -83,10 +83,11 @@ def test_new_writes_a_skeleton_that_validates_and_never_overwrites(tmp_path: Pat
     assert "'title'" in capsys.readouterr().out
     path.write_text(path.read_text().replace("TODO", "Done"))
     assert main(["validate", str(path)]) == 0
-    with pytest.raises(SystemExit, match="exists"):
-        main(["new", "my-team-drill", "--dir", str(tmp_path)])
-    with pytest.raises(SystemExit, match="lowercase letters"):
-        main(["new", "../Evil", "--dir", str(tmp_path)])
+    capsys.readouterr()
+    assert main(["new", "my-team-drill", "--dir", str(tmp_path)]) == 2  # refused, not overwritten
+    assert "exists" in capsys.readouterr().err
+    assert main(["new", "../Evil", "--dir", str(tmp_path)]) == 2
+    assert "lowercase letters" in capsys.readouterr().err
 
 
 def test_a_short_expected_time_is_given_in_seconds_not_as_0_min(tmp_path: Path, capsys) -> None:

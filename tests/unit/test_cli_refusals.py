@@ -1,0 +1,197 @@
+"""Bad input to ``verify``, ``report``, ``history``, ``new`` and ``run`` exits 2 with one line on
+stderr, before anything is written: 1 is kept for "a drill failed" and "the evidence is not
+intact", so a typo is never taken for tampered evidence. And ``history`` (or the end of a run)
+never writes its index into a run directory, or into the current directory for an empty
+``--reports``.
+
+No cluster: runs are written by hand and sealed by the real sealing function.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main, report_and_manifest, write_history_index
+from harness.manifest import SIGNING_KEY_ENV
+
+T0 = 1_700_000_000.0
+
+
+@pytest.fixture(autouse=True)
+def key_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv(SIGNING_KEY_ENV, raising=False)
+    monkeypatch.delenv("KDRILL_REPORTS", raising=False)
+
+
+@pytest.fixture
+def reports(tmp_path: Path) -> Path:
+    return tmp_path / "reports"
+
+
+def make_sealed_run(reports: Path, run_id: str) -> Path:
+    run_dir = reports / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_id, "started_at": T0, "finished_at": T0 + 9}))
+    record = {"run_id": run_id, "drill": "dns-saturation", "verdict": "passed", "started_at": T0,
+              "expectations": [{"name": "x", "verdict": "passed"}]}
+    (run_dir / "dns-saturation.json").write_text(json.dumps(record, indent=2))
+    report_and_manifest(run_dir)
+    return run_dir
+
+
+def refused(capsys: pytest.CaptureFixture, *argv: str) -> str:
+    """Run kdrill; it must exit 2 with one line on stderr. Returns that line."""
+    capsys.readouterr()
+    assert main(list(argv)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err and "\n" not in err and "Traceback" not in err
+    return err
+
+
+def tree(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["verify", "nosuch"], "no run directory"),
+    (["verify", "a..b"], "invalid run id"),
+    (["report", "nosuch"], "no run directory"),
+    (["report", "a..b"], "invalid run id"),
+    (["verify", "--fingerprint", "zz", "r1"], "--fingerprint: 'zz' is not a SHA-256 key fingerprint"),
+    (["verify", "--history", "--fingerprint", "zz"], "--fingerprint"),
+    (["verify"], "give a run id or directory"),
+    (["verify", "r1", "--history"], "not both"),
+])
+def test_verify_and_report_refuse_bad_input_with_2(reports: Path, capsys: pytest.CaptureFixture,
+                                                   argv: list[str], says: str) -> None:
+    make_sealed_run(reports, "r1")
+    before = tree(reports)
+    assert says in refused(capsys, "--reports", str(reports), *argv)
+    assert tree(reports) == before
+
+
+def test_verify_refuses_a_public_key_that_is_not_one(reports: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    make_sealed_run(reports, "r1")
+    not_a_key = tmp_path / "hostname"
+    not_a_key.write_text("myhost\n")
+    assert "--public-key" in refused(capsys, "--reports", str(reports), "verify", "--public-key", str(not_a_key), "r1")
+    assert "--public-key" in refused(capsys, "--reports", str(reports), "verify", "--public-key",
+                                     str(tmp_path / "absent.pem"), "r1")
+
+
+def test_verify_history_refuses_a_missing_directory(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert "not a directory" in refused(capsys, "verify", "--history", str(tmp_path / "absent"))
+
+
+def test_tampered_evidence_still_exits_1(reports: Path, capsys: pytest.CaptureFixture) -> None:
+    run = make_sealed_run(reports, "r1")
+    (run / "dns-saturation.json").write_text("{}")
+    assert main(["--reports", str(reports), "verify", "r1"]) == 1
+    assert "NOT INTACT" in capsys.readouterr().out
+    assert main(["--reports", str(reports), "verify", "--history"]) == 1
+    assert main(["--reports", str(reports), "report", "r1"]) == 1
+    assert main(["--reports", str(reports), "history"]) == 1
+
+
+def test_history_refuses_a_missing_reports_directory(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    absent = tmp_path / "absent"
+    err = refused(capsys, "--reports", str(absent), "history")
+    assert err == (f"kdrill history: no reports directory {absent} (no run yet, or set --reports / KDRILL_REPORTS)")
+    assert not absent.exists()
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert "expected a directory, got a file" in refused(capsys, "--reports", str(a_file), "history")
+
+
+def test_history_never_writes_into_a_run_directory(reports: Path, capsys: pytest.CaptureFixture) -> None:
+    run = make_sealed_run(reports, "r1")
+    before = tree(run)
+    err = refused(capsys, "--reports", str(run), "history")
+    assert "got a run directory" in err and str(run) in err
+    assert tree(run) == before and not (run / "index.html").exists()
+    assert main(["--reports", str(reports), "verify", "r1"]) == 0  # its seal is intact
+    # An unsealed run (run.json only) is a run directory too.
+    unsealed = reports / "r2"
+    unsealed.mkdir()
+    (unsealed / "run.json").write_text("{}")
+    assert "got a run directory" in refused(capsys, "--reports", str(unsealed), "history")
+    assert sorted(p.name for p in unsealed.iterdir()) == ["run.json"]
+    # The reports directory itself still gets its index.
+    assert main(["--reports", str(reports), "history"]) == 1  # r2 is not sealed
+    assert (reports / "index.html").is_file()
+
+
+def test_the_index_is_never_written_into_a_run_directory(reports: Path) -> None:
+    run = make_sealed_run(reports, "r1")
+    assert write_history_index(run) is None
+    assert not (run / "index.html").exists()
+    assert write_history_index(reports) == reports / "index.html"
+
+
+def test_run_refuses_a_reports_directory_that_is_a_run(reports: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    def untouchable(*args, **kwargs):
+        raise AssertionError("kdrill run went past its refusals")
+
+    monkeypatch.setattr("harness.cli.prepare_kind", untouchable)
+    monkeypatch.setattr("harness.cli.run_until_reverted", untouchable)
+    run = make_sealed_run(reports, "r1")
+    before = tree(run)
+    assert "got a run directory" in refused(capsys, "--reports", str(run), "run", "--plan", "dns-saturation")
+    assert "got a run directory" in refused(capsys, "--reports", str(run), "run", "--run-id", "inner",
+                                            "dns-saturation")
+    assert tree(run) == before
+
+
+@pytest.mark.parametrize("argv", [["history"], ["verify", "r1"], ["verify", "--history"], ["report", "r1"],
+                                  ["compare", "r1", "r1"], ["run", "--plan", "dns-saturation"]])
+@pytest.mark.parametrize("how", ["option", "environment"])
+def test_an_empty_reports_value_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture, argv: list[str], how: str) -> None:
+    cwd = tmp_path / "cwd"
+    make_sealed_run(cwd, "r1")  # a run in the current directory, which Path("") would name
+    monkeypatch.chdir(cwd)
+    before = tree(cwd)
+    if how == "environment":
+        monkeypatch.setenv("KDRILL_REPORTS", "")
+        err = refused(capsys, *argv)
+    else:
+        err = refused(capsys, "--reports", "", *argv)
+    assert "--reports / KDRILL_REPORTS: expected a reports directory, got an empty value" in err
+    assert tree(cwd) == before and not (cwd / "index.html").exists()
+
+
+def test_an_empty_reports_value_does_not_stop_commands_that_do_not_use_it(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    monkeypatch.setenv("KDRILL_REPORTS", "")
+    assert main(["list"]) == 0
+
+
+def test_new_refuses_bad_input_with_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "scenarios"
+    assert "name 'Bad_Name': expected lowercase" in refused(capsys, "new", "Bad_Name", "--dir", str(out))
+    assert not out.exists()
+    assert main(["new", "ok-one", "--dir", str(out)]) == 0
+    written = (out / "ok-one.yaml").read_text()
+    assert "exists; choose another name" in refused(capsys, "new", "ok-one", "--dir", str(out))
+    assert (out / "ok-one.yaml").read_text() == written
+    (out / "dangling.yaml").symlink_to(tmp_path / "nowhere")
+    assert "exists" in refused(capsys, "new", "dangling", "--dir", str(out))
+
+
+def test_new_refuses_a_dir_that_is_not_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    a_file = tmp_path / "passwd"
+    a_file.write_text("root:x:0:0\n")
+    err = refused(capsys, "new", "x", "--dir", str(a_file))
+    assert err == f"kdrill new: --dir {a_file}: expected a directory, got a file"
+    err = refused(capsys, "new", "x", "--dir", str(a_file / "sub"))
+    assert err == f"kdrill new: --dir {a_file / 'sub'}: expected a directory, got a file ({a_file})"
+    assert a_file.read_text() == "root:x:0:0\n"
+    # A directory that does not exist yet is made.
+    assert main(["new", "x", "--dir", str(tmp_path / "a" / "b")]) == 0
+    assert (tmp_path / "a" / "b" / "x.yaml").is_file()
