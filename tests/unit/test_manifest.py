@@ -650,3 +650,17 @@ def test_seal_files_are_created_exclusively(tmp_path: Path) -> None:
         manifest_mod._link_new(target, b"second", 0o644)
     assert target.read_bytes() == b"first"
     assert os.listdir(tmp_path) == ["f"]
+
+
+def test_exported_node_logs_hold_no_link_so_a_failed_run_is_still_sealed(reports: Path, tmp_path: Path) -> None:
+    from harness.providers.kind import replace_links
+
+    run = make_run(reports / "r1")
+    node = run / "logs" / "kdrill-ha-worker"
+    (node / "containers").mkdir(parents=True)
+    (node / "containers" / "web.log").symlink_to("/var/log/pods/ns_web_1/web/0.log")  # the node's path
+    (node / "pods").symlink_to(tmp_path)
+    assert sorted(p.name for p in replace_links(run / "logs")) == ["pods", "web.log"]
+    assert "/var/log/pods/ns_web_1/web/0.log" in (node / "containers" / "web.log").read_text()
+    assert not [p for p in run.rglob("*") if p.is_symlink()]
+    assert report_and_manifest(run) is True and verify_run(run).ok
