@@ -2,7 +2,13 @@
 
   kdrill run [SCENARIO...] [-- PYTEST-ARGS]   run drills (all by default) on a kind cluster,
                                write reports/<run-id>/
-  kdrill list [--claims]       the scenarios, or the documented claims and which drill checks each
+  kdrill run --plan [SCENARIO...]   what a run would do and how long it would take; touches nothing
+  kdrill validate FILE...      check scenario files as kdrill run would (no cluster)
+  kdrill new NAME              write a commented data-only scenario skeleton NAME.yaml
+  kdrill list [--claims] [--scenarios-dir DIR]   the scenarios, or the documented claims and which
+                               drill checks each
+  kdrill compare BASE RUN      every expectation of two runs side by side (exit 1 on a regression)
+  kdrill history               every run with verdicts, platform and seal; writes reports/index.html
   kdrill recover               revert every fault the ledger still holds (after a crash)
   kdrill doctor                check Docker, kind, images, memory, inotify limits; say how to fix
   kdrill images build|status   build the offline kind images (cached by content)
