@@ -634,10 +634,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     problems = 0
     for check in checks():
-        mark = "ok  " if check.ok else "FAIL"
+        mark = "ok  " if check.ok else "FAIL" if check.required else "note"
         print(f"{mark} {check.name}: {check.detail}")
         if not check.ok:
-            problems += 1
+            problems += check.required
             print(textwrap.indent(f"fix: {check.fix}", "       "))
     return 1 if problems else 0
 

@@ -28,6 +28,24 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    required: bool = True  # False: only the tests need it; a drill run does not
+
+
+MIN_CPUS = 2  # measured figures (README) are from 2 cores; fewer makes the timed paths miss their bounds
+CHROMIUM = Path("/usr/bin/chromium")  # Debian's, as tests/browser uses it
+
+
+def check_cpus() -> Check:
+    cpus = os.cpu_count() or 0
+    return Check("cpus", cpus >= MIN_CPUS, f"{cpus}", f"the drills' bounds were measured on {MIN_CPUS} cores; "
+                 f"give this machine at least {MIN_CPUS}")
+
+
+def check_browser() -> Check:
+    """Chromium, for the report's browser tests in ``python3 -m pytest`` (skipped without it)."""
+    found = CHROMIUM.exists() and shutil.which(str(CHROMIUM)) is not None
+    return Check("chromium (tests only)", found, str(CHROMIUM) if found else f"{CHROMIUM} not found",
+                 "apt-get install -y chromium (without it the report's browser tests are skipped)", required=False)
 
 
 def _read_int(path: str) -> int | None:
@@ -175,7 +193,8 @@ def check_ledger() -> Check:
 
 
 def checks() -> list[Check]:
-    out = [check_docker(), check_memory(), check_inotify(), check_build_tools(), check_ledger()]
+    out = [check_docker(), check_cpus(), check_memory(), check_inotify(), check_build_tools(), check_ledger(),
+           check_browser()]
     if out[0].ok:
         out += [check_kind(), check_images()]
     return out

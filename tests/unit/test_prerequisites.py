@@ -141,6 +141,23 @@ def test_only_the_tools_the_missing_steps_need_are_required(monkeypatch):
     assert doctor.missing_build_tools(go=False, debootstrap=False) == []
 
 
+def test_doctor_fails_on_one_core_and_notes_a_missing_chromium_without_failing(monkeypatch, capsys):
+    from harness.cli import main
+
+    passing = doctor.Check("x", True, "fine")
+    for name in ("check_docker", "check_memory", "check_inotify", "check_build_tools", "check_ledger",
+                 "check_kind", "check_images"):
+        monkeypatch.setattr(doctor, name, lambda: passing)
+    monkeypatch.setattr(doctor, "CHROMIUM", doctor.Path("/nonexistent/chromium"))
+    monkeypatch.setattr(doctor.os, "cpu_count", lambda: 2)
+    assert main(["doctor"]) == 0  # chromium only noted: a drill run does not need it
+    out = capsys.readouterr().out
+    assert "note chromium (tests only): /nonexistent/chromium not found" in out and "apt-get install -y chromium" in out
+    monkeypatch.setattr(doctor.os, "cpu_count", lambda: 1)
+    assert main(["doctor"]) == 1
+    assert "FAIL cpus: 1" in capsys.readouterr().out
+
+
 # --- ensure_built on a small graph: builds what is missing, then costs one line ----------------------
 
 def _small_graph(self):
