@@ -504,9 +504,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
             bad += 1
             print(f"refused: {exc}")
             continue
-        cases = f", cases {', '.join(c.name for c in scenario.cases)}" if scenario.cases else ""
-        print(f"ok: {file}: {scenario.name} (fault {scenario.fault_kind}, "
-              f"{len(scenario.expectations)} expectations{cases})")
+        # Counted per case, with the case's own, as --plan and the records count them.
+        counts = (", ".join(f"case {c.name}: {len(scenario.expectations_for(c.name))}" for c in scenario.cases)
+                  if scenario.cases else str(len(scenario.expectations)))
+        print(f"ok: {file}: {scenario.name} (fault {scenario.fault_kind}, expectations {counts})")
     return 2 if bad else 0
 
 

@@ -167,3 +167,14 @@ def test_list_reads_a_teams_scenarios_directory(tmp_path: Path, capsys) -> None:
     assert "our-pod-delete" in out and "Our own pod-delete" in out and "control-plane-stop" not in out
     assert main(["list", "--scenarios-dir", str(tmp_path / "none")]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_validate_counts_each_cases_expectations_as_the_plan_does(capsys) -> None:
+    assert main(["validate", str(REPO / "scenarios" / "control-plane-stop.yaml")]) == 0
+    validated = capsys.readouterr().out
+    assert main(["run", "--plan", "control-plane-stop"]) == 0
+    planned = capsys.readouterr().out
+    for case in ("components", "node-loss"):
+        count = planned.split(f"control-plane-stop[{case}]")[1].split("  checks     ")[1].split(" ")[0]
+        assert f"case {case}: {count}" in validated
+
