@@ -142,8 +142,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         if missing:
             raise Refused(f"kdrill: no scenario file {', '.join(missing)} (names: `kdrill list`)")
         scenarios_dir = directories.pop()
-    scenarios = [find_scenario(name, scenarios_dir) for name in args.scenarios] if args.scenarios \
-        else load_scenarios(scenarios_dir)
+        # The drills' pytest loads that whole directory (harness/plugin.py, load_scenarios): so
+        # here too, for a file it would refuse (another file of the same name, an invalid one) is
+        # refused now, before the run directory and kind, and the plan agrees with the run.
+        by_path = {s.path.resolve(): s for s in load_scenarios(scenarios_dir)}
+        # (find_scenario: a file load_scenarios would not list, if any, is read alone as before)
+        scenarios = [by_path.get(Path(a).resolve()) or find_scenario(a) for a in as_files]
+    else:
+        scenarios = [find_scenario(name, scenarios_dir) for name in args.scenarios] if args.scenarios \
+            else load_scenarios(scenarios_dir)
     if not args.scenarios:
         # "Every drill" leaves out those that run only when named, and says so.
         for s in scenarios:

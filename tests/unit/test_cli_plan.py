@@ -143,3 +143,46 @@ def test_a_refused_run_in_the_unit_tests_keeps_its_signing_key_out_of_the_users_
     # key included), so it is made where this test's state is, not in ~/.local/state/kdrill.
     assert main(["--reports", str(tmp_path / "reports"), "run", "--node-agent", "pod-delete"]) == 2
     assert default_key_path() == private_state_dir / "signing-key.pem" and default_key_path().is_file()
+
+
+def _scenario_dir(directory: Path, files: dict[str, str], edit=None) -> Path:
+    """``directory`` holding ``files``: file name -> shipped scenario name, each a copy (``edit``
+    changes the data of each before it is written)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for file, name in files.items():
+        data = yaml.safe_load((REPO / "scenarios" / f"{name}.yaml").read_text())
+        if edit:
+            edit(data)
+        (directory / file).write_text(yaml.safe_dump(data, sort_keys=False))
+    return directory
+
+
+def test_a_scenario_file_is_planned_and_run_with_its_whole_directory_as_the_drills_load_it(tmp_path: Path,
+                                                                                           capsys) -> None:
+    """The run's pytest reads the file's directory whole (harness/plugin.py): two files named
+    pod-delete there are refused by the plan as by the run, before any run directory."""
+    dup = _scenario_dir(tmp_path / "dup", {"copy.yaml": "pod-delete", "pod-delete.yaml": "pod-delete"})
+    reports = tmp_path / "reports"
+    for plan in (["--plan"], []):
+        assert main(["--reports", str(reports), "run", *plan, str(dup / "copy.yaml")]) == 2
+        assert "a name unique across scenarios" in capsys.readouterr().err
+        assert main(["--reports", str(reports), "run", *plan, "--scenarios-dir", str(dup), "pod-delete"]) == 2
+        assert "a name unique across scenarios" in capsys.readouterr().err
+        assert not reports.exists()
+
+
+def test_a_scenario_file_beside_an_invalid_one_is_refused_as_the_run_would(tmp_path: Path, capsys) -> None:
+    directory = _scenario_dir(tmp_path / "s", {"pod-delete.yaml": "pod-delete"})
+    (directory / "broken.yaml").write_text("name: broken\n")
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", str(directory / "pod-delete.yaml")]) == 2
+    assert "broken.yaml" in capsys.readouterr().err
+
+
+def test_a_scenario_file_beside_other_valid_ones_is_planned_alone(tmp_path: Path, capsys) -> None:
+    directory = _scenario_dir(tmp_path / "s", {"pod-delete.yaml": "pod-delete",
+                                               "service-blackhole.yaml": "service-blackhole"})
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", str(directory / "pod-delete.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "1 scenario(s)" in out and "pod-delete: " in out and "service-blackhole" not in out
+    assert str((directory / "pod-delete.yaml").resolve()) in out
+
