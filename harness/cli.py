@@ -143,6 +143,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise Refused(f"kdrill: {problem}")
     with refusing():
         profile = _platform_profile(args.platform)
+    if args.cluster_name is not None:  # kind would refuse it only after the images and Docker
+        from harness.providers.kind import cluster_name_problem
+
+        problem = cluster_name_problem(args.cluster_name)
+        if problem:
+            raise Refused(f"kdrill: --cluster-name: {problem}")
     if args.node_agent and not (args.kubeconfig or args.context):
         raise Refused("kdrill: --node-agent is for a cluster reached through its kubeconfig (--kubeconfig, "
                          "--context); on kind kdrill reaches the nodes itself")
@@ -172,8 +178,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         if missing:
             raise Refused(f"kdrill: no scenario file {', '.join(missing)} (names: `kdrill list`)")
         scenarios_dir = directories.pop()
-    scenarios = [find_scenario(name, scenarios_dir) for name in args.scenarios] if args.scenarios \
-        else load_scenarios(scenarios_dir)
+        # The drills' pytest loads that whole directory (harness/plugin.py, load_scenarios): so
+        # here too, for a file it would refuse (another file of the same name, an invalid one) is
+        # refused now, before the run directory and kind, and the plan agrees with the run.
+        by_path = {s.path.resolve(): s for s in load_scenarios(scenarios_dir)}
+        # (find_scenario: a file load_scenarios would not list, if any, is read alone as before)
+        scenarios = [by_path.get(Path(a).resolve()) or find_scenario(a) for a in as_files]
+    else:
+        scenarios = [find_scenario(name, scenarios_dir) for name in args.scenarios] if args.scenarios \
+            else load_scenarios(scenarios_dir)
     if not args.scenarios:
         # "Every drill" leaves out those that run only when named, and says so.
         for s in scenarios:
@@ -186,13 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ScenarioError(scenarios_dir, "(directory)", "at least one scenario file (*.yaml)", "none")
     for s in scenarios:
         check_references(s)
-    if args.plan:
-        from harness.plan import plan
-
-        target = (f"context {args.context or 'current'}" if args.kubeconfig or args.context
-                  else f"kind config {sorted({s.cluster_config for s in scenarios})[0]}")
-        print(plan(scenarios, Path(args.reports), target)[0])
-        return 0
+    # The same checks with --plan as without: the plan says what the run would do, or refuses.
     configs = sorted({s.cluster_config for s in scenarios})
     if len(configs) > 1 and not (args.kubeconfig or args.context):
         raise Refused(f"kdrill: the chosen scenarios need different cluster configs ({', '.join(configs)}); "
@@ -200,6 +207,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if profile is not None and not args.cluster_name:  # the kind config is the scenarios' one
         with refusing():
             _check_platform_names(profile, configs)
+    target = (f"context {args.context or 'current'}" if args.kubeconfig or args.context
+              else _kind_target(configs[0], profile, args.cluster_name))
+    if args.plan:
+        from harness.plan import plan
+
+        print(plan(scenarios, Path(args.reports), target)[0])
+        return 0
     if args.kubeconfig or args.context:
         # The drills' session checks consent again, but only after this run's directory is made.
         with refusing():
@@ -210,8 +224,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_dir = create_run_dir(Path(args.reports), run_id)
     except RunIdError as exc:
         raise Refused(f"kdrill: {exc}") from None
-    print(f"kdrill run {run_id}: {len(scenarios)} drill(s) on "
-          f"{'context ' + (args.context or 'current') if args.kubeconfig or args.context else 'kind config ' + configs[0]}")
+    print(f"kdrill run {run_id}: {len(scenarios)} drill(s) on {target}")
     files = sorted({str(resources.drill_file(s.drill)) for s in scenarios})
     cmd = [sys.executable, "-m", "pytest", *files, "-p", "no:cacheprovider", "-o", "addopts=",
            "--rootdir", str(resources.data_root()), "-q", "-s", "--no-header", "-r", "fEs", "--tb=short",
@@ -681,6 +694,21 @@ def _platform_profile(directory: str | None, configs: list[str] = ()):
     return profile
 
 
+def _kind_target(config: str, profile, cluster_name: str | None) -> str:
+    """The kind cluster a run uses, as its header names it: the config, the cluster's name (given,
+    else the config's, with the profile's name after it) and the platform profile with its hash.
+    Raises ProviderError for a config kind cannot read."""
+    from harness.providers.kind import cluster_name_of, config_path
+
+    name = cluster_name or cluster_name_of(config_path(config))
+    if profile is None:
+        return f"kind config {config}, cluster {name}"
+    name = cluster_name or profile.cluster_name(name)
+    digest = getattr(profile, "hash", "")
+    return (f"kind config {config}, cluster {name}, platform profile {profile.name}"
+            + (f" (sha256 {digest})" if digest else ""))
+
+
 def _check_platform_names(profile, configs) -> None:
     """Raises SystemExit when ``profile`` on one of ``configs`` would name another config's
     cluster (harness.platform_profile.check_cluster_name)."""
@@ -723,6 +751,12 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from harness.session_lock import ClusterBusy, SessionLock
 
     # Refused before Docker or a cluster is touched; --name chooses the cluster's name instead.
+    if args.name is not None:
+        from harness.providers.kind import cluster_name_problem
+
+        problem = cluster_name_problem(args.name)
+        if problem:
+            raise Refused(f"kdrill cluster: --name: {problem}")
     profile = _platform_profile(args.platform, [] if args.name else [args.config])
     prepare_kind(build=args.action == "create")
     provider = KindProvider(args.config, name=args.name, platform=profile)
@@ -907,7 +941,8 @@ def parser() -> argparse.ArgumentParser:
                      help="read the scenarios from DIR (*.yaml) instead of the built-in ones (`kdrill list`): a "
                      "team's own, or a copy with other bounds; their `drill: drills/<file>` is one of kdrill's "
                      "built-in drills. Default: the built-in scenarios")
-    run.add_argument("--cluster-name", help="kind cluster name (default: the config's; reused if it exists)")
+    run.add_argument("--cluster-name", help="kind cluster name: lowercase letters, digits, '-', '.', at most 50 characters "
+                     "(default: the config's, with --platform's name after it; reused if it exists)")
     run.add_argument("--keep-cluster", action="store_true", help="keep the kind cluster this run creates")
     run.add_argument("--kubeconfig", help="run against an existing cluster (no node access); $KUBECONFIG works too "
                      "with --context")
@@ -979,7 +1014,8 @@ def parser() -> argparse.ArgumentParser:
     clu = sub.add_parser("cluster", help="create, delete or check a kind cluster from clusters/")
     clu.add_argument("action", choices=["create", "delete", "status"])
     clu.add_argument("--config", default="ha", help="clusters/<config>.yaml (default: ha)")
-    clu.add_argument("--name", help="cluster name (default: the config's, with --platform's name after it)")
+    clu.add_argument("--name", help="kind cluster name: lowercase letters, digits, '-', '.', at most 50 characters "
+                     "(default: the config's, with --platform's name after it)")
     clu.add_argument("--platform", metavar="DIR",
                      help="build a team's platform profile into the cluster: kubeadm patches, files on the nodes, "
                      "manifests, a CoreDNS Corefile, image archives (harness/platform_profile.py says how DIR is laid "

@@ -107,7 +107,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     config.addinivalue_line("markers", "data_scenarios: the test runs every data-only scenario (harness/runner.py)")
     from harness.evidence import RunIdError, validate_run_id
+    from harness.providers.kind import cluster_name_problem
 
+    name = config.getoption("--kdrill-cluster-name")
+    problem = cluster_name_problem(name) if name is not None else None
+    if problem:  # refused before any cluster is touched, not by kind after the images are built
+        raise pytest.UsageError(f"--kdrill-cluster-name / KDRILL_CLUSTER_NAME: {problem}")
     given = config.getoption("--kdrill-run-id")
     # An empty id (e.g. an unset variable) is a mistake to refuse, not a request for a new one;
     # refused here, before any cluster is touched.

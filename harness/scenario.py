@@ -34,6 +34,9 @@ VITAL_SIGN_TIMELINES: tuple[str, ...] = ("api_read", "api_write", "nodes")
 VITAL_SIGNS: tuple[str, ...] = ("api_read", "api_write", "service_name", "service_clusterip", "nodes_ready",
                                 "kube_system_restarts")
 MAX_PROBE_INTERVAL_SECONDS = 0.5
+# A probe keeps at most 20,000 samples (harness/probes/__init__.py): at 0.1 s that is 2,000 s of a
+# drill; a finer interval would stop sampling midway through a long drill (and hammer the API).
+MIN_PROBE_INTERVAL_SECONDS = 0.1
 
 # "x-expected" is our own annotation: the human text used when a value is
 # rejected. Draft 2020-12 ignores unknown keywords, so the schema stays valid.
@@ -49,6 +52,12 @@ MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "
                  "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds",
                  "max_latency_seconds": "seconds", "median_latency_seconds": "seconds",
                  "min_latency_seconds": "seconds"}
+# Every expectation's unit, drill file's or data-only (the values above among them): what a drill
+# measures is in one of these, so a unit outside (e.g. "milliseconds" for a drill's seconds) is a
+# mistake, not a conversion. Counts of named things keep their noun; add a unit here when a new
+# measurement needs one.
+UNITS: tuple[str, ...] = ("seconds", "ratio", "count", "bool", "flag", "bytes", "per_second",
+                          "apiservices", "names", "queries", "requests")
 IMAGE_NAME = "^[a-z][a-z0-9]{0,30}$"
 IMAGE_BASES = ("pause", "toolbox")  # what a declared registry's image is built on (registry_images)
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
@@ -73,7 +82,8 @@ _EXPECTATION: dict[str, Any] = {
                 "value": {"type": ["number", "boolean"]},
             },
         },
-        "unit": _TEXT,
+        "unit": {"enum": list(UNITS), "x-expected": "a unit kdrill knows: " + ", ".join(UNITS) + " (the drill "
+                 "measures in it: times in seconds, ratios from 0 to 1)"},
         "phase": _TEXT,
         # Data-only scenarios: what the runner measures for it (harness/measures.py).
         "measure": {
@@ -292,8 +302,10 @@ SCHEMA: dict[str, Any] = {
             "type": "object", "additionalProperties": False,
             "properties": {
                 "interval_seconds": {
-                    "type": "number", "exclusiveMinimum": 0, "maximum": MAX_PROBE_INTERVAL_SECONDS,
-                    "x-expected": "a number of seconds > 0 and <= 0.5 (probes sample every 0.5 seconds or better)",
+                    "type": "number", "minimum": MIN_PROBE_INTERVAL_SECONDS, "maximum": MAX_PROBE_INTERVAL_SECONDS,
+                    "x-expected": f"a number of seconds from {MIN_PROBE_INTERVAL_SECONDS:g} to "
+                                  f"{MAX_PROBE_INTERVAL_SECONDS:g} (probes sample every {MAX_PROBE_INTERVAL_SECONDS:g} "
+                                  f"seconds or better, and keep at most 20,000 samples)",
                 },
             },
         },

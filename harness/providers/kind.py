@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -64,6 +65,21 @@ def kubeconfig_cache_path(name: str) -> Path:
     ``$KDRILL_CACHE/kubeconfig/<name>`` (default ``~/.cache/kdrill``)."""
     cache = Path(os.environ.get("KDRILL_CACHE", Path.home() / ".cache" / "kdrill"))
     return cache / "kubeconfig" / name
+
+
+# kind's own rule for a cluster name (its create refuses others), and the length past which kind
+# warns it may not work: the node containers and their hostnames are <name>-control-plane2,
+# <name>-worker3, ..., which must stay within a 63-character DNS label.
+CLUSTER_NAME = re.compile(r"[a-z0-9][a-z0-9.-]*")
+MAX_CLUSTER_NAME_LENGTH = 50
+
+
+def cluster_name_problem(name: object) -> str | None:
+    """What is wrong with ``name`` as a kind cluster name, as "expected ..., got ...", or None."""
+    if isinstance(name, str) and CLUSTER_NAME.fullmatch(name) and len(name) <= MAX_CLUSTER_NAME_LENGTH:
+        return None
+    return (f"expected a kind cluster name: lowercase letters, digits, '-' and '.', starting with a letter or "
+            f"digit, at most {MAX_CLUSTER_NAME_LENGTH} characters; got {name!r}")
 
 
 def cluster_name_of(config: Path) -> str:

@@ -178,3 +178,100 @@ def test_validate_counts_each_cases_expectations_as_the_plan_does(capsys) -> Non
         count = planned.split(f"control-plane-stop[{case}]")[1].split("  checks     ")[1].split(" ")[0]
         assert f"case {case}: {count}" in validated
 
+
+def _scenario_dir(directory: Path, files: dict[str, str], edit=None) -> Path:
+    """``directory`` holding ``files``: file name -> shipped scenario name, each a copy (``edit``
+    changes the data of each before it is written)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for file, name in files.items():
+        data = yaml.safe_load((REPO / "scenarios" / f"{name}.yaml").read_text())
+        if edit:
+            edit(data)
+        (directory / file).write_text(yaml.safe_dump(data, sort_keys=False))
+    return directory
+
+
+def test_a_scenario_file_is_planned_and_run_with_its_whole_directory_as_the_drills_load_it(tmp_path: Path,
+                                                                                           capsys) -> None:
+    """The run's pytest reads the file's directory whole (harness/plugin.py): two files named
+    pod-delete there are refused by the plan as by the run, before any run directory."""
+    dup = _scenario_dir(tmp_path / "dup", {"copy.yaml": "pod-delete", "pod-delete.yaml": "pod-delete"})
+    reports = tmp_path / "reports"
+    for plan in (["--plan"], []):
+        assert main(["--reports", str(reports), "run", *plan, str(dup / "copy.yaml")]) == 2
+        assert "a name unique across scenarios" in capsys.readouterr().err
+        assert main(["--reports", str(reports), "run", *plan, "--scenarios-dir", str(dup), "pod-delete"]) == 2
+        assert "a name unique across scenarios" in capsys.readouterr().err
+        assert not reports.exists()
+
+
+def test_a_scenario_file_beside_an_invalid_one_is_refused_as_the_run_would(tmp_path: Path, capsys) -> None:
+    directory = _scenario_dir(tmp_path / "s", {"pod-delete.yaml": "pod-delete"})
+    (directory / "broken.yaml").write_text("name: broken\n")
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", str(directory / "pod-delete.yaml")]) == 2
+    assert "broken.yaml" in capsys.readouterr().err
+
+
+def test_a_scenario_file_beside_other_valid_ones_is_planned_alone(tmp_path: Path, capsys) -> None:
+    directory = _scenario_dir(tmp_path / "s", {"pod-delete.yaml": "pod-delete",
+                                               "service-blackhole.yaml": "service-blackhole"})
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", str(directory / "pod-delete.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "1 scenario(s)" in out and "pod-delete: " in out and "service-blackhole" not in out
+    assert str((directory / "pod-delete.yaml").resolve()) in out
+
+
+def test_plan_refuses_a_platform_profile_that_would_name_another_configs_cluster(tmp_path: Path, capsys) -> None:
+    """A profile "ha" on the single config would make kdrill-ha, ha.yaml's cluster: the run
+    refuses it (_check_platform_names), so the plan does too."""
+    profile = tmp_path / "profile"
+    profile.mkdir()
+    (profile / "platform.yaml").write_text("name: ha\ndescription: makes kdrill-ha of the single config\n")
+
+    def single(data):
+        data["cluster"]["config"] = "single"
+
+    directory = _scenario_dir(tmp_path / "s", {"pod-delete.yaml": "pod-delete"}, single)
+    reports = tmp_path / "reports"
+    for plan in (["--plan"], []):
+        assert main(["--reports", str(reports), "run", *plan, "--platform", str(profile),
+                     str(directory / "pod-delete.yaml")]) == 2
+        assert "the cluster would be kdrill-ha" in capsys.readouterr().err
+        assert not reports.exists()
+
+
+def test_plan_names_the_platform_profile_its_hash_and_the_cluster(tmp_path: Path, capsys) -> None:
+    from harness.platform_profile import load
+
+    example = REPO / "clusters" / "platforms" / "example"
+    reports = str(tmp_path / "reports")
+    assert main(["--reports", reports, "run", "--plan", "--platform", str(example), "pod-delete"]) == 0
+    header = capsys.readouterr().out.splitlines()[0]
+    assert "kind config ha, cluster kdrill-ha-example, platform profile example" in header
+    assert f"sha256 {load(example).hash}" in header
+    assert main(["--reports", reports, "run", "--plan", "--platform", str(example), "--cluster-name", "mine",
+                 "pod-delete"]) == 0
+    assert "cluster mine, platform profile example" in capsys.readouterr().out.splitlines()[0]
+    assert main(["--reports", reports, "run", "--plan", "pod-delete"]) == 0
+    assert "on kind config ha, cluster kdrill-ha;" in capsys.readouterr().out.splitlines()[0]
+
+
+@pytest.mark.parametrize("name", ["Bad Name!", "UPPER", "-lead", "a_b", "", "x" * 51, "a/b"])
+def test_a_cluster_name_kind_would_refuse_is_refused_with_and_without_plan(tmp_path: Path, capsys, name) -> None:
+    reports = tmp_path / "reports"
+    for plan in (["--plan"], []):
+        assert main(["--reports", str(reports), "run", *plan, f"--cluster-name={name}", "pod-delete"]) == 2
+        err = capsys.readouterr().err
+        assert "--cluster-name" in err and "expected a kind cluster name" in err and repr(name) in err
+        assert not reports.exists()
+    assert main(["cluster", "create", f"--name={name}"]) == 2
+    assert "--name" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["kdrill-ha", "my.cluster-2", "0a", "x" * 50])
+def test_a_kind_cluster_name_is_accepted(tmp_path: Path, capsys, name) -> None:
+    from harness.providers.kind import cluster_name_problem
+
+    assert cluster_name_problem(name) is None
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", "--cluster-name", name, "pod-delete"]) == 0
+    assert f"cluster {name};" in capsys.readouterr().out.splitlines()[0]

@@ -29,6 +29,14 @@ def test_the_tests_that_need_no_cluster_run_first_in_their_own_order(pytester):
     assert order == ["test_a2", "test_b1", "test_b3", "test_a1", "test_b2"], result.outlines
 
 
+def test_a_cluster_name_kind_would_refuse_is_a_usage_error_before_any_test(pytester):
+    pytester.makepyfile(test_a="def test_a1(kdrill_cluster): pass\n")
+    result = pytester.runpytest_subprocess("--collect-only", "-q", "-p", "no:cacheprovider",
+                                           "--kdrill-cluster-name=Bad Name!")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--kdrill-cluster-name / KDRILL_CLUSTER_NAME: expected a kind cluster name" in result.stderr.str()
+
+
 @pytest.fixture(autouse=True)
 def logs_in_tmp_path(monkeypatch, tmp_path):
     """The creations' log files go to the test's own directory."""

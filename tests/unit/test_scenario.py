@@ -305,13 +305,71 @@ def test_bool_bound_needs_equality(tmp_path):
     assert err.field == "expectations[2].bound.value" and "'=='" in err.expected
 
 
-@pytest.mark.parametrize("interval", [0.6, 1, 0, -0.1])
-def test_probe_interval_must_be_positive_and_at_most_half_a_second(tmp_path, interval):
+@pytest.mark.parametrize("interval", [0.6, 1, 0, -0.1, 1e-9, 0.099])
+def test_probe_interval_must_be_from_a_tenth_to_half_a_second(tmp_path, interval):
+    """Below 0.1 s a probe's 20,000 samples would run out within a long drill (1e-9 is nonsense)."""
     data = example_data()
     data["probes"]["interval_seconds"] = interval
     err = load_error(tmp_path, data)
     assert err.field == "probes.interval_seconds" and err.got == repr(interval)
-    assert "<= 0.5" in err.expected and "> 0" in err.expected
+    assert "from 0.1 to 0.5" in err.expected
+
+
+@pytest.mark.parametrize("interval", [0.1, 0.25, 0.5])
+def test_probe_interval_from_a_tenth_to_half_a_second_is_accepted(tmp_path, interval):
+    data = example_data()
+    data["probes"]["interval_seconds"] = interval
+    assert load_scenario(write(tmp_path, data)).probe_interval_seconds == interval
+
+
+def test_no_shipped_scenario_samples_faster_than_the_minimum():
+    from harness.scenario import MIN_PROBE_INTERVAL_SECONDS
+
+    for scenario in load_scenarios(resources.scenarios_dir()):
+        assert scenario.probe_interval_seconds >= MIN_PROBE_INTERVAL_SECONDS, scenario.path
+
+
+@pytest.mark.parametrize("unit", ["milliseconds", "ms", "Seconds", "minutes", "percent"])
+def test_a_drill_files_expectation_unit_outside_the_vocabulary_is_refused(tmp_path, unit):
+    """A drill file's scenario (not data-only) too: its drill measures in seconds, not "milliseconds"."""
+    data = example_data()
+    data["expectations"][0]["unit"] = unit
+    err = load_error(tmp_path, data)
+    assert err.field == "expectations[0].unit" and err.got == repr(unit)
+    assert "seconds, ratio, count" in err.expected
+
+
+def test_a_cases_expectation_unit_outside_the_vocabulary_is_refused(tmp_path):
+    from scenario_copies import load_edited
+
+    def edit(data):
+        data["cases"][0].setdefault("expectations", []).append(
+            {"name": "extra_seconds", "description": "d", "bound": {"op": "<=", "value": 1}, "unit": "msec"})
+
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "leader-failover", edit)
+    assert info.value.field.startswith("cases[0].expectations[") and info.value.field.endswith("].unit")
+    assert info.value.got == "'msec'"
+
+
+def test_the_control_plane_stop_drill_measures_seconds_not_milliseconds(tmp_path):
+    from scenario_copies import load_edited
+
+    def edit(data):
+        next(e for e in data["expectations"] if e["name"] == "api_recovery_seconds")["unit"] = "milliseconds"
+
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "control-plane-stop", edit)
+    assert info.value.field.endswith(".unit") and info.value.got == "'milliseconds'"
+
+
+def test_the_unit_vocabulary_holds_every_unit_the_rules_and_measures_use():
+    from harness.scenario import BOOL_UNITS, MEASURE_UNITS, UNITS
+
+    assert set(MEASURE_UNITS.values()) | set(BOOL_UNITS) | {"seconds", "ratio"} <= set(UNITS)
+    shipped = {e.unit for s in load_scenarios(resources.scenarios_dir())
+               for e in [*s.expectations, *(x for c in s.cases for x in c.expectations)]}
+    assert shipped <= set(UNITS)
 
 
 def test_empty_expectations_list(tmp_path):
