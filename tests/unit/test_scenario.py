@@ -363,6 +363,18 @@ def test_the_control_plane_stop_drill_measures_seconds_not_milliseconds(tmp_path
     assert info.value.field.endswith(".unit") and info.value.got == "'milliseconds'"
 
 
+def test_a_data_only_metric_expectation_keeps_the_metrics_own_unit(tmp_path):
+    from scenario_copies import load_edited
+
+    def edit(data):
+        for e in data["expectations"]:
+            if e["unit"] == "apiservices":  # a metric measure: the metric's own unit, any word
+                e["unit"] = "unavailable_apiservices"
+
+    scenario = load_edited(tmp_path, "apiservice-unavailable", edit)
+    assert "unavailable_apiservices" in {e.unit for e in scenario.expectations}
+
+
 def test_the_unit_vocabulary_holds_every_unit_the_rules_and_measures_use():
     from harness.scenario import BOOL_UNITS, MEASURE_UNITS, UNITS
 
