@@ -289,6 +289,9 @@ def _scan(run_dir: Path) -> dict[str, str]:
     return found
 
 
+SEALED_AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")  # what _utc_now_iso writes
+
+
 def _utc_now_iso(when: datetime | None = None) -> str:
     stamp = (when or datetime.now(tz=timezone.utc)).astimezone(timezone.utc)
     # Fixed width (microseconds always present), so sealed_at strings sort in time order.
@@ -610,15 +613,24 @@ def verify_run(run_dir: Path, *, trusted_fingerprints: Iterable[str] = ()) -> Ve
         manifest.get("files"), manifest.get("directories"), manifest.get("symlinks"))
     problems += listing_problems
     problems += _compare_entries(run_dir, files, directories, symlinks)
-
+    sealed_at = manifest.get("sealed_at")
+    if not (isinstance(sealed_at, str) and SEALED_AT.fullmatch(sealed_at)):
+        # The chain is ordered by it: a run without one would stand outside every check of the history.
+        problems.append(Problem("manifest", MANIFEST_NAME, f"sealed_at {str(sealed_at)[:40]!r} is not a UTC time "
+                                "as kdrill writes it (YYYY-MM-DDTHH:MM:SS.ffffffZ)"))
+        sealed_at = None
     previous = manifest.get("previous")
+    if previous is not None and not (isinstance(previous, dict) and isinstance(previous.get("run_id"), str)
+                                     and isinstance(previous.get("manifest_sha256"), str)):
+        problems.append(Problem("manifest", MANIFEST_NAME, "previous is neither null nor {run_id, manifest_sha256}"))
+        previous = None
     link = (ChainLink(str(previous.get("run_id")), str(previous.get("manifest_sha256")))
             if isinstance(previous, dict) else None)
     report_error = manifest.get("report_error")
     return VerifyResult(
         run_dir=run_dir, problems=problems, run_id=run_id if isinstance(run_id, str) else None, signer=signer,
         pinned=bool(trusted), files=len(files), directories=len(directories),
-        sealed_at=manifest.get("sealed_at") if isinstance(manifest.get("sealed_at"), str) else None,
+        sealed_at=sealed_at,
         previous=link, manifest_sha256=digest,
         report_error=report_error if isinstance(report_error, str) else None,
     )

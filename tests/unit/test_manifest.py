@@ -572,6 +572,28 @@ def test_a_run_sealed_elsewhere_with_another_key_and_no_link_is_a_signer_change(
     assert verify_history(reports, trusted_fingerprints=[ours, theirs]).ok
 
 
+@pytest.mark.parametrize("sealed_at", [0, None, "yesterday"])
+def test_a_run_whose_seal_time_is_not_one_cannot_stand_outside_the_history_checks(
+        reports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sealed_at) -> None:
+    three_runs(reports)
+    key_path, _ = new_key_file(tmp_path / "other.pem")
+    monkeypatch.setenv(SIGNING_KEY_ENV, str(key_path))
+    forged = sealed_run(tmp_path / "elsewhere" / "r9")
+    manifest = manifest_of(forged)
+    manifest["sealed_at"] = sealed_at  # no time: no place in the chain, once no signer check either
+    raw = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("ascii")
+    for name in (MANIFEST_NAME, SIGNATURE_NAME):
+        (forged / name).unlink()
+    (forged / SIGNATURE_NAME).write_bytes(load_signing_key().sign(raw))
+    (forged / MANIFEST_NAME).write_bytes(raw)
+    forged.rename(reports / "r9")
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    history = verify_history(reports)
+    assert not history.ok
+    assert [(p.kind, p.run) for p in history.problems] == [("manifest", "r9")]
+    assert "sealed_at" in str(history.problems[0])
+
+
 def test_latest_run_resealed_with_another_key_is_a_signer_change_unless_both_keys_are_pinned(
         reports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runs = three_runs(reports)
