@@ -82,13 +82,21 @@ def _is_run(path: Path) -> bool:
     return any((Path(path) / name).is_file() for name in RUN_MARKERS)
 
 
+def _run_around(path: Path) -> Path | None:
+    """The run directory ``path`` is, or is inside (e.g. its ``allure-results``), if any."""
+    path = Path(path).absolute()
+    return next((p for p in (path, *path.parents) if _is_run(p)), None)
+
+
 def _check_reports_not_a_run(reports: str | Path, command: str) -> None:
-    """Refuse a reports directory that is itself a run: the index (or a run directory) written
-    into it would break that run's seal."""
-    if _is_run(Path(reports)):
+    """Refuse a reports directory that is a run or inside one: the index (or a run directory)
+    written there would break that run's seal."""
+    run = _run_around(Path(reports))
+    if run is not None:
+        inside = "" if run == Path(reports).absolute() else f" inside the run {run}"
         raise Refused(f"kdrill {command}: --reports {reports}: expected a reports directory (holding runs), "
-                      f"got a run directory (it holds {' or '.join(RUN_MARKERS)}); writing into it would break "
-                      "its seal")
+                      f"got a run directory{inside} (it holds {' or '.join(RUN_MARKERS)}); writing into it would "
+                      "break its seal")
 
 
 def _run_dir(reports: str, run: str) -> Path:
@@ -311,8 +319,8 @@ def write_history_index(reports: Path, chain: str | None = None) -> Path | None:
     Writes nothing into a directory that is itself a run (its seal would break)."""
     from harness.history import write_index
 
-    if _is_run(reports):
-        logging.getLogger("kdrill").warning("not writing %s/index.html: %s is a run directory", reports, reports)
+    if _run_around(reports) is not None:
+        logging.getLogger("kdrill").warning("not writing %s/index.html: it is a run directory or inside one", reports)
         return None
     try:
         return write_index(reports, chain)
@@ -564,6 +572,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     directory = Path(args.scenarios_dir) if args.scenarios_dir else resources.scenarios_dir()
     if not directory.is_dir():
         raise Refused(f"kdrill list: --scenarios-dir {directory} is not a directory")
+    if not any(directory.glob("*.yaml")) and not any(directory.glob("*.yml")):
+        raise Refused(f"kdrill list: --scenarios-dir {directory}: expected scenario files (*.yaml), got none")
     if args.claims:
         from harness.claims import format_claims, list_claims
 
@@ -883,8 +893,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.history is not None:
         if args.run:
             raise Refused("kdrill verify: give a run or --history [REPORTS_DIR], not both")
+        root = Path(args.history or args.reports)
+        if _is_run(root):  # "0 runs, intact" would be true of it and say nothing
+            raise Refused(f"kdrill verify --history {root}: expected a reports directory (holding runs), got a run "
+                          f"directory; `kdrill verify {root}` verifies that run")
         try:
-            history = verify_history(Path(args.history or args.reports), trusted_fingerprints=trusted)
+            history = verify_history(root, trusted_fingerprints=trusted)
         except ManifestError as exc:
             raise Refused(f"kdrill verify: {exc}") from None
         state = "intact" if history.ok else f"NOT INTACT ({_count(len(history.problems), 'problem')})"

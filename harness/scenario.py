@@ -898,6 +898,12 @@ def _check_rules(path: Path, data: dict) -> None:
             if "runner" not in data and item["unit"] not in UNITS:
                 raise ScenarioError(path, f"{where}[{i}].unit", f"a unit the drill measures in: {', '.join(UNITS)} "
                                     "(times in seconds, ratios from 0 to 1)", repr(item["unit"]))
+            # The name says what is measured (every shipped one does): a "_seconds" measurement
+            # given as a count would be judged as one, in the report and by kdrill compare.
+            for suffix, unit in (("_seconds", "seconds"), ("_ratio", "ratio")):
+                if item["name"].endswith(suffix) and item["unit"] != unit:
+                    raise ScenarioError(path, f"{where}[{i}].unit", f"{unit!r}, as its name {item['name']!r} says",
+                                        repr(item["unit"]))
             bound = item["bound"]
             if isinstance(bound["value"], bool) and bound["op"] != "==":
                 raise ScenarioError(path, f"{where}[{i}].bound.value",

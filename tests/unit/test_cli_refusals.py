@@ -126,6 +126,29 @@ def test_history_never_writes_into_a_run_directory(reports: Path, capsys: pytest
     assert (reports / "index.html").is_file()
 
 
+def test_nothing_is_written_into_a_directory_inside_a_run(reports: Path, capsys: pytest.CaptureFixture) -> None:
+    run = make_sealed_run(reports, "r1")
+    results = run / "allure-results"  # real runs have one; it is sealed with the run
+    results.mkdir()
+    (run / "manifest.json").unlink()
+    (run / "manifest.sig").unlink()
+    report_and_manifest(run)
+    before = tree(run)
+    assert "inside the run" in refused(capsys, "--reports", str(results), "history")
+    assert write_history_index(results) is None
+    assert tree(run) == before and main(["--reports", str(reports), "verify", "r1"]) == 0
+
+
+def test_verify_history_refuses_a_run_directory(reports: Path, capsys: pytest.CaptureFixture) -> None:
+    run = make_sealed_run(reports, "r1")
+    err = refused(capsys, "verify", "--history", str(run))
+    assert "got a run directory" in err and f"kdrill verify {run}" in err
+
+
+def test_list_refuses_a_directory_with_no_scenario(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert "got none" in refused(capsys, "list", "--scenarios-dir", str(tmp_path))
+
+
 def test_the_index_is_never_written_into_a_run_directory(reports: Path) -> None:
     run = make_sealed_run(reports, "r1")
     assert write_history_index(run) is None

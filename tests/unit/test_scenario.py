@@ -212,6 +212,7 @@ def test_wrong_type_for_bound_value(tmp_path):
 ])
 def test_a_bound_outside_what_its_unit_can_measure_is_refused(tmp_path, unit, value, expected):
     data = example_data()
+    data["expectations"][1]["name"] = f"measured_{unit}"  # its name agrees with the unit
     data["expectations"][1]["unit"] = unit
     data["expectations"][1]["bound"] = {"op": ">=" if unit == "ratio" else "<=", "value": value}
     err = load_error(tmp_path, data)
@@ -373,6 +374,20 @@ def test_a_data_only_metric_expectation_keeps_the_metrics_own_unit(tmp_path):
 
     scenario = load_edited(tmp_path, "apiservice-unavailable", edit)
     assert "unavailable_apiservices" in {e.unit for e in scenario.expectations}
+
+
+@pytest.mark.parametrize("name, unit", [("baseline_job_pod_replaced_seconds", "count"),
+                                         ("api_recovery_seconds", "per_second"),
+                                         ("workload_http_success_ratio", "count")])
+def test_an_expectation_named_in_seconds_or_as_a_ratio_has_that_unit(tmp_path, name, unit):
+    from scenario_copies import load_edited
+
+    def edit(data):
+        next(e for e in data["expectations"] if e["name"] == name)["unit"] = unit
+
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "control-plane-stop", edit)
+    assert info.value.field.endswith(".unit") and info.value.got == repr(unit) and name in info.value.expected
 
 
 def test_the_unit_vocabulary_holds_every_unit_the_rules_and_measures_use():
