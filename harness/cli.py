@@ -112,6 +112,9 @@ def _run_dir(reports: str, run: str) -> Path:
             validate_run_id(path.resolve().name)
         else:
             path = Path(reports) / validate_run_id(run)
+            if path.is_symlink():  # as history and verify --history skip it: it is not this directory's
+                raise SystemExit(f"kdrill: {path} is a symbolic link to {os.readlink(path)}: not a run of "
+                                 f"{reports}; name the run where it lives")
     except RunIdError as exc:
         raise SystemExit(f"kdrill: {exc}") from None
     if not path.is_dir():

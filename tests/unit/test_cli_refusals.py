@@ -218,3 +218,14 @@ def test_new_refuses_a_dir_that_is_not_a_directory(tmp_path: Path, capsys: pytes
     # A directory that does not exist yet is made.
     assert main(["new", "x", "--dir", str(tmp_path / "a" / "b")]) == 0
     assert (tmp_path / "a" / "b" / "x.yaml").is_file()
+
+
+def test_a_linked_run_is_not_verified_by_id_as_if_it_were_this_directorys(reports: Path, tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture) -> None:
+    elsewhere = make_sealed_run(tmp_path / "elsewhere", "r1")
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / "r1").symlink_to(elsewhere)
+    for command in ("verify", "report"):
+        assert "is a symbolic link" in refused(capsys, "--reports", str(reports), command, "r1")
+    assert main(["verify", str(elsewhere)]) == 0  # where it lives, it verifies
+
