@@ -59,21 +59,6 @@ def refusing():
         raise Refused(exc.code) from None
 
 
-def _check_consent(kubeconfig: str | None, context: str | None, allow: list[str]) -> None:
-    """Raise SystemExit with one line unless the cluster ``kubeconfig`` and ``context`` reach is
-    this machine's kind cluster or its context is in ``allow`` (harness/providers/existing.py).
-    Reads the kubeconfig and asks kind; sends nothing to the cluster."""
-    from harness.providers import ProviderError
-    from harness.providers.existing import check_destructive_allowed, existing_cluster, kind_clusters, server_of
-
-    try:
-        cluster = existing_cluster(kubeconfig, context)
-        check_destructive_allowed(cluster.context or "", server_of(cluster.kubeconfig, cluster.context or ""),
-                                  allow, kind_clusters())
-    except ProviderError as exc:
-        raise SystemExit(f"kdrill: refused: {exc}") from None
-
-
 RUN_MARKERS = ("manifest.json", "run.json")
 
 
@@ -226,9 +211,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(plan(scenarios, Path(args.reports), target)[0])
         return 0
     if args.kubeconfig or args.context:
-        # The drills' session checks consent again, but only after this run's directory is made.
-        with refusing():
-            _check_consent(args.kubeconfig, args.context, args.allow_context)
+        # The drills' session checks consent too, but only after this run's directory is made.
+        from harness.providers import ProviderError
+        from harness.providers.existing import consented_cluster
+
+        try:
+            consented_cluster(args.kubeconfig, args.context, args.allow_context)
+        except ProviderError as exc:
+            raise Refused(f"kdrill: refused: {exc}") from None
     else:
         prepare_kind()
     try:
@@ -716,10 +706,8 @@ def _kind_target(config: str, profile, cluster_name: str | None) -> str:
     name = cluster_name or cluster_name_of(config_path(config))
     if profile is None:
         return f"kind config {config}, cluster {name}"
-    name = cluster_name or profile.cluster_name(name)
-    digest = getattr(profile, "hash", "")
-    return (f"kind config {config}, cluster {name}, platform profile {profile.name}"
-            + (f" (sha256 {digest})" if digest else ""))
+    return (f"kind config {config}, cluster {cluster_name or profile.cluster_name(name)}, platform profile "
+            f"{profile.name}" + (f" (sha256 {profile.hash})" if profile.hash else ""))
 
 
 def _check_platform_names(profile, configs) -> None:

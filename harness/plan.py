@@ -114,10 +114,10 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 f"  expected   {expected}",
             ]
     cases = sum(len(s.cases) or 1 for s in scenarios)
+    from_past = cases - len(unknown) - from_windows
     known = f"about {total:.0f} s" if total < 90 else f"about {total / 60:.0f} min"
-    sources = ", ".join(part for part in (
-        f"{cases - len(unknown) - from_windows} from past runs" if cases - len(unknown) - from_windows else "",
-        f"{from_windows} from their windows alone, setup not counted" if from_windows else "") if part)
+    sources = ", ".join(([f"{from_past} from past runs"] if from_past else [])
+                        + ([f"{from_windows} from their windows alone, setup not counted"] if from_windows else []))
     if unknown and not total:
         text = f"unknown: no intact past run of {', '.join(unknown)}"
     else:

@@ -37,7 +37,7 @@ from harness.faults.drill_namespace import DELETE_DEADLINE_SECONDS
 from harness.evidence import EvidenceWriter, new_run_id, record_stem, run_metadata
 from harness.ledger import Ledger
 from harness.providers import ProviderError
-from harness.providers.existing import check_destructive_allowed, existing_cluster, kind_clusters, server_of
+from harness.providers.existing import consented_cluster
 from harness.scenario import find_scenario
 from harness.topology import discover
 
@@ -321,11 +321,10 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     opt = request.config.getoption
     if opt("--kdrill-kubeconfig") or opt("--kdrill-context"):
         try:
-            cluster = existing_cluster(opt("--kdrill-kubeconfig"), opt("--kdrill-context"))
             # Consent is checked before any request reaches the cluster, and bound to the cluster,
             # not to its name (harness.providers.existing).
-            check_destructive_allowed(cluster.context or "", server_of(cluster.kubeconfig, cluster.context or ""),
-                                      opt("--kdrill-allow-context"), kind_clusters())
+            cluster = consented_cluster(opt("--kdrill-kubeconfig"), opt("--kdrill-context"),
+                                        opt("--kdrill-allow-context"))
             if opt("--kdrill-node-agent") and (cluster.context or "") not in opt("--kdrill-allow-context"):
                 # Privileged pods on every node are consent of their own, whatever the cluster is.
                 raise ProviderError(f"the node agent runs privileged pods on the nodes of {cluster.context!r}; "

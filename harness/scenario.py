@@ -83,7 +83,7 @@ _EXPECTATION: dict[str, Any] = {
             },
         },
         # A word (a metric's own unit in a data-only scenario); a drill file's units are checked
-        # against UNITS once the scenario is read (_check_expectations).
+        # against UNITS once the scenario is read (_check_rules).
         "unit": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,39}$",
                  "x-expected": "a unit: lowercase letters, digits and '_' (e.g. seconds, ratio, count)"},
         "phase": _TEXT,

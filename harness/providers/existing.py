@@ -98,3 +98,16 @@ def existing_cluster(kubeconfig: str | Path | None, context: str | None) -> Clus
     if chosen not in names:
         raise ProviderError(f"context {chosen!r} is not in {path} (contexts: {', '.join(names)})")
     return Cluster(name=chosen, provider="existing", kubeconfig=path, context=chosen, node_access=False)
+
+
+def consented_cluster(kubeconfig: str | Path | None, context: str | None, allow: list[str]) -> Cluster:
+    """The :func:`existing_cluster` for ``kubeconfig`` and ``context``, once destructive drills
+    may run on it (:func:`check_destructive_allowed` against this machine's kind clusters). Reads
+    the kubeconfig and asks kind; sends nothing to the cluster.
+
+    Raises ProviderError (ContextNotAllowed without consent)."""
+    cluster = existing_cluster(kubeconfig, context)
+    check_destructive_allowed(cluster.context or "", server_of(cluster.kubeconfig, cluster.context or ""),
+                              allow, kind_clusters())
+    return cluster
+
