@@ -100,7 +100,8 @@ class LeaderKill(Fault):
             self.checkpoint()  # the node is in the ledger before the kill
         script = (f"c=$(crictl ps -q --state Running --name '^{self.component}$'); "
                   f"[ -n \"$c\" ] || {{ echo 'not running' >&2; exit 1; }}; {static_pods.CRICTL_KILL} $c >/dev/null")
-        self.cluster.node_exec(self.node, ["sh", "-c", script], timeout_seconds=30)
+        # Longer than crictl's own 30 s runtime deadline, so a slow runtime's error is crictl's to report.
+        self.cluster.node_exec(self.node, ["sh", "-c", script], timeout_seconds=60)
 
     def revert(self) -> None:
         # The kubelet restarts the container; it only has to be running (idempotent).
