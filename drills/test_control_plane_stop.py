@@ -36,7 +36,7 @@ from harness.probes.endpoints import EndpointReadyProbe
 from harness.probes.http import HttpProbe
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.nodes import NodeReadyProbe, node_transitions, nodes_not_ready_seconds
-from harness.components import node_units
+from harness.components import node_units, static_pods
 from harness.probes.node_side import NodeContainerSampler
 from harness.probes.pods import (kube_system_snapshot, node_containers, pod_snapshot, restarts_between,
                                  restarts_outside_control_plane, running_container_ids)
@@ -104,7 +104,9 @@ def running_container(cluster, node, ns, pod_uid) -> str:
 def kill_pod_container(cluster, node, ns, pod_uid) -> str:
     """Kill (crictl stop --timeout 0) the running container of pod ``pod_uid`` on ``node``; its id."""
     container = running_container(cluster, node, ns, pod_uid)
-    cluster.node_exec(node, ["crictl", "stop", "--timeout", "0", container])
+    # With crictl's 30 s runtime deadline (static_pods.CRICTL_KILL), not its 2 s default: the stop
+    # failed with DeadlineExceeded through the node agent (2026-12-04).
+    cluster.node_exec(node, [*static_pods.CRICTL_KILL.split(), container], timeout_seconds=60)
     return container
 
 
@@ -231,7 +233,7 @@ def test_control_plane_stop(drill):
             with injected(NodeUnits(cluster, units), drill.ledger, drill=drill.name):
                 for container, (node, unit) in kills.items():
                     node_units.schedule(cluster, node, unit,
-                                        f"crictl stop --timeout 0 {shlex.quote(container)} >/dev/null", kill_at, 60)
+                                        f"{static_pods.CRICTL_KILL} {shlex.quote(container)} >/dev/null", kill_at, 60)
                 sampler.start()
                 killed_job_pods.add(job_uid)
                 with drill.inject(fault):

@@ -412,3 +412,17 @@ def test_the_in_cluster_probes_samples_are_put_on_the_hosts_clock_by_its_nodes_c
     monkeypatch.setattr(probe, "results", lambda since=None: lines)
     assert [s.t for s in probe.timelines()["svc"].samples()] == [99.0, 101.0]
     assert [s.t for s in probe.timelines(since=100.0)["svc"].samples()] == [101.0]  # since is the host's clock
+
+
+def test_every_container_kill_in_the_source_waits_for_the_runtime_as_crictl_kill_does():
+    """A plain ``crictl stop`` gives the runtime crictl's 2 s default, and failed with
+    DeadlineExceeded (an etcd member on kind, a Pod's container through the node agent): every
+    kill goes through static_pods.CRICTL_KILL."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    plain = re.compile(r"""["']crictl(\s+|["'],\s*["'])stop""")
+    found = [f"{path.relative_to(root)}:{n}" for folder in ("harness", "drills") for path in (root / folder).rglob("*.py")
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if plain.search(line)]
+    assert found == []
