@@ -165,7 +165,7 @@ def test_control_plane_stop(drill):
 
     bound = hold + recovery + 600
     probes = Probes(
-        HttpProbe("host-http", f"http://127.0.0.1:{node_port}/", interval_seconds=drill.interval_seconds,
+        HttpProbe("host-http", f"http://127.0.0.1:{cluster.host_port(node_port)}/", interval_seconds=drill.interval_seconds,
                   max_seconds=bound),
         ApiReadProbe("api-read", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=bound),
         NodeReadyProbe("nodes", cluster, interval_seconds=1.0, max_seconds=bound),
@@ -315,7 +315,7 @@ def test_control_plane_stop(drill):
                                                                    window[0] + 5, window[1]),
                   detail="from 5 s after the stop (requests in flight may still complete) to the revert")
     drill.measure("workload_http_success_ratio", ratio("host-http", window),
-                  detail=f"host -> 127.0.0.1:{node_port} (NodePort on a worker)")
+                  detail=f"host -> 127.0.0.1:{cluster.host_port(node_port)} (NodePort {node_port} on a worker)")
     drill.measure("service_clusterip_success_ratio", ratio("incluster/clusterip", window),
                   detail=f"probe pod on {workers[-1]} -> {targets['clusterip']}")
     drill.measure("pod_ip_http_success_ratio", lowest_pod_ratio(window),

@@ -79,7 +79,7 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
                            node_port=int(drill.workload.get("node_port", 30080)))
 
     probes = Probes(
-        HttpProbe("host-http", f"http://127.0.0.1:{drill.workload.get('node_port', 30080)}/",
+        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(drill.workload.get('node_port', 30080))}/",
                   interval_seconds=drill.interval_seconds, max_seconds=1200),
         ApiWriteProbe("api-write", cluster, ns, prefix="probe", interval_seconds=1.0, max_seconds=1200),
         NodeReadyProbe("nodes", cluster, interval_seconds=1.0, max_seconds=1200))

@@ -78,7 +78,7 @@ def test_etcd_member_loss(drill):
         ApiReadProbe("api-read-consistent", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=900),
         ApiReadProbe("api-read-watch-cache", cluster, ns, resource_version="0",
                      interval_seconds=drill.interval_seconds, max_seconds=900),
-        HttpProbe("host-http", f"http://127.0.0.1:{drill.workload.get('node_port', 30080)}/",
+        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(drill.workload.get('node_port', 30080))}/",
                   interval_seconds=drill.interval_seconds, max_seconds=900),
         EtcdQuorumProbe("etcd-quorum", cluster, control_plane, endpoints, max_seconds=900),
     )

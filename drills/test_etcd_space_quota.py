@@ -60,7 +60,7 @@ def test_etcd_space_quota(drill):
     probes = Probes(
         ApiWriteProbe("api-write", cluster, ns, prefix="probe", interval_seconds=drill.interval_seconds, max_seconds=900),
         ApiReadProbe("api-read-consistent", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=900),
-        HttpProbe("host-http", f"http://127.0.0.1:{drill.workload.get('node_port', 30080)}/",
+        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(drill.workload.get('node_port', 30080))}/",
                   interval_seconds=drill.interval_seconds, max_seconds=900))
     fault = EtcdSpaceQuota(cluster, nodes, quota, ns)
     nospace = None

@@ -111,6 +111,22 @@ def _run_dir(reports: str, run: str) -> Path:
     return path
 
 
+def _cluster_count(args: argparse.Namespace) -> int:
+    """How many clusters ``kdrill run`` drills in parallel: ``--clusters``, or one per repeated
+    ``--context``. Raises Refused for a count out of range or one that disagrees with the contexts."""
+    from harness.workers import MAX_WORKERS
+
+    contexts = len(args.context)
+    count = args.clusters if args.clusters is not None else max(contexts, 1)
+    if not 1 <= count <= MAX_WORKERS:
+        raise Refused(f"kdrill: --clusters: expected 1 to {MAX_WORKERS}, got {count}")
+    if contexts > 1 and count != contexts:
+        raise Refused(f"kdrill: --clusters {count} with {contexts} --context: one cluster per context")
+    if len(set(args.context)) != contexts:
+        raise Refused("kdrill: a --context given twice: each parallel worker drills a cluster of its own")
+    return count
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.evidence import RunIdError, create_run_dir, new_run_id, validate_run_id
     from harness.manifest import SigningKeyError, load_signing_key
@@ -203,8 +219,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if profile is not None and not args.cluster_name:  # the kind config is the scenarios' one
         with refusing():
             _check_platform_names(profile, configs)
-    target = (f"context {args.context or 'current'}" if args.kubeconfig or args.context
-              else _kind_target(configs[0], profile, args.cluster_name))
+    clusters = _cluster_count(args)
+    target = (f"context {', '.join(args.context) or 'current'}" if args.kubeconfig or args.context
+              else _kind_target(configs[0], profile, args.cluster_name, clusters))
     if args.plan:
         from harness.plan import plan
 
@@ -216,7 +233,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from harness.providers.existing import consented_cluster
 
         try:
-            consented_cluster(args.kubeconfig, args.context, args.allow_context)
+            for context in args.context or [None]:
+                consented_cluster(args.kubeconfig, context, args.allow_context)
         except ProviderError as exc:
             raise Refused(f"kdrill: refused: {exc}") from None
     else:
@@ -237,8 +255,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.kubeconfig or args.context:  # $KUBECONFIG and --context alone work as with kubectl
         if args.kubeconfig:
             cmd += [f"--kdrill-kubeconfig={args.kubeconfig}"]
-        if args.context:
-            cmd.append(f"--kdrill-context={args.context}")
+        for context in args.context:
+            cmd.append(f"--kdrill-context={context}")
         for ctx in args.allow_context:
             cmd.append(f"--kdrill-allow-context={ctx}")
         if args.node_agent:
@@ -251,6 +269,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             cmd.append(f"--kdrill-platform={profile.root}")
         if args.keep_cluster:
             cmd.append("--kdrill-keep-cluster")
+    if clusters > 1:  # pytest-xdist: one worker, one cluster each
+        cmd += ["-p", "xdist", f"--numprocesses={clusters}"]
     if args.ticket:
         cmd.append(f"--kdrill-ticket={args.ticket}")
     if args.approved_by:
@@ -697,16 +717,26 @@ def _platform_profile(directory: str | None, configs: list[str] = ()):
     return profile
 
 
-def _kind_target(config: str, profile, cluster_name: str | None) -> str:
+def _kind_target(config: str, profile, cluster_name: str | None, clusters: int = 1) -> str:
     """The kind cluster a run uses, as its header names it: the config, the cluster's name (given,
-    else the config's, with the profile's name after it) and the platform profile with its hash.
-    Raises ProviderError for a config kind cannot read."""
-    from harness.providers.kind import cluster_name_of, config_path
+    else the config's, with the profile's name after it; with ``clusters`` > 1, each worker's,
+    harness.workers.cluster_name) and the platform profile with its hash. Raises ProviderError
+    for a config kind cannot read, Refused for a worker's cluster name kind would refuse."""
+    from harness.providers.kind import cluster_name_of, cluster_name_problem, config_path
+    from harness.workers import cluster_name as worker_cluster
 
     name = cluster_name or cluster_name_of(config_path(config))
+    if profile is not None:
+        name = cluster_name or profile.cluster_name(name)
+    if clusters > 1:
+        names = [worker_cluster(name, f"gw{i}") for i in range(clusters)]
+        problem = next(filter(None, map(cluster_name_problem, names)), None)
+        if problem:
+            raise Refused(f"kdrill: the parallel clusters' names: {problem}")
+        name = f"{', '.join(names)} in parallel"
     if profile is None:
         return f"kind config {config}, cluster {name}"
-    return (f"kind config {config}, cluster {cluster_name or profile.cluster_name(name)}, platform profile "
+    return (f"kind config {config}, cluster {name}, platform profile "
             f"{profile.name}" + (f" (sha256 {profile.hash})" if profile.hash else ""))
 
 
@@ -747,6 +777,7 @@ def cmd_images(args: argparse.Namespace) -> int:
 
 def cmd_cluster(args: argparse.Namespace) -> int:
     from harness.health import unhealthy
+    from harness.providers import ProviderError
     from harness.providers.kind import KindProvider
 
     from harness.session_lock import ClusterBusy, SessionLock
@@ -760,7 +791,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
             raise Refused(f"kdrill cluster: --name: {problem}")
     profile = _platform_profile(args.platform, [] if args.name else [args.config])
     prepare_kind(build=args.action == "create")
-    provider = KindProvider(args.config, name=args.name, platform=profile)
+    try:
+        provider = KindProvider(args.config, name=args.name, platform=profile, host_port_offset=args.host_port_offset)
+    except ProviderError as exc:
+        raise Refused(f"kdrill cluster: {exc}") from None
     if args.action in ("create", "delete"):
         try:  # never under a session that is running drills on it
             SessionLock(provider.name).acquire()
@@ -951,7 +985,13 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--keep-cluster", action="store_true", help="keep the kind cluster this run creates")
     run.add_argument("--kubeconfig", help="run against an existing cluster (no node access); $KUBECONFIG works too "
                      "with --context")
-    run.add_argument("--context", help="context in --kubeconfig (default: current)")
+    run.add_argument("--context", action="append", default=[],
+                     help="context in --kubeconfig (default: current); repeated, the contexts are drilled in "
+                     "parallel, one per pytest-xdist worker")
+    run.add_argument("--clusters", type=int, default=None, metavar="N",
+                     help="drill N kind clusters in parallel (pytest-xdist, one worker and one cluster each: "
+                     "<name>-gw0, <name>-gw1, ... with their host ports moved; harness/workers.py), into one run "
+                     "and one report (default 1; with repeated --context, one per context)")
     run.add_argument("--allow-context", action="append", default=[],
                      help="let destructive drills run on this non-kind context")
     run.add_argument("--node-agent", action="store_true",
@@ -1021,6 +1061,9 @@ def parser() -> argparse.ArgumentParser:
     clu.add_argument("--config", default="ha", help="clusters/<config>.yaml (default: ha)")
     clu.add_argument("--name", help="kind cluster name: lowercase letters, digits, '-', '.', at most 50 characters "
                      "(default: the config's, with --platform's name after it)")
+    clu.add_argument("--host-port-offset", type=int, default=0, metavar="N",
+                     help="add N to every host port the config maps (another cluster of the same config beside this "
+                     "one; NodePorts inside stay as written); default 0")
     clu.add_argument("--platform", metavar="DIR",
                      help="build a team's platform profile into the cluster: kubeadm patches, files on the nodes, "
                      "manifests, a CoreDNS Corefile, image archives (harness/platform_profile.py says how DIR is laid "

@@ -5,7 +5,8 @@ Options (``pytest --help``, group "kdrill"):
   --kdrill-cluster-name NAME     kind cluster name (default: the config's name); reused if it exists
   --kdrill-keep-cluster          keep a cluster this session created (default: delete it at the end)
   --kdrill-kubeconfig PATH       use an existing cluster instead of kind (no node access)
-  --kdrill-context NAME          context in that kubeconfig (default: current)
+  --kdrill-context NAME          context in that kubeconfig (default: current); with -n N, one per
+                                 worker (repeatable)
   --kdrill-node-agent            on that cluster, reach the nodes through privileged agent pods
                                  (harness/providers/node_agent.py); needs --kdrill-allow-context
   --kdrill-allow-context NAME    let destructive drills run on this non-kind context (repeatable)
@@ -18,6 +19,9 @@ Options (``pytest --help``, group "kdrill"):
 
 A drill test is marked ``@pytest.mark.scenario("<name>")`` and takes the ``drill`` fixture; one
 test case runs per entry in the scenario's ``cases`` (or one when it has none).
+
+With pytest-xdist (``-n N``) each worker drives a cluster of its own and the run is still one run
+with one seal: :mod:`harness.workers` says how the clusters are kept apart and the evidence merged.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from harness.providers import ProviderError
 from harness.providers.existing import consented_cluster
 from harness.scenario import find_scenario
 from harness.topology import discover
+from harness.workers import worker_id
 
 log = logging.getLogger("kdrill.plugin")
 
@@ -53,7 +58,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kdrill-keep-cluster", action="store_true",
                     default=os.environ.get("KDRILL_KEEP_CLUSTER") == "1")
     group.addoption("--kdrill-kubeconfig", default=None)
-    group.addoption("--kdrill-context", default=None)
+    group.addoption("--kdrill-context", action="append", default=[],
+                    help="context in that kubeconfig (default: current); with -n N, one per worker")
     group.addoption("--kdrill-allow-context", action="append", default=[])
     group.addoption("--kdrill-node-agent", action="store_true", default=False,
                     help="on an existing cluster, reach the nodes through privileged agent pods")
@@ -113,6 +119,13 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = cluster_name_problem(name) if name is not None else None
     if problem:  # refused before any cluster is touched, not by kind after the images are built
         raise pytest.UsageError(f"--kdrill-cluster-name / KDRILL_CLUSTER_NAME: {problem}")
+    from harness.workers import worker_id
+
+    if worker_id(config) is not None:  # a pytest-xdist worker: the controller's run (harness/workers.py)
+        config._kdrill_run_id = config.workerinput["kdrill_run_id"]
+        return
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistController(), "kdrill-xdist-controller")
     given = config.getoption("--kdrill-run-id")
     # An empty id (e.g. an unset variable) is a mistake to refuse, not a request for a new one;
     # refused here, before any cluster is touched.
@@ -242,13 +255,12 @@ def _create_cluster_early(session: pytest.Session) -> None:
         return
     from harness.doctor import docker_problem
     from harness.images import Build
-    from harness.providers.kind import KindProvider
     from harness.session_lock import SessionLock
 
     try:
         if docker_problem() or Build().missing():
             return
-        provider = KindProvider(opt("--kdrill-cluster-config"), name=opt("--kdrill-cluster-name"))
+        provider = _kind_provider(config)
         if provider.exists():
             return
         lock = SessionLock(provider.name).acquire()
@@ -294,18 +306,26 @@ def kdrill_run(request: pytest.FixtureRequest):
     from harness.evidence import RunIdError
 
     run_id = request.config._kdrill_run_id
+    worker = worker_id(request.config)
     try:
-        # A new run's directory, never an earlier run's (kdrill run made it empty for us).
-        writer = EvidenceWriter.for_new_run(_reports_dir(request.config), run_id)
+        # A new run's directory, never an earlier run's (kdrill run made it empty for us); a
+        # pytest-xdist worker writes into the one its controller made (harness/workers.py).
+        writer = (EvidenceWriter(Path(request.config.workerinput["kdrill_run_dir"])) if worker
+                  else EvidenceWriter.for_new_run(_reports_dir(request.config), run_id))
     except RunIdError as exc:
-        pytest.exit(f"kdrill: {exc}")
+        _end_session(request.config, f"kdrill: {exc}")
     run_dir = writer.run_dir
     meta = run_metadata(resources.checkout(), run_id)
     meta["planned"] = getattr(request.config, "_kdrill_planned_names", [])
     meta["ticket"] = request.config.getoption("--kdrill-ticket")
     meta["approved_by"] = request.config.getoption("--kdrill-approved-by")
-    writer.write_run_metadata(meta)
     request.config._kdrill_run_dir = run_dir
+    request.config._kdrill_meta = meta
+    if worker:  # the controller writes run.json, with what each worker hands back at its end
+        yield {"run_id": run_id, "run_dir": run_dir, "writer": writer, "meta": meta}
+        meta["finished_at"] = time.time()
+        return
+    writer.write_run_metadata(meta)
     yield {"run_id": run_id, "run_dir": run_dir, "writer": writer, "meta": meta}
     meta["finished_at"] = time.time()
     # Scenarios are read once, but drills' code is not: say if the tree changed during the run.
@@ -323,7 +343,7 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         try:
             # Consent is checked before any request reaches the cluster, and bound to the cluster,
             # not to its name (harness.providers.existing).
-            cluster = consented_cluster(opt("--kdrill-kubeconfig"), opt("--kdrill-context"),
+            cluster = consented_cluster(opt("--kdrill-kubeconfig"), _context(request.config),
                                         opt("--kdrill-allow-context"))
             if opt("--kdrill-node-agent") and (cluster.context or "") not in opt("--kdrill-allow-context"):
                 # Privileged pods on every node are consent of their own, whatever the cluster is.
@@ -331,7 +351,7 @@ def kdrill_cluster(request: pytest.FixtureRequest):
                                     f"consent with --kdrill-allow-context {cluster.context}")
         except ProviderError as exc:
             request.config._kdrill_refused = str(exc)
-            pytest.exit(f"kdrill: refused: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+            _end_session(request.config, f"kdrill: refused: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         if not opt("--kdrill-node-agent"):
             yield cluster
             _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
@@ -352,14 +372,14 @@ def kdrill_cluster(request: pytest.FixtureRequest):
             agents.enter_context(injected(NodeAgentPods(cluster), Ledger(), drill="node agent"))
         except Exception as exc:  # one line for the session, not the same error for every test
             request.config._kdrill_refused = f"node agent on {cluster.name}: {type(exc).__name__}: {exc}"[:500]
-            pytest.exit(f"kdrill: refused: {request.config._kdrill_refused}", returncode=pytest.ExitCode.USAGE_ERROR)
+            _end_session(request.config, f"kdrill: refused: {request.config._kdrill_refused}",
+                         returncode=pytest.ExitCode.USAGE_ERROR)
         with agents:
             yield cluster
             _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
         return
     from harness.doctor import docker_problem
     from harness.images import BuildError, ensure_built
-    from harness.providers.kind import KindProvider
 
     early = getattr(request.config, "_kdrill_early_cluster", None)
     if early is not None:  # started in the background at the end of collection
@@ -369,7 +389,7 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         seconds = creation.result()
         creation.close()
         log.info("created kind cluster %s in %.0f s (in the background)", provider.name, seconds)
-        request.config._kdrill_cluster_create_seconds = seconds
+        request.config._kdrill_cluster_create_seconds = round(seconds, 1)
         yield from _use_kind_cluster(request, provider, created=True)
         return
     # A bad profile is refused before Docker is asked or images are built (minutes, cold).
@@ -382,12 +402,12 @@ def kdrill_cluster(request: pytest.FixtureRequest):
             if not opt("--kdrill-cluster-name"):
                 check_cluster_name(profile, opt("--kdrill-cluster-config"))
         except ProfileError as exc:
-            pytest.exit(f"kdrill: platform profile: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+            _end_session(request.config, f"kdrill: platform profile: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     # Docker down or a failed image build ends the session with one line: as a fixture error
     # it would repeat for every test that needs the cluster.
     problem = docker_problem()
     if problem:
-        pytest.exit(problem)
+        _end_session(request.config, problem)
     capture = request.config.pluginmanager.getplugin("capturemanager")
     reporter = request.config.pluginmanager.getplugin("terminalreporter")
 
@@ -402,9 +422,9 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     try:
         ensure_built(progress=say)
     except BuildError as exc:
-        pytest.exit(f"kdrill: {exc}")
+        _end_session(request.config, f"kdrill: {exc}")
     try:
-        provider = KindProvider(opt("--kdrill-cluster-config"), name=opt("--kdrill-cluster-name"), platform=profile)
+        provider = _kind_provider(request.config, profile)
     except ProviderError as exc:
         pytest.fail(str(exc), pytrace=False)
     from harness.session_lock import ClusterBusy, SessionLock
@@ -412,20 +432,73 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     try:
         lock = SessionLock(provider.name).acquire()
     except ClusterBusy as exc:
-        pytest.exit(f"kdrill: {exc}")
+        _end_session(request.config, f"kdrill: {exc}")
     request.addfinalizer(lock.release)
     created = False
     if not provider.exists():
         seconds = provider.create()
         created = True
         log.info("created kind cluster %s in %.0f s", provider.name, seconds)
-        request.config._kdrill_cluster_create_seconds = seconds
+        request.config._kdrill_cluster_create_seconds = round(seconds, 1)
     if not created:  # a kept cluster made before the guard existed gets it too (idempotent)
         provider.guard_service_subnet()
         problem = provider.platform_problem()
         if problem:
-            pytest.exit(f"kdrill: {problem}", returncode=pytest.ExitCode.USAGE_ERROR)
+            _end_session(request.config, f"kdrill: {problem}", returncode=pytest.ExitCode.USAGE_ERROR)
     yield from _use_kind_cluster(request, provider, created)
+
+
+def _end_session(config: pytest.Config, message: str, returncode: int | None = None) -> None:
+    """``pytest.exit(message)``; in a pytest-xdist worker, a failure of the session fixture
+    instead: xdist takes a worker's exit for a crash (an INTERNALERROR), while a failed session
+    fixture fails each of that worker's cases with the message, and the worker's end records them."""
+    if worker_id(config) is not None:
+        pytest.fail(message, pytrace=False)
+    pytest.exit(message, returncode=returncode)
+
+
+def _context(config: pytest.Config) -> str | None:
+    """The kubeconfig context this session drills: the one ``--kdrill-context`` (None: the
+    kubeconfig's current one), or in a pytest-xdist worker, that worker's of those given
+    (harness.workers.worker_context). Raises ProviderError when that cannot be told."""
+    from harness.workers import WorkerError, worker_context
+
+    contexts = config.getoption("--kdrill-context") or []
+    worker = worker_id(config)
+    if worker is not None:
+        if not contexts:
+            raise ProviderError("with pytest-xdist each worker drills a cluster of its own: give --kdrill-context "
+                                "once per worker")
+        try:
+            return worker_context(contexts, worker)
+        except WorkerError as exc:
+            raise ProviderError(str(exc)) from None
+    if len(contexts) > 1:
+        raise ProviderError(f"--kdrill-context is given {len(contexts)} times: one cluster per session, or one per "
+                            f"worker with pytest-xdist (-n {len(contexts)})")
+    return contexts[0] if contexts else None
+
+
+def _kind_provider(config: pytest.Config, profile=None):
+    """The KindProvider this session drives: ``--kdrill-cluster-config`` and ``--kdrill-cluster-name``
+    (default: the config's name), or in pytest-xdist worker gwN, cluster ``<that name>-gwN`` with
+    its host ports moved (harness.workers). Raises ProviderError."""
+    from harness.providers.kind import KindProvider, cluster_name_problem
+    from harness.workers import WorkerError, cluster_name, host_port_offset
+
+    opt = config.getoption
+    provider = KindProvider(opt("--kdrill-cluster-config"), name=opt("--kdrill-cluster-name"), platform=profile)
+    worker = worker_id(config)
+    if worker is None:
+        return provider
+    try:
+        name, offset = cluster_name(provider.name, worker), host_port_offset(worker)
+    except WorkerError as exc:
+        raise ProviderError(str(exc)) from None
+    problem = cluster_name_problem(name)
+    if problem:
+        raise ProviderError(f"worker {worker}'s cluster name: {problem}")
+    return KindProvider(opt("--kdrill-cluster-config"), name=name, platform=profile, host_port_offset=offset)
 
 
 def _use_kind_cluster(request: pytest.FixtureRequest, provider, created: bool):
@@ -440,7 +513,8 @@ def _use_kind_cluster(request: pytest.FixtureRequest, provider, created: bool):
     _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
     if request.session.testsfailed:
         logs = _reports_dir(request.config) / request.config._kdrill_run_id / "logs"
-        provider.export_logs(logs)
+        # Each worker's cluster has its own (kind writes the same top-level files for every cluster).
+        provider.export_logs(logs / provider.name if worker_id(request.config) else logs)
     if created and not opt("--kdrill-keep-cluster"):
         provider.delete()
 
@@ -601,6 +675,8 @@ def _label_for_allure(scenario, case: str | None) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if report.when == "setup":
+        item._kdrill_ran = True  # in this process (a pytest-xdist worker runs only its share)
     if report.when == "setup" and report.failed:
         item._kdrill_setup_error = report.longreprtext
     if report.when == "call":
@@ -619,6 +695,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     report and seal the run (pytest's JUnit XML is on disk by then)."""
     config = session.config
     if config.option.collectonly:  # a listing, not a run: nothing was planned to run, no evidence
+        return
+    if worker_id(config) is not None:
+        _finish_worker(session, exitstatus)
+        return
+    if getattr(config, "_kdrill_controller_run_dir", None) is not None:
+        _finish_controller(session, exitstatus)
         return
     planned = getattr(config, "_kdrill_planned", [])
     run_dir = getattr(config, "_kdrill_run_dir", None)
@@ -639,6 +721,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         run_dir = writer.run_dir
     else:
         writer = EvidenceWriter(run_dir)
+    _record_missing(config, writer, planned, exitstatus)
+    _finish_allure_results(config, run_dir)
+    from harness.cli import report_and_manifest
+
+    report_and_manifest(run_dir)
+
+
+def _record_missing(config: pytest.Config, writer: EvidenceWriter, planned, exitstatus: int) -> None:
+    """A record for every planned (item or None, scenario, case) that left none: "refused",
+    "error" (its setup failed) or "not-run"."""
+    run_dir = writer.run_dir
     for item, scenario_name, case in planned:
         stem = record_stem(scenario_name, case)
         if (run_dir / f"{stem}.json").exists():
@@ -653,6 +746,89 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         else:
             _record_not_run(config, writer, scenario_name, case, "not-run",
                             f"not run: the session ended first (pytest exit status {int(exitstatus)})")
+
+
+class _XdistController:
+    """The kdrill side of a pytest-xdist controller (harness/workers.py): hands each worker the
+    run's id and directory, and keeps what each hands back at its end."""
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node) -> None:
+        config = node.config
+        if getattr(config, "_kdrill_controller_run_dir", None) is None:
+            from harness.evidence import RunIdError
+
+            try:  # made before any worker starts, so that each only writes into it
+                writer = EvidenceWriter.for_new_run(_reports_dir(config), config._kdrill_run_id)
+            except (RunIdError, OSError) as exc:
+                raise pytest.UsageError(f"kdrill: {exc}") from None
+            meta = run_metadata(resources.checkout(), config._kdrill_run_id)
+            meta["ticket"] = config.getoption("--kdrill-ticket")
+            meta["approved_by"] = config.getoption("--kdrill-approved-by")
+            config._kdrill_controller_meta = meta
+            config._kdrill_controller_run_dir = writer.run_dir
+            config._kdrill_worker_outputs = {}
+        node.workerinput["kdrill_run_id"] = config._kdrill_run_id
+        node.workerinput["kdrill_run_dir"] = str(config._kdrill_controller_run_dir)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        output = getattr(node, "workeroutput", None)
+        outputs = node.config.__dict__.setdefault("_kdrill_worker_outputs", {})
+        outputs[node.gateway.id] = (output or {}).get("kdrill") if isinstance(output, dict) else None
+
+
+def _finish_worker(session: pytest.Session, exitstatus: int) -> None:
+    """A pytest-xdist worker's end: an "error" record for each case whose setup failed here, then
+    hand back to the controller the cases planned, those run here, and this worker's cluster as
+    it read it (xdist's ``workeroutput``; plain JSON values)."""
+    config = session.config
+    planned = getattr(config, "_kdrill_planned", [])
+    ran = [(item, name, case) for item, name, case in planned if getattr(item, "_kdrill_ran", False)]
+    run_dir = getattr(config, "_kdrill_run_dir", None)
+    if run_dir is not None:
+        writer = EvidenceWriter(run_dir)
+        _record_missing(config, writer, ran, exitstatus)  # each of these started here
+    meta = dict(getattr(config, "_kdrill_meta", None) or {})
+    if getattr(config, "_kdrill_cluster_create_seconds", None) is not None:
+        meta["cluster_create_seconds"] = config._kdrill_cluster_create_seconds
+    handed = {"planned": [[name, case] for _, name, case in planned],
+              "ran": [record_stem(name, case) for _, name, case in ran],
+              "refused": getattr(config, "_kdrill_refused", None), "meta": meta}
+    config.workeroutput["kdrill"] = json.loads(json.dumps(handed, default=str))
+
+
+def _finish_controller(session: pytest.Session, exitstatus: int) -> None:
+    """The pytest-xdist controller's end, once every worker is down: run.json with each worker's
+    cluster (harness.workers.merge_worker_outputs), a record for each planned case that left
+    none, the report and the seal. A run that planned no drill (only tests that need no cluster
+    ran) leaves no run directory."""
+    from harness.workers import merge_worker_outputs
+
+    config = session.config
+    run_dir = config._kdrill_controller_run_dir
+    outputs = getattr(config, "_kdrill_worker_outputs", {})
+    planned_cases = []
+    for out in outputs.values():
+        for name, case in (out or {}).get("planned") or []:
+            if [name, case] not in planned_cases:
+                planned_cases.append([name, case])
+    if not planned_cases and not any(run_dir.iterdir()):
+        run_dir.rmdir()
+        return
+    merged = merge_worker_outputs({w: {**o, "planned": [record_stem(n, c) for n, c in o.get("planned") or []]}
+                                   if isinstance(o, dict) else None for w, o in outputs.items()})
+    meta = config._kdrill_controller_meta
+    meta.update(planned=[record_stem(n, c) for n, c in planned_cases], workers=merged["workers"],
+                platform=merged["platform"], finished_at=time.time())
+    end = run_metadata(resources.checkout(), config._kdrill_run_id)
+    meta["git_at_end"] = {"commit": end["git_commit"], "dirty": end["git_dirty"]}
+    writer = EvidenceWriter(run_dir)
+    writer.write_run_metadata(meta)
+    refused = next((o["refused"] for o in outputs.values() if isinstance(o, dict) and o.get("refused")), None)
+    if refused:
+        config._kdrill_refused = refused
+    _record_missing(config, writer, [(None, n, c) for n, c in planned_cases], exitstatus)
     _finish_allure_results(config, run_dir)
     from harness.cli import report_and_manifest
 

@@ -57,7 +57,7 @@ class Cluster:
     ``"existing"``; ``kubeconfig``/``context``: how the API server is reached (always through
     ``127.0.0.1`` for kind); ``node_access``: whether ``node_exec`` works; ``node_agent``: the
     :class:`harness.providers.node_agent.NodeAgent` that runs it when the nodes are not kind
-    containers on this machine.
+    containers on this machine; ``host_ports``: {NodePort: its ``127.0.0.1`` port on this machine}.
     """
 
     name: str
@@ -67,6 +67,13 @@ class Cluster:
     node_access: bool
     nodes_by_role: dict[str, list[str]] = field(default_factory=dict)
     node_agent: Any = None
+    host_ports: dict[int, int] = field(default_factory=dict)
+
+    def host_port(self, node_port: int) -> int:
+        """The ``127.0.0.1`` port on this machine that reaches NodePort ``node_port`` (kind's
+        ``extraPortMappings``; another cluster beside this one maps the same NodePort elsewhere).
+        ``node_port`` itself when no mapping is known (a cluster reached through a kubeconfig)."""
+        return self.host_ports.get(int(node_port), int(node_port))
 
     @property
     def node_channel(self) -> str:

@@ -86,6 +86,48 @@ def cluster_name_of(config: Path) -> str:
     return yaml.safe_load(config.read_text()).get("name") or "kind"
 
 
+def host_ports(config: dict) -> dict[int, int]:
+    """The kind config's ``127.0.0.1`` mappings: {container (NodePort) port: host port}. A mapping
+    on another address is left out: the host reaches a cluster through ``127.0.0.1`` only."""
+    ports = {}
+    for node in config.get("nodes") or []:
+        for mapping in (node or {}).get("extraPortMappings") or []:
+            if mapping.get("listenAddress", "0.0.0.0") == "127.0.0.1" and mapping.get("hostPort"):
+                ports[int(mapping["containerPort"])] = int(mapping["hostPort"])
+    return ports
+
+
+def offset_host_ports(config: dict, offset: int) -> dict:
+    """``config`` (a kind config) with ``offset`` added to every ``hostPort``; a new dict.
+    Raises ProviderError when a port would leave 1..65535."""
+    import copy
+
+    config = copy.deepcopy(config)
+    for node in config.get("nodes") or []:
+        for mapping in (node or {}).get("extraPortMappings") or []:
+            if mapping.get("hostPort"):
+                port = int(mapping["hostPort"]) + offset
+                if not 0 < port < 65536:
+                    raise ProviderError(f"host port offset {offset}: hostPort {mapping['hostPort']} would become "
+                                        f"{port}, outside 1..65535")
+                mapping["hostPort"] = port
+    return config
+
+
+def write_offset_config(config: Path, name: str, offset: int) -> Path:
+    """Write ``config`` with :func:`offset_host_ports` and the cluster name ``name`` under
+    ``$KDRILL_CACHE/kind-configs/`` (default ``~/.cache/kdrill``); returns its path."""
+    data = offset_host_ports(yaml.safe_load(config.read_text()) or {}, offset)
+    data["name"] = name
+    cache = Path(os.environ.get("KDRILL_CACHE", Path.home() / ".cache" / "kdrill"))
+    out = cache / "kind-configs" / f"{name}.yaml"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"# kind config {config} with host ports moved by {offset}, for cluster {name};\n"
+                   "# written by kdrill (harness/providers/kind.py); not to be edited.\n"
+                   + yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
 DEFAULT_SERVICE_SUBNET = "10.96.0.0/16"  # kind's serviceSubnet when the config sets none
 GUARD_COMMENT = "kdrill: no untranslated ClusterIP traffic leaves the node"
 
@@ -93,10 +135,14 @@ GUARD_COMMENT = "kdrill: no untranslated ClusterIP traffic leaves the node"
 class KindProvider:
     """One kind cluster, by name; ``config`` is the kind config used when creating it.
     ``platform``: a :class:`harness.platform_profile.PlatformProfile` built into the cluster (its
-    name becomes ``<config's name>-<profile name>``, see that module)."""
+    name becomes ``<config's name>-<profile name>``, see that module). ``host_port_offset``: added
+    to every ``hostPort`` the config maps, so that clusters made from one config run side by side
+    (pytest-xdist workers, :mod:`harness.workers`); the NodePorts inside stay as written.
+
+    Raises ProviderError for an unknown config or an offset that leaves the port range."""
 
     def __init__(self, config: str | Path = "ha", name: str | None = None, image: str | None = None,
-                 platform=None):
+                 platform=None, host_port_offset: int = 0):
         self.config = self.base_config = config_path(str(config))
         self.platform = platform
         if platform is not None:
@@ -104,6 +150,9 @@ class KindProvider:
 
             self.config = write_kind_config(platform, self.config)
         self.name = name or cluster_name_of(self.config)
+        self.host_port_offset = host_port_offset
+        if host_port_offset:
+            self.config = write_offset_config(self.config, self.name, host_port_offset)
         self.image = image or node_image()
         self.kind = kind_binary()
         self.platform_install_seconds: dict[str, float] = {}
@@ -253,7 +302,14 @@ class KindProvider:
         if kubeconfig is None or not Path(kubeconfig).exists():
             kubeconfig = self.kubeconfig_path()
         return Cluster(name=self.name, provider="kind", kubeconfig=Path(kubeconfig),
-                       context=f"kind-{self.name}", node_access=True, nodes_by_role=roles)
+                       context=f"kind-{self.name}", node_access=True, nodes_by_role=roles,
+                       host_ports=self.host_ports())
+
+    def host_ports(self) -> dict[int, int]:
+        """{NodePort: 127.0.0.1 host port} as this provider's kind config maps them (:func:`host_ports`);
+        empty without a config to read."""
+        config = getattr(self, "config", None)
+        return host_ports(yaml.safe_load(config.read_text()) or {}) if config and config.exists() else {}
 
 
 class BackgroundCreation:
@@ -272,7 +328,8 @@ class BackgroundCreation:
         fd, name = tempfile.mkstemp(prefix=f"kdrill-create-{provider.name}-", suffix=".log")
         self.log_path = Path(name)
         cmd = command or [sys.executable, "-m", "harness.cli", "cluster", "create",
-                          "--config", str(provider.base_config), "--name", provider.name]
+                          "--config", str(provider.base_config), "--name", provider.name,
+                          "--host-port-offset", str(provider.host_port_offset)]
         if command is None and provider.platform is not None:
             cmd += ["--platform", str(provider.platform.root)]
         self._started = time.monotonic()

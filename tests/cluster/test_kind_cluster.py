@@ -96,7 +96,7 @@ def test_http_service_answers_by_dns_name_in_cluster_and_on_127_0_0_1_from_host(
         assert first_ok is not None, calls
         assert all(r["ok"] for r in calls[first_ok:]), calls[first_ok:]
         # The host reaches the Service only through the 127.0.0.1 mapping to the NodePort.
-        conn = http.client.HTTPConnection("127.0.0.1", 30081, timeout=5)
+        conn = http.client.HTTPConnection("127.0.0.1", kdrill_cluster.host_port(30081), timeout=5)
         conn.request("GET", "/")
         response = conn.getresponse()
         body = json.loads(response.read())

@@ -72,3 +72,65 @@ def test_a_context_named_kind_is_refused_unless_kind_lists_it(pytester, tmp_path
     result.stdout.fnmatch_lines(["*refused*kind-unreachable*not one of this machine's kind clusters*"])
     for record in records.values():
         assert record["verdict"] == "refused" and "--allow-context kind-unreachable" in record["errors"][0]
+
+
+TWO_CONTEXTS = KUBECONFIG.replace(
+    "contexts: [{name: kind-unreachable, context: {cluster: c, user: u}}]",
+    "contexts: [{name: kind-unreachable, context: {cluster: c, user: u}},\n"
+    "           {name: kind-unreachable-2, context: {cluster: c, user: u}}]")
+
+
+def run_parallel(pytester, tmp_path, monkeypatch, *args):
+    """Two pytest-xdist workers, one context each (harness/workers.py)."""
+    monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
+    scenarios = pytester.mkdir("scenarios")
+    (scenarios / "unreachable.yaml").write_text(SCENARIO)
+    kubeconfig = pytester.makefile(".yaml", kubeconfig=TWO_CONTEXTS)
+    pytester.makepyfile(test_unreachable=DRILL)
+    reports = tmp_path / "reports"
+    result = pytester.runpytest_subprocess(
+        f"--kdrill-scenarios-dir={scenarios}", f"--kdrill-kubeconfig={kubeconfig}",
+        "--kdrill-context=kind-unreachable", "--kdrill-context=kind-unreachable-2",
+        f"--kdrill-reports={reports}", "--kdrill-run-id=r1", "-p", "no:cacheprovider", "-p", "xdist", "-n", "2",
+        *args)
+    return result, reports
+
+
+def test_parallel_workers_write_one_run_with_one_seal(pytester, tmp_path, monkeypatch):
+    from harness.manifest import verify_run
+
+    result, reports = run_parallel(pytester, tmp_path, monkeypatch, "--kdrill-allow-context=kind-unreachable",
+                                   "--kdrill-allow-context=kind-unreachable-2")
+    assert result.ret != 0
+    assert [p.name for p in reports.iterdir()] == ["r1"]  # one run, not one per worker
+    run = reports / "r1"
+    meta = json.loads((run / "run.json").read_text())
+    assert sorted(meta["workers"]) == ["gw0", "gw1"]
+    assert meta["planned"] == ["unreachable--one", "unreachable--two"]
+    # Each case ran on one worker, and its record says why it failed there.
+    ran = [stem for w in meta["workers"].values() for stem in w["ran"]]
+    assert sorted(ran) == ["unreachable--one", "unreachable--two"]
+    for stem in ran:
+        record = json.loads((run / f"{stem}.json").read_text())
+        assert record["verdict"] == "error" and record["errors"][0].startswith("setup failed:")
+    assert verify_run(run).ok
+
+
+def test_parallel_workers_each_need_a_context_of_their_own(pytester, tmp_path, monkeypatch):
+    monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
+    scenarios = pytester.mkdir("scenarios")
+    (scenarios / "unreachable.yaml").write_text(SCENARIO)
+    kubeconfig = pytester.makefile(".yaml", kubeconfig=TWO_CONTEXTS)
+    pytester.makepyfile(test_unreachable=DRILL)
+    reports = tmp_path / "reports"
+    result = pytester.runpytest_subprocess(
+        f"--kdrill-scenarios-dir={scenarios}", f"--kdrill-kubeconfig={kubeconfig}",
+        "--kdrill-context=kind-unreachable", "--kdrill-allow-context=kind-unreachable",
+        f"--kdrill-reports={reports}", "--kdrill-run-id=r1", "-p", "no:cacheprovider", "-p", "xdist", "-n", "2")
+    assert result.ret != 0
+    run = reports / "r1"
+    records = [json.loads(p.read_text()) for p in run.glob("unreachable--*.json")]
+    # Neither case ran on a cluster another worker also drilled: each has a record saying why.
+    assert len(records) == 2 and all(r["verdict"] in ("refused", "not-run", "error") for r in records)
+    assert any("once per worker" in r["errors"][0] or "one per worker" in r["errors"][0] for r in records), records
+    assert (run / "manifest.json").is_file()
