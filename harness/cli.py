@@ -270,7 +270,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.keep_cluster:
             cmd.append("--kdrill-keep-cluster")
     if clusters > 1:  # pytest-xdist: one worker, one cluster each
-        cmd += ["-p", "xdist", f"--numprocesses={clusters}"]
+        # worksteal: a worker that runs out of cases takes the other's waiting ones (the cases' times
+        # differ tenfold, so an even split up front leaves one cluster idle).
+        cmd += ["-p", "xdist", f"--numprocesses={clusters}", "--dist=worksteal"]
     if args.ticket:
         cmd.append(f"--kdrill-ticket={args.ticket}")
     if args.approved_by:

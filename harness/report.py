@@ -766,6 +766,7 @@ def _run_view(run: _Run) -> dict[str, Any]:
         "cluster": None,
         "platform": None,
         "image_sources": _image_sources_view(meta.get("image_sources")),
+        "workers": _workers_view(meta.get("workers")),
     }
     platform = meta.get("platform") if isinstance(meta.get("platform"), dict) else {}
     if platform:
@@ -789,6 +790,26 @@ def _run_view(run: _Run) -> dict[str, Any]:
                        else _text(offsets.get("note") or "not compared")),
         }
     return view
+
+
+def _workers_view(workers: Any) -> list[dict[str, str]] | None:
+    """run.json's ``workers`` (a run across parallel clusters, harness/workers.py): a row per
+    worker with its cluster, server, kube-system UID, creation time and the cases it ran; None
+    when the run had no workers."""
+    if not isinstance(workers, dict) or not workers:
+        return None
+    rows = []
+    for worker, seen in sorted(workers.items()):
+        seen = seen if isinstance(seen, dict) else {"note": f"malformed: {_cell(seen)}"}
+        cluster = seen.get("cluster") if isinstance(seen.get("cluster"), dict) else {}
+        created = seen.get("cluster_create_seconds")
+        ran = seen.get("ran") if isinstance(seen.get("ran"), list) else []
+        rows.append({"worker": _text(worker), "cluster": _text(cluster.get("name") or "—"),
+                     "server": _text(cluster.get("server") or "—"),
+                     "uid": _text(cluster.get("kube_system_uid") or "—"),
+                     "created": _seconds(created) if isinstance(created, (int, float)) else "reused or not made here",
+                     "ran": _cell(ran) if ran else "none", "note": _text(seen.get("note") or "")})
+    return rows
 
 
 def _node_list(value: Any) -> list[str] | None:
@@ -1498,6 +1519,9 @@ def _drill_view(run_dir: Path, record_path: Path, record: dict[str, Any]) -> dic
         "label": _drill_label(record),
         "started": _utc(record.get("started_at")),
         "finished": _utc(record.get("finished_at")),
+        # Which cluster ran it: in a run across parallel clusters (harness/workers.py) each record names its own.
+        "cluster_name": _text((record.get("cluster") or {}).get("name")) if isinstance(record.get("cluster"), dict)
+        and (record.get("cluster") or {}).get("name") else None,
         "duration": _seconds(record.get("duration_seconds")),
         "kdrill_version": _text(record.get("kdrill_version") or "—"),
         "glance": _glance(record, windows, vitals_state, flagged),
