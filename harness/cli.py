@@ -225,7 +225,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.plan:
         from harness.plan import plan
 
-        print(plan(scenarios, Path(args.reports), target)[0])
+        print(plan(scenarios, Path(args.reports), target, clusters)[0])
         return 0
     if args.kubeconfig or args.context:
         # The drills' session checks consent too, but only after this run's directory is made.

@@ -57,11 +57,13 @@ def _access(s: Scenario, case: str | None = None) -> str:
             "exec only)")
 
 
-def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, float | None]:
-    """The plan as text, and the expected total in seconds (None when a drill has no past run)."""
+def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 1) -> tuple[str, float | None]:
+    """The plan as text, and the expected total in seconds (None when a drill has no past run).
+    ``clusters``: how many clusters share the cases (harness/workers.py); the text then gives the
+    least wall time that sharing allows, the total being the cases' sum either way."""
     durations = past_durations(reports)
     lines = [f"kdrill run --plan: {len(scenarios)} scenario(s) on {target}; nothing is touched"]
-    total, unknown, from_windows = 0.0, [], 0
+    total, unknown, from_windows, longest = 0.0, [], 0, 0.0
     for s in scenarios:
         fault = fault_class(s.fault_kind)
         for case in [c.name for c in s.cases] or [None]:
@@ -81,6 +83,7 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
                 unknown.append(label)
             else:
                 total += past[0]
+                longest = max(longest, past[0])
             expected = (f"about {past[0]:.0f} s ({'run ' if not past[1].startswith('its') else ''}{past[1]})"
                         if past else "unknown (no intact past run)")
             lines += [
@@ -124,4 +127,11 @@ def plan(scenarios: list[Scenario], reports: Path, target: str) -> tuple[str, fl
         text = f"{known} for {cases - len(unknown)} of {cases} cases ({sources})" + (
             f"; unknown for {', '.join(unknown)} (no intact past run)" if unknown else "")
     lines.append(f"\nexpected drill time: {text} (plus the cluster's creation when it does not exist)")
+    if clusters > 1 and total:
+        # Each case runs whole on one cluster: the wall time is at least the longest case, and at
+        # least an even share; contention on this machine's cores makes it more (measured, README).
+        least = max(total / clusters, longest)
+        lines.append(f"on {clusters} clusters in parallel: at least {least / 60:.0f} min of that"
+                     f"{' known part' if unknown else ''} (an even share, or the longest case, {longest:.0f} s), "
+                     "more where the clusters share this machine's cores")
     return "\n".join(lines), (None if unknown else total)

@@ -275,3 +275,26 @@ def test_a_kind_cluster_name_is_accepted(tmp_path: Path, capsys, name) -> None:
     assert cluster_name_problem(name) is None
     assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", "--cluster-name", name, "pod-delete"]) == 0
     assert f"cluster {name};" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_plan_on_parallel_clusters_names_each_and_shares_the_time(tmp_path: Path, capsys, tree_entry_points) -> None:
+    reports = str(tmp_path / "reports")
+    assert main(["--reports", reports, "run", "--plan", "--clusters", "2", "pod-delete", "service-blackhole"]) == 0
+    out = capsys.readouterr().out
+    assert "cluster kdrill-ha-gw0, kdrill-ha-gw1 in parallel;" in out.splitlines()[0]
+    assert "on 2 clusters in parallel: at least" in out
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--clusters", "0"], "expected 1 to 8, got 0"),
+    (["--clusters", "9"], "expected 1 to 8, got 9"),
+    (["--clusters", "3", "--context", "a", "--context", "b"], "one cluster per context"),
+    (["--context", "a", "--context", "a"], "given twice"),
+    (["--clusters", "2", "--cluster-name", "x" * 48], "parallel clusters' names"),
+])
+def test_parallel_clusters_that_cannot_be_kept_apart_are_refused(tmp_path: Path, capsys, args, says) -> None:
+    reports = tmp_path / "reports"
+    for plan in (["--plan"], []):
+        assert main(["--reports", str(reports), "run", *plan, *args, "pod-delete"]) == 2
+        assert says in capsys.readouterr().err
+        assert not reports.exists()
