@@ -39,16 +39,22 @@ def test_unreachable(drill):
 """
 
 
-def run_session(pytester, tmp_path, monkeypatch, *args):
+def start_session(pytester, tmp_path, monkeypatch, kubeconfig_text, *args):
+    """A pytest session of the unreachable drill; returns (result, the reports directory)."""
     monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
     scenarios = pytester.mkdir("scenarios")
     (scenarios / "unreachable.yaml").write_text(SCENARIO)
-    kubeconfig = pytester.makefile(".yaml", kubeconfig=KUBECONFIG)
+    kubeconfig = pytester.makefile(".yaml", kubeconfig=kubeconfig_text)
     pytester.makepyfile(test_unreachable=DRILL)
     reports = tmp_path / "reports"
     result = pytester.runpytest_subprocess(
         f"--kdrill-scenarios-dir={scenarios}", f"--kdrill-kubeconfig={kubeconfig}",
         f"--kdrill-reports={reports}", "--kdrill-run-id=r1", "-p", "no:cacheprovider", *args)
+    return result, reports
+
+
+def run_session(pytester, tmp_path, monkeypatch, *args):
+    result, reports = start_session(pytester, tmp_path, monkeypatch, KUBECONFIG, *args)
     run = reports / "r1"
     records = {p.name: json.loads(p.read_text()) for p in run.glob("unreachable--*.json") if "timeline" not in p.name}
     assert sorted(records) == ["unreachable--one.json", "unreachable--two.json"]
@@ -81,25 +87,15 @@ TWO_CONTEXTS = KUBECONFIG.replace(
 
 
 def run_parallel(pytester, tmp_path, monkeypatch, *args):
-    """Two pytest-xdist workers, one context each (harness/workers.py)."""
-    monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
-    scenarios = pytester.mkdir("scenarios")
-    (scenarios / "unreachable.yaml").write_text(SCENARIO)
-    kubeconfig = pytester.makefile(".yaml", kubeconfig=TWO_CONTEXTS)
-    pytester.makepyfile(test_unreachable=DRILL)
-    reports = tmp_path / "reports"
-    result = pytester.runpytest_subprocess(
-        f"--kdrill-scenarios-dir={scenarios}", f"--kdrill-kubeconfig={kubeconfig}",
-        "--kdrill-context=kind-unreachable", "--kdrill-context=kind-unreachable-2",
-        f"--kdrill-reports={reports}", "--kdrill-run-id=r1", "-p", "no:cacheprovider", "-p", "xdist", "-n", "2",
-        *args)
-    return result, reports
+    """Two pytest-xdist workers (harness/workers.py)."""
+    return start_session(pytester, tmp_path, monkeypatch, TWO_CONTEXTS, "-p", "xdist", "-n", "2", *args)
 
 
 def test_parallel_workers_write_one_run_with_one_seal(pytester, tmp_path, monkeypatch):
     from harness.manifest import verify_run
 
-    result, reports = run_parallel(pytester, tmp_path, monkeypatch, "--kdrill-allow-context=kind-unreachable",
+    result, reports = run_parallel(pytester, tmp_path, monkeypatch, "--kdrill-context=kind-unreachable",
+                                   "--kdrill-context=kind-unreachable-2", "--kdrill-allow-context=kind-unreachable",
                                    "--kdrill-allow-context=kind-unreachable-2")
     assert result.ret != 0
     assert [p.name for p in reports.iterdir()] == ["r1"]  # one run, not one per worker
@@ -117,16 +113,8 @@ def test_parallel_workers_write_one_run_with_one_seal(pytester, tmp_path, monkey
 
 
 def test_parallel_workers_each_need_a_context_of_their_own(pytester, tmp_path, monkeypatch):
-    monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
-    scenarios = pytester.mkdir("scenarios")
-    (scenarios / "unreachable.yaml").write_text(SCENARIO)
-    kubeconfig = pytester.makefile(".yaml", kubeconfig=TWO_CONTEXTS)
-    pytester.makepyfile(test_unreachable=DRILL)
-    reports = tmp_path / "reports"
-    result = pytester.runpytest_subprocess(
-        f"--kdrill-scenarios-dir={scenarios}", f"--kdrill-kubeconfig={kubeconfig}",
-        "--kdrill-context=kind-unreachable", "--kdrill-allow-context=kind-unreachable",
-        f"--kdrill-reports={reports}", "--kdrill-run-id=r1", "-p", "no:cacheprovider", "-p", "xdist", "-n", "2")
+    result, reports = run_parallel(pytester, tmp_path, monkeypatch, "--kdrill-context=kind-unreachable",
+                                   "--kdrill-allow-context=kind-unreachable")
     assert result.ret != 0
     run = reports / "r1"
     records = [json.loads(p.read_text()) for p in run.glob("unreachable--*.json")]
