@@ -120,8 +120,9 @@ def _cluster_count(args: argparse.Namespace) -> int:
     count = args.clusters if args.clusters is not None else max(contexts, 1)
     if not 1 <= count <= MAX_WORKERS:
         raise Refused(f"kdrill: --clusters: expected 1 to {MAX_WORKERS}, got {count}")
-    if contexts > 1 and count != contexts:
-        raise Refused(f"kdrill: --clusters {count} with {contexts} --context: one cluster per context")
+    if (contexts > 1 or (count > 1 and (contexts or args.kubeconfig))) and count != contexts:
+        raise Refused(f"kdrill: --clusters {count} with {contexts} --context: on existing clusters, one --context "
+                      "per cluster")
     if len(set(args.context)) != contexts:
         raise Refused("kdrill: a --context given twice: each parallel worker drills a cluster of its own")
     return count
@@ -272,7 +273,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if clusters > 1:  # pytest-xdist: one worker, one cluster each
         # worksteal: a worker that runs out of cases takes the other's waiting ones (the cases' times
         # differ tenfold, so an even split up front leaves one cluster idle).
-        cmd += ["-p", "xdist", f"--numprocesses={clusters}", "--dist=worksteal"]
+        # No replacement for a crashed worker: it would make a new cluster beside the crashed one's.
+        cmd += ["-p", "xdist", f"--numprocesses={clusters}", "--dist=worksteal", "--max-worker-restart=0"]
     if args.ticket:
         cmd.append(f"--kdrill-ticket={args.ticket}")
     if args.approved_by:
@@ -792,11 +794,16 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         if problem:
             raise Refused(f"kdrill cluster: --name: {problem}")
     profile = _platform_profile(args.platform, [] if args.name else [args.config])
-    prepare_kind(build=args.action == "create")
-    try:
-        provider = KindProvider(args.config, name=args.name, platform=profile, host_port_offset=args.host_port_offset)
+    try:  # before the images are built: a bad config or offset is refused at once
+        import yaml
+
+        from harness.providers.kind import config_path, offset_host_ports
+
+        offset_host_ports(yaml.safe_load(config_path(args.config).read_text()) or {}, args.host_port_offset)
     except ProviderError as exc:
         raise Refused(f"kdrill cluster: {exc}") from None
+    prepare_kind(build=args.action == "create")
+    provider = KindProvider(args.config, name=args.name, platform=profile, host_port_offset=args.host_port_offset)
     if args.action in ("create", "delete"):
         try:  # never under a session that is running drills on it
             SessionLock(provider.name).acquire()

@@ -71,6 +71,7 @@ from typing import Any
 
 import yaml
 
+from harness.files import write_text_atomic
 from harness.kube_objects import TLS_PLACEHOLDERS, expand, placeholder_keys, placeholders, tls_key_misplaced
 
 PROFILE_FILE = "platform.yaml"
@@ -561,9 +562,10 @@ def write_kind_config(profile: PlatformProfile, base_config: Path) -> Path:
     out = cache / "platforms" / f"{profile.name}-{profile.hash[:12]}" / f"{base_config.stem}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
     config = kind_config(profile, yaml.safe_load(base_config.read_text()) or {})
-    out.write_text(f"# kind config {base_config.name} with platform profile {profile.root} (sha256 {profile.hash}),\n"
-                   f"# written by kdrill (harness/platform_profile.py); not to be edited.\n"
-                   + yaml.safe_dump(config, sort_keys=False))
+    # Atomic: pytest-xdist workers write it at the same moment (harness/workers.py).
+    write_text_atomic(out, f"# kind config {base_config.name} with platform profile {profile.root} (sha256 "
+                      f"{profile.hash}),\n# written by kdrill (harness/platform_profile.py); not to be edited.\n"
+                      + yaml.safe_dump(config, sort_keys=False))
     return out
 
 

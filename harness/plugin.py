@@ -226,6 +226,7 @@ def _on_request(config: pytest.Config, name: str) -> bool:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
+    session.config._kdrill_session = session
     # Every drill case still selected (after -k, -m and --kdrill-scenario) gets a record at the
     # end, whether it ran or not.
     session.config._kdrill_planned = [(item, _scenario_of(item), item.callspec.params.get("drill_case"))
@@ -339,6 +340,10 @@ def kdrill_cluster(request: pytest.FixtureRequest):
     """The cluster for this session: an existing one from a kubeconfig, or a kind cluster that is
     reused when it exists and otherwise created (and deleted at the end unless kept)."""
     opt = request.config.getoption
+    problem = _worker_problem(request.config)
+    if problem:
+        request.config._kdrill_refused = problem
+        _end_session(request.config, f"kdrill: refused: {problem}", returncode=pytest.ExitCode.USAGE_ERROR)
     if opt("--kdrill-kubeconfig") or opt("--kdrill-context"):
         try:
             # Consent is checked before any request reaches the cluster, and bound to the cluster,
@@ -451,10 +456,36 @@ def kdrill_cluster(request: pytest.FixtureRequest):
 def _end_session(config: pytest.Config, message: str, returncode: int | None = None) -> None:
     """``pytest.exit(message)``; in a pytest-xdist worker, a failure of the session fixture
     instead: xdist takes a worker's exit for a crash (an INTERNALERROR), while a failed session
-    fixture fails each of that worker's cases with the message, and the worker's end records them."""
+    fixture fails the case with the message, the worker's end records it, and ``shouldstop``
+    ends the whole run (the worker would otherwise fail every other worker's waiting cases)."""
     if worker_id(config) is not None:
+        session = getattr(config, "_kdrill_session", None)
+        if session is not None:
+            session.shouldstop = message
         pytest.fail(message, pytrace=False)
     pytest.exit(message, returncode=returncode)
+
+
+def _worker_problem(config: pytest.Config) -> str | None:
+    """In a pytest-xdist worker, why it may not drill a cluster: it replaces a crashed worker
+    (its cluster would be a new one, the crashed one's left behind), or ``--dist each`` would run
+    every case on every cluster into the same records. None elsewhere."""
+    worker = worker_id(config)
+    if worker is None:
+        return None
+    from harness.workers import WorkerError, worker_index
+
+    try:
+        index = worker_index(worker)
+    except WorkerError as exc:
+        return str(exc)
+    count = config.workerinput.get("workercount")
+    if isinstance(count, int) and index >= count:
+        return (f"worker {worker} replaces a crashed worker; kdrill does not give it a new cluster (the crashed "
+                "worker's is left as it was: `kdrill recover`, then `kdrill cluster delete --name ...`)")
+    if config.getoption("dist", "no") == "each":
+        return "--dist each would run every case on every cluster into the same records; use --dist worksteal or load"
+    return None
 
 
 def _context(config: pytest.Config) -> str | None:
@@ -750,7 +781,16 @@ def _record_missing(config: pytest.Config, writer: EvidenceWriter, planned, exit
 
 class _XdistController:
     """The kdrill side of a pytest-xdist controller (harness/workers.py): hands each worker the
-    run's id and directory, and keeps what each hands back at its end."""
+    run's id and directory, keeps what each hands back at its end, and on Ctrl-C or SIGTERM waits
+    for the workers to revert their faults before xdist tears them down."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session):
+        try:
+            return (yield)
+        except KeyboardInterrupt as exc:
+            _await_workers(session.config, exc)
+            raise
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node) -> None:
@@ -776,6 +816,48 @@ class _XdistController:
         output = getattr(node, "workeroutput", None)
         outputs = node.config.__dict__.setdefault("_kdrill_worker_outputs", {})
         outputs[node.gateway.id] = (output or {}).get("kdrill") if isinstance(output, dict) else None
+
+
+def _worker_pids() -> list[int]:
+    """This process's children: the pytest-xdist workers (local popen gateways). Linux /proc."""
+    me, pids = os.getpid(), []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[1]) == me:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def _await_workers(config: pytest.Config, interrupt: BaseException) -> None:
+    """After the controller's Ctrl-C or SIGTERM: xdist would tear the workers down at once, and
+    execnet ends a worker still running 15 s later with ``os._exit``, in the middle of a revert.
+    So: pass a SIGTERM on to the workers (Ctrl-C reached them itself, through the terminal's
+    process group), then go on handling their events until every one has ended its session, its
+    faults reverted and its records written. Another Ctrl-C meanwhile only says so."""
+    import signal
+
+    dsession = config.pluginmanager.getplugin("dsession")
+    if dsession is None:
+        return
+    if str(interrupt) == f"signal {int(signal.SIGTERM)}":  # harness.faults.raise_interrupt's
+        for pid in _worker_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("kdrill: interrupted; waiting for every worker to revert its fault and write its records")
+    dsession.triggershutdown()  # no new case to any worker; each ends after the one it runs
+    while not dsession.session_finished and dsession._active_nodes:
+        try:
+            dsession.loop_once()
+        except KeyboardInterrupt:
+            if reporter is not None:
+                reporter.write_line("kdrill: still waiting for the workers to revert their faults")
+        except RuntimeError:  # xdist: no active worker left
+            break
 
 
 def _finish_worker(session: pytest.Session, exitstatus: int) -> None:
@@ -825,10 +907,14 @@ def _finish_controller(session: pytest.Session, exitstatus: int) -> None:
     meta["git_at_end"] = {"commit": end["git_commit"], "dirty": end["git_dirty"]}
     writer = EvidenceWriter(run_dir)
     writer.write_run_metadata(meta)
-    refused = next((o["refused"] for o in outputs.values() if isinstance(o, dict) and o.get("refused")), None)
-    if refused:
-        config._kdrill_refused = refused
-    _record_missing(config, writer, [(None, n, c) for n, c in planned_cases], exitstatus)
+    # A case no worker left a record for did not run: say which workers refused, and why.
+    refusals = "; ".join(f"{w} refused: {o['refused']}" for w, o in sorted(outputs.items())
+                         if isinstance(o, dict) and o.get("refused"))
+    for name, case in planned_cases:
+        if not (run_dir / f"{record_stem(name, case)}.json").exists():
+            _record_not_run(config, writer, name, case, "not-run",
+                            f"not run: no worker ran it (pytest exit status {int(exitstatus)})"
+                            + (f"; {refusals}" if refusals else ""))
     _finish_allure_results(config, run_dir)
     from harness.cli import report_and_manifest
 

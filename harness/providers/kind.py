@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from harness import proc, resources
+from harness.files import write_text_atomic
 from harness.providers import Cluster, ProviderError
 
 log = logging.getLogger("kdrill.kind")
@@ -97,6 +98,16 @@ def host_ports(config: dict) -> dict[int, int]:
     return ports
 
 
+DOCKER_PORT = re.compile(r"127\.0\.0\.1:(\d+)->(\d+)/tcp")
+
+
+def docker_node_ports(ports_column: str) -> dict[int, int]:
+    """{NodePort: host port} from ``docker ps --format {{.Ports}}`` lines of a cluster's node
+    containers (``127.0.0.1:30180->30080/tcp, ...``): loopback mappings to the NodePort range
+    (30000-32767) only, so the API server's load-balancer port is left out."""
+    return {int(inner): int(host) for host, inner in DOCKER_PORT.findall(ports_column) if 30000 <= int(inner) <= 32767}
+
+
 def offset_host_ports(config: dict, offset: int) -> dict:
     """``config`` (a kind config) with ``offset`` added to every ``hostPort``; a new dict.
     Raises ProviderError when a port would leave 1..65535."""
@@ -122,9 +133,10 @@ def write_offset_config(config: Path, name: str, offset: int) -> Path:
     cache = Path(os.environ.get("KDRILL_CACHE", Path.home() / ".cache" / "kdrill"))
     out = cache / "kind-configs" / f"{name}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(f"# kind config {config} with host ports moved by {offset}, for cluster {name};\n"
-                   "# written by kdrill (harness/providers/kind.py); not to be edited.\n"
-                   + yaml.safe_dump(data, sort_keys=False))
+    # Atomic: two workers write their configs at once, and a reader must never see half of one.
+    write_text_atomic(out, f"# kind config {config} with host ports moved by {offset}, for cluster {name};\n"
+                      "# written by kdrill (harness/providers/kind.py); not to be edited.\n"
+                      + yaml.safe_dump(data, sort_keys=False))
     return out
 
 
@@ -306,8 +318,16 @@ class KindProvider:
                        host_ports=self.host_ports())
 
     def host_ports(self) -> dict[int, int]:
-        """{NodePort: 127.0.0.1 host port} as this provider's kind config maps them (:func:`host_ports`);
-        empty without a config to read."""
+        """{NodePort: 127.0.0.1 host port} as Docker maps them for this cluster's node containers
+        (a reused cluster may have been made with other ports than the config says now); the
+        config's (:func:`host_ports`) only when Docker cannot be asked; empty without either."""
+        try:
+            listed = proc.run(["docker", "ps", "--filter", f"label=io.x-k8s.kind.cluster={self.name}",
+                               "--format", "{{.Ports}}"], timeout_seconds=30, check=False)
+            if listed.returncode == 0 and listed.stdout.strip():
+                return docker_node_ports(listed.stdout)
+        except (OSError, subprocess.TimeoutExpired):  # no Docker to ask: the config says it
+            pass
         config = getattr(self, "config", None)
         return host_ports(yaml.safe_load(config.read_text()) or {}) if config and config.exists() else {}
 

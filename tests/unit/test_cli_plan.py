@@ -288,7 +288,9 @@ def test_plan_on_parallel_clusters_names_each_and_shares_the_time(tmp_path: Path
 @pytest.mark.parametrize("args, says", [
     (["--clusters", "0"], "expected 1 to 8, got 0"),
     (["--clusters", "9"], "expected 1 to 8, got 9"),
-    (["--clusters", "3", "--context", "a", "--context", "b"], "one cluster per context"),
+    (["--clusters", "3", "--context", "a", "--context", "b"], "one --context per cluster"),
+    (["--clusters", "2", "--context", "a"], "one --context per cluster"),
+    (["--clusters", "2", "--kubeconfig", "k"], "one --context per cluster"),
     (["--context", "a", "--context", "a"], "given twice"),
     (["--clusters", "2", "--cluster-name", "x" * 48], "parallel clusters' names"),
 ])

@@ -104,3 +104,29 @@ def test_merge_says_when_a_worker_handed_nothing_back_or_platforms_differ():
     assert "crashed" in merged["workers"]["gw1"]["note"]
     assert merged["platform"]["hash"] is None and "different platform profiles" in merged["platform"]["note"]
     assert merge_worker_outputs({"gw0": None})["platform"]["hash"] is None
+
+
+def test_host_ports_are_read_from_dockers_mappings():
+    from harness.providers.kind import docker_node_ports
+
+    column = ("127.0.0.1:30180->30080/tcp, 127.0.0.1:30181->30081/tcp\n"
+              "127.0.0.1:34089->6443/tcp\n\n0.0.0.0:30500->30500/tcp\n")
+    assert docker_node_ports(column) == {30080: 30180, 30081: 30181}
+    assert docker_node_ports("") == {}
+
+
+class FakeWorkerConfig:
+    def __init__(self, worker, count, dist="worksteal"):
+        self.workerinput = {"workerid": worker, "workercount": count}
+        self.dist = dist
+
+    def getoption(self, name, default=None):
+        return self.dist if name == "dist" else default
+
+
+def test_a_replacement_worker_or_dist_each_gets_no_cluster():
+    from harness.plugin import _worker_problem
+
+    assert _worker_problem(FakeWorkerConfig("gw1", 2)) is None
+    assert "replaces a crashed worker" in _worker_problem(FakeWorkerConfig("gw2", 2))
+    assert "--dist each" in _worker_problem(FakeWorkerConfig("gw0", 2, dist="each"))
