@@ -102,6 +102,7 @@ class ControlPlaneStop(Fault):
                              "before anything stops")
         self.method = method
         self.hold_seconds = hold_seconds
+        self.pause_attempts: dict[str, int] = {}  # node -> docker pause attempts (harness.providers.kind.pause_container)
         self.nodes = list(nodes or cluster.nodes_by_role.get("control-plane", []))
         if not self.nodes:
             raise FaultError(f"cluster {cluster.name} has no control-plane nodes")
@@ -136,6 +137,8 @@ class ControlPlaneStop(Fault):
             evidence["planned_stop_at"] = self.planned_stop_at
             evidence["paused_late_seconds"] = (round(self.injected_at - self.planned_stop_at, 3)
                                                if self.injected_at is not None else None)
+        if self.pause_attempts:
+            evidence["pause_attempts"] = dict(self.pause_attempts)
         if self.method == "stop-components":
             evidence["restore_journal"] = self.restore_journal
             evidence["side_effect"] = "the control-plane nodes' kubelets are stopped for the window"
@@ -158,8 +161,13 @@ class ControlPlaneStop(Fault):
             if self.planned_stop_at is not None:
                 threading.Event().wait(max(0.0, self.planned_stop_at - time.time()))
             self.injected_at = time.time()
+            from harness.providers.kind import pause_container
+
             for node in self.nodes:
-                _docker("pause", node)
+                try:
+                    self.pause_attempts[node] = pause_container(node)
+                except proc.CommandFailed as exc:
+                    raise FaultError(str(exc)) from None
             return
         if self.units.get("stop_at") is None:
             self.plan_stop()

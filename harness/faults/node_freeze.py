@@ -70,7 +70,12 @@ class NodeFreeze(Fault):
         return {"ready_after_revert_seconds": self.ready_after_seconds}
 
     def inject(self) -> None:
-        _docker("pause", self.node)
+        from harness.providers.kind import pause_container
+
+        try:
+            pause_container(self.node)
+        except proc.CommandFailed as exc:
+            raise FaultError(str(exc)) from None
 
     def revert(self) -> None:
         if paused(self.node):

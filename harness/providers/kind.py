@@ -140,6 +140,27 @@ def write_offset_config(config: Path, name: str, offset: int) -> Path:
     return out
 
 
+PAUSE_ATTEMPTS = 3
+PAUSE_RETRY_SECONDS = 1.0
+
+
+def pause_container(name: str, attempts: int = PAUSE_ATTEMPTS) -> int:
+    """``docker pause name``, again up to ``attempts`` times in all when runc answers "unable to
+    freeze": on this cgroup v1 host the freezer gives up when a task does not stop in time (a
+    busy node, seen in CI on 2026-12-04), and runc thaws the container again. Returns the attempts
+    it took. Raises proc.CommandFailed for any other error, or the last one."""
+    for attempt in range(1, attempts + 1):
+        result = proc.run(["docker", "pause", name], timeout_seconds=60, check=False)
+        if result.returncode == 0:
+            return attempt
+        if "unable to freeze" not in result.stderr or attempt == attempts:
+            raise proc.CommandFailed(result.returncode, result.args, result.stdout, result.stderr)
+        log.warning("docker pause %s: runc could not freeze it (attempt %d of %d); trying again", name, attempt,
+                    attempts)
+        threading.Event().wait(PAUSE_RETRY_SECONDS)  # a pause between attempts, not a wait for a state
+    raise AssertionError("unreachable")
+
+
 DEFAULT_SERVICE_SUBNET = "10.96.0.0/16"  # kind's serviceSubnet when the config sets none
 GUARD_COMMENT = "kdrill: no untranslated ClusterIP traffic leaves the node"
 
