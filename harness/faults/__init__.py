@@ -13,6 +13,7 @@ entry points (pyproject.toml), where another package can register faults of its 
 from __future__ import annotations
 
 import abc
+import json
 import logging
 import signal
 import threading
@@ -353,13 +354,44 @@ def _owner_alive(entry) -> bool:
     return state not in ("Z", "X")
 
 
+# How long recover waits for a cluster's API server to answer before it gives up on the entries
+# only the API can revert. A deadline, not a measurement: the drills measure the API back within
+# 25 s of a control-plane fault's revert; a cluster left half up (its node containers restarted
+# with the Docker engine, CI 2026-12-04) would otherwise cost every entry its full deletion
+# deadline, twice: 30 minutes of a 90-minute CI.
+API_ANSWER_SECONDS = 60
+
+
+def api_silence(cluster: Cluster, seconds: float | None = None) -> str | None:
+    """Why the API server of ``cluster`` is taken as silent: every ``GET /api/v1`` for ``seconds``
+    (default :data:`API_ANSWER_SECONDS`, polled every 2 seconds) failed to connect (refused, reset, TLS cut by the load balancer, timed
+    out); the last error. None as soon as it answers, with any HTTP status, and when the check
+    cannot be made at all (a kubeconfig that does not load: the revert meets and reports that)."""
+    import urllib3
+
+    deadline = time.monotonic() + (API_ANSWER_SECONDS if seconds is None else seconds)
+    while True:
+        try:
+            cluster.core.get_api_resources(_request_timeout=5)
+            return None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        except Exception:  # noqa: BLE001 - an HTTP status is an answer; anything else is the revert's to report
+            return None
+        if time.monotonic() >= deadline:
+            return last
+        threading.Event().wait(2.0)  # the poll interval
+
+
 def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool = False) -> list[dict]:
     """Revert every fault still in ``ledger``; returns one result per entry.
 
     ``cluster_for`` turns an entry's ``cluster`` dict into a Cluster. An entry whose revert
     fails is kept, with the error in its result, so ``kdrill recover`` can be run again. An entry
-    whose recording process is alive is left to it, unless ``force`` (the pid may have been reused
-    by an unrelated process).
+    only the API can revert (its fault needs no node access) is not tried while the cluster's API
+    server does not answer (:func:`api_silence`); it says so, and is kept. An entry whose
+    recording process is alive is left to it, unless ``force`` (the pid may have been reused by an
+    unrelated process).
     """
     # Newest first, as a finally would: a drill's namespace goes after the fault made inside it
     # is reverted (deleting it needs the control plane that fault may have stopped).
@@ -386,6 +418,7 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
     """One pass of :func:`recover` over ``entries``, in that order."""
     results = []
     started: set[str] = set()
+    silent: dict[str, str | None] = {}  # entry's cluster (as JSON) -> why its API server is silent
     for index, entry in enumerate(entries):
         result = {"id": entry.id, "kind": getattr(entry, "kind", None), "reverted": False, "error": None}
         if entry.id not in started and getattr(entry, "kind", None) == "drill-namespace":
@@ -410,7 +443,20 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
                 result.update(reverted=True, error=f"nothing to revert: {gone}")
                 results.append(result)
                 continue
-            fault = fault_class(entry.kind).from_target(cluster, entry.target)
+            kind = fault_class(entry.kind)
+            key = json.dumps(entry.cluster, sort_keys=True, default=str)
+            if kind.needs_node_access:
+                # Reverted on the nodes, it may bring the API server back: ask again after it.
+                silent.pop(key, None)
+            else:
+                if key not in silent:
+                    silent[key] = api_silence(cluster)
+                if silent[key]:
+                    raise FaultNotReverted(
+                        f"not tried: the API server of cluster {cluster.name} did not answer for "
+                        f"{API_ANSWER_SECONDS} s ({silent[key]}); bring the cluster back (or delete it) "
+                        "and run kdrill recover again")
+            fault = kind.from_target(cluster, entry.target)
             revert_and_verify(fault, ledger, entry.id)
             result["reverted"] = True
         except Exception as exc:  # every entry gets its try; the error is reported, not raised

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -382,3 +383,72 @@ def test_validate_refuses_an_unknown_fault_kind_with_file_and_field_not_a_traceb
     assert main(["validate", str(path)]) == 2
     out = capsys.readouterr().out
     assert "refused:" in out and "'fault.kind'" in out and "no-such-fault" in out
+
+
+class NodeFlag(Flag):
+    kind = "node-flag"
+    needs_node_access = True
+
+
+class SilentCluster(Cluster):
+    """A cluster whose API server never answers: every call fails to connect, as behind kind's
+    load balancer when the API servers are down (TLS cut: SSLEOFError)."""
+
+    calls = 0
+
+    @property
+    def core(self):
+        import urllib3
+
+        outer = self
+
+        class Core:
+            def get_api_resources(self, **kw):
+                type(outer).calls += 1
+                raise urllib3.exceptions.MaxRetryError(None, "/api/v1", "SSLEOFError: EOF")
+        return Core()
+
+
+def test_recover_does_not_try_what_only_the_api_can_revert_while_the_api_server_does_not_answer(
+        tmp_path, ledger, monkeypatch):
+    """CI 2026-12-04: a cluster half back after a Docker restart cost each drill namespace its
+    240 s deletion deadline, twice. Now one bounded check per cluster, and the entries stay."""
+    import harness.faults as faults
+
+    monkeypatch.setattr(faults, "fault_class", lambda kind: {"flag": Flag, "node-flag": NodeFlag}[kind])
+    monkeypatch.setattr(faults, "API_ANSWER_SECONDS", 0.1)
+    silent = SilentCluster(name="half-up", provider="kind", kubeconfig=tmp_path / "k", context="kind-half-up",
+                           node_access=True)
+    for name in ("ns-a", "ns-b"):
+        ledger.record("flag", cluster=silent.describe(), target={"name": name, "verify_ok": True})
+    ledger.record("node-flag", cluster=silent.describe(), target={"name": "paused", "verify_ok": True})
+    STATE.update({"ns-a": True, "ns-b": True, "paused": True})
+    results = recover(ledger, lambda c: silent)
+    # The node-level fault (newest) is reverted through the nodes all the same: it may be what
+    # keeps the API server down.
+    assert [(r["kind"], r["reverted"]) for r in results] == [("node-flag", True), ("flag", False), ("flag", False)]
+    for r in results[1:]:
+        assert r["error"].startswith("first try: FaultNotReverted: not tried: the API server of cluster half-up "
+                                     "did not answer for 0.1 s (MaxRetryError")
+    assert STATE["ns-a"] and STATE["ns-b"] and not STATE["paused"]
+    assert [e.target["name"] for e in ledger.entries()] == ["ns-a", "ns-b"]
+    # One check for both entries in each pass (the retry pass asks again once).
+    assert SilentCluster.calls <= 2 * 3
+
+
+def test_api_silence_is_none_as_soon_as_the_api_server_answers_with_any_status(tmp_path):
+    from kubernetes.client.exceptions import ApiException
+
+    from harness.faults import api_silence
+
+    class Forbidding(Cluster):
+        @property
+        def core(self):
+            class Core:
+                def get_api_resources(self, **kw):
+                    raise ApiException(status=403, reason="Forbidden")
+            return Core()
+
+    cluster = Forbidding(name="k", provider="existing", kubeconfig=tmp_path / "k", context="c", node_access=False)
+    started = time.monotonic()
+    assert api_silence(cluster, seconds=30) is None and time.monotonic() - started < 1

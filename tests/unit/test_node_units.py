@@ -133,7 +133,8 @@ def test_the_pause_method_keeps_the_planned_stop_the_drills_node_timers_were_set
     from harness.faults.control_plane_stop import ControlPlaneStop
 
     paused: list[tuple[str, float]] = []
-    monkeypatch.setattr(control_plane_stop, "_docker", lambda *args, **kw: paused.append((args[1], time.time())))
+    monkeypatch.setattr("harness.providers.kind.pause_container",
+                        lambda name: paused.append((name, time.time())) or 1)
     monkeypatch.setattr(control_plane_stop, "SCHEDULE_LEAD_SECONDS", 0.4)
     monkeypatch.setattr(control_plane_stop, "SECONDS_PER_COMMAND_MIN", 0.05)
     fault = ControlPlaneStop(_cluster(), method="pause-node-containers")
@@ -223,11 +224,10 @@ def test_a_clock_read_within_a_slow_exec_corrects_nothing_and_an_unreadable_one_
 
 
 def test_a_pause_with_no_planned_stop_comes_at_once_and_a_late_one_is_in_the_evidence(monkeypatch) -> None:
-    from harness.faults import control_plane_stop
     from harness.faults.control_plane_stop import ControlPlaneStop
 
     paused: list[float] = []
-    monkeypatch.setattr(control_plane_stop, "_docker", lambda *args, **kw: paused.append(time.time()))
+    monkeypatch.setattr("harness.providers.kind.pause_container", lambda name: paused.append(time.time()) or 1)
     fault = ControlPlaneStop(_cluster(), method="pause-node-containers")
     fault.cluster = Nodes()
     began = time.time()
