@@ -72,11 +72,14 @@ class Drill:
         self.progress(line)
 
     @contextmanager
-    def phase(self, name: str) -> Iterator[dict]:
-        """Record a named phase with its start and end (epoch seconds), as an Allure step too."""
+    def phase(self, name: str, seconds: float | None = None) -> Iterator[dict]:
+        """Record a named phase with its start and end (epoch seconds), as an Allure step too.
+        ``seconds``: a window's length, said with the time it ends."""
         entry = {"name": name, "started_at": time.time(), "ended_at": None}
         self.record.phases.append(entry)
-        self.say(f"phase {name}")
+        self.say(f"phase {name}" + (f": {seconds:.0f} s, until "
+                                    f"{time.strftime('%H:%M:%S', time.localtime(entry['started_at'] + seconds))}"
+                                    if seconds is not None else ""))
         with allure.step(f"phase: {name}"):
             try:
                 yield entry

@@ -47,6 +47,16 @@ def past_durations(reports: Path) -> dict[str, tuple[float, str]]:
     return found
 
 
+def expected_seconds(s: Scenario, case: str | None, durations: dict[str, tuple[float, str]]) -> tuple[float, str] | None:
+    """A drill case's expected duration and where it comes from: its record in a past run
+    (``durations``, :func:`past_durations`), else a data-only scenario's windows (setup not
+    counted); None when there is neither."""
+    past = durations.get(s.name + (f"[{case}]" if case else ""))
+    if past is None and s.runner is not None:
+        past = (float(sum(s.runner["windows"].values())), "its windows alone; setup not counted")
+    return past
+
+
 def _access(s: Scenario, case: str | None = None) -> str:
     """What the drill reaches: the API, and the node access levels it needs (the node agent gives
     ``exec`` only; kind's docker exec gives all; harness/providers/__init__.py)."""
@@ -75,9 +85,8 @@ def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 
             if s.runner is not None:
                 windows.update(s.runner["windows"])
             others = {k: v for k, v in params.items() if k not in windows}
-            past = durations.get(label)
-            if past is None and s.runner is not None:  # at least its windows
-                past = (float(sum(s.runner["windows"].values())), "its windows alone; setup not counted")
+            past = expected_seconds(s, case, durations)
+            if past is not None and label not in durations:  # at least its windows
                 from_windows += 1
             if past is None:
                 unknown.append(label)

@@ -125,7 +125,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config._kdrill_run_id = config.workerinput["kdrill_run_id"]
         return
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_XdistController(), "kdrill-xdist-controller")
+        config.pluginmanager.register(_XdistController(config), "kdrill-xdist-controller")
     given = config.getoption("--kdrill-run-id")
     # An empty id (e.g. an unset variable) is a mistake to refuse, not a request for a new one;
     # refused here, before any cluster is touched.
@@ -590,6 +590,33 @@ def kdrill_identity(kdrill_cluster, kdrill_topology, kdrill_run):
     return identity
 
 
+def _run_progress(config: pytest.Config):
+    """The session's :class:`harness.progress.RunProgress`, made by its first drill: the planned
+    drills, with the durations ``kdrill run --plan`` would expect."""
+    progress = getattr(config, "_kdrill_progress", None)
+    if progress is None:
+        from harness.plan import expected_seconds, past_durations
+        from harness.progress import RunProgress
+
+        try:
+            durations = past_durations(_reports_dir(config))
+        except Exception as exc:  # an estimate, not a reason to stop a drill
+            log.warning("no past durations for the progress lines: %s", exc)
+            durations = {}
+        planned, expected = [], {}
+        for _, name, case in getattr(config, "_kdrill_planned", []):
+            label = name + (f"[{case}]" if case else "")
+            planned.append(label)
+            try:
+                guess = expected_seconds(_scenario(config, name), case, durations)
+            except Exception:  # an unreadable scenario is refused where its drill runs
+                guess = None
+            if guess is not None:
+                expected[label] = guess[0]
+        progress = config._kdrill_progress = RunProgress(planned, expected)
+    return progress
+
+
 @pytest.fixture(scope="session")
 def kdrill_vitals(kdrill_cluster, kdrill_topology):
     """The session's vital-sign fixtures (harness/vitals.py), set up by the first drill."""
@@ -623,6 +650,9 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
             reporter.write_line(line)
 
     _settle_namespaces(request.config, 0)
+    run_progress = _run_progress(request.config)
+    label = scenario.name + (f"[{drill_case}]" if drill_case else "")
+    progress(f"kdrill: {run_progress.started(label)}")
     d = Drill(scenario, drill_case, kdrill_cluster, kdrill_topology, Ledger(), kdrill_run["writer"],
               kdrill_run["run_id"], progress=progress)
     _label_for_allure(scenario, drill_case)
@@ -661,7 +691,9 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
         request.node.user_properties += [(f"{x['name']}.measured", x["measured"]),
                                          (f"{x['name']}.bound", x["bound_text"]),
                                          (f"{x['name']}.unit", x["unit"]), (f"{x['name']}.verdict", x["verdict"])]
-    request.node.user_properties.append(("kdrill.verdict", d.record.verdict))
+    request.node.user_properties += [("kdrill.verdict", d.record.verdict), ("kdrill.drill", label),
+                                     ("kdrill.duration_seconds", d.record.duration_seconds)]
+    progress(f"kdrill: {run_progress.ended(label, d.record.verdict, d.record.duration_seconds or 0.0)}")
     # Whatever the drill left in its namespace goes, so the next drill starts clean. Its Services
     # (fixed NodePorts) go now; the namespace finalises while the next drill sets up (about 6 to
     # 12 s each here), and its ledger entry leaves only once it is gone (see _settle_namespaces).
@@ -784,6 +816,9 @@ class _XdistController:
     run's id and directory, keeps what each hands back at its end, and on Ctrl-C or SIGTERM waits
     for the workers to revert their faults before xdist tears them down."""
 
+    def __init__(self, config: pytest.Config) -> None:
+        self.config, self.drills_done = config, 0
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session):
         try:
@@ -810,6 +845,22 @@ class _XdistController:
             config._kdrill_worker_outputs = {}
         node.workerinput["kdrill_run_id"] = config._kdrill_run_id
         node.workerinput["kdrill_run_dir"] = str(config._kdrill_controller_run_dir)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A line when a worker's drill ends (xdist does not show the workers' own lines)."""
+        properties = dict(report.user_properties or [])
+        if (report.when != "teardown" or "kdrill.verdict" not in properties
+                or self.config.pluginmanager.getplugin("dsession") is None):  # no workers: the drill said it
+            return
+        self.drills_done += 1
+        worker = getattr(getattr(report, "node", None), "gateway", None)
+        seconds = properties.get("kdrill.duration_seconds")
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"kdrill: [{getattr(worker, 'id', '?')}] {properties.get('kdrill.drill', report.nodeid)} "
+                                f"{properties['kdrill.verdict']}"
+                                + (f" in {float(seconds):.0f} s" if isinstance(seconds, (int, float)) else "")
+                                + f" ({self.drills_done} drill(s) done)")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node, error) -> None:

@@ -405,7 +405,7 @@ def run(drill) -> None:
             healthy = wait_until(lambda: set(wanted) <= {r["target"] for r in probe.results() if r.get("ok")}, 60,
                                  interval_seconds=1.0, description="every probe target answered")
             assert healthy.ok, f"the probes never all succeeded before the fault: {healthy.last_error}"
-        with drill.phase("baseline"):
+        with drill.phase("baseline", windows["baseline_seconds"]):
             baseline_start = time.time()
             hold(windows["baseline_seconds"])
         fault = fault_type.for_scenario(cluster, ns, drill.params)
@@ -415,7 +415,7 @@ def run(drill) -> None:
             return probe.timelines(since=since).get(guard["probe"], Timeline(guard["probe"])).samples()
 
         with drill.inject(fault):
-            with drill.phase("fault"):
+            with drill.phase("fault", windows["hold_seconds"]):
                 actions["fault"].start(fault.injected_at, objects)
                 try:
                     aborted = guarded_hold(windows["hold_seconds"], guard, guard_samples,
@@ -429,7 +429,7 @@ def run(drill) -> None:
                           f"(allowed {aborted['max_failing_seconds']} s): reverting now")
         if aborted:
             aborted["revert_started_at"] = fault.revert_started_at
-        with drill.phase("after"):
+        with drill.phase("after", windows["after_seconds"]):
             actions["after"].start(fault.reverted_at or time.time(), objects)
             try:
                 hold(windows["after_seconds"])

@@ -78,7 +78,7 @@ class FakeDrill:
         self.said, self.observed = [], {}
 
     @contextlib.contextmanager
-    def phase(self, name):
+    def phase(self, name, seconds=None):
         yield
 
     def fresh_namespace(self):
