@@ -642,6 +642,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
                   f"through a kubeconfig; node access: {NODE_CHANNEL_SAYS[kdrill_cluster.node_channel]}) does not "
                   f"give: it {'; it '.join(missing)}")
         _record_not_run(request.config, kdrill_run["writer"], scenario.name, drill_case, "skipped", reason)
+        _run_progress(request.config).dropped(scenario.name + (f"[{drill_case}]" if drill_case else ""))
         pytest.skip(reason)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
 

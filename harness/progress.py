@@ -26,10 +26,13 @@ class RunProgress:
                  clock: Callable[[], float] = time.time) -> None:
         self.planned, self.expected, self.clock = list(planned), dict(expected), clock
         self.finished: dict[str, float] = {}  # label -> measured seconds
+        self.done: set[str] = set()  # finished, or dropped without running (skipped)
         self.current: tuple[str, float] | None = None  # label, started at (epoch seconds)
 
-    def _index(self, label: str) -> int:
-        return self.planned.index(label) + 1 if label in self.planned else len(self.finished) + 1
+    def _place(self, label: str) -> str:
+        if label in self.planned:
+            return f"drill {self.planned.index(label) + 1} of {len(self.planned)}"
+        return f"a drill not among the {len(self.planned)} planned"
 
     def _guess(self, label: str) -> float | None:
         if label in self.expected:
@@ -43,7 +46,7 @@ class RunProgress:
         least 0) plus every drill not yet started. None when a drill's figure cannot be guessed."""
         left = 0.0
         for label in self.planned:
-            if label in self.finished:
+            if label in self.done:
                 continue
             guess = self._guess(label)
             if guess is None:
@@ -61,15 +64,20 @@ class RunProgress:
         """The line said when ``label`` starts."""
         self.current = (label, self.clock())
         guess = self.expected.get(label)
-        return (f"drill {self._index(label)} of {len(self.planned)}: {label}"
+        return (f"{self._place(label)}: {label}"
                 f" ({minutes(guess) + ' expected' if guess is not None else 'no expected duration'}); "
                 f"{self._left_text()}")
 
     def ended(self, label: str, verdict: str, seconds: float) -> str:
         """The line said when ``label`` ends with ``verdict`` after ``seconds``."""
         self.finished[label] = seconds
+        self.dropped(label)
+        done = sum(1 for p in self.planned if p in self.done)
+        return (f"{self._place(label)}: {label} {verdict} in {seconds:.0f} s; "
+                f"{len(self.planned) - done} to go, {self._left_text()}")
+
+    def dropped(self, label: str) -> None:
+        """``label`` will not run (or has ended): no longer counted in the time left."""
+        self.done.add(label)
         if self.current is not None and self.current[0] == label:
             self.current = None
-        done = sum(1 for p in self.planned if p in self.finished)
-        return (f"drill {self._index(label)} of {len(self.planned)}: {label} {verdict} in {seconds:.0f} s; "
-                f"{len(self.planned) - done} to go, {self._left_text()}")

@@ -34,9 +34,10 @@ def test_a_drill_with_no_figure_counts_as_the_mean_of_those_finished_and_unknown
     assert run.started("b").endswith("run: about 2 min left")
 
 
-def test_a_drill_not_in_the_plan_still_gets_a_place_and_never_counts_twice() -> None:
+def test_a_drill_not_in_the_plan_takes_no_planned_drills_place_and_none_counts_twice() -> None:
     run = RunProgress(["a"], {"a": 10}, clock=Clock())
-    assert run.started("z").startswith("drill 1 of 1: z")
+    assert run.started("z").startswith("a drill not among the 1 planned: z")
+    assert run.ended("z", "passed", 5).startswith("a drill not among the 1 planned: z passed in 5 s; 1 to go")
     run.ended("a", "passed", 10)
     run.ended("a", "passed", 10)
     assert run.seconds_left() == 0 and run.ended("a", "passed", 10).endswith("0 to go, run: about 0 s left")
@@ -64,3 +65,12 @@ def test_the_session_plans_every_drill_with_the_figures_the_plan_would_give(tmp_
     assert _run_progress(config) is run  # one per session
     windows = sum(config._kdrill_scenarios["pod-delete"].runner["windows"].values())
     assert run.planned == ["pod-delete", "leader-failover[scheduler]"] and run.expected == {"pod-delete": windows}
+
+
+def test_a_skipped_drill_leaves_the_time_left_and_the_count_to_go() -> None:
+    """A review found a skipped drill (no node access) kept in "to go" to the end of the run."""
+    run = RunProgress(["a", "b", "c"], {"a": 60, "b": 60, "c": 60}, clock=Clock())
+    run.ended("a", "passed", 60)
+    run.dropped("b")
+    assert run.seconds_left() == 60
+    assert run.ended("c", "passed", 60) == "drill 3 of 3: c passed in 60 s; 0 to go, run: about 0 s left"
