@@ -15,6 +15,7 @@ from typing import Any
 from harness.components.registry import registry_host
 from harness.faults import fault_class
 from harness.history import list_runs
+from harness.progress import minutes
 from harness.providers import NODE_ACCESS_LEVELS
 from harness.scenario import ACTION_VERBS, Scenario, registry_images
 
@@ -127,7 +128,7 @@ def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 
             ]
     cases = sum(len(s.cases) or 1 for s in scenarios)
     from_past = cases - len(unknown) - from_windows
-    known = f"about {total:.0f} s" if total < 90 else f"about {total / 60:.0f} min"
+    known = minutes(total)
     sources = ", ".join(([f"{from_past} from past runs"] if from_past else [])
                         + ([f"{from_windows} from their windows alone, setup not counted"] if from_windows else []))
     if unknown and not total:

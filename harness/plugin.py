@@ -633,6 +633,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     """A :class:`harness.drill.Drill` for the test's scenario and case; its evidence is written
     after the test body whatever happened (and a record says why when it does not run)."""
     scenario = _scenario(request.config, _scenario_of(request.node))
+    label = scenario.name + (f"[{drill_case}]" if drill_case else "")  # as --plan and the progress lines name it
     missing = scenario.node_access_missing(kdrill_cluster, drill_case) if scenario.needs_node_access else []
     if missing:
         # Which capability is missing, in the drill's own terms (Scenario.node_access_levels).
@@ -642,7 +643,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
                   f"through a kubeconfig; node access: {NODE_CHANNEL_SAYS[kdrill_cluster.node_channel]}) does not "
                   f"give: it {'; it '.join(missing)}")
         _record_not_run(request.config, kdrill_run["writer"], scenario.name, drill_case, "skipped", reason)
-        _run_progress(request.config).dropped(scenario.name + (f"[{drill_case}]" if drill_case else ""))
+        _run_progress(request.config).dropped(label)
         pytest.skip(reason)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
 
@@ -652,7 +653,6 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
 
     _settle_namespaces(request.config, 0)
     run_progress = _run_progress(request.config)
-    label = scenario.name + (f"[{drill_case}]" if drill_case else "")
     progress(f"kdrill: {run_progress.started(label)}")
     d = Drill(scenario, drill_case, kdrill_cluster, kdrill_topology, Ledger(), kdrill_run["writer"],
               kdrill_run["run_id"], progress=progress)
