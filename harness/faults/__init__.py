@@ -422,12 +422,20 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
     results = []
     started: set[str] = set()
     silent: dict[str, str | None] = {}  # entry's cluster (as JSON) -> why its API server is silent
+
+    def api_silent(entry, cluster: Cluster) -> str | None:
+        # Asked once per cluster until a fault reverted on its nodes may have changed the answer.
+        key = json.dumps(entry.cluster, sort_keys=True, default=str)
+        if key not in silent:
+            silent[key] = api_silence(cluster)
+        return silent[key]
+
     for index, entry in enumerate(entries):
         result = {"id": entry.id, "kind": getattr(entry, "kind", None), "reverted": False, "error": None}
         if entry.id not in started and getattr(entry, "kind", None) == "drill-namespace":
             # The namespaces that come next, with nothing else between them, are deleted together:
             # each takes several seconds to finalise, even empty.
-            started |= _start_namespace_deletions(entries[index:], cluster_for, force)
+            started |= _start_namespace_deletions(entries[index:], cluster_for, force, api_silent)
         if not force and _owner_alive(entry):
             # A live kdrill on this machine owns it and will revert it in its own finally.
             result["error"] = (f"owned by running kdrill pid {entry.pid}; left to it "
@@ -447,31 +455,29 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
                 results.append(result)
                 continue
             kind = fault_class(entry.kind)
-            key = json.dumps(entry.cluster, sort_keys=True, default=str)
-            if kind.needs_node_access:
-                # Reverted on the nodes, it may bring the API server back: ask again after it.
-                silent.pop(key, None)
-            else:
-                if key not in silent:
-                    silent[key] = api_silence(cluster)
-                if silent[key]:
-                    raise FaultNotReverted(
-                        f"not tried: the API server of cluster {cluster.name} does not answer "
-                        f"({silent[key]}); bring the cluster back (or delete it) and run kdrill recover again")
+            if not kind.needs_node_access and api_silent(entry, cluster):
+                raise FaultNotReverted(
+                    f"not tried: the API server of cluster {cluster.name} does not answer "
+                    f"({api_silent(entry, cluster)}); bring the cluster back (or delete it) and run kdrill recover again")
             fault = kind.from_target(cluster, entry.target)
             revert_and_verify(fault, ledger, entry.id)
             result["reverted"] = True
+            if kind.needs_node_access:
+                # Undone on the nodes, it may have been what kept the API server down: ask again.
+                silent.pop(json.dumps(entry.cluster, sort_keys=True, default=str), None)
         except Exception as exc:  # every entry gets its try; the error is reported, not raised
             result["error"] = f"{type(exc).__name__}: {exc}"
         results.append(result)
     return results
 
 
-def _start_namespace_deletions(entries: list, cluster_for: Callable[[dict], Cluster], force: bool) -> set[str]:
+def _start_namespace_deletions(entries: list, cluster_for: Callable[[dict], Cluster], force: bool,
+                               api_silent: Callable[[Any, Cluster], str | None]) -> set[str]:
     """Start deleting the namespaces of the leading run of ``drill-namespace`` entries (not those
-    a live kdrill owns, unless ``force``), without waiting; :func:`recover` then reverts and
-    verifies each in turn. Returns the ids of the entries looked at. Errors are left to the
-    revert, which meets them again."""
+    a live kdrill owns, unless ``force``, nor those on a cluster whose API server ``api_silent``
+    says does not answer: each ask would wait out the client's retries), without waiting;
+    :func:`recover` then reverts and verifies each in turn. Returns the ids of the entries looked
+    at. Errors are left to the revert, which meets them again."""
     looked: set[str] = set()
     for entry in entries:
         if getattr(entry, "kind", None) != "drill-namespace" or getattr(entry, "corrupt", False):
@@ -480,7 +486,10 @@ def _start_namespace_deletions(entries: list, cluster_for: Callable[[dict], Clus
         if not force and _owner_alive(entry):
             continue
         try:
-            fault_class(entry.kind).from_target(cluster_for(entry.cluster), entry.target).start_deletion()
+            cluster = cluster_for(entry.cluster)
+            if api_silent(entry, cluster):
+                continue  # the revert says why it is not tried
+            fault_class(entry.kind).from_target(cluster, entry.target).start_deletion()
         except Exception as exc:  # noqa: BLE001 - the revert below tries again and reports
             log.info("could not start deleting namespace %s: %s", entry.target.get("namespace"), exc)
     return looked

@@ -436,6 +436,68 @@ def test_recover_does_not_try_what_only_the_api_can_revert_while_the_api_server_
     assert SilentCluster.calls <= 2 * 3
 
 
+class NamespaceFlag(Flag):
+    kind = "drill-namespace"
+    deletions_started: list[str] = []
+
+    def start_deletion(self):
+        type(self).deletions_started.append(self.name)
+
+
+class AnsweringCluster(Cluster):
+    @property
+    def core(self):
+        class Core:
+            def get_api_resources(self, **kw):
+                return {}
+        return Core()
+
+
+def test_recover_starts_no_namespace_deletion_on_a_cluster_whose_api_server_does_not_answer(tmp_path, ledger,
+                                                                                              monkeypatch):
+    """Each deletion asked of a silent API server waits out the client's retries (about 20 s a
+    namespace), before the check that then refuses to try it."""
+    import harness.faults as faults
+
+    monkeypatch.setattr(faults, "fault_class", lambda kind: {"drill-namespace": NamespaceFlag}[kind])
+    monkeypatch.setattr(faults, "API_ANSWER_SECONDS", 0)
+    monkeypatch.setattr(NamespaceFlag, "deletions_started", [])
+    silent = SilentCluster(name="half-up", provider="kind", kubeconfig=tmp_path / "k", context="kind-half-up",
+                           node_access=True)
+    answering = AnsweringCluster(name="up", provider="kind", kubeconfig=tmp_path / "k2", context="kind-up",
+                                 node_access=True)
+    for name, where in (("ns-a", silent), ("ns-b", silent), ("ns-c", answering)):
+        ledger.record("drill-namespace", cluster=where.describe(), target={"name": name, "verify_ok": True})
+    STATE.update({"ns-a": True, "ns-b": True, "ns-c": True})
+    clusters = {"half-up": silent, "up": answering}
+    results = recover(ledger, lambda c: clusters[c["name"]])
+    assert NamespaceFlag.deletions_started == ["ns-c"]  # the answering cluster's, started at once
+    assert [(r["reverted"], "not tried" in (r["error"] or "")) for r in results] == [(True, False), (False, True),
+                                                                                    (False, True)]
+    assert [e.target["name"] for e in ledger.entries()] == ["ns-a", "ns-b"]
+
+
+def test_a_failed_node_level_revert_does_not_make_recover_ask_a_silent_api_server_again(tmp_path, ledger,
+                                                                                         monkeypatch):
+    """Only a fault undone on the nodes can have changed the API server's answer; one whose revert
+    failed changed nothing, and each ask of a silent server costs up to a minute."""
+    import harness.faults as faults
+
+    monkeypatch.setattr(faults, "fault_class", lambda kind: {"flag": Flag, "node-flag": NodeFlag}[kind])
+    monkeypatch.setattr(faults, "API_ANSWER_SECONDS", 0)
+    silent = SilentCluster(name="half-up", provider="kind", kubeconfig=tmp_path / "k", context="kind-half-up",
+                           node_access=True)
+    ledger.record("flag", cluster=silent.describe(), target={"name": "older", "verify_ok": True})
+    ledger.record("node-flag", cluster=silent.describe(), target={"name": "stuck", "verify_ok": False})
+    ledger.record("flag", cluster=silent.describe(), target={"name": "newer", "verify_ok": True})
+    STATE.update({"older": True, "stuck": True, "newer": True})
+    before = SilentCluster.calls
+    results = recover(ledger, lambda c: silent)
+    assert [(r["kind"], r["reverted"]) for r in results] == [("flag", False), ("node-flag", False), ("flag", False)]
+    assert SilentCluster.calls - before == 1  # asked once, for "newer"; "older" reuses the answer
+    assert len(ledger.entries()) == 3
+
+
 def test_api_silence_is_none_as_soon_as_the_api_server_answers_with_any_status(tmp_path):
     from kubernetes.client.exceptions import ApiException
 
