@@ -425,10 +425,13 @@ def check_references(scenario) -> None:
 def run_until_reverted(cmd: list[str]) -> int:
     """Run pytest and wait for it, however often Ctrl-C is pressed.
 
-    Ctrl-C reaches pytest too (same process group); it reverts the fault in its ``finally``. The
-    parent must not kill it meanwhile (``subprocess.call`` would, 0.25 s after an interrupt), so
-    it only says what is happening and keeps waiting. SIGTERM is passed on as SIGTERM. The one
-    command not run through :func:`harness.proc.run`: no time limit, output to the terminal.
+    Ctrl-C at the terminal reaches pytest too (same process group); it reverts the fault in its
+    ``finally``. A SIGINT sent to kdrill alone (``kill -INT``, a CI job cancelled) does not, so it
+    is passed on then as SIGTERM, which pytest takes as Ctrl-C and, unlike SIGINT, passes on to
+    pytest-xdist's workers (harness/plugin.py). The parent must not kill
+    pytest meanwhile (``subprocess.call`` would, 0.25 s after an interrupt), so it only says what
+    is happening and keeps waiting. SIGTERM is passed on as SIGTERM. The one command not run
+    through :func:`harness.proc.run`: no time limit, output to the terminal.
     """
     proc = subprocess.Popen(cmd, cwd=resources.data_root())
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))
@@ -437,9 +440,27 @@ def run_until_reverted(cmd: list[str]) -> int:
             try:
                 return proc.wait()
             except KeyboardInterrupt:
+                if not terminal_interrupts_group():
+                    proc.send_signal(signal.SIGTERM)
                 print("kdrill: interrupted; waiting for the drill to revert its fault", file=sys.stderr)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def terminal_interrupts_group() -> bool:
+    """Whether a Ctrl-C reaches pytest by itself: kdrill has a controlling terminal and its process
+    group (pytest's too) is that terminal's foreground group, to which the terminal sends SIGINT.
+    False with no terminal (CI, nohup, a pipe from cron), or when kdrill runs in the background."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:
+        return False  # no controlling terminal
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def summary(run_dir: Path) -> str:

@@ -56,7 +56,8 @@ from harness.faults.drill_registry import DrillRegistry
 from harness.images import Build
 from harness.kube_objects import Ref
 from harness.probes import ProbeContext, probe_types
-from harness.probes.incluster import LATE_SLACK_SECONDS, InClusterProbe, declared_service_url, lookups, service_targets
+from harness.probes.incluster import (LATE_SLACK_SECONDS, InClusterProbe, lookups, merge_pod_timelines, probe_pod_urls,
+                                      service_targets)
 from harness.probes.pods import pod_events
 from harness.scenario import ACTION_VERBS, ScenarioError, registry_images
 from harness.timeline import Timeline
@@ -390,7 +391,7 @@ def run(drill) -> None:
                 stack.enter_context(injected(objects, drill.ledger, drill=drill.name))
             targets = service_targets(cluster, ns, APP, f"app={APP}")
             total = sum(windows.values()) + 300  # the probe pod stops by itself after this
-            urls = {name: declared_service_url(t, ns) if isinstance(t, dict) else targets[t] for name, t in wanted.items()}
+            urls = probe_pod_urls(wanted, targets, ns)
             probe = InClusterProbe(cluster, ns, PROBE_POD, urls,
                                    interval_seconds=drill.interval_seconds, duration_seconds=total,
                                    node=(drill.topology.workers or [None])[-1]).start()
@@ -402,7 +403,7 @@ def run(drill) -> None:
                 if not kinds[p["kind"]].in_probe_pod:
                     object_probes.append(kinds[p["kind"]].for_scenario(p, context).start())
             # Steady state: every HTTP target has answered before anything is broken.
-            healthy = wait_until(lambda: set(wanted) <= {r["target"] for r in probe.results() if r.get("ok")}, 60,
+            healthy = wait_until(lambda: set(urls) <= {r["target"] for r in probe.results() if r.get("ok")}, 60,
                                  interval_seconds=1.0, description="every probe target answered")
             assert healthy.ok, f"the probes never all succeeded before the fault: {healthy.last_error}"
         with drill.phase("baseline", windows["baseline_seconds"]):
@@ -412,7 +413,8 @@ def run(drill) -> None:
         guard = spec.get("abort")
 
         def guard_samples(since: float):
-            return probe.timelines(since=since).get(guard["probe"], Timeline(guard["probe"])).samples()
+            return merge_pod_timelines(probe.timelines(since=since), wanted).get(guard["probe"],
+                                                                                Timeline(guard["probe"])).samples()
 
         with drill.inject(fault):
             with drill.phase("fault", windows["hold_seconds"]):
@@ -444,7 +446,7 @@ def run(drill) -> None:
             # cannot be read below.
             timelines = {p.name: p.stop() for p in object_probes}
             if probe is not None and probe.started:
-                timelines = {**probe.timelines(), **timelines}
+                timelines = {**merge_pod_timelines(probe.timelines(), wanted), **timelines}
                 budget = probe.timeout_seconds + LATE_SLACK_SECONDS  # as for a late call (incluster.py)
                 timelines.update({name: lookups(timelines[name], name, budget) for name in dns_views if name in timelines})
             drill.add_timelines(timelines)

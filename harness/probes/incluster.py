@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from kubernetes import client
 
@@ -117,7 +118,9 @@ class InClusterProbe:
 
 class InClusterHttp:
     """Probe kind ``incluster-http`` of a data-only scenario: calls to the runner's built-in HTTP
-    server's Service, by name or by ClusterIP (``target``), or by name to a Service the scenario
+    server's Service, by name or by ClusterIP (``target``), or to each of its pods by pod IP
+    (``pod-ips``: the pod network alone, no kube-proxy, no DNS; the pods as they are when the probe
+    starts, one target each, measured as one timeline), or by name to a Service the scenario
     declares (``target: {service, port}``), or to one pod of it (``pod``: a StatefulSet's pod
     under its headless Service, ``<pod>.<service>``). Every such probe of a scenario is one
     target of the runner's single in-cluster probe pod (:class:`InClusterProbe`), which the
@@ -126,12 +129,51 @@ class InClusterHttp:
     kind = "incluster-http"
     in_probe_pod = True
     required = ("target",)
-    fields = {"target": {"anyOf": [{"enum": ["name", "clusterip"]}, {
+    fields = {"target": {"anyOf": [{"enum": ["name", "clusterip", "pod-ips"]}, {
         "type": "object", "additionalProperties": False, "required": ["service", "port"],
         "properties": {"service": {"type": "string", "pattern": "^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"},
                        "port": {"type": "integer", "minimum": 1, "maximum": 65535},
                        "pod": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}}}],
-        "x-expected": "name, clusterip, or {service: a Service the manifests make, port, pod (optional)}"}}
+        "x-expected": "name, clusterip, pod-ips, or {service: a Service the manifests make, port, pod (optional)}"}}
+
+# Between a pod-ips probe's name and a pod's in the probe pod's target names.
+POD_TARGET_SEPARATOR = "@"
+
+
+def probe_pod_urls(wanted: dict[str, Any], service_urls: dict[str, str], namespace: str) -> dict[str, str]:
+    """The probe pod's targets for the ``incluster-http`` and ``incluster-dns`` probes ``wanted``
+    (probe name -> its ``target``), given :func:`service_targets`' ``service_urls``: one target
+    per probe, but one per pod for a ``pod-ips`` probe, named ``<probe>@<pod>``. Raises
+    ValueError when a ``pod-ips`` probe has no pod to call."""
+    urls: dict[str, str] = {}
+    for name, target in wanted.items():
+        if isinstance(target, dict):
+            urls[name] = declared_service_url(target, namespace)
+        elif target == "pod-ips":
+            pods = {k.removeprefix("pod-"): url for k, url in service_urls.items() if k.startswith("pod-")}
+            if not pods:
+                raise ValueError(f"probe {name}: the Service has no pod with an IP to call")
+            urls.update({f"{name}{POD_TARGET_SEPARATOR}{pod}": url for pod, url in sorted(pods.items())})
+        else:
+            urls[name] = service_urls[target]
+    return urls
+
+
+def merge_pod_timelines(timelines: dict[str, Timeline], wanted: dict[str, Any]) -> dict[str, Timeline]:
+    """``timelines`` with each ``pod-ips`` probe's per-pod timelines (``<probe>@<pod>``) merged into
+    one named after the probe, in time order (each sample keeps its pod in ``labels["target"]``),
+    and the per-pod ones removed."""
+    out = dict(timelines)
+    for name, target in wanted.items():
+        if target != "pod-ips":
+            continue
+        prefix = f"{name}{POD_TARGET_SEPARATOR}"
+        merged = Timeline(name)
+        samples = [s for key in sorted(k for k in timelines if k.startswith(prefix)) for s in out.pop(key).samples()]
+        for sample in sorted(samples, key=lambda s: s.t):
+            merged.add(sample)
+        out[name] = merged
+    return out
 
 
 def declared_service_url(target: dict, namespace: str) -> str:
@@ -180,11 +222,12 @@ def service_targets(cluster: Cluster, namespace: str, service: str, selector: st
     """The three ways a client in the cluster reaches a Service's pods, as probe targets:
     ``name`` (through CoreDNS, as an absolute name so the pod's search list, and with it any
     query CoreDNS would forward off the cluster, is never used), ``clusterip`` (kube-proxy only)
-    and ``pod-<pod name>`` for each pod IP (the pod network only). Raises ApiException."""
+    and ``pod-<pod name>`` for each pod that has an IP (the pod network only). Raises ApiException."""
     svc = cluster.core.read_namespaced_service(service, namespace, _request_timeout=5)
     port = svc.spec.ports[0]
     targets = {"name": f"http://{service}.{namespace}.svc.cluster.local.:{port.port}/",
                "clusterip": f"http://{svc.spec.cluster_ip}:{port.port}/"}
     pods = cluster.core.list_namespaced_pod(namespace, label_selector=selector, _request_timeout=5).items
-    targets.update({f"pod-{p.metadata.name}": f"http://{p.status.pod_ip}:{port.target_port}/" for p in pods})
+    targets.update({f"pod-{p.metadata.name}": f"http://{p.status.pod_ip}:{port.target_port}/" for p in pods
+                    if p.status.pod_ip})
     return targets

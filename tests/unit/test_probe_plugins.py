@@ -109,3 +109,37 @@ def test_api_probes_read_and_write_in_the_drills_namespace():
         ("kdrill-x", "kdrill-write-writes", 0.5, 100)
     read = ApiRead.for_scenario({"name": "reads", "kind": "api-read"}, context)
     assert isinstance(read, ApiReadProbe) and read.namespace == "kdrill-x" and read.resource_version is None
+
+
+def test_a_pod_ips_probe_calls_each_pod_and_is_measured_as_one_timeline():
+    from harness.probes.incluster import merge_pod_timelines, probe_pod_urls
+    from harness.timeline import Sample, Timeline
+
+    service = {"name": "http://web.ns.svc.cluster.local.:80/", "clusterip": "http://10.96.0.9:80/",
+               "pod-web-a": "http://10.244.1.5:8080/", "pod-web-b": "http://10.244.2.7:8080/"}
+    wanted = {"by-clusterip": "clusterip", "by-pod-ip": "pod-ips",
+              "declared": {"service": "db", "port": 5432, "pod": "db-0"}}
+    urls = probe_pod_urls(wanted, service, "ns")
+    assert urls == {"by-clusterip": "http://10.96.0.9:80/", "by-pod-ip@web-a": "http://10.244.1.5:8080/",
+                    "by-pod-ip@web-b": "http://10.244.2.7:8080/",
+                    "declared": "http://db-0.db.ns.svc.cluster.local.:5432/"}
+    with pytest.raises(ValueError, match="by-pod-ip: the Service has no pod"):
+        probe_pod_urls({"by-pod-ip": "pod-ips"}, {"name": "n", "clusterip": "c"}, "ns")
+
+    timelines = {"by-clusterip": Timeline("by-clusterip")}
+    for pod, samples in (("web-a", [(1.0, True), (3.0, False)]), ("web-b", [(2.0, True), (4.0, True)])):
+        timelines[f"by-pod-ip@{pod}"] = Timeline(f"by-pod-ip@{pod}")
+        for t, ok in samples:
+            timelines[f"by-pod-ip@{pod}"].add(Sample(t=t, ok=ok, labels={"target": f"by-pod-ip@{pod}"}))
+    merged = merge_pod_timelines(timelines, wanted)
+    assert sorted(merged) == ["by-clusterip", "by-pod-ip"]
+    assert [(s.t, s.ok, s.labels["target"]) for s in merged["by-pod-ip"].samples()] == [
+        (1.0, True, "by-pod-ip@web-a"), (2.0, True, "by-pod-ip@web-b"), (3.0, False, "by-pod-ip@web-a"),
+        (4.0, True, "by-pod-ip@web-b")]
+
+
+def test_an_incluster_http_probe_takes_pod_ips_and_no_other_word(tmp_path):
+    load_edited(tmp_path, "service-blackhole", lambda d: d["runner"]["probes"][0].update(target="pod-ips"))
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "service-blackhole", lambda d: d["runner"]["probes"][0].update(target="pod-ip"))
+    assert info.value.field == "runner.probes[0].target" and "pod-ips" in info.value.expected

@@ -212,7 +212,7 @@ def test_the_refused_registry_outage_loads_with_its_image_on_the_toolbox(tmp_pat
     # a call by name only to a Service the manifests make
     (lambda d: d["runner"]["probes"][1]["target"].update(service="kube-dns"), "runner.probes[1].target.service",
      "a Service the manifests make in the drill's namespace: cached"),
-    (lambda d: d["runner"]["probes"][1]["target"].update(port=0), "runner.probes[1].target", "name, clusterip, or"),
+    (lambda d: d["runner"]["probes"][1]["target"].update(port=0), "runner.probes[1].target", "name, clusterip, pod-ips, or"),
 ])
 def test_bad_registry_outage_scenarios_are_refused(tmp_path, edit, field, expected):
     with pytest.raises(ScenarioError) as err:
