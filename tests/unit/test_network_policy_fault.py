@@ -162,7 +162,7 @@ def test_verification_fails_while_kdrills_policy_is_still_there(cluster, ledger,
     with pytest.raises(FaultNotReverted, match="still there"):
         with injected(fault, ledger):
             pass
-    assert len(ledger.entries()) == 1  # kept for kdrill recover
+    assert list(api.policies) == [(NS, DEFAULT_NAME)] and len(ledger.entries()) == 1  # kept for kdrill recover
 
 
 def test_the_revert_is_idempotent(cluster, ledger, networking):
