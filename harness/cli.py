@@ -426,12 +426,13 @@ def run_until_reverted(cmd: list[str]) -> int:
     """Run pytest and wait for it, however often Ctrl-C is pressed.
 
     Ctrl-C at the terminal reaches pytest too (same process group); it reverts the fault in its
-    ``finally``. A SIGINT sent to kdrill alone (``kill -INT``, a CI job cancelled) does not, so it
-    is passed on then as SIGTERM, which pytest takes as Ctrl-C and, unlike SIGINT, passes on to
-    pytest-xdist's workers (harness/plugin.py). The parent must not kill
-    pytest meanwhile (``subprocess.call`` would, 0.25 s after an interrupt), so it only says what
-    is happening and keeps waiting. SIGTERM is passed on as SIGTERM. The one command not run
-    through :func:`harness.proc.run`: no time limit, output to the terminal.
+    ``finally``. The parent must not kill it meanwhile (``subprocess.call`` would, 0.25 s after an
+    interrupt), so it only says what is happening and keeps waiting. A SIGINT with no terminal
+    behind it may have been sent to kdrill alone (``kill -INT PID``) or to the whole group
+    (``timeout -s INT``, a CI runner): kdrill cannot tell which, and passing it on would make the
+    second case two interrupts, so it says how to stop the drills instead. SIGTERM is passed on
+    as SIGTERM. The one command not run through :func:`harness.proc.run`: no time limit, output
+    to the terminal.
     """
     proc = subprocess.Popen(cmd, cwd=resources.data_root())
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))
@@ -440,16 +441,19 @@ def run_until_reverted(cmd: list[str]) -> int:
             try:
                 return proc.wait()
             except KeyboardInterrupt:
-                if not terminal_interrupts_group():
-                    proc.send_signal(signal.SIGTERM)
-                print("kdrill: interrupted; waiting for the drill to revert its fault", file=sys.stderr)
+                if terminal_interrupts_group():
+                    print("kdrill: interrupted; waiting for the drill to revert its fault", file=sys.stderr)
+                else:
+                    print(f"kdrill: interrupted (SIGINT, no terminal); if it was sent to kdrill alone the drills "
+                          f"go on to their normal end; to stop them now, send SIGTERM: kill -TERM {os.getpid()}",
+                          file=sys.stderr)
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
 def terminal_interrupts_group() -> bool:
-    """Whether a Ctrl-C reaches pytest by itself: kdrill has a controlling terminal and its process
-    group (pytest's too) is that terminal's foreground group, to which the terminal sends SIGINT.
+    """Whether a SIGINT is a Ctrl-C that reached pytest too: kdrill has a controlling terminal and its
+    process group (pytest's too) is that terminal's foreground group, to which the terminal sends it.
     False with no terminal (CI, nohup, a pipe from cron), or when kdrill runs in the background."""
     try:
         fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)

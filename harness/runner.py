@@ -59,7 +59,7 @@ from harness.probes import ProbeContext, probe_types
 from harness.probes.incluster import (LATE_SLACK_SECONDS, InClusterProbe, lookups, merge_pod_timelines, probe_pod_urls,
                                       service_targets)
 from harness.probes.pods import pod_events
-from harness.scenario import ACTION_VERBS, ScenarioError, registry_images
+from harness.scenario import ACTION_VERBS, PROBE_STEADY_SECONDS, ScenarioError, registry_images
 from harness.timeline import Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
@@ -403,7 +403,8 @@ def run(drill) -> None:
                 if not kinds[p["kind"]].in_probe_pod:
                     object_probes.append(kinds[p["kind"]].for_scenario(p, context).start())
             # Steady state: every HTTP target has answered before anything is broken.
-            healthy = wait_until(lambda: set(urls) <= {r["target"] for r in probe.results() if r.get("ok")}, 60,
+            healthy = wait_until(lambda: set(urls) <= {r["target"] for r in probe.results() if r.get("ok")},
+                                 PROBE_STEADY_SECONDS,
                                  interval_seconds=1.0, description="every probe target answered")
             assert healthy.ok, f"the probes never all succeeded before the fault: {healthy.last_error}"
         with drill.phase("baseline", windows["baseline_seconds"]):

@@ -52,6 +52,14 @@ MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "
                  "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds",
                  "max_latency_seconds": "seconds", "median_latency_seconds": "seconds",
                  "min_latency_seconds": "seconds"}
+# The runner's probe pod stops after this many calls in all (harness/probes/incluster.py), and its
+# steady state before the baseline may take up to this long (harness/runner.py).
+PROBE_POD_MAX_REQUESTS = 20000
+PROBE_STEADY_SECONDS = 60
+# The measures that mean the same over a pod-ips probe's calls to every pod, interleaved in one
+# timeline, as over one target's: a share of calls, the first failed call, a latency.
+POD_IPS_MEASURES = ("success_ratio", "first_failure_seconds", "max_latency_seconds", "median_latency_seconds",
+                    "min_latency_seconds")
 # The units a drill file measures in: an expectation of a drill-file scenario in another unit
 # (e.g. "milliseconds" for a drill's seconds) is a mistake, not a conversion. Counts of named
 # things keep their noun. Data-only scenarios: a built-in measure's unit is MEASURE_UNITS's, a
@@ -974,7 +982,26 @@ def _check_runner(path: Path, data: dict) -> None:
             raise ScenarioError(path, f"runner.probes[{i}].name", "a name that is not a vital sign's timeline ("
                                 + ", ".join(VITAL_SIGN_TIMELINES) + ")", repr(name))
     guard = data["runner"].get("abort")
-    http_probes = [p["name"] for p in data["runner"]["probes"] if p["kind"] == "incluster-http"]
+    # A pod-ips probe's calls to every pod are one timeline: it keeps answering while any pod does.
+    pod_ips = [p["name"] for p in data["runner"]["probes"] if p["kind"] == "incluster-http" and p.get("target") == "pod-ips"]
+    http_probes = [p["name"] for p in data["runner"]["probes"] if p["kind"] == "incluster-http" and p["name"] not in pod_ips]
+    # The probe pod's calls are bounded in count (the log the runner reads back stays small): its
+    # targets (one per pod for pod-ips) over the windows and the steady-state wait before them.
+    in_pod = [p for p in data["runner"]["probes"] if p["kind"] in ("incluster-http", "incluster-dns")]
+    calls_per_round = sum(replicas if p["name"] in pod_ips else 1 for p in in_pod)
+    interval = float((data.get("probes") or {}).get("interval_seconds", MAX_PROBE_INTERVAL_SECONDS))
+    seconds = sum(data["runner"]["windows"].values()) + PROBE_STEADY_SECONDS
+    if in_pod and calls_per_round * seconds / interval > PROBE_POD_MAX_REQUESTS:
+        raise ScenarioError(path, "runner.probes", f"at most {PROBE_POD_MAX_REQUESTS} calls from the probe pod: its "
+                            "targets (a pod-ips probe's one per replica) x (the windows + "
+                            f"{PROBE_STEADY_SECONDS} s of steady state) / probes.interval_seconds",
+                            f"{calls_per_round} targets x {seconds:g} s / {interval:g} s = "
+                            f"{calls_per_round * seconds / interval:.0f} calls")
+    if guard is not None and guard["probe"] in pod_ips:
+        raise ScenarioError(path, "runner.abort.probe", "an incluster-http probe of one target (name, clusterip or a "
+                            "declared Service): a pod-ips probe keeps answering while any one pod does, so the "
+                            f"guard would not see a pod fail: {', '.join(http_probes) or 'none declared'}",
+                            repr(guard["probe"]))
     if guard is not None and guard["probe"] not in http_probes:
         # The guard reads the in-cluster probe pod's log while the fault holds; other kinds'
         # samples are not there, so it would see nothing and trip on every run.
@@ -1009,6 +1036,12 @@ def _check_runner(path: Path, data: dict) -> None:
                 raise ScenarioError(path, f"{where}[{i}].measure.probe", f"one of runner.probes: {', '.join(probes)}",
                                     repr(item["measure"]["probe"]))
             from harness.measures import VALUE_MEASURES
+
+            if item["measure"]["probe"] in pod_ips and item["measure"]["kind"] not in POD_IPS_MEASURES:
+                raise ScenarioError(path, f"{where}[{i}].measure.kind", "a measure that holds over the calls to every "
+                                    f"pod together ({', '.join(POD_IPS_MEASURES)}): a pod-ips probe interleaves them, "
+                                    "so a run of failures or a recovery would be one pod's hidden by another's answers",
+                                    f"{item['measure']['kind']!r} on {item['measure']['probe']!r}, a pod-ips probe")
 
             probe_kind = next((p.get("kind") for p in data["runner"]["probes"] if p.get("name") == item["measure"]["probe"]),
                               None)
@@ -1175,7 +1208,7 @@ def _check_objects(path: Path, data: dict) -> None:
         for key in probe:
             if key not in takes and key not in ("name", "kind"):
                 raise ScenarioError(path, f"{field}.{key}", f"no {key}: a {probe['kind']} probe takes "
-                                    + ", ".join(takes), repr(probe[key]))
+                                    + (", ".join(takes) or "nothing besides its name and kind"), repr(probe[key]))
         for key in needs:
             if key not in probe:
                 raise ScenarioError(path, f"{field}.{key}", f"a {key} for a {probe['kind']} probe", "nothing")

@@ -460,11 +460,15 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
                     f"not tried: the API server of cluster {cluster.name} does not answer "
                     f"({api_silent(entry, cluster)}); bring the cluster back (or delete it) and run kdrill recover again")
             fault = kind.from_target(cluster, entry.target)
-            revert_and_verify(fault, ledger, entry.id)
+            try:
+                revert_and_verify(fault, ledger, entry.id)
+            finally:
+                if kind.needs_node_access and fault.revert_started_at is not None:
+                    # Undone on the nodes (even if its verification then failed), it may have been
+                    # what kept the API server down: ask again. One that never got to its revert
+                    # changed nothing, and each ask of a silent server costs up to a minute.
+                    silent.pop(json.dumps(entry.cluster, sort_keys=True, default=str), None)
             result["reverted"] = True
-            if kind.needs_node_access:
-                # Undone on the nodes, it may have been what kept the API server down: ask again.
-                silent.pop(json.dumps(entry.cluster, sort_keys=True, default=str), None)
         except Exception as exc:  # every entry gets its try; the error is reported, not raised
             result["error"] = f"{type(exc).__name__}: {exc}"
         results.append(result)

@@ -6,7 +6,9 @@ API. The policy's name and namespace are recorded in the ledger before it is cre
 once it exists. The policy has the pod selector's ``matchLabels``, the policy types asked for and
 no rule, which is how the documentation writes "deny all" (a pod selected by a policy of a given
 type allows only what some policy's rules allow). The revert deletes the policy with a UID
-precondition, so it can only ever remove the one kdrill made; the verification checks it is gone.
+precondition, so once its UID is recorded it can only ever remove the one kdrill made (without one,
+after a crash between create and record, only a policy of that name carrying kdrill's label
+``kdrill.io/fault``); the verification checks it is gone.
 
 What the policy *does* is the network plugin's business, not the API's: a plugin that does not
 implement NetworkPolicy stores the object and changes nothing. A scenario measures which of the two
@@ -47,8 +49,9 @@ class NetworkPolicyDeny(Fault):
                             "the policy's podSelector.matchLabels)"),
         "policy_types": Param("choice", "what the selected pods are isolated for (default Ingress)",
                               choices=POLICY_TYPES, required=False),
-        "policy_name": Param("name", f"the NetworkPolicy's name (default {DEFAULT_NAME}); one of that name "
-                             "already there is refused", required=False),
+        "policy_name": Param("name", f"the NetworkPolicy's name (default {DEFAULT_NAME}; an object-state probe "
+                             "that watches it names it too); one of that name already there is refused",
+                             required=False),
         "target_namespace": Param("name", "the namespace of the policy and its pods (default: the drill's own)",
                                   required=False),
     }
@@ -174,5 +177,13 @@ class NetworkPolicyDeny(Fault):
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "NetworkPolicyDeny":
         """The fault as the ledger recorded it (``kdrill recover``)."""
-        return cls(cluster, target["namespace"], target.get("pod_labels") or {}, target.get("policy_types"),
-                   target.get("name") or DEFAULT_NAME, target.get("uid"))
+        namespace, name = target.get("namespace"), target.get("name")
+        if not isinstance(namespace, str) or not isinstance(name, str) or not namespace or not name:
+            # Never a default: the revert would act on a policy the entry does not name.
+            raise FaultError(f"network-policy: the ledger entry names no policy (namespace {namespace!r}, name "
+                             f"{name!r}); inspect it by hand")
+        types = target.get("policy_types") or ["Ingress"]
+        # The revert needs only the name and UID; the rest is read leniently, for the record.
+        pod_labels = target.get("pod_labels")
+        return cls(cluster, namespace, pod_labels if isinstance(pod_labels, dict) else {},
+                   types.split(",") if isinstance(types, str) else list(types), name, target.get("uid"))

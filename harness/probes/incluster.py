@@ -15,6 +15,7 @@ from kubernetes import client
 
 from harness.expectations import wait_until_or_raise
 from harness.providers import Cluster
+from harness.scenario import PROBE_POD_MAX_REQUESTS
 from harness.timeline import Sample, Timeline
 from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
@@ -33,7 +34,7 @@ class InClusterProbe:
     targets: dict[str, str]
     interval_seconds: float = 0.5
     duration_seconds: float = 300
-    max_requests: int = 20000
+    max_requests: int = PROBE_POD_MAX_REQUESTS
     timeout_seconds: float = 1.0
     node: str | None = None
     dns_config: dict | None = None

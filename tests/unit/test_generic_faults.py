@@ -570,3 +570,24 @@ def test_the_network_policy_revert_is_idempotent(cluster, ledger, networking):
     fault.revert()
     fault.verify_reverted()
     assert api.policies == {}
+
+
+@pytest.mark.parametrize("target", [{"namespace": NS}, {"name": DEFAULT_NAME}, {"namespace": NS, "name": ""},
+                                    {"namespace": 3, "name": DEFAULT_NAME}])
+def test_a_ledger_entry_that_names_no_policy_is_not_reverted_on_a_default_name(cluster, networking, target):
+    api = networking(FakeNetworkingApi())
+    api.put(DEFAULT_NAME, {FAULT_LABEL: "network-policy"})
+    with pytest.raises(FaultError, match="names no policy"):
+        NetworkPolicyDeny.from_target(cluster, target)
+    assert api.deleted == []
+
+
+def test_a_ledger_entry_with_odd_labels_or_types_is_still_reverted_by_name_and_uid(cluster, networking):
+    api = networking(FakeNetworkingApi())
+    ours = api.put(DEFAULT_NAME, {FAULT_LABEL: "network-policy"})
+    fault = NetworkPolicyDeny.from_target(cluster, {"namespace": NS, "name": DEFAULT_NAME, "pod_labels": "app=web",
+                                                    "policy_types": "Ingress,Egress", "uid": ours.metadata.uid})
+    assert fault.policy_types == ["Ingress", "Egress"]
+    fault.revert()
+    fault.verify_reverted()
+    assert api.deleted == [(DEFAULT_NAME, ours.metadata.uid)] and api.policies == {}

@@ -139,7 +139,35 @@ def test_a_pod_ips_probe_calls_each_pod_and_is_measured_as_one_timeline():
 
 
 def test_an_incluster_http_probe_takes_pod_ips_and_no_other_word(tmp_path):
-    load_edited(tmp_path, "service-blackhole", lambda d: d["runner"]["probes"][0].update(target="pod-ips"))
+    load_edited(tmp_path, "service-blackhole", lambda d: d["runner"]["probes"][1].update(target="pod-ips"))
     with pytest.raises(ScenarioError) as info:
         load_edited(tmp_path, "service-blackhole", lambda d: d["runner"]["probes"][0].update(target="pod-ip"))
     assert info.value.field == "runner.probes[0].target" and "pod-ips" in info.value.expected
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    # A guard that keeps seeing answers while one pod of two is dead.
+    (lambda d: d["runner"].update(abort={"probe": "by-pod-ip", "max_failing_seconds": 5}), "runner.abort.probe",
+     "a pod-ips probe keeps answering while any one pod does"),
+    # A run of failures or a recovery over interleaved pods would be one pod's hidden by another's.
+    (lambda d: d["expectations"].append({"name": "pod_ip_recovery_seconds", "description": "d", "unit": "seconds",
+                                         "bound": {"op": "<=", "value": 5},
+                                         "measure": {"kind": "recovery_seconds", "probe": "by-pod-ip",
+                                                     "window": "after"}}),
+     "expectations[6].measure.kind", "a measure that holds over the calls to every pod together"),
+])
+def test_what_a_pod_ips_probe_would_hide_is_refused(tmp_path, edit, field, expected):
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "network-policy-not-enforced", edit)
+    assert info.value.field == field and expected in info.value.expected
+
+
+def test_a_probe_pod_that_would_run_out_of_calls_before_the_after_window_ends_is_refused(tmp_path):
+    def many_pods(d):
+        d["workload"]["replicas"] = 20
+        d["probes"]["interval_seconds"] = 0.1
+        d["runner"]["windows"] = {"baseline_seconds": 60, "hold_seconds": 120, "after_seconds": 60}
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "network-policy-not-enforced", many_pods)
+    # by-clusterip, by-name and 20 pods: 22 targets x 300 s / 0.1 s.
+    assert info.value.field == "runner.probes" and info.value.got == "22 targets x 300 s / 0.1 s = 66000 calls"

@@ -1,7 +1,8 @@
-"""``kdrill run`` waits for pytest through interrupts, and a SIGINT that only kdrill got (``kill
--INT``, a cancelled CI job: no terminal sent it to the whole process group) is passed on to pytest
-as SIGTERM, so the drill still reverts its fault and workers get it too. A real child process
-stands in for pytest: it exits 0 once it has had a SIGTERM, 3 if none came within 5 s."""
+"""``kdrill run`` waits for pytest through interrupts and never signals it on a SIGINT: at a
+terminal, Ctrl-C reached pytest already; with no terminal, kdrill cannot tell whether the SIGINT
+reached pytest too (``timeout -s INT`` signals the whole group), so it says how to stop the drills
+(SIGTERM, which it passes on) rather than make one interrupt two. A real child process stands in
+for pytest: it exits 3 when no signal reached it within 4 s, 0 on a SIGTERM."""
 
 from __future__ import annotations
 
@@ -16,28 +17,43 @@ from harness import cli
 CHILD = ("import signal, sys, threading\n"
          "got = threading.Event()\n"
          "signal.signal(signal.SIGTERM, lambda *a: got.set())\n"
-         "print('ready', flush=True)\n"
-         "sys.exit(0 if got.wait(5) else 3)\n")
+         "signal.signal(signal.SIGINT, lambda *a: sys.exit(4))\n"
+         "sys.exit(0 if got.wait(4) else 3)\n")
 
 
-@pytest.mark.parametrize("from_terminal, exit_code", [(False, 0), (True, 3)])
-def test_a_sigint_kdrill_alone_got_is_passed_on_as_sigterm(monkeypatch, capfd, from_terminal, exit_code):
-    monkeypatch.setattr(cli, "terminal_interrupts_group", lambda: from_terminal)
-    # The interrupt arrives while kdrill waits for the child, in the main thread, as `kill -INT`
-    # gives it to a one-thread kdrill (raise_signal in the timer's thread would wait for the child).
-    timer = threading.Timer(1.0, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+def interrupt_main_thread_in(seconds: float, signum: int) -> threading.Timer:
+    # In the main thread, as `kill` gives it to a one-thread kdrill (raise_signal in the timer's
+    # own thread would be handled only once the child has ended).
+    timer = threading.Timer(seconds, signal.pthread_kill, (threading.main_thread().ident, signum))
     timer.start()
+    return timer
+
+
+@pytest.mark.parametrize("from_terminal, says", [
+    (True, "kdrill: interrupted; waiting for the drill to revert its fault"),
+    (False, "if it was sent to kdrill alone the drills go on to their normal end; to stop them now, send SIGTERM"),
+])
+def test_a_sigint_is_never_passed_on_and_the_message_says_what_happens(monkeypatch, capfd, from_terminal, says):
+    monkeypatch.setattr(cli, "terminal_interrupts_group", lambda: from_terminal)
+    timer = interrupt_main_thread_in(1.5, signal.SIGINT)
     try:
         code = cli.run_until_reverted([sys.executable, "-c", CHILD])
     finally:
         timer.cancel()
-    # Passed on when no terminal sent it to the group; otherwise the terminal already did (here
-    # nobody did, so the child times out: kdrill sent nothing of its own).
-    assert code == exit_code
-    assert "interrupted; waiting for the drill to revert its fault" in capfd.readouterr().err
+    assert code == 3  # waited for the child's own end; no signal of kdrill's reached it
+    assert says in capfd.readouterr().err
 
 
-def test_with_no_controlling_terminal_a_ctrl_c_cannot_have_reached_the_group(monkeypatch):
+def test_a_sigterm_is_passed_on(monkeypatch):
+    monkeypatch.setattr(cli, "terminal_interrupts_group", lambda: False)
+    timer = interrupt_main_thread_in(1.5, signal.SIGTERM)
+    try:
+        assert cli.run_until_reverted([sys.executable, "-c", CHILD]) == 0
+    finally:
+        timer.cancel()
+
+
+def test_with_no_controlling_terminal_a_sigint_is_not_taken_for_a_ctrl_c(monkeypatch):
     import os
 
     def no_tty(path, flags):
