@@ -598,8 +598,10 @@ def cmd_new(args: argparse.Namespace) -> int:
     if path.exists() or path.is_symlink():
         raise Refused(f"kdrill new: {path} exists; choose another name or --dir")
     kinds = [k for k in fault_kinds() if hasattr(fault_class(k), "for_scenario")]
+    fault_params = [f"{k}: " + ", ".join(f"{name}{'*' if param.required else ''}" for name, param in
+                                         fault_class(k).params.items()) for k in kinds]
     text = Environment(loader=PackageLoader("harness", "templates"), keep_trailing_newline=True).get_template(
-        "scenario.yaml.j2").render(name=args.name, path=path, kinds=", ".join(kinds),
+        "scenario.yaml.j2").render(name=args.name, path=path, kinds=", ".join(kinds), fault_params=fault_params,
                                    measures=", ".join(measure_kinds()),
                                    probe_kinds=", ".join(sorted(probe_types())))
     path.parent.mkdir(parents=True, exist_ok=True)

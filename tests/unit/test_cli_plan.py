@@ -79,6 +79,8 @@ def test_new_writes_a_skeleton_that_validates_and_never_overwrites(tmp_path: Pat
     assert main(["new", "my-team-drill", "--dir", str(tmp_path)]) == 0
     path = tmp_path / "my-team-drill.yaml"
     assert "TODO" in path.read_text()
+    # Every data fault's params are named there, so a newcomer need not read the faults' Python.
+    assert "#   network-policy: pod_labels*, policy_types, policy_name, target_namespace" in path.read_text()
     assert main(["validate", str(path)]) == 2  # not a drill until its TODOs are filled in
     assert "'title'" in capsys.readouterr().out
     path.write_text(path.read_text().replace("TODO", "Done"))
