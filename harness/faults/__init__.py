@@ -423,12 +423,14 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
     started: set[str] = set()
     silent: dict[str, str | None] = {}  # entry's cluster (as JSON) -> why its API server is silent
 
+    def key(entry) -> str:
+        return json.dumps(entry.cluster, sort_keys=True, default=str)
+
     def api_silent(entry, cluster: Cluster) -> str | None:
         # Asked once per cluster until a fault reverted on its nodes may have changed the answer.
-        key = json.dumps(entry.cluster, sort_keys=True, default=str)
-        if key not in silent:
-            silent[key] = api_silence(cluster)
-        return silent[key]
+        if key(entry) not in silent:
+            silent[key(entry)] = api_silence(cluster)
+        return silent[key(entry)]
 
     for index, entry in enumerate(entries):
         result = {"id": entry.id, "kind": getattr(entry, "kind", None), "reverted": False, "error": None}
@@ -455,10 +457,11 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
                 results.append(result)
                 continue
             kind = fault_class(entry.kind)
-            if not kind.needs_node_access and api_silent(entry, cluster):
+            silence = None if kind.needs_node_access else api_silent(entry, cluster)
+            if silence:
                 raise FaultNotReverted(
                     f"not tried: the API server of cluster {cluster.name} does not answer "
-                    f"({api_silent(entry, cluster)}); bring the cluster back (or delete it) and run kdrill recover again")
+                    f"({silence}); bring the cluster back (or delete it) and run kdrill recover again")
             fault = kind.from_target(cluster, entry.target)
             try:
                 revert_and_verify(fault, ledger, entry.id)
@@ -467,7 +470,7 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
                     # Undone on the nodes (even if its verification then failed), it may have been
                     # what kept the API server down: ask again. One that never got to its revert
                     # changed nothing, and each ask of a silent server costs up to a minute.
-                    silent.pop(json.dumps(entry.cluster, sort_keys=True, default=str), None)
+                    silent.pop(key(entry), None)
             result["reverted"] = True
         except Exception as exc:  # every entry gets its try; the error is reported, not raised
             result["error"] = f"{type(exc).__name__}: {exc}"

@@ -23,7 +23,6 @@ https://kubernetes.io/docs/concepts/services-networking/network-policies/).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from kubernetes import client
@@ -63,7 +62,6 @@ class NetworkPolicyDeny(Fault):
         self.pod_labels = dict(pod_labels)
         self.policy_types = list(policy_types or ["Ingress"])
         self.uid = uid
-        self.created_at: float | None = None
         self.refused = False  # a policy of this name was there first: the revert leaves it alone
 
     @classmethod
@@ -123,7 +121,6 @@ class NetworkPolicyDeny(Fault):
         self.checkpoint()  # in the ledger before it exists: a crash mid-create is still recovered
         created = self._networking().create_namespaced_network_policy(self.namespace, self.manifest(),
                                                                       _request_timeout=10)
-        self.created_at = time.time()
         self.uid = created.metadata.uid
         self.checkpoint()
 
@@ -154,7 +151,8 @@ class NetworkPolicyDeny(Fault):
 
     def verify_reverted(self) -> None:
         """Check the policy kdrill made is gone; raises FaultNotReverted when one of its name and
-        UID (or, with no UID recorded, with kdrill's label) is still there."""
+        UID (or, with no UID recorded, with kdrill's label) is still there, or when another of its
+        name stands where kdrill's UID was recorded (left alone: someone else's to judge)."""
         if self.refused:
             return
         try:
@@ -169,7 +167,7 @@ class NetworkPolicyDeny(Fault):
         if ours:
             raise FaultNotReverted(f"NetworkPolicy {self.namespace}/{self.name} (uid {current.metadata.uid}) is "
                                    "still there after its deletion")
-        if not ours and self.uid is not None:
+        if self.uid is not None:
             raise FaultNotReverted(f"NetworkPolicy {self.namespace}/{self.name} is back with another UID "
                                    f"({current.metadata.uid}, kdrill made {self.uid}): someone else created one of "
                                    "that name; it was left alone. Check it, then remove the ledger entry")
