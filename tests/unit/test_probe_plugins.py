@@ -154,7 +154,7 @@ def test_an_incluster_http_probe_takes_pod_ips_and_no_other_word(tmp_path):
                                          "bound": {"op": "<=", "value": 5},
                                          "measure": {"kind": "recovery_seconds", "probe": "by-pod-ip",
                                                      "window": "after"}}),
-     "expectations[7].measure.kind", "a measure that holds over the calls to every pod together"),
+     "expectations[10].measure.kind", "a measure that holds over the calls to every pod together"),
 ])
 def test_what_a_pod_ips_probe_would_hide_is_refused(tmp_path, edit, field, expected):
     with pytest.raises(ScenarioError) as info:
