@@ -30,6 +30,11 @@ from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 BLACKHOLE_POD = "kdrill-webhook-blackhole"
 BLACKHOLE_LABELS = {"app.kubernetes.io/name": "kdrill-webhook-blackhole"}
+# What the Pod Security Standards' "restricted" profile asks of a container: a webhook's namespace
+# may enforce it (Gatekeeper's published manifest labels gatekeeper-system so).
+# https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted
+RESTRICTED = {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534, "allowPrivilegeEscalation": False,
+              "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
 # A deadline for the black-hole pod's readiness, not an expectation.
 POD_READY_DEADLINE_SECONDS = 120
 
@@ -72,12 +77,16 @@ def _target_port(service, port: int) -> tuple[int | str, int]:
 
 def _blackhole_pod(namespace: str, target: int | str, listen: int) -> dict[str, Any]:
     port = {"containerPort": listen, **({"name": target} if isinstance(target, str) else {})}
+    # A port under 1024 for a user that is not root: a "safe" sysctl the restricted profile allows.
+    pod_security = {"sysctls": [{"name": "net.ipv4.ip_unprivileged_port_start", "value": str(listen)}]} \
+        if listen < 1024 else {}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": BLACKHOLE_POD, "namespace": namespace, "labels": dict(BLACKHOLE_LABELS)},
-            "spec": {"terminationGracePeriodSeconds": 0, "containers": [{
+            "spec": {"terminationGracePeriodSeconds": 0, "securityContext": pod_security, "containers": [{
                 "name": "blackhole", "image": TOOLBOX_IMAGE, "imagePullPolicy": TOOLBOX_PULL_POLICY,
                 "command": ["kdrill-webhook", "--mode", "blackhole", "--port", str(listen)], "ports": [port],
-                "readinessProbe": {"tcpSocket": {"port": listen}, "periodSeconds": 1}}]}}
+                "readinessProbe": {"tcpSocket": {"port": listen}, "periodSeconds": 1},
+                "securityContext": RESTRICTED}]}}
 
 
 def _pod_ready(cluster, namespace: str) -> bool:
@@ -167,6 +176,7 @@ def test_webhook_blast_radius(drill):
                 reroute = dict(BLACKHOLE_LABELS)
             fault = WebhookBackendDown(cluster, svc_ns, svc_name, reroute_to=reroute)
             with drill.inject(fault), drill.phase(f"{mode} {key}"):
+                entry["connections_cut"] = fault.connections_cut
                 canary = next((w for w in writes if predicted[w.name]["predicted"] == "rejected"), None)
                 if canary is not None:
                     def rejected():
@@ -214,8 +224,10 @@ def test_webhook_blast_radius(drill):
     drill.measure("backends_taken_down", len(drilled), detail=", ".join(drilled) or "none")
     drill.measure("outcome_mismatches", len(mismatches), detail="; ".join(mismatches) or
                   "every write's answer is what the webhooks' configurations say")
+    uncut = [f"{k}: {v['connections_cut']['why']}" for k, v in blast.items() if v.get("connections_cut", {}).get("why")]
     drill.measure("outage_onset_seconds_max", max(onsets) if onsets and max(onsets) != float("inf") else None,
-                  detail=f"{len(onsets)} backend(s) with a write their configuration says is rejected")
+                  detail=f"{len(onsets)} backend(s) with a write their configuration says is rejected"
+                         + (f"; {'; '.join(uncut)}" if uncut else ""))
     if mode == "refused":
         drill.measure("rejection_latency_max_seconds", max(rejected_latency, default=None),
                       detail=f"{len(rejected_latency)} rejected write(s)")

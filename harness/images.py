@@ -11,6 +11,9 @@ Steps (``clusters/images/``):
   go-kubernetes   kube-apiserver, -controller-manager, -scheduler, -proxy, kubelet, kubeadm, kubectl
   go-tools        kind, etcd, etcdctl, CoreDNS, crictl, local-path-provisioner, pause, netd
   go-etcdutl      etcdutl (not in the etcd image): the etcd-restore drill copies it onto nodes
+  go-gatekeeper   OPA Gatekeeper's manager and the manifest its module publishes (only for the
+                  example profile clusters/platforms/gatekeeper: ``kdrill images build gatekeeper``)
+  gatekeeper      its image, FROM scratch
   rootfs-*        debootstrap root filesystems (node, net, toolbox, haproxy)
   images          the component images under the exact tags kubeadm and the manifests use
   preload         containerd's ``k8s.io`` namespace holding every component image
@@ -62,6 +65,10 @@ ROOTFS_PACKAGES = {
 # What a kind cluster needs: the node image (with every component preloaded), kind's HA load
 # balancer and the drills' toolbox; everything else is built on the way.
 TARGETS = ["node", "haproxy", "toolbox", "go-etcdutl"]
+# Built only when asked for (`kdrill images build gatekeeper`): a real policy engine for the
+# example profile clusters/platforms/gatekeeper, kept out of a cold machine's default build.
+ON_REQUEST = ["gatekeeper"]
+GATEKEEPER_VERSION = "v3.23.1"
 
 # Seconds each step takes in a cold build, measured on this project's 2-core machine (Go 1.24,
 # Debian mirror over the network). The three lanes of build_all run side by side: the two Go
@@ -72,12 +79,13 @@ TARGETS = ["node", "haproxy", "toolbox", "go-etcdutl"]
 # 18 minutes (10 minutes with Go's own build cache warm). A step's time from the last build that
 # ran it (durations.json in the cache) takes precedence. go-etcdutl (built after go-tools, from
 # the same etcd modules and dependency versions, so from Go's build cache) took 1 s warm; 60 s
-# allows for the few packages only etcdutl has.
+# allows for the few packages only etcdutl has. go-gatekeeper (on request only) took 169 s, its
+# downloads included, with the kind images' Go module and build caches already warm.
 COLD_SECONDS = {
     "go-kubernetes": 840, "go-tools": 720, "go-etcdutl": 60,
     "rootfs-node": 150, "rootfs-net": 107, "rootfs-toolbox": 159, "rootfs-haproxy": 101,
     "base-net": 5, "node-base": 10, "components": 44, "toolbox": 10, "preload": 60, "node": 78,
-    "haproxy": 5,
+    "haproxy": 5, "go-gatekeeper": 170, "gatekeeper": 2,
 }
 HEARTBEAT_SECONDS = 60  # a progress line at least this often while a long Go build runs
 # A bound for one build command, not an estimate: far above the longest step measured (Kubernetes,
@@ -180,6 +188,8 @@ def lane_of(name: str) -> str | None:
         return name
     if name == "go-etcdutl":  # after go-tools, whose Go build cache it mostly reuses
         return "go-tools"
+    if name == "go-gatekeeper":
+        return name
     return "rootfs" if name.startswith("rootfs-") else None
 
 
@@ -370,6 +380,10 @@ def _go_etcdutl(step: Step) -> None:
     run(["bash", str(IMAGES_DIR / "go" / "build-etcdutl.sh"), str(step.out)], step.log_file)
 
 
+def _go_gatekeeper(step: Step) -> None:
+    run(["bash", str(IMAGES_DIR / "go" / "build-gatekeeper.sh"), str(step.out), GATEKEEPER_VERSION], step.log_file)
+
+
 def _rootfs(flavour: str) -> Callable[[Step], None]:
     def build(step: Step) -> None:
         run(["bash", str(IMAGES_DIR / "rootfs.sh"), str(step.out / "rootfs.tar"),
@@ -417,6 +431,8 @@ class Build:
         self.node_image = f"kdrill/node:{v['KUBERNETES_VERSION']}"
         # kind v0.31.0 runs its HA load balancer from exactly this tag.
         self.haproxy_image = "docker.io/kindest/haproxy:v20251211-v0.29.0-alpha-100-g82a92c5d"
+        # Not in self.tags (those are preloaded into every node): a profile's images/ carries it.
+        self.gatekeeper_image = f"docker.io/kdrill/gatekeeper:{GATEKEEPER_VERSION}"
         self._steps = self._graph()
 
     # The graph: leaves first. Each lambda closes over self for tags and dependencies.
@@ -448,6 +464,10 @@ class Build:
                          deps=[s["node-base"], s["go-kubernetes"], s["preload"]], image=self.node_image)
         s["haproxy"] = Step("haproxy", [d / "haproxy"], self._haproxy, deps=[s["rootfs-haproxy"]],
                             image=self.haproxy_image)
+        s["go-gatekeeper"] = Step("go-gatekeeper", [d / "go" / "build-gatekeeper.sh"], _go_gatekeeper,
+                                  extra=[GATEKEEPER_VERSION])
+        s["gatekeeper"] = Step("gatekeeper", [], self._gatekeeper, deps=[s["go-gatekeeper"]],
+                               extra=[inspect.getsource(Build._gatekeeper)], image=self.gatekeeper_image)
         return s
 
     def step(self, name: str) -> Step:
@@ -537,6 +557,14 @@ class Build:
     def _haproxy(self, step: Step) -> None:
         self._image_from_rootfs(step, "haproxy")
 
+    def _gatekeeper(self, step: Step) -> None:
+        """The manager alone, as upstream's image has it (/manager), FROM scratch: the published
+        manifest runs it as a non-root user with a read-only root filesystem and needs nothing else."""
+        with tempfile.TemporaryDirectory(prefix="kdrill-gatekeeper-") as ctx:
+            shutil.copy(self.step("go-gatekeeper").out / "manager", Path(ctx) / "manager")
+            _docker_build(step, 'FROM scratch\nCOPY manager /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]\n',
+                          Path(ctx))
+
     # --- driving ---
 
     def order(self, targets: list[str] | None = None) -> list[Step]:
@@ -611,9 +639,10 @@ def ensure_built(progress: Callable[[str], None] = print, targets: list[str] | N
     build = Build()
     todo = build.missing(targets)
     if not todo:
-        progress(f"kdrill: kind images built and current (node image {build.node_image})")
+        progress(f"kdrill: {', '.join(targets)} built and current" if targets and set(targets) <= set(ON_REQUEST)
+                 else f"kdrill: kind images built and current (node image {build.node_image})")
         return {}
-    lacking = missing_build_tools(go=any(lane_of(n) in ("go-kubernetes", "go-tools") for n in todo),
+    lacking = missing_build_tools(go=any((lane_of(n) or "").startswith("go-") for n in todo),
                                   debootstrap=any(lane_of(n) == "rootfs" for n in todo))
     if lacking:
         raise BuildError(f"the kind images are not built ({', '.join(todo)}) and cannot be built here: "

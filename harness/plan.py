@@ -62,7 +62,8 @@ def _access(s: Scenario, case: str | None = None) -> str:
     """What the drill reaches: the API, and the node access levels it needs (the node agent gives
     ``exec`` only; kind's docker exec gives all; harness/providers/__init__.py)."""
     if not s.needs_node_access:
-        return "the API only"
+        optional = fault_class(s.fault_kind).node_access_optional if s.fault_kind else ""
+        return f"the API only; with node access (exec) it also {optional}" if optional else "the API only"
     levels = sorted({level for level, _ in s.node_access_levels(case)}, key=NODE_ACCESS_LEVELS.index)
     return (f"the API and node access: {', '.join(levels)} (kind gives all; the node agent, --node-agent, gives "
             "exec only)")

@@ -32,6 +32,11 @@ A profile is a directory (``kdrill run --platform DIR``, ``kdrill cluster create
                          before the manifests: no registry needed
     README.md            free text, not hashed
 
+``platform.yaml`` may also say ``prepare: {command, files}``: files a command run from the checkout
+writes into the profile (built here, not committed: clusters/platforms/gatekeeper's image archive
+and the manifest rendered from Gatekeeper's published one). A profile with one of them missing
+is refused, naming the command.
+
 Hidden entries (names starting with ``.``: an editor's swap file, ``.gitkeep``) are ignored and
 not hashed, except under ``files/``: that directory is mounted whole, so every entry there reaches
 the nodes and is hashed. Nothing else may be there (a misspelt ``manifest/`` would otherwise be
@@ -346,6 +351,47 @@ def manifest_text(profile: PlatformProfile, path: Path, tls=None) -> str:
     return yaml.safe_dump_all([expand(d, values, leave_unknown=True) for d in docs], sort_keys=False)
 
 
+# Where a prepared file may be, as the loader reads each part: (pattern of its relative path, what).
+PREPARED_PLACES = (
+    (re.compile(r"manifests/[^/.][^/]*\.ya?ml"), "manifests/NAME.yaml"),
+    (re.compile(r"images/[^/.][^/]*\.tar"), "images/NAME.tar"),
+    (re.compile(r"kubeadm/[^/.][^/]*\.ya?ml"), "kubeadm/NAME.yaml"),
+    (re.compile(r"coredns/Corefile"), "coredns/Corefile"),
+    (re.compile(r"files/(?:[^/.][^/]*/)*[^/.][^/]*"), "files/PATH (no hidden names)"),
+)
+
+
+def _check_prepared(root: Path, meta_path: Path, prepare: Any) -> None:
+    """``prepare: {command, files}``: files a command outside the profile writes into it (built,
+    not committed: an image archive, a manifest rendered from a published one), each where the
+    loader reads that part (PREPARED_PLACES). Raises ProfileError naming the first bad or missing
+    file and, for a missing one, the command that makes it."""
+    if prepare is None:
+        return
+    if (not isinstance(prepare, dict) or set(prepare) != {"command", "files"}
+            or not isinstance(prepare["command"], str) or not prepare["command"].strip()
+            or not isinstance(prepare["files"], list) or not prepare["files"]):
+        raise ProfileError(meta_path, "prepare", "a mapping with command (what to run, from the checkout) and files "
+                           "(the paths in the profile it writes)", repr(prepare))
+    places = ", ".join(what for _, what in PREPARED_PLACES)
+    seen: set[str] = set()
+    for rel in prepare["files"]:
+        normal = Path(rel).as_posix() if isinstance(rel, str) and rel else None
+        if normal is None or not any(pattern.fullmatch(normal) for pattern, _ in PREPARED_PLACES):
+            raise ProfileError(meta_path, "prepare.files", f"paths inside the profile where its parts are read: {places}",
+                               repr(rel))
+        if normal in seen:
+            raise ProfileError(meta_path, "prepare.files", "each path once", repr(rel))
+        seen.add(normal)
+    missing = [rel for rel in sorted(seen) if not (root / rel).is_file()]
+    if missing:
+        first = root / missing[0]
+        got = "no such file" if not first.exists() and not first.is_symlink() else _what(first)
+        raise ProfileError(first, "file", f"a file that `{prepare['command'].strip()}` writes: run it from the kdrill "
+                           f"checkout first (platform.yaml prepare; it writes {', '.join(sorted(seen))})",
+                           got + (f"; also missing: {', '.join(missing[1:])}" if missing[1:] else ""))
+
+
 def load(directory: str | Path) -> PlatformProfile:
     """Read and check the profile in ``directory``. Raises ProfileError (file, field, expected,
     got) for anything the module doc does not allow; reads no cluster."""
@@ -368,9 +414,9 @@ def load(directory: str | Path) -> PlatformProfile:
     if not isinstance(meta, dict):
         raise ProfileError(meta_path, "content", "one mapping with name and description", f"{len(docs)} documents"
                            if len(docs) != 1 else type(meta).__name__)
-    unknown = sorted(set(meta) - {"name", "description", "webhook_tls"})
+    unknown = sorted(set(meta) - {"name", "description", "webhook_tls", "prepare"})
     if unknown:
-        raise ProfileError(meta_path, unknown[0], "only name, description and webhook_tls", repr(unknown[0]))
+        raise ProfileError(meta_path, unknown[0], "only name, description, webhook_tls and prepare", repr(unknown[0]))
     webhook_tls = meta.get("webhook_tls")
     if webhook_tls is not None:
         if not isinstance(webhook_tls, dict) or set(webhook_tls) != {"service", "namespace"}:
@@ -388,6 +434,7 @@ def load(directory: str | Path) -> PlatformProfile:
                            "cluster's name", repr(name))
     if not isinstance(description, str) or not description.strip():
         raise ProfileError(meta_path, "description", "a non-empty string: what this platform is", repr(description))
+    _check_prepared(root, meta_path, meta.get("prepare"))
 
     patches = []
     for path in _entries(root / "kubeadm"):

@@ -40,6 +40,17 @@ def test_the_generic_fault_scenarios_validate_and_plan(tmp_path: Path, capsys, t
     assert "service-blackhole: service_name=web" in out and "the API only" in out
 
 
+def test_the_plan_says_what_a_fault_does_on_the_nodes_when_it_may(tmp_path: Path, capsys, tree_entry_points) -> None:
+    """webhook-blast-radius needs only the API, and with node access also cuts kube-apiserver's
+    connections: the plan says both; service-blackhole, which does nothing on nodes, says the API only."""
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", "webhook-blast-radius",
+                 "service-blackhole"]) == 0
+    access = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip().startswith("access")]
+    assert access[0].startswith("access     the API only; with node access (exec) it also cuts kube-apiserver's open "
+                                "connections to the backend's old pods"), access
+    assert access[-1] == "access     the API only; cluster config ha", access
+
+
 def test_validate_names_file_field_expected_and_got(tmp_path: Path, capsys) -> None:
     data = yaml.safe_load((REPO / "scenarios" / "etcd-member-loss.yaml").read_text())
     data["fault"]["params"]["one_down_hold_secnds"] = data["fault"]["params"].pop("one_down_hold_seconds")
