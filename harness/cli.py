@@ -11,7 +11,7 @@
   kdrill history               every run with verdicts, platform and seal; writes reports/index.html
   kdrill recover               revert every fault the ledger still holds (after a crash)
   kdrill doctor                check Docker, kind, images, memory, inotify limits; say how to fix
-  kdrill images build|status   build the offline kind images (cached by content)
+  kdrill images build|status   build the offline kind images (cached by content); `build gatekeeper`: that one only
   kdrill cluster create|delete|status   a kind cluster from clusters/ (default: ha)
   kdrill report RUN [--stdout] check that a verified run's sealed report.html re-renders from its
                                evidence (never writes into a sealed run)
@@ -667,9 +667,18 @@ def cluster_for_entry(entry_cluster: dict):
     if entry_cluster.get("node_channel") == "agent":
         # What was done through the node agent is undone through it (its namespace is in the
         # ledger too, and recover deletes it after the faults that used it).
+        from harness.faults import api_silence
         from harness.providers.node_agent import NodeAgent, nodes_by_role
         from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
+        # Right after a control-plane fault the API server can be up on its nodes and still not
+        # answer through the cluster's endpoint (a load balancer marks its backends up only after
+        # its own health checks: CI 2026-12-05): wait for it as the API-only reverts do.
+        silence = api_silence(cluster)
+        if silence:
+            raise ProviderError(f"the API server of context {entry_cluster['context']} does not answer ({silence}); "
+                                "what kdrill did through the node agent is undone through it: bring the cluster "
+                                "back and run kdrill recover again")
         cluster.node_access = True
         cluster.node_agent = NodeAgent(cluster, TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY)
         cluster.nodes_by_role = nodes_by_role(cluster)
@@ -720,14 +729,15 @@ def require_docker() -> None:
         raise SystemExit(problem)
 
 
-def build_images() -> None:
-    """Every image a kind cluster needs, building what is missing with progress lines and the
-    estimated time left (one line when all is built). Raises SystemExit naming what failed: the
-    build impossible here (what to install), or the failed step and its log file."""
+def build_images(targets: list[str] | None = None) -> None:
+    """Every image a kind cluster needs (or ``targets``: harness.images.ON_REQUEST), building what
+    is missing with progress lines and the estimated time left (one line when all is built).
+    Raises SystemExit naming what failed: the build impossible here (what to install), or the
+    failed step and its log file."""
     from harness.images import BuildError, ensure_built
 
     try:
-        ensure_built(progress=lambda line: print(line, flush=True))
+        ensure_built(progress=lambda line: print(line, flush=True), targets=targets)
     except BuildError as exc:
         raise SystemExit(f"kdrill: {exc}") from None
 
@@ -792,16 +802,28 @@ def prepare_kind(build: bool = True) -> None:
 
 
 def cmd_images(args: argparse.Namespace) -> int:
-    from harness.images import Build, image_sizes
+    from harness.images import ON_REQUEST, Build, image_sizes
 
+    if args.targets and args.action == "status":
+        print(f"kdrill images status: TARGET: expected none, got {args.targets[0]}", file=sys.stderr)
+        return 2
+    unknown = [t for t in args.targets if t not in ON_REQUEST]
+    if unknown:
+        print(f"kdrill images build: TARGET: expected one of {', '.join(ON_REQUEST)}, got {unknown[0]}", file=sys.stderr)
+        return 2
     require_docker()  # status reads the images' labels from Docker too
     build = Build()
     if args.action == "status":
         for s in build.status():
             print(f"{'built' if s['built'] else 'to do':6} {s['step']:16} {s['key']}  {s['image'] or ''}")
         return 0
-    build_images()
-    for tag, size in image_sizes([build.node_image, build.haproxy_image, build.tags["toolbox"]]).items():
+    if args.targets:  # e.g. gatekeeper, for the example profile clusters/platforms/gatekeeper
+        build_images(args.targets)
+        tags = [build.step(t).image for t in args.targets if build.step(t).image]
+    else:
+        build_images()
+        tags = [build.node_image, build.haproxy_image, build.tags["toolbox"]]
+    for tag, size in image_sizes(tags).items():
         print(f"  {tag}: {size / 1e6:.0f} MB")
     return 0
 
@@ -1090,6 +1112,10 @@ def parser() -> argparse.ArgumentParser:
 
     img = sub.add_parser("images", help="build the offline kind images")
     img.add_argument("action", choices=["build", "status"])
+    from harness.images import ON_REQUEST
+    # No argparse choices: with nargs="*" it refuses the empty list too (checked in cmd_images).
+    img.add_argument("targets", nargs="*", metavar="TARGET",
+                     help=f"build only this on-request image: {', '.join(ON_REQUEST)} (for clusters/platforms/gatekeeper)")
     img.set_defaults(func=cmd_images)
 
     clu = sub.add_parser("cluster", help="create, delete or check a kind cluster from clusters/")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import errno
 import math
 import os
@@ -791,13 +792,18 @@ def _validator_errors(validator, path: Path, data: Any, prefix: tuple) -> Iterab
         where = prefix + tuple(err.absolute_path)
         if err.validator == "required":
             props = err.schema.get("properties", {})
+            unknown = [str(k) for k in err.instance if k not in props] if props else []
             for prop in err.validator_value:
                 if prop not in err.instance:
-                    yield _Problem(path, where + (prop,), f"{_describe(props.get(prop, {}))} (required)", "nothing")
+                    typo = difflib.get_close_matches(prop, unknown, n=1)  # there, but misspelt
+                    yield _Problem(path, where + (prop,), f"{_describe(props.get(prop, {}))} (required)",
+                                   f"nothing; {typo[0]!r} is there: misspelt?" if typo else "nothing")
         elif err.validator == "additionalProperties":
-            allowed = ", ".join(err.schema.get("properties", {}))
-            for extra in sorted((k for k in err.instance if k not in err.schema.get("properties", {})), key=str):
-                yield _Problem(path, where + (extra,), f"no such field (allowed: {allowed})", None)
+            known = list(err.schema.get("properties", {}))
+            for extra in sorted((k for k in err.instance if k not in known), key=str):
+                near = difflib.get_close_matches(str(extra), known, n=1)  # a misspelt key: say which
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                yield _Problem(path, where + (extra,), f"no such field (allowed: {', '.join(known)}){hint}", None)
         else:
             yield _Problem(path, where, _expected_text(err), _show(err.instance))
 

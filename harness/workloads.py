@@ -135,11 +135,21 @@ def wait_deployment_available(cluster: Cluster, namespace: str, name: str, repli
     return result.elapsed_seconds or 0.0
 
 
-def ready_endpoints(cluster: Cluster, namespace: str, service: str, timeout_seconds: float = 5) -> int:
-    """How many ready endpoints the EndpointSlices of ``namespace/service`` list. Raises ApiException."""
+def _endpoints(cluster: Cluster, namespace: str, service: str, timeout_seconds: float) -> list:
+    """Every endpoint the EndpointSlices of ``namespace/service`` list. Raises ApiException."""
     slices = client.DiscoveryV1Api(cluster.api).list_namespaced_endpoint_slice(
         namespace, label_selector=f"kubernetes.io/service-name={service}", _request_timeout=timeout_seconds)
-    return sum(1 for s in slices.items for e in (s.endpoints or []) if e.conditions and e.conditions.ready)
+    return [e for s in slices.items for e in (s.endpoints or [])]
+
+
+def ready_endpoints(cluster: Cluster, namespace: str, service: str, timeout_seconds: float = 5) -> int:
+    """How many ready endpoints the EndpointSlices of ``namespace/service`` list. Raises ApiException."""
+    return sum(1 for e in _endpoints(cluster, namespace, service, timeout_seconds) if e.conditions and e.conditions.ready)
+
+
+def endpoint_addresses(cluster: Cluster, namespace: str, service: str, timeout_seconds: float = 10) -> set[str]:
+    """Every address (ready or not) the EndpointSlices of ``namespace/service`` list. Raises ApiException."""
+    return {a for e in _endpoints(cluster, namespace, service, timeout_seconds) for a in (e.addresses or [])}
 
 
 def wait_endpoints(cluster: Cluster, namespace: str, service: str, count: int, timeout_seconds: float = 60) -> None:

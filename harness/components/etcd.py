@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from harness.providers import Cluster
+from harness.providers import Cluster, NoNodeAccess, ProviderError
 
 TLS = ["--cacert=/etc/kubernetes/pki/etcd/ca.crt",
        "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",
@@ -45,7 +45,7 @@ class EtcdMember:
 def etcd_container_id(cluster: Cluster, node: str) -> str:
     """The running etcd container on ``node`` (``crictl ps --name etcd``). Raises LookupError."""
     out = cluster.node_exec(node, ["crictl", "ps", "--name", "^etcd$", "--state", "Running", "-q"],
-                            timeout_seconds=15).stdout.split()
+                            timeout_seconds=15, read_only=True).stdout.split()
     if not out:
         raise LookupError(f"no running etcd container on {node}")
     return out[0]
@@ -71,17 +71,19 @@ class EndpointState:
     error: str = ""
 
 
-def etcdctl(cluster: Cluster, via_node: str, endpoints: list[str], *args: str, timeout_seconds: float = 20):
-    """Run ``etcdctl --endpoints=... ARGS`` in the etcd container on ``via_node``."""
+def etcdctl(cluster: Cluster, via_node: str, endpoints: list[str], *args: str, timeout_seconds: float = 20,
+            read_only: bool = False):
+    """Run ``etcdctl --endpoints=... ARGS`` in the etcd container on ``via_node``; ``read_only``
+    when ARGS change nothing (see Cluster.node_exec)."""
     cid = etcd_container_id(cluster, via_node)
     command = ["crictl", "exec", cid, "etcdctl", f"--endpoints={','.join(endpoints)}", *TLS,
                "--command-timeout=2s", "--dial-timeout=1s", *args]
-    return cluster.node_exec(via_node, command, timeout_seconds=timeout_seconds, check=False)
+    return cluster.node_exec(via_node, command, timeout_seconds=timeout_seconds, check=False, read_only=read_only)
 
 
 def endpoint_health(cluster: Cluster, via_node: str, endpoints: list[str]) -> dict[str, bool]:
     """endpoint -> healthy (a linearizable read through that member succeeded: needs quorum)."""
-    result = etcdctl(cluster, via_node, endpoints, "endpoint", "health", "-w", "json")
+    result = etcdctl(cluster, via_node, endpoints, "endpoint", "health", "-w", "json", read_only=True)
     try:
         entries = json.loads(result.stdout or "[]")
     except json.JSONDecodeError:
@@ -94,7 +96,7 @@ def endpoint_health(cluster: Cluster, via_node: str, endpoints: list[str]) -> di
 
 def endpoint_status(cluster: Cluster, via_node: str, endpoints: list[str]) -> dict[str, EndpointState]:
     """endpoint -> status as that member reports it (member id, the leader it follows, raft term)."""
-    result = etcdctl(cluster, via_node, endpoints, "endpoint", "status", "-w", "json")
+    result = etcdctl(cluster, via_node, endpoints, "endpoint", "status", "-w", "json", read_only=True)
     states = {e: EndpointState(endpoint=e, healthy=False, error=result.stderr.strip()[-300:]) for e in endpoints}
     try:
         entries = json.loads(result.stdout or "[]")
@@ -116,20 +118,54 @@ def leader_id(cluster: Cluster, via_node: str, endpoints: list[str]) -> str | No
     return leaders.pop() if len(leaders) == 1 else None
 
 
+_ELECTED = re.compile(r"elected leader ([0-9a-f]+) at term (\d+)")
+
+
+def elections(cluster: Cluster, node: str, since: float, clock_offset_seconds: float = 0.0) -> list[dict]:
+    """The leader elections the member on ``node`` logged since epoch ``since`` (seconds, this
+    machine's clock), oldest first: ``{"t": epoch seconds on this machine's clock, "leader":
+    member id (hex), "term": int}``, from its raft log lines ``elected leader ID at term N``
+    (their ``ts``, the node's clock, less ``clock_offset_seconds``: node minus host). etcd's own
+    record, so how often and through what it is read does not change it. Raises LookupError
+    when no etcd container runs there, ProviderError from the node channel."""
+    from datetime import datetime, timezone
+
+    container = etcd_container_id(cluster, node)
+    on_node = datetime.fromtimestamp(since + clock_offset_seconds - 1, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    out = cluster.node_exec(node, ["sh", "-c", f"crictl logs --since {on_node} {container} 2>&1"],
+                            timeout_seconds=30).stdout
+    found = []
+    for line in out.splitlines():
+        elected = _ELECTED.search(line)
+        if not elected:
+            continue
+        try:
+            stamp = json.loads(line)["ts"]
+            t = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() - clock_offset_seconds
+        except (ValueError, KeyError, TypeError):
+            continue
+        if t >= since:
+            found.append({"t": t, "leader": elected.group(1), "term": int(elected.group(2))})
+    return found
+
+
 def running_member_node(cluster: Cluster, nodes: list[str]) -> str:
-    """A control-plane node whose etcd container runs (to run etcdctl in). Raises LookupError."""
+    """A control-plane node whose etcd container runs (to run etcdctl in). Raises LookupError.
+    A node that cannot be reached (through the node agent, one whose kubelet is stopped) is not one."""
     for node in nodes:
         try:
             etcd_container_id(cluster, node)
             return node
-        except LookupError:
+        except NoNodeAccess:
+            raise
+        except (LookupError, ProviderError):
             continue
     raise LookupError(f"no running etcd container on any of {', '.join(nodes)}")
 
 
 def member_healthy(cluster: Cluster, node: str) -> bool:
     """Whether the member on ``node`` serves a quorum read (``endpoint health`` on its own endpoint)."""
-    result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "endpoint", "health", "-w", "json")
+    result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "endpoint", "health", "-w", "json", read_only=True)
     try:
         return any(e.get("health") for e in json.loads(result.stdout or "[]"))
     except json.JSONDecodeError:

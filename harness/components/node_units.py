@@ -23,6 +23,7 @@ import json
 import re
 import shlex
 import time
+from typing import Any, Callable
 
 from harness.providers import Cluster, ProviderError
 
@@ -58,6 +59,7 @@ def schedule(cluster: Cluster, node: str, unit: str, script: str, at: float, run
     seconds the timer was set to. Raises UnitError when ``at`` is less than MIN_LEAD_SECONDS away
     or the unit cannot be made, ProviderError/NoNodeAccess from the node channel."""
     check_name(unit)
+    _unexpanded(script)
     lead = at - time.time()
     if lead < MIN_LEAD_SECONDS:
         raise UnitError(f"unit {unit} on {node}: due in {lead:.3f} s, less than {MIN_LEAD_SECONDS} s ahead")
@@ -70,6 +72,52 @@ def schedule(cluster: Cluster, node: str, unit: str, script: str, at: float, run
         raise UnitError(f"on node {node}: systemd-run of {unit} exited {result.returncode}: "
                         f"{(result.stderr or result.stdout).strip()[:300]}")
     return lead
+
+
+def run_now(cluster: Cluster, node: str, unit: str, script: str, runtime_max_seconds: float,
+            stop_post: str | None = None) -> None:
+    """Start ``script`` (``/bin/sh -c``) on ``node`` now, as the transient service ``unit``, and
+    return without waiting for it: the node's systemd runs it to its end whatever becomes of the
+    command that started it (through the node agent that command is cut as soon as the script
+    stops the kubelet). Its exit status is then read with :func:`exit_status`. ``stop_post``, a
+    command systemd runs after the script however it ended (killed after
+    ``runtime_max_seconds`` included): what must never be left undone. Raises UnitError when
+    systemd refuses the unit (nothing runs), ProviderError/NoNodeAccess from the node channel,
+    also when the command ended with no exit status (the unit may run all the same: the script
+    itself can cut the exec that started it), subprocess.TimeoutExpired."""
+    check_name(unit)
+    rc = f"{STATE_DIR}/{unit}.rc"
+    # After the script however it ended: stop_post, then, if the script could not record its exit
+    # status (systemd ended it), how systemd ended it (SERVICE_RESULT, set for ExecStopPost).
+    after = (f"{stop_post}; " if stop_post else "") + f'[ -s {rc} ] || echo "ended by systemd: $SERVICE_RESULT" > {rc}'
+    command = ["systemd-run", f"--unit={unit}", "--collect", "--quiet", f"--description=kdrill: {unit}",
+               f"--property=RuntimeMaxSec={max(1, int(runtime_max_seconds))}",
+               f"--property=ExecStopPost=/bin/sh -c {shlex.quote(_unexpanded(after))}",
+               "/bin/sh", "-c", _recorded(unit, f"( {_unexpanded(script)} ); rc=$?; echo $rc > {rc}; exit $rc")]
+    result = cluster.node_exec(node, command, timeout_seconds=30, check=False)
+    if result.returncode < 0:  # the node agent's exec stream closed without an exit status
+        raise ProviderError(f"on node {node}: systemd-run of {unit} ended with no exit status (cut)")
+    if result.returncode != 0:
+        raise UnitError(f"on node {node}: systemd-run of {unit} exited {result.returncode}: "
+                        f"{(result.stderr or result.stdout).strip()[:300]}")
+
+
+def exit_status(cluster: Cluster, node: str, unit: str) -> int | str | None:
+    """How a unit started by :func:`run_now` ended: its script's exit status, or, when systemd
+    ended it first (``RuntimeMaxSec``), ``"ended by systemd: RESULT"``; None while it runs (or if
+    it never started). Raises ProviderError/NoNodeAccess when the node cannot be reached."""
+    out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{check_name(unit)}.rc 2>/dev/null; true"],
+                            timeout_seconds=30).stdout.strip()
+    return int(out) if out.isdigit() else (out or None)
+
+
+def _unexpanded(script: str) -> str:
+    """``script`` when systemd passes it to the shell as written; raises UnitError otherwise. The
+    service manager expands ``${NAME}`` and ``$$`` anywhere in a command's arguments (systemd.service,
+    "Command lines"); kdrill's scripts use neither."""
+    if "${" in script or "$$" in script:
+        raise UnitError(f"a unit's script must not hold '${{' or '$$' (systemd would expand them): {script[:200]}")
+    return script
 
 
 def sampler_script(unit: str, command: str, interval_seconds: float, count: int) -> str:
@@ -107,6 +155,27 @@ def start_then_cancel(cluster: Cluster, node: str, first: list[str], script: str
                                          f"{{ systemctl stop {names(then)} 2>/dev/null; "
                                          f"systemctl reset-failed {names(then)} 2>/dev/null; true; }}"],
                       timeout_seconds=60)
+
+
+def once_reachable(action: Callable[[], Any], due: float, deadline_seconds: float) -> Exception | None:
+    """Call ``action`` (a command for a node whose kubelet a timer held there starts at epoch
+    ``due``) every second until it goes through, at most ``deadline_seconds`` after ``due``: through
+    the node agent the node cannot be reached before. Returns None once it went through, else
+    the last error."""
+    from harness.expectations import wait_until
+
+    last: list[Exception | None] = [None]
+
+    def went_through() -> bool:
+        try:
+            action()
+            return True
+        except Exception as exc:  # noqa: BLE001 - not reachable yet
+            last[0] = exc
+            return False
+
+    done = wait_until(went_through, max(1.0, due + deadline_seconds - time.time()), interval_seconds=1.0)
+    return None if done.ok else last[0]
 
 
 def pending(cluster: Cluster, node: str) -> list[str]:
@@ -150,5 +219,6 @@ def samples(cluster: Cluster, node: str, unit: str) -> list[dict]:
 
 def forget(cluster: Cluster, node: str, units: list[str]) -> None:
     """Remove ``units``' records from ``node`` (after they were read). Raises ProviderError."""
-    files = " ".join(shlex.quote(f"{STATE_DIR}/{check_name(u)}{ext}") for u in units for ext in (".at", ".jsonl"))
+    files = " ".join(shlex.quote(f"{STATE_DIR}/{check_name(u)}{ext}") for u in units
+                     for ext in (".at", ".jsonl", ".rc"))
     cluster.node_exec(node, ["sh", "-c", f"rm -f {files}"], timeout_seconds=30)

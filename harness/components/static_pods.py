@@ -36,6 +36,7 @@ clusters for Kubernetes" (https://kubernetes.io/docs/tasks/administer-cluster/co
 from __future__ import annotations
 
 import shlex
+import subprocess
 
 from harness.providers import Cluster
 
@@ -47,6 +48,9 @@ CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "etcd", "kube-controller-manager",
 # cluster being created beside it) containerd answered a kill later than that, and the fault failed
 # with "StopContainer ... DeadlineExceeded" though the container was being killed.
 CRICTL_KILL = "crictl --timeout 30s stop --timeout 0"
+# A deadline, not a measurement: a manifest edit with its kubelet stop, two kills and the kubelet's
+# start take seconds; systemd ends the unit after this, and starts the kubelet after it.
+RERUN_DEADLINE_SECONDS = 120
 
 
 def stop_kubelet_and_kill(cluster: Cluster, node: str, components: list[str] | tuple[str, ...]) -> None:
@@ -77,11 +81,17 @@ def restart_kubelet(cluster: Cluster, node: str) -> bool:
     not run, first kill the node's kube-apiserver (it hangs without its member, and a starting
     kubelet would wait on it; see the module doc), then start the kubelet. Returns whether the
     kube-apiserver was killed. Idempotent. Raises ProviderError."""
-    script = ("if ! systemctl is-active -q kubelet && [ -z \"$(crictl ps -q --state Running --name '^etcd$')\" ]; then "
-              "for c in $(crictl ps -q --state Running --name '^kube-apiserver$'); do "
-              f"{CRICTL_KILL} $c >/dev/null; echo killed; done; fi; systemctl start kubelet")
-    out = cluster.node_exec(node, ["sh", "-c", script], timeout_seconds=60).stdout
+    out = cluster.node_exec(node, ["sh", "-c", restart_kubelet_script()], timeout_seconds=60).stdout
     return "killed" in out
+
+
+def restart_kubelet_script() -> str:
+    """The shell script :func:`restart_kubelet` runs on the node (also held on the node as a
+    timer, see :mod:`harness.components.node_units`); it prints ``killed`` when it killed the
+    node's kube-apiserver."""
+    return ("if ! systemctl is-active -q kubelet && [ -z \"$(crictl ps -q --state Running --name '^etcd$')\" ]; then "
+            "for c in $(crictl ps -q --state Running --name '^kube-apiserver$'); do "
+            f"{CRICTL_KILL} $c >/dev/null; echo killed; done; fi; systemctl start kubelet")
 
 
 def rerun_with_edit(cluster: Cluster, node: str, edit: str, component: str) -> None:
@@ -93,27 +103,61 @@ def rerun_with_edit(cluster: Cluster, node: str, edit: str, component: str) -> N
     own kube-apiserver before it starts the new pod, and for etcd that API server waits on the very
     member being replaced (kubernetes/kubernetes#139502; measured 46 to 51 s per member here). With
     the node's kube-apiserver down too the kubelet's requests are refused at once and it starts
-    both from their manifests, as at bootstrap (see the module doc). One ``docker exec``: the
-    kubelet is started again whatever the edit did. Raises ProviderError when ``edit`` fails
-    (nothing is killed then).
+    both from their manifests, as at bootstrap (see the module doc).
+
+    The script runs on the node as a unit of its own (:func:`harness.components.node_units.run_now`),
+    and the kubelet is started again after it however it ended: through the node agent the
+    command is sent through this very kubelet, so it could not be sent to the node again while
+    the kubelet is stopped. Returns once the script has ended (the node then answers again).
+    Raises ProviderError when ``edit`` fails (nothing is killed then) or the script has not ended
+    within :data:`RERUN_DEADLINE_SECONDS`.
     """
+    import uuid
+
+    from harness.components import node_units
+    from harness.expectations import wait_until
+    from harness.providers import ProviderError
+
     names = shlex.quote(f"^({component}|kube-apiserver)$")
     script = (f"systemctl stop kubelet; ( {edit} ); rc=$?; "
               f"if [ $rc -eq 0 ]; then for c in $(crictl ps --state Running -q --name {names}); do "
               f"{CRICTL_KILL} $c >/dev/null; done; fi; "
               "systemctl start kubelet; exit $rc")
-    cluster.node_exec(node, ["sh", "-c", script], timeout_seconds=60)
+    unit = f"kdrill-rerun-{component}-{uuid.uuid4().hex[:8]}"
+    try:
+        node_units.run_now(cluster, node, unit, script, RERUN_DEADLINE_SECONDS, stop_post="systemctl start kubelet")
+        cut = None
+    except node_units.UnitError:
+        raise  # systemd refused it: nothing runs
+    except (ProviderError, subprocess.TimeoutExpired) as exc:  # the script's kubelet stop may cut its own start
+        cut = exc
+    def status() -> tuple[int | str] | None:  # a tuple: exit status 0 is an answer
+        rc = node_units.exit_status(cluster, node, unit)
+        return None if rc is None else (rc,)
+
+    ended = wait_until(status, RERUN_DEADLINE_SECONDS, interval_seconds=0.5,
+                       description=f"{unit} ended on {node}")
+    if not ended.ok:
+        raise ProviderError(f"on node {node}: the manifest edit and restart ({unit}) did not end within "
+                            f"{RERUN_DEADLINE_SECONDS} s" + (f"; starting it: {cut}" if cut else "")
+                            + (f"; last: {ended.last_error}" if ended.last_error else ""))
+    node_units.forget(cluster, node, [unit])
+    (outcome,) = ended.value
+    if isinstance(outcome, str):  # systemd ended it (the kubelet was started after it all the same)
+        raise ProviderError(f"on node {node}: the manifest edit and restart ({unit}) {outcome}")
+    if outcome != 0:
+        raise ProviderError(f"on node {node}: the manifest edit exited {outcome}: {edit[:200]}")
 
 
 def apiserver_ready(cluster: Cluster, node: str) -> bool:
     """Whether the kube-apiserver on ``node`` answers ``/readyz`` with ok (asked on the node)."""
     check = ["sh", "-c", "curl -sk --max-time 2 https://127.0.0.1:6443/readyz"]
-    return cluster.node_exec(node, check, check=False, timeout_seconds=15).stdout.strip() == "ok"
+    return cluster.node_exec(node, check, check=False, timeout_seconds=15, read_only=True).stdout.strip() == "ok"
 
 
 def kubelet_active(cluster: Cluster, node: str) -> bool:
-    return cluster.node_exec(node, ["systemctl", "is-active", "kubelet"], check=False,
-                             timeout_seconds=15).stdout.strip() == "active"
+    return cluster.node_exec(node, ["systemctl", "is-active", "kubelet"], check=False, timeout_seconds=15,
+                             read_only=True).stdout.strip() == "active"
 
 
 def running(cluster: Cluster, node: str, component: str) -> bool:

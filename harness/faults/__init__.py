@@ -55,6 +55,9 @@ class Fault(abc.ABC):
     # has no revert held on the node, harness.components.node_units),
     # "container" when it needs this machine's Docker engine. Unsaid, the strongest.
     node_access_level: ClassVar[str] = "container"
+    # Without needs_node_access: what the fault does on the nodes too when the cluster gives node
+    # access ("exec"), as a phrase after "it" (shown by `kdrill run --plan`; without it, it is not done).
+    node_access_optional: ClassVar[str] = ""
     # The scenario parameters (``fault.params``, cases' ``params``) this fault and its drill take.
     params: ClassVar[dict[str, Param]] = {}
 
@@ -419,6 +422,7 @@ def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool 
 
 def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], Cluster], force: bool) -> list[dict]:
     """One pass of :func:`recover` over ``entries``, in that order."""
+    cluster_for = _once_per_cluster(cluster_for)
     results = []
     started: set[str] = set()
     silent: dict[str, str | None] = {}  # entry's cluster (as JSON) -> why its API server is silent
@@ -476,6 +480,26 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
             result["error"] = f"{type(exc).__name__}: {exc}"
         results.append(result)
     return results
+
+
+def _once_per_cluster(cluster_for: Callable[[dict], Cluster]) -> Callable[[dict], Cluster]:
+    """``cluster_for`` asked once per entry cluster, its answer (a Cluster or the exception it
+    raised) given to every entry of that cluster: looking up a node-agent cluster may wait a
+    minute for its API server (harness.cli.cluster_for_entry). Per pass: the retry asks again."""
+    found: dict[str, Any] = {}
+
+    def once(entry_cluster: dict) -> Cluster:
+        key = json.dumps(entry_cluster, sort_keys=True, default=str)
+        if key not in found:
+            try:
+                found[key] = cluster_for(entry_cluster)
+            except Exception as exc:  # noqa: BLE001 - each entry of that cluster meets the same error
+                found[key] = exc
+        if isinstance(found[key], Exception):
+            raise found[key]
+        return found[key]
+
+    return once
 
 
 def _start_namespace_deletions(entries: list, cluster_for: Callable[[dict], Cluster], force: bool,

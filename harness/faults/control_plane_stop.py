@@ -250,8 +250,6 @@ class ControlPlaneStop(Fault):
         self.kubelet_started_at.setdefault(node, time.time())
 
     def revert(self) -> None:
-        from harness.expectations import wait_until
-
         errors, unreachable = [], []
         for node in self.nodes:  # every node gets its revert, whatever happened on the others
             try:
@@ -273,22 +271,11 @@ class ControlPlaneStop(Fault):
             due = self.units.get("start_at") or time.time()
             log.info("control-plane-stop: %s not reachable now; their kubelets start on their own at %s",
                      ", ".join(n for n, _ in unreachable), time.strftime("%H:%M:%S", time.localtime(due)))
-            for node, first in unreachable:
-                last: list[Exception] = [first]
-
-                def started(n: str = node) -> bool:
-                    try:
-                        self._start_now(n)
-                        return True
-                    except Exception as exc:
-                        last[0] = exc
-                        return False
-
-                done = wait_until(started, max(1.0, due + RESTORE_DEADLINE_SECONDS - time.time()),
-                                  interval_seconds=2.0)
-                if not done.ok:
+            for node, _ in unreachable:
+                last = node_units.once_reachable(lambda n=node: self._start_now(n), due, RESTORE_DEADLINE_SECONDS)
+                if last is not None:
                     errors.append(f"{node}: not reachable {RESTORE_DEADLINE_SECONDS} s after its kubelet was due "
-                                  f"to start: {last[0]}")
+                                  f"to start: {last}")
         else:
             errors += [f"{node}: {exc}" for node, exc in unreachable]
         if errors:

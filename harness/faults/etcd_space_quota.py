@@ -8,7 +8,9 @@ manifests directory, so the kubelet does not run it); quorum holds meanwhile.
 
 Each member is restarted the way :func:`harness.components.static_pods.rerun_with_edit` says: the
 node's kubelet stopped, the manifest edited, the member and the node's kube-apiserver killed, the
-kubelet started. Only editing the manifest costs 46 to 51 s per member on kubeadm's stacked
+kubelet started, in one script that the node's systemd runs to its end (through the node agent,
+whose commands go through that kubelet, nothing could be sent while it is stopped). Only editing
+the manifest costs 46 to 51 s per member on kubeadm's stacked
 control plane (the kubelet deletes the old mirror pod through the API server beside it, which
 waits on that very member: kubernetes/kubernetes#139502), six times per drill. Either way the
 node's kube-apiserver is briefly down (the load balancer sends its clients to the other two) and
@@ -62,9 +64,11 @@ class EtcdSpaceQuota(Fault):
 
     kind = "etcd-space-quota"
     needs_node_access = True
-    node_access_level = "kubelet"
+    # The kubelet is stopped only inside one script the node runs to its end, kubelet start
+    # included (static_pods.rerun_with_edit): node commands alone do, even through the node agent.
+    node_access_level = "exec"
     node_capability = ("edits the etcd static pod manifest on every control-plane node and restarts its member with the "
-                       "kubelet stopped")
+                       "kubelet stopped, in one script held on the node that starts the kubelet again")
     params = {
         "quota_headroom_megabytes": Param("integer", "quota: the largest member's database after a defragmentation "
                                           "plus this much", minimum=1, maximum=256),

@@ -130,15 +130,19 @@ class Cluster:
                            f"does not give on cluster {self.name!r} (see harness.providers.NODE_ACCESS_LEVELS)")
 
     def node_exec(self, node: str, command: list[str], timeout_seconds: float = 60,
-                  check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess:
+                  check: bool = True, stdin: str | None = None, read_only: bool = False) -> subprocess.CompletedProcess:
         """Run ``command`` in the node container ``node``; returns the completed process.
+        ``read_only``: it changes nothing, so through the node agent an exec that is not set up
+        at once is given up (harness.pod_exec.READ_ONLY_CONNECT_SECONDS) rather than waited for.
 
         Raises NoNodeAccess on a cluster without node access, ProviderError when ``check`` and the
-        command fails, subprocess.TimeoutExpired after ``timeout_seconds``.
+        command fails (or, ``read_only``, its exec is given up), subprocess.TimeoutExpired after
+        ``timeout_seconds``.
         """
         self.require_node_access(f"running {command[0]!r} on node {node!r}")
         if self.node_agent is not None:
-            return self.node_agent.exec(node, command, timeout_seconds=timeout_seconds, check=check, stdin=stdin)
+            return self.node_agent.exec(node, command, timeout_seconds=timeout_seconds, check=check, stdin=stdin,
+                                        read_only=read_only)
         result = proc.run(["docker", "exec", "-i", node, *command], input=stdin, timeout_seconds=timeout_seconds,
                           check=False)
         if check and result.returncode != 0:

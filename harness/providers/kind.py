@@ -98,14 +98,47 @@ def host_ports(config: dict) -> dict[int, int]:
     return ports
 
 
-DOCKER_PORT = re.compile(r"127\.0\.0\.1:(\d+)->(\d+)/tcp")
+# One mapping in `docker ps`'s Ports column: "127.0.0.1:30180->30080/tcp", a range
+# "127.0.0.1:30180-30181->30080-30081/tcp" (how Docker prints neighbouring ports), ":::5000->5000/tcp".
+PUBLISHED = re.compile(r"(\d{1,3}(?:\.\d{1,3}){3}|\[[0-9a-fA-F:]*\]|::):(\d+)(?:-(\d+))?->(\d+)(?:-\d+)?/(\w+)")
+
+
+def published_ports(ports_column: str) -> list[tuple[str, int, int, str]]:
+    """(host address, host port, container port, protocol) for every mapping in ``docker ps``
+    Ports text, a range expanded port by port."""
+    found = []
+    for address, first, last, inner, protocol in PUBLISHED.findall(ports_column):
+        for i in range(int(last or first) - int(first) + 1):
+            found.append((address, int(first) + i, int(inner) + i, protocol))
+    return found
+
+
+def published_host_ports(ps_lines: str) -> dict[int, str]:
+    """{host port: container name} from ``docker ps --format '{{.Names}} {{.Ports}}'`` lines:
+    every host port a running container publishes, on any address."""
+    owners: dict[int, str] = {}
+    for line in ps_lines.splitlines():
+        name, _, ports = line.partition(" ")
+        for _, host, _, _ in published_ports(ports):
+            owners.setdefault(host, name)
+    return owners
+
+
+def conflicting_host_ports(config: dict, ps_lines: str) -> dict[int, str]:
+    """{host port: container publishing it} for the ``hostPort``s of kind ``config`` that a
+    running container already publishes (kind would fail half-way, with a node container made)."""
+    wanted = {int(m["hostPort"]) for node in config.get("nodes") or []
+              for m in (node or {}).get("extraPortMappings") or [] if m.get("hostPort")}
+    owners = published_host_ports(ps_lines)
+    return {port: owners[port] for port in sorted(wanted) if port in owners}
 
 
 def docker_node_ports(ports_column: str) -> dict[int, int]:
     """{NodePort: host port} from ``docker ps --format {{.Ports}}`` lines of a cluster's node
     containers (``127.0.0.1:30180->30080/tcp, ...``): loopback mappings to the NodePort range
     (30000-32767) only, so the API server's load-balancer port is left out."""
-    return {int(inner): int(host) for host, inner in DOCKER_PORT.findall(ports_column) if 30000 <= int(inner) <= 32767}
+    return {inner: host for address, host, inner, protocol in published_ports(ports_column)
+            if address == "127.0.0.1" and protocol == "tcp" and 30000 <= inner <= 32767}
 
 
 def offset_host_ports(config: dict, offset: int) -> dict:
@@ -215,6 +248,16 @@ class KindProvider:
             raise ProviderError(f"node image {self.image} is not in the local Docker engine (removed since "
                                 "the build?): `kdrill run` and `python3 -m pytest` rebuild it themselves "
                                 "(or `kdrill images build`)")
+        # Another cluster (of the same config, or a profile's) publishing a host port this one maps:
+        # kind would stop half-way through with "port is already allocated" and a node left behind.
+        ps = proc.run(["docker", "ps", "--format", "{{.Names}} {{.Ports}}"], timeout_seconds=60, check=False)
+        taken = conflicting_host_ports(yaml.safe_load(self.config.read_text()) or {}, ps.stdout or "")
+        if taken:
+            port, owner = next(iter(taken.items()))
+            raise ProviderError(f"kind config {self.config}: hostPort {port} is already published by container "
+                                f"{owner} ({len(taken)} port(s) taken: {', '.join(map(str, taken))}); delete that "
+                                "cluster first, or make this one with other host ports: `kdrill cluster create "
+                                "--host-port-offset 100` (with the same --config and --platform)")
         started = time.monotonic()
         log.info("creating kind cluster %s from %s", self.name, self.config)
         self._run("create", "cluster", "--name", self.name, "--config", str(self.config),

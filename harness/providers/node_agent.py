@@ -157,7 +157,7 @@ class NodeAgent:
                             "(--toolbox-image, --toolbox-pull-policy) and a privileged pod admitted in its namespace")
 
     def exec(self, node: str, command: list[str], timeout_seconds: float = 60, check: bool = True,
-             stdin: str | bytes | None = None) -> subprocess.CompletedProcess:
+             stdin: str | bytes | None = None, read_only: bool = False) -> subprocess.CompletedProcess:
         """Run ``command`` on ``node`` in the node's namespaces; returns a CompletedProcess with its
         exit code, stdout and stderr (text). Raises ProviderError when the exec cannot be made or,
         with ``check``, when the command exits non-zero; subprocess.TimeoutExpired after
@@ -166,7 +166,8 @@ class NodeAgent:
 
         name = self.ensure(node)
         try:
-            result = pod_exec.run(self.cluster, NAMESPACE, name, [*NSENTER, *command], timeout_seconds, stdin=stdin)
+            result = pod_exec.run(self.cluster, NAMESPACE, name, [*NSENTER, *command], timeout_seconds, stdin=stdin,
+                                  read_only=read_only)
         except pod_exec.PodExecError as exc:
             with self._lock:
                 self._ready.discard(node)  # the pod may be gone: look again next time

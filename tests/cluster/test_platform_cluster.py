@@ -161,6 +161,10 @@ def test_a_run_on_the_cluster_names_its_profile_in_the_evidence(platform_cluster
     for case in ("refused", "blackhole"):
         record = json.loads((run_dir / f"webhook-blast-radius--{case}.json").read_text())
         backend = record["observations"]["blast_radius"]["platform-policy/policy-webhook"]
+        # Reached through its kubeconfig alone: no node to cut kube-apiserver's connections on, and
+        # the record says so (kdrill-webhook closes each connection, so the outage shows anyway).
+        assert backend["connections_cut"]["cut"] is None, backend["connections_cut"]
+        assert backend["connections_cut"]["why"].startswith("no node access"), backend["connections_cut"]
         assert backend["baseline_not_admitted"] == {}
         assert backend["webhooks"] == ["validating/careless-audit/audit.careless.example",
                                       "validating/platform-policy/policy.platform.example"], backend["webhooks"]

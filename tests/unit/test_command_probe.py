@@ -23,7 +23,7 @@ class Nodes:
     def __init__(self, outcome) -> None:
         self.outcome, self.calls = outcome, []
 
-    def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None):
+    def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None, read_only=False):
         self.calls.append((node, command, timeout_seconds, check))
         if isinstance(self.outcome, BaseException):
             raise self.outcome

@@ -21,7 +21,7 @@ OTHER_QUOTA = f"etcd --quota-backend-bytes={QUOTA}0 --data-dir=/var/lib/etcd"
 class PsNode(Cluster):
     ps_output = ""
 
-    def node_exec(self, node, command, timeout_seconds=60, check=True):
+    def node_exec(self, node, command, timeout_seconds=60, check=True, read_only=False):
         assert command == ["ps", "-ww", "-C", "etcd", "-o", "args="], command
         return SimpleNamespace(stdout=self.ps_output, returncode=0)
 
@@ -62,6 +62,8 @@ def test_a_roll_waits_for_the_member_the_edited_manifest_describes(tmp_path, mon
     states = iter(running)
     monkeypatch.setattr(fault, "quota_running", lambda node: next(states, running[-1]))
     monkeypatch.setattr("harness.faults.etcd_space_quota.apiserver_ready", lambda c, n: apiserver)
+    # The edit and restart itself (a unit on the node) is tested in test_node_units.py.
+    monkeypatch.setattr("harness.faults.etcd_space_quota.rerun_with_edit", lambda *a: None)
 
     def polls(condition, timeout_seconds, **kwargs):  # as many polls as states, no clock
         ok = any(condition() for _ in running)

@@ -31,7 +31,7 @@ class Nodes:
     def describe(self):
         return {"name": self.name, "provider": "existing", "node_channel": "agent"}
 
-    def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None):
+    def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None, read_only=False):
         if self.reachable is not None and node not in self.reachable:
             raise ProviderError(f"node {node} not reachable")
         self.sent.append((node, command))
@@ -209,7 +209,7 @@ def test_a_clock_read_within_a_slow_exec_corrects_nothing_and_an_unreadable_one_
     monkeypatch.setattr("harness.faults.control_plane_stop.SECONDS_PER_COMMAND_MIN", 0.05)
 
     class LateRead(Nodes):
-        def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None):
+        def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None, read_only=False):
             if command[:1] == ["date"]:
                 time.sleep(0.1)  # the exec's start-up, then the read, then a quicker return
                 out = "not-a-time" if node == "cp2" else f"{time.time():.6f}"
@@ -249,7 +249,7 @@ def test_node_records_are_put_on_the_hosts_clock_by_the_nodes_measured_offset(mo
     monkeypatch.setattr("harness.faults.control_plane_stop.SECONDS_PER_COMMAND_MIN", 0.05)
 
     class Ahead(Nodes):
-        def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None):
+        def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None, read_only=False):
             done = super().node_exec(node, command, timeout_seconds, check, stdin)
             if command[:1] == ["date"]:
                 done.stdout = f"{float(done.stdout) + 5:.6f}\n"
@@ -426,3 +426,209 @@ def test_every_container_kill_in_the_source_waits_for_the_runtime_as_crictl_kill
     found = [f"{path.relative_to(root)}:{n}" for folder in ("harness", "drills") for path in (root / folder).rglob("*.py")
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if plain.search(line)]
     assert found == []
+
+
+class Rerun(Nodes):
+    """A node whose systemd-run answers ``start_code`` (-1: the exec cut with no exit status), and
+    whose unit records exit status ``rc`` after ``polls`` reads (None: never)."""
+
+    def __init__(self, start_code: int = 0, rc: int | None = 0, polls: int = 2) -> None:
+        super().__init__()
+        self.start_code, self.rc, self.polls = start_code, rc, polls
+
+    def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None, read_only=False):
+        self.sent.append((node, command))
+        if command[0] == "systemd-run":
+            return subprocess.CompletedProcess(command, self.start_code, "", "")
+        if ".rc" in command[-1] and command[-1].startswith("cat "):
+            self.polls -= 1
+            out = f"{self.rc}\n" if self.rc is not None and self.polls <= 0 else ""
+            return subprocess.CompletedProcess(command, 0, out, "")
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+
+def test_a_manifest_edit_runs_as_a_unit_that_always_starts_the_kubelet_and_is_waited_for() -> None:
+    node = Rerun()
+    static_pods.rerun_with_edit(node, "cp1", "sed -i s/a/b/ /etc/kubernetes/manifests/etcd.yaml", "etcd")
+    start = node.sent[0][1]
+    post = next(a for a in start if a.startswith("--property=ExecStopPost=/bin/sh -c 'systemctl start kubelet; "))
+    assert start[0] == "systemd-run" and "ended by systemd: $SERVICE_RESULT" in post
+    unit = next(a for a in start if a.startswith("--unit=")).split("=", 1)[1]
+    assert unit.startswith("kdrill-rerun-etcd-")
+    assert start[-1].index("systemctl stop kubelet") < start[-1].index("sed -i") < start[-1].index(static_pods.CRICTL_KILL)
+    assert f"> {node_units.STATE_DIR}/{unit}.rc" in start[-1]
+    assert f"{unit}.rc" in node.sent[-1][1][-1] and node.sent[-1][1][-1].startswith("rm -f"), "its records are removed"
+
+
+def test_a_start_cut_by_the_kubelets_own_stop_is_waited_for_all_the_same() -> None:
+    # Through the node agent the exec runs through the kubelet the script stops.
+    node = Rerun(start_code=-1)
+    static_pods.rerun_with_edit(node, "cp1", "true", "etcd")
+    assert node.polls <= 0
+
+
+def test_a_failed_edit_is_an_error_and_a_unit_systemd_refuses_is_not_waited_for() -> None:
+    with pytest.raises(ProviderError, match="the manifest edit exited 3"):
+        static_pods.rerun_with_edit(Rerun(rc=3), "cp1", "false", "etcd")
+    refused = Rerun(start_code=1)
+    with pytest.raises(node_units.UnitError, match="exited 1"):
+        static_pods.rerun_with_edit(refused, "cp1", "true", "etcd")
+    assert len(refused.sent) == 1
+
+
+def test_a_unit_started_now_records_its_exit_status(tmp_path: Path) -> None:
+    nodes = Nodes()
+    node_units.run_now(nodes, "cp1", "kdrill-now", "exit 7", 60)
+    script = nodes.sent[0][1][-1].replace(node_units.STATE_DIR, str(tmp_path))
+    assert subprocess.run(["sh", "-c", script], timeout=10).returncode == 7
+    assert (tmp_path / "kdrill-now.rc").read_text().strip() == "7" and (tmp_path / "kdrill-now.at").exists()
+
+
+def test_a_unit_that_never_ends_is_an_error_after_the_deadline(monkeypatch) -> None:
+    monkeypatch.setattr(static_pods, "RERUN_DEADLINE_SECONDS", 1)
+    with pytest.raises(ProviderError, match="did not end within 1 s; starting it: .*no exit status"):
+        static_pods.rerun_with_edit(Rerun(start_code=-1, rc=None), "cp1", "true", "etcd")
+
+
+class AgentNodes(Nodes):
+    node_channel = "agent"
+
+
+def test_etcd_member_through_the_agent_sets_every_kubelet_start_before_any_stop() -> None:
+    from harness.faults.etcd_member import EtcdMember
+
+    nodes = AgentNodes()
+    fault = EtcdMember(nodes, ["cp1", "cp2"], hold_seconds=30)
+    recorded = []
+    fault._checkpoint = lambda: recorded.append(dict(fault.target()))
+    fault.injected_at = time.time()
+    fault.inject()
+    assert recorded and recorded[0]["units"]["start_at"] == pytest.approx(fault.injected_at + 30)
+    units = [(node, cmd) for node, cmd in nodes.sent if cmd[0] == "systemd-run"]
+    order = [(node, next(a for a in cmd if a.startswith("--unit=")).split("=")[1]) for node, cmd in units]
+    assert order == [("cp1", fault.units["start"]), ("cp2", fault.units["start"]),
+                     ("cp1", fault.units["stop"]), ("cp2", fault.units["stop"])]
+    assert any(a.startswith("--on-active=") for a in units[0][1]) and units[0][1][-1].endswith("systemctl start kubelet")
+    assert not any(a.startswith("--on-active=") for a in units[2][1]), "the stop runs now"
+    assert "systemctl stop kubelet" in units[2][1][-1] and "'^(etcd)$'" in units[2][1][-1]
+    assert set(fault.units["clock_offsets"]) == {"cp1", "cp2"}
+
+
+def test_etcd_member_through_the_agent_needs_its_hold_and_through_docker_sets_no_timer() -> None:
+    from harness.faults import FaultError
+    from harness.faults.etcd_member import EtcdMember
+
+    with pytest.raises(FaultError, match="needs hold_seconds"):
+        EtcdMember(AgentNodes(), ["cp1"]).inject()
+    docker = Nodes()
+    docker.node_channel = "docker"
+    EtcdMember(docker, ["cp1"], hold_seconds=30).inject()
+    assert [cmd[0] for _, cmd in docker.sent] == ["sh"] and "systemctl stop kubelet" in docker.sent[0][1][-1]
+
+
+def test_etcd_member_revert_starts_what_answers_and_waits_for_the_timers_of_the_rest(monkeypatch) -> None:
+    from harness.faults import FaultError
+    from harness.faults.etcd_member import EtcdMember
+
+    nodes = AgentNodes(reachable={"cp1"})
+    fault = EtcdMember(nodes, ["cp1", "cp2"], units={"stop": "kdrill-etcd-x-stop", "start": "kdrill-etcd-x-start",
+                                                      "start_at": time.time() - 10})
+    monkeypatch.setattr("harness.faults.etcd_member.RESTORE_DEADLINE_SECONDS", 1)
+    with pytest.raises(FaultError, match="cp2: not reachable 1 s after its kubelet was due to start"):
+        fault.revert()
+    sent = [" ".join(cmd) for node, cmd in nodes.sent if node == "cp1"]
+    assert any("systemctl start kubelet &&" in c and "systemctl stop kdrill-etcd-x-start.timer" in c for c in sent)
+    assert "cp1" in fault.kubelet_started_at and "cp2" not in fault.kubelet_started_at
+    # Rebuilt from the ledger (kdrill recover), the same units are reverted.
+    again = EtcdMember.from_target(nodes, fault.target())
+    assert again.units == fault.units and again.restarts_by_design()[-2:] == ["kube-apiserver-cp1",
+                                                                              "kube-apiserver-cp2"]
+
+
+def test_a_unit_systemd_ends_records_how_and_the_edit_fails_with_it(tmp_path: Path) -> None:
+    # RuntimeMaxSec: systemd sends SIGTERM to the whole unit, then runs ExecStopPost with
+    # SERVICE_RESULT set. Without a record the unit would read as still running.
+    import os
+    import shlex
+    import signal
+
+    nodes = Nodes()
+    node_units.run_now(nodes, "cp1", "kdrill-k", "sleep 30", 1, stop_post="systemctl start kubelet")
+    command = nodes.sent[0][1]
+    main = command[-1].replace(node_units.STATE_DIR, str(tmp_path))
+    post = next(a for a in command if a.startswith("--property=ExecStopPost=")).split("=", 2)[2]
+    post_argv = [a.replace("systemctl start kubelet", "true").replace(node_units.STATE_DIR, str(tmp_path))
+                 for a in shlex.split(post)]
+    unit = subprocess.Popen(["sh", "-c", main], start_new_session=True)
+    started = time.monotonic()
+    while not (tmp_path / "kdrill-k.at").exists() and time.monotonic() - started < 10:
+        time.sleep(0.05)  # polling for the unit's own record of its start
+    os.killpg(unit.pid, signal.SIGTERM)
+    unit.wait(timeout=10)
+    subprocess.run(post_argv, timeout=10, check=True, env={**os.environ, "SERVICE_RESULT": "timeout"})
+    assert (tmp_path / "kdrill-k.rc").read_text().strip() == "ended by systemd: timeout"
+    # rerun_with_edit reports it as such, not as an exit status nor as still running.
+    with pytest.raises(ProviderError, match=r"\(kdrill-rerun-etcd-\w+\) ended by systemd: timeout"):
+        static_pods.rerun_with_edit(Rerun(rc="ended by systemd: timeout"), "cp1", "true", "etcd")
+
+
+@pytest.mark.parametrize("script", ['sed -i "s|${OLD}|new|" f', "echo $$ > /tmp/pid"])
+def test_a_script_systemd_would_rewrite_is_refused_before_anything_is_sent(script) -> None:
+    nodes = Nodes()
+    with pytest.raises(node_units.UnitError, match="systemd would expand them"):
+        node_units.run_now(nodes, "cp1", "kdrill-e", script, 60)
+    with pytest.raises(node_units.UnitError, match="systemd would expand them"):
+        node_units.schedule(nodes, "cp1", "kdrill-e", script, time.time() + 5, 60)
+    assert nodes.sent == []
+
+
+def _closed_stream(channels: dict[int, str]):
+    """The client library's WSClient once its connection is closed, holding ``channels`` (3: the
+    error channel, where the exit status is)."""
+    from kubernetes.stream.ws_client import WSClient
+
+    ws = WSClient.__new__(WSClient)
+    ws._connected, ws._channels, ws._closed_channels = False, dict(channels), set()
+    ws.binary, ws._returncode, ws.subprotocol = False, None, "v5.channel.k8s.io"
+    ws.update = lambda timeout=0: None
+    ws.close = lambda **kw: None
+    return ws
+
+
+@pytest.mark.parametrize("error_channel", [
+    "",  # closed with no status at all: the node's kubelet went away
+    '{"status":"Failure","reason":"InternalError","message":"x","details":{"causes":[{"message":"EOF"}]}}',
+])
+def test_a_start_cut_by_the_kubelets_stop_through_the_node_agent_is_waited_for(monkeypatch, error_channel) -> None:
+    import kubernetes.stream
+
+    from harness.providers.node_agent import NodeAgent
+
+    def answer(fn, *args, command, **kwargs):
+        if "systemd-run" in command:  # cut by the script's own `systemctl stop kubelet`
+            return _closed_stream({3: error_channel} if error_channel else {})
+        return _closed_stream({1: "0\n", 3: '{"status":"Success"}'})  # the status read, the records removed
+
+    agent = Cluster(name="c", provider="existing", kubeconfig=Path("/nonexistent"), context="c", node_access=True)
+    agent.node_agent = NodeAgent(agent, "toolbox", "IfNotPresent")
+    agent.node_agent.ensure = lambda node: "agent-pod"
+    monkeypatch.setattr(agent, "new_api", lambda: None, raising=False)
+    monkeypatch.setattr(kubernetes.stream, "stream", answer)
+    static_pods.rerun_with_edit(agent, "cp1", "true", "etcd")
+
+
+def test_elections_are_read_from_the_members_raft_log_on_the_hosts_clock() -> None:
+    from harness.components import etcd
+
+    log = "\n".join([
+        '{"level":"info","ts":"2026-12-05T02:37:40.000000Z","msg":"raft.node: a3 elected leader 53 at term 20"}',
+        "not json: elected leader ff at term 99",
+        '{"level":"info","ts":"2026-12-05T02:37:51.836117Z","msg":"a3 became leader at term 21"}',
+        '{"level":"info","ts":"2026-12-05T02:37:51.836117Z","msg":"raft.node: a3 elected leader a3 at term 21"}',
+    ])
+    nodes = Nodes(outputs={"crictl ps": "etcd-container\n", "crictl logs": log})
+    since = 1796438270.0  # 02:37:50 UTC
+    found = etcd.elections(nodes, "cp1", since, clock_offset_seconds=0.5)  # the node's clock 0.5 s ahead
+    assert found == [{"t": pytest.approx(1796438271.336117), "leader": "a3", "term": 21}]
+    asked = " ".join(nodes.sent[-1][1])
+    assert "crictl logs --since 2026-12-05T02:37:49Z etcd-container" in asked

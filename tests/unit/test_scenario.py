@@ -622,3 +622,24 @@ def test_a_bound_must_fit_its_unit(tmp_path):
     numeric["bound"] = {"op": "==", "value": True}
     err = load_error(tmp_path, data)
     assert err.field.endswith(".bound.value") and "a number (its unit is" in err.expected
+
+
+def test_a_misspelt_field_is_refused_with_the_nearest_known_one(tmp_path):
+    """A window key one letter off is named with the key it was meant to be (nothing close: no guess)."""
+    from harness.scenario import ScenarioError, load_scenario
+
+    data = yaml.safe_load((resources.scenarios_dir() / "service-without-endpoints.yaml").read_text())
+    windows = data["runner"]["windows"]
+    windows["hold_second"] = windows.pop("hold_seconds")
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    # The missing key is said first, and points at the stray one.
+    assert str(err.value).endswith("field 'runner.windows.hold_seconds': expected a number (required), "
+                                   "got nothing; 'hold_second' is there: misspelt?"), err.value
+    windows["hold_seconds"] = windows["hold_second"]  # the required key there too: only the stray one is wrong
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ScenarioError) as err:
+        load_scenario(path)
+    assert str(err.value).endswith("did you mean 'hold_seconds'?"), err.value

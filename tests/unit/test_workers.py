@@ -113,6 +113,9 @@ def test_host_ports_are_read_from_dockers_mappings():
               "127.0.0.1:34089->6443/tcp\n\n0.0.0.0:30500->30500/tcp\n")
     assert docker_node_ports(column) == {30080: 30180, 30081: 30181}
     assert docker_node_ports("") == {}
+    # How Docker prints neighbouring ports (kind's two NodePorts on a worker): a range.
+    assert docker_node_ports("127.0.0.1:30180-30181->30080-30081/tcp\n127.0.0.1:34089->6443/tcp\n") == \
+        {30080: 30180, 30081: 30181}
 
 
 class FakeWorkerConfig:
@@ -130,3 +133,40 @@ def test_a_replacement_worker_or_dist_each_gets_no_cluster():
     assert _worker_problem(FakeWorkerConfig("gw1", 2)) is None
     assert "replaces a crashed worker" in _worker_problem(FakeWorkerConfig("gw2", 2))
     assert "--dist each" in _worker_problem(FakeWorkerConfig("gw0", 2, dist="each"))
+
+
+# --- a host port another container publishes: refused before kind starts --------------------------
+
+PS = ("kdrill-ha-worker 127.0.0.1:30080-30081->30080-30081/tcp\n"
+      "kdrill-ha-external-load-balancer 127.0.0.1:41223->6443/tcp\n"
+      "some-registry 0.0.0.0:5000->5000/tcp, :::5000->5000/tcp\n")
+
+
+def test_published_host_ports_reads_ranges_and_every_address():
+    from harness.providers.kind import published_host_ports
+
+    assert published_host_ports(PS) == {30080: "kdrill-ha-worker", 30081: "kdrill-ha-worker",
+                                        41223: "kdrill-ha-external-load-balancer", 5000: "some-registry"}
+
+
+def test_a_cluster_whose_host_ports_are_taken_is_refused_before_kind_runs(monkeypatch, tmp_path):
+    import subprocess
+
+    from harness.providers import ProviderError
+    from harness.providers import kind as kind_module
+    from harness.providers.kind import KindProvider, conflicting_host_ports
+
+    config = yaml.safe_load((clusters_dir() / "ha.yaml").read_text())
+    assert conflicting_host_ports(config, PS) == {30080: "kdrill-ha-worker", 30081: "kdrill-ha-worker"}
+    assert conflicting_host_ports(offset_host_ports(config, 100), PS) == {}
+
+    def run(cmd, **kwargs):
+        if cmd[:2] == ["docker", "ps"]:
+            return subprocess.CompletedProcess(cmd, 0, stdout=PS, stderr="")
+        return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="")  # docker image inspect
+    monkeypatch.setattr(kind_module.proc, "run", run)
+    provider = KindProvider("ha", name="kdrill-ha-gatekeeper")
+    monkeypatch.setattr(provider, "_run", lambda *a, **k: pytest.fail("kind must not be asked"))
+    with pytest.raises(ProviderError, match=r"hostPort 30080 is already published by container kdrill-ha-worker "
+                                            r"\(2 port\(s\) taken: 30080, 30081\).*--host-port-offset 100"):
+        provider.create()
