@@ -22,10 +22,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 import time
 from typing import Any, Callable
 
-from harness.providers import Cluster, ProviderError
+from harness.providers import Cluster, NoNodeAccess, ProviderError
 
 STATE_DIR = "/run/kdrill-units"
 PREFIX = "kdrill-"
@@ -75,16 +76,18 @@ def schedule(cluster: Cluster, node: str, unit: str, script: str, at: float, run
 
 
 def run_now(cluster: Cluster, node: str, unit: str, script: str, runtime_max_seconds: float,
-            stop_post: str | None = None) -> None:
+            stop_post: str | None = None) -> str | None:
     """Start ``script`` (``/bin/sh -c``) on ``node`` now, as the transient service ``unit``, and
     return without waiting for it: the node's systemd runs it to its end whatever becomes of the
     command that started it (through the node agent that command is cut as soon as the script
     stops the kubelet). Its exit status is then read with :func:`exit_status`. ``stop_post``, a
     command systemd runs after the script however it ended (killed after
-    ``runtime_max_seconds`` included): what must never be left undone. Raises UnitError when
-    systemd refuses the unit (nothing runs), ProviderError/NoNodeAccess from the node channel,
-    also when the command ended with no exit status (the unit may run all the same: the script
-    itself can cut the exec that started it), subprocess.TimeoutExpired."""
+    ``runtime_max_seconds`` included): what must never be left undone.
+
+    Returns None when systemd-run said it started the unit, or why the command that started it
+    gave no exit status (cut, timed out after 30 seconds, the node channel failed): the unit may
+    run all the same, the script itself can cut that command, so only :func:`exit_status` tells.
+    Raises UnitError when systemd refuses the unit (nothing runs), NoNodeAccess."""
     check_name(unit)
     rc = f"{STATE_DIR}/{unit}.rc"
     # After the script however it ended: stop_post, then, if the script could not record its exit
@@ -94,12 +97,18 @@ def run_now(cluster: Cluster, node: str, unit: str, script: str, runtime_max_sec
                f"--property=RuntimeMaxSec={max(1, int(runtime_max_seconds))}",
                f"--property=ExecStopPost=/bin/sh -c {shlex.quote(_unexpanded(after))}",
                "/bin/sh", "-c", _recorded(unit, f"( {_unexpanded(script)} ); rc=$?; echo $rc > {rc}; exit $rc")]
-    result = cluster.node_exec(node, command, timeout_seconds=30, check=False)
+    try:
+        result = cluster.node_exec(node, command, timeout_seconds=30, check=False)
+    except NoNodeAccess:
+        raise
+    except (ProviderError, subprocess.TimeoutExpired) as exc:
+        return f"on node {node}: systemd-run of {unit} did not return: {exc}"
     if result.returncode < 0:  # the node agent's exec stream closed without an exit status
-        raise ProviderError(f"on node {node}: systemd-run of {unit} ended with no exit status (cut)")
+        return f"on node {node}: systemd-run of {unit} ended with no exit status (cut)"
     if result.returncode != 0:
         raise UnitError(f"on node {node}: systemd-run of {unit} exited {result.returncode}: "
                         f"{(result.stderr or result.stdout).strip()[:300]}")
+    return None
 
 
 def exit_status(cluster: Cluster, node: str, unit: str) -> int | str | None:

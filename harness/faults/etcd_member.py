@@ -31,7 +31,6 @@ Pods" (https://kubernetes.io/docs/tasks/configure-pod-container/static-pod/).
 from __future__ import annotations
 
 import logging
-import subprocess
 import time
 import uuid
 from typing import Any
@@ -39,7 +38,7 @@ from typing import Any
 from harness.components import node_units, static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
-from harness.providers import Cluster, ProviderError
+from harness.providers import Cluster
 
 # Left by the method used before ``stop-kubelet-kill-container``; a ledger entry from that
 # time is still reverted by moving the parked manifest back.
@@ -194,14 +193,10 @@ class EtcdMember(Fault):
             if time.time() > start_at - MIN_HOLD_LEFT_SECONDS:
                 raise FaultError(f"etcd-member: the stop of {node} would come less than {MIN_HOLD_LEFT_SECONDS} s "
                                  f"before its kubelet's start: not sent")
-            try:
-                node_units.run_now(self.cluster, node, self.units["stop"], guarded, UNIT_RUNTIME_MAX_SECONDS)
-            except node_units.UnitError:
-                raise
-            except (ProviderError, subprocess.TimeoutExpired) as exc:
-                # Cut by its own kubelet stop (it runs), or never sent: the node's record of the
-                # stop, read after the revert, says which (window_not_made).
-                log.info("etcd-member: the stop command on %s did not return (%s)", node, exc)
+            cut = node_units.run_now(self.cluster, node, self.units["stop"], guarded, UNIT_RUNTIME_MAX_SECONDS)
+            if cut:  # by its own kubelet stop (it runs), or never sent: the node's record of the
+                # stop, read after the revert, says which (window_not_made)
+                log.info("etcd-member: the stop command did not return (%s)", cut)
 
     def _start_now(self, node: str) -> None:
         """Start the node's kubelet (killing a hanging kube-apiserver first) and, once started,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.components import node_units, static_pods
-from harness.providers import Cluster, ProviderError
+from harness.providers import Cluster, NoNodeAccess, ProviderError
 
 
 class Nodes:
@@ -482,6 +482,29 @@ def test_a_unit_started_now_records_its_exit_status(tmp_path: Path) -> None:
     script = nodes.sent[0][1][-1].replace(node_units.STATE_DIR, str(tmp_path))
     assert subprocess.run(["sh", "-c", script], timeout=10).returncode == 7
     assert (tmp_path / "kdrill-now.rc").read_text().strip() == "7" and (tmp_path / "kdrill-now.at").exists()
+
+
+def test_a_start_that_gives_no_exit_status_says_why_and_only_refusals_and_no_access_raise() -> None:
+    assert node_units.run_now(Rerun(), "cp1", "kdrill-now", "true", 60) is None
+    assert "no exit status (cut)" in node_units.run_now(Rerun(start_code=-1), "cp1", "kdrill-now", "true", 60)
+
+    class Failing(Nodes):
+        def __init__(self, exc):
+            super().__init__()
+            self.exc = exc
+
+        def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None, read_only=False):
+            raise self.exc
+
+    timed_out = node_units.run_now(Failing(subprocess.TimeoutExpired(["systemd-run"], 30)), "cp1", "kdrill-now",
+                                   "true", 60)
+    assert "did not return" in timed_out and "timed out" in timed_out
+    assert "agent pod gone" in node_units.run_now(Failing(ProviderError("agent pod gone")), "cp1", "kdrill-now",
+                                                  "true", 60)
+    with pytest.raises(NoNodeAccess):
+        node_units.run_now(Failing(NoNodeAccess("no node access")), "cp1", "kdrill-now", "true", 60)
+    with pytest.raises(node_units.UnitError, match="exited 1"):
+        node_units.run_now(Rerun(start_code=1), "cp1", "kdrill-now", "true", 60)
 
 
 def test_a_unit_that_never_ends_is_an_error_after_the_deadline(monkeypatch) -> None:
