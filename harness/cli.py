@@ -384,7 +384,7 @@ def check_references(scenario) -> None:
     """What a scenario names must exist: its drill file (among kdrill's own drills, wherever the
     scenario file is), cluster config and fault module. Raises ScenarioError naming the file and
     field."""
-    from harness.faults import FaultError, check_params, fault_class
+    from harness.faults import FaultError, check_params, data_usable, fault_class
     from harness.scenario import ScenarioError
 
     drills = resources.drills_dir()
@@ -400,10 +400,10 @@ def check_references(scenario) -> None:
         except FaultError as exc:
             raise ScenarioError(scenario.path, "fault.kind", f"a fault kind with a module in harness/faults ({exc})",
                                 scenario.fault_kind) from None
-        if not hasattr(fault_type, "for_scenario"):
+        if not data_usable(fault_type):
             from harness.faults import fault_kinds
 
-            usable = ", ".join(k for k in fault_kinds() if hasattr(fault_class(k), "for_scenario"))
+            usable = ", ".join(k for k in fault_kinds() if data_usable(fault_class(k)))
             raise ScenarioError(scenario.path, "fault.kind", f"a fault a data-only scenario can use ({usable}: "
                                 "those with for_scenario); others need a drill file", scenario.fault_kind)
         check_params(scenario)
@@ -579,7 +579,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     not a directory or an existing file."""
     from jinja2 import Environment, PackageLoader
 
-    from harness.faults import fault_class, fault_kinds
+    from harness.faults import data_usable, fault_class, fault_kinds
     from harness.measures import measure_kinds
     from harness.probes import probe_types
     from harness.scenario import MAX_NAME_LENGTH
@@ -597,7 +597,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     path = directory / f"{args.name}.yaml"
     if path.exists() or path.is_symlink():
         raise Refused(f"kdrill new: {path} exists; choose another name or --dir")
-    kinds = [k for k in fault_kinds() if hasattr(fault_class(k), "for_scenario")]
+    kinds = [k for k in fault_kinds() if data_usable(fault_class(k))]
     fault_params = [f"{k}: " + ", ".join(f"{name}{'*' if param.required else ''}" for name, param in
                                          fault_class(k).params.items()) for k in kinds]
     text = Environment(loader=PackageLoader("harness", "templates"), keep_trailing_newline=True).get_template(

@@ -50,7 +50,7 @@ from harness import kube_objects, measures
 from harness.components.registry import container_name, image_tag, registry_host
 from harness.components.webhook import WebhookTLS, generate_webhook_tls
 from harness.expectations import wait_until
-from harness.faults import FaultError, fault_class, injected
+from harness.faults import FaultError, data_usable, fault_class, injected
 from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
 from harness.faults.drill_registry import DrillRegistry
 from harness.images import Build
@@ -352,7 +352,7 @@ def run(drill) -> None:
     spec = scenario.runner
     windows = {k: float(v) for k, v in spec["windows"].items()}
     fault_type = fault_class(scenario.fault_kind)
-    if not hasattr(fault_type, "for_scenario"):
+    if not data_usable(fault_type):
         raise FaultError(f"fault {scenario.fault_kind} cannot be built from a data-only scenario "
                          "(it has no for_scenario); it needs a drill file")
     replicas = int(drill.workload.get("replicas", 2))

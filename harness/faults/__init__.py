@@ -143,6 +143,13 @@ def fault_kinds() -> list[str]:
     return sorted(ep.name for ep in entry_points(group=ENTRY_POINTS))
 
 
+def data_usable(fault_type: type[Fault]) -> bool:
+    """Whether a data-only scenario can use ``fault_type``: it builds itself from the scenario's
+    params (``for_scenario``). A subclass of such a fault that a drill file drives sets
+    ``for_scenario = None``."""
+    return callable(getattr(fault_type, "for_scenario", None))
+
+
 def fault_class(kind: str) -> type[Fault]:
     """The Fault subclass registered for ``kind`` in the ``kdrill.faults`` entry points. Raises
     FaultError naming the known kinds, or what is wrong with the one registered."""

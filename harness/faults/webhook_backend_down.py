@@ -61,6 +61,9 @@ class WebhookBackendDown(ServiceBlackhole):
     pod's labels) for ``blackhole``, none for ``refused``."""
 
     kind = "webhook-backend-down"
+    # Driven by the webhook-blast-radius drill, which discovers each webhook's Service: not built
+    # from a data-only scenario's params (ServiceBlackhole's for_scenario reads service_name).
+    for_scenario = None
     node_access_optional = "cuts kube-apiserver's open connections to the backend's old pods"
     params = {
         "mode": Param("choice", "how each discovered webhook's backend fails", choices=MODES),

@@ -72,8 +72,15 @@ def test_validate_names_every_fault_a_data_only_scenario_can_use(tmp_path: Path,
     assert main(["validate", str(bad)]) == 2
     refusal = capsys.readouterr().out
     assert "'fault.kind'" in refusal and "got apf-flood" in refusal
-    for usable in ("pod-delete", "registry-outage", "scale-to-zero", "service-blackhole", "webhook-backend-down"):
+    for usable in ("pod-delete", "registry-outage", "scale-to-zero", "service-blackhole"):
         assert usable in refusal
+    # A subclass of a data fault that only a drill file drives (it discovers its targets).
+    assert "webhook-backend-down" not in refusal.split("can use (")[1].split(")")[0]
+    data["fault"]["kind"] = "webhook-backend-down"
+    data["fault"]["params"] = {"mode": "refused"}
+    bad.write_text(yaml.safe_dump(data))
+    assert main(["validate", str(bad)]) == 2
+    assert "got webhook-backend-down" in capsys.readouterr().out
 
 
 def test_plan_prints_faults_windows_and_expected_time_without_a_cluster(tmp_path: Path, capsys) -> None:
