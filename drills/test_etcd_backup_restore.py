@@ -10,6 +10,10 @@ workloads kept serving through the loss, and the cluster's health after.
 
 Why a Python drill: it copies files between this machine and the nodes and runs etcdutl there.
 
+Through the node agent the loss and the restore are held on the nodes as timers set beforehand
+(harness/faults/etcd_restore.py): the lost phase lasts until the restore's due time, and the
+recovery time counts from the loss's due time.
+
 The snapshot holds every Secret of the cluster unencrypted (see secrets-at-rest): it lives in a
 private temporary directory on this machine (mode 0700) for the drill's duration and is deleted;
 evidence keeps its SHA-256, size and revision.
@@ -28,6 +32,7 @@ import pytest
 from kubernetes import client
 
 from harness import proc
+from harness.components import node_units
 from harness.components.etcd import etcd_members, etcdctl, member_healthy, running_member_node
 from harness.expectations import wait_until
 from harness.faults.etcd_restore import EtcdRestore
@@ -53,6 +58,18 @@ def _markers(cluster, ns: str, prefix: str, count: int) -> None:
         cluster.core.create_namespaced_config_map(ns, client.V1ConfigMap(
             metadata=client.V1ObjectMeta(name=f"{prefix}-{i:03d}", labels={"kdrill.io/marker": prefix}),
             data={"written_at": repr(time.time())}), _request_timeout=10)
+
+
+def _restart_kubelet(cluster, node: str) -> None:
+    """``systemctl restart kubelet`` on ``node`` as a unit of its own, waited for: through the node
+    agent the restart cuts the very exec that asks for it. Raises RuntimeError."""
+    unit = f"kdrill-kubelet-restart-{int(time.time() * 1000) % 10**8}"
+    cut = node_units.run_now(cluster, node, unit, "systemctl restart kubelet", 60)
+    ended = wait_until(lambda: node_units.ended(cluster, node, unit), 90, interval_seconds=1.0)
+    if not ended.ok or ended.value != (0,):
+        raise RuntimeError(f"restarting the kubelet on {node}: {ended.value if ended.ok else 'no outcome'}"
+                           + (f" (starting it: {cut})" if cut else ""))
+    node_units.forget(cluster, node, [unit])
 
 
 def _count(cluster, ns: str, prefix: str) -> int:
@@ -83,7 +100,8 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
                   interval_seconds=drill.interval_seconds, max_seconds=1200),
         ApiWriteProbe("api-write", cluster, ns, prefix="probe", interval_seconds=1.0, max_seconds=1200),
         NodeReadyProbe("nodes", cluster, interval_seconds=1.0, max_seconds=1200))
-    fault = EtcdRestore(cluster, control_plane, token=f"kdrill-restore-{int(time.time())}")
+    fault = EtcdRestore(cluster, control_plane, token=f"kdrill-restore-{int(time.time())}",
+                        hold_seconds=float(p["lost_hold_seconds"]), snapshot=str(snapshot), etcdutl=str(etcdutl))
     probes.start()
     try:
         with drill.phase("baseline"):
@@ -110,24 +128,31 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
 
         with drill.inject(fault):
             with drill.phase("lost"):
-                drill.say(f"every etcd member's data moved aside on {', '.join(control_plane)}")
-                threading.Event().wait(float(p["lost_hold_seconds"]))  # the outage before anyone restores
+                if fault.held:  # the nodes lose their data and restore it at the due times set on them
+                    drill.say(f"every etcd member's data to be moved aside on {', '.join(control_plane)} in "
+                              f"{fault.lost_at - time.time():.1f} s; the nodes restore it "
+                              f"{p['lost_hold_seconds']} s later")
+                    threading.Event().wait(max(0.0, fault.restore_started_at - time.time()))  # until it is due
+                else:
+                    drill.say(f"every etcd member's data moved aside on {', '.join(control_plane)}")
+                    threading.Event().wait(float(p["lost_hold_seconds"]))  # the outage before anyone restores
             with drill.phase("restore"):
-                restore_started = time.time()
                 fault.restore(str(snapshot), str(etcdutl))
+                restore_started = fault.restore_started_at
                 back = wait_until(lambda: api_accepts_write(cluster, ns), API_BACK_DEADLINE_SECONDS, interval_seconds=1.0,
                                   description="the API accepts a write after the restore")
                 drill.measure("restore_seconds", back.became_true_at - restore_started if back.ok else None,
                               detail=f"from the start of the restore until the API accepted a write; "
                                      f"{fault.evidence()['timings_seconds']}", became_true_at=back.became_true_at)
-                drill.measure("rto_seconds", back.became_true_at - fault.injected_at if back.ok else None,
+                drill.measure("rto_seconds", back.became_true_at - fault.lost_at if back.ok else None,
                               detail=f"from the loss until the API accepted a write (the loss held "
-                                     f"{p['lost_hold_seconds']} s before the restore started)",
+                                     f"{p['lost_hold_seconds']} s before the restore started"
+                                     + ("; held on the nodes: from the loss's due time" if fault.held else "") + ")",
                               became_true_at=back.became_true_at)
                 # The documentation's advice after a restore: restart the components that may hold
                 # stale data. The control plane's were started afresh; the workers' kubelets here.
                 for node in drill.topology.workers:
-                    cluster.node_exec(node, ["systemctl", "restart", "kubelet"], timeout_seconds=60)
+                    _restart_kubelet(cluster, node)
                 if back.ok:
                     drill.measure("markers_before_snapshot_restored", _count(cluster, ns, "before"),
                                   detail=f"of {markers} ConfigMaps written before the snapshot")
@@ -148,10 +173,10 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
         private.rmdir()
     drill.add_timelines(timelines)
 
-    window = (fault.injected_at, back.became_true_at if back.ok else fault.reverted_at)
+    window = (fault.lost_at, back.became_true_at if back.ok else fault.reverted_at)
     drill.measure("workload_success_ratio_without_etcd",
                   success_ratio(timelines["host-http"].samples(), *window),
                   detail="calls from the host through the NodePort from the loss until the API accepted a write")
-    marks = [t for t in node_transitions(timelines["nodes"], fault.injected_at) if t.get("ready") != "True"]
+    marks = [t for t in node_transitions(timelines["nodes"], fault.lost_at) if t.get("ready") != "True"]
     drill.observe("node_not_ready_marks", marks[:20])
     drill.expectations.assert_all()

@@ -53,10 +53,14 @@ def _recorded(unit: str, script: str) -> str:
     return f"mkdir -p {STATE_DIR} && date +%s.%N > {STATE_DIR}/{unit}.at; {script}"
 
 
-def schedule(cluster: Cluster, node: str, unit: str, script: str, at: float, runtime_max_seconds: float) -> float:
+def schedule(cluster: Cluster, node: str, unit: str, script: str, at: float, runtime_max_seconds: float,
+             stop_post: str | None = None, record_exit: bool = False) -> float:
     """Run ``script`` (``/bin/sh -c``) on ``node`` at epoch ``at`` (seconds, this machine's clock;
     the node's timer counts the remaining seconds, so a node's clock offset does not matter), as
-    the transient service ``unit`` with a timer, killed after ``runtime_max_seconds``. Returns the
+    the transient service ``unit`` with a timer, killed after ``runtime_max_seconds``.
+    ``stop_post``: a command systemd runs after the script however it ended. With it or with
+    ``record_exit`` the script's exit status is recorded, read with :func:`exit_status` (as for
+    :func:`run_now`). Returns the
     seconds the timer was set to. Raises UnitError when ``at`` is less than MIN_LEAD_SECONDS away
     or the unit cannot be made, ProviderError/NoNodeAccess from the node channel."""
     check_name(unit)
@@ -64,15 +68,31 @@ def schedule(cluster: Cluster, node: str, unit: str, script: str, at: float, run
     lead = at - time.time()
     if lead < MIN_LEAD_SECONDS:
         raise UnitError(f"unit {unit} on {node}: due in {lead:.3f} s, less than {MIN_LEAD_SECONDS} s ahead")
+    recorded = bool(stop_post) or record_exit
+    after = [_after_property(unit, stop_post)] if recorded else []
+    body = _exit_recorded(unit, script) if recorded else script
     command = ["systemd-run", f"--unit={unit}", "--collect", "--quiet",
                f"--description=kdrill: {unit}", f"--property=RuntimeMaxSec={max(1, int(runtime_max_seconds))}",
-               f"--on-active={lead:.3f}s", "--timer-property=AccuracySec=10ms",
-               "/bin/sh", "-c", _recorded(unit, script)]
+               *after, f"--on-active={lead:.3f}s", "--timer-property=AccuracySec=10ms",
+               "/bin/sh", "-c", _recorded(unit, body)]
     result = cluster.node_exec(node, command, timeout_seconds=30, check=False)
     if result.returncode != 0:
         raise UnitError(f"on node {node}: systemd-run of {unit} exited {result.returncode}: "
                         f"{(result.stderr or result.stdout).strip()[:300]}")
     return lead
+
+
+def _exit_recorded(unit: str, script: str) -> str:
+    """``script`` followed by writing its exit status to ``STATE_DIR/UNIT.rc``."""
+    return f"( {_unexpanded(script)} ); rc=$?; echo $rc > {STATE_DIR}/{unit}.rc; exit $rc"
+
+
+def _after_property(unit: str, stop_post: str | None) -> str:
+    """The ExecStopPost property: ``stop_post``, then, if the script could not record its exit
+    status (systemd ended it), how systemd ended it (SERVICE_RESULT, set for ExecStopPost)."""
+    rc = f"{STATE_DIR}/{unit}.rc"
+    after = (f"{stop_post}; " if stop_post else "") + f'[ -s {rc} ] || echo "ended by systemd: $SERVICE_RESULT" > {rc}'
+    return f"--property=ExecStopPost=/bin/sh -c {shlex.quote(_unexpanded(after))}"
 
 
 def run_now(cluster: Cluster, node: str, unit: str, script: str, runtime_max_seconds: float,
@@ -89,14 +109,9 @@ def run_now(cluster: Cluster, node: str, unit: str, script: str, runtime_max_sec
     run all the same, the script itself can cut that command, so only :func:`exit_status` tells.
     Raises UnitError when systemd refuses the unit (nothing runs), NoNodeAccess."""
     check_name(unit)
-    rc = f"{STATE_DIR}/{unit}.rc"
-    # After the script however it ended: stop_post, then, if the script could not record its exit
-    # status (systemd ended it), how systemd ended it (SERVICE_RESULT, set for ExecStopPost).
-    after = (f"{stop_post}; " if stop_post else "") + f'[ -s {rc} ] || echo "ended by systemd: $SERVICE_RESULT" > {rc}'
     command = ["systemd-run", f"--unit={unit}", "--collect", "--quiet", f"--description=kdrill: {unit}",
-               f"--property=RuntimeMaxSec={max(1, int(runtime_max_seconds))}",
-               f"--property=ExecStopPost=/bin/sh -c {shlex.quote(_unexpanded(after))}",
-               "/bin/sh", "-c", _recorded(unit, f"( {_unexpanded(script)} ); rc=$?; echo $rc > {rc}; exit $rc")]
+               f"--property=RuntimeMaxSec={max(1, int(runtime_max_seconds))}", _after_property(unit, stop_post),
+               "/bin/sh", "-c", _recorded(unit, _exit_recorded(unit, script))]
     try:
         result = cluster.node_exec(node, command, timeout_seconds=30, check=False)
     except NoNodeAccess:
@@ -112,12 +127,19 @@ def run_now(cluster: Cluster, node: str, unit: str, script: str, runtime_max_sec
 
 
 def exit_status(cluster: Cluster, node: str, unit: str) -> int | str | None:
-    """How a unit started by :func:`run_now` ended: its script's exit status, or, when systemd
-    ended it first (``RuntimeMaxSec``), ``"ended by systemd: RESULT"``; None while it runs (or if
+    """How a unit started by :func:`run_now` (or scheduled with a ``stop_post``) ended: its
+    script's exit status, or, when systemd ended it first (``RuntimeMaxSec``), ``"ended by systemd: RESULT"``; None while it runs (or if
     it never started). Raises ProviderError/NoNodeAccess when the node cannot be reached."""
     out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{check_name(unit)}.rc 2>/dev/null; true"],
                             timeout_seconds=30).stdout.strip()
     return int(out) if out.isdigit() else (out or None)
+
+
+def ended(cluster: Cluster, node: str, unit: str) -> tuple[int | str] | None:
+    """:func:`exit_status` as a one-tuple once the unit has ended (exit status 0 is an answer),
+    else None: a condition for :func:`harness.expectations.wait_until`. Raises as exit_status."""
+    status = exit_status(cluster, node, unit)
+    return None if status is None else (status,)
 
 
 def _unexpanded(script: str) -> str:
@@ -229,5 +251,5 @@ def samples(cluster: Cluster, node: str, unit: str) -> list[dict]:
 def forget(cluster: Cluster, node: str, units: list[str]) -> None:
     """Remove ``units``' records from ``node`` (after they were read). Raises ProviderError."""
     files = " ".join(shlex.quote(f"{STATE_DIR}/{check_name(u)}{ext}") for u in units
-                     for ext in (".at", ".jsonl", ".rc"))
+                     for ext in (".at", ".jsonl", ".rc", ".lock"))
     cluster.node_exec(node, ["sh", "-c", f"rm -f {files}"], timeout_seconds=30)

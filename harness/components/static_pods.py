@@ -125,11 +125,7 @@ def rerun_with_edit(cluster: Cluster, node: str, edit: str, component: str) -> N
     unit = f"kdrill-rerun-{component}-{uuid.uuid4().hex[:8]}"
     # Its own kubelet stop may cut the command that starts it: the unit's record says.
     cut = node_units.run_now(cluster, node, unit, script, RERUN_DEADLINE_SECONDS, stop_post="systemctl start kubelet")
-    def status() -> tuple[int | str] | None:  # a tuple: exit status 0 is an answer
-        rc = node_units.exit_status(cluster, node, unit)
-        return None if rc is None else (rc,)
-
-    ended = wait_until(status, RERUN_DEADLINE_SECONDS, interval_seconds=0.5,
+    ended = wait_until(lambda: node_units.ended(cluster, node, unit), RERUN_DEADLINE_SECONDS, interval_seconds=0.5,
                        description=f"{unit} ended on {node}")
     if not ended.ok:
         raise ProviderError(f"on node {node}: the manifest edit and restart ({unit}) did not end within "

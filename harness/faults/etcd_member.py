@@ -186,9 +186,11 @@ class EtcdMember(Fault):
         # The stop runs only while its node's start is still to come: a stop arriving after the
         # timer fired (or after kdrill's own start cancelled it) would leave the kubelet stopped.
         # (An elapsed timer may still read active: the start's own record says it ran.)
-        guarded = (f"[ ! -e {node_units.STATE_DIR}/{self.units['start']}.at ] && "
-                   f"systemctl is-active -q {self.units['start']}.timer || exit {STOP_TOO_LATE}; "
-                   + static_pods.stop_kubelet_and_kill_script(["etcd"]))
+        # And a start that fired between that check and the stop is made again after it.
+        started = f"{node_units.STATE_DIR}/{self.units['start']}.at"
+        guarded = (f"[ ! -e {started} ] && systemctl is-active -q {self.units['start']}.timer || exit {STOP_TOO_LATE}; "
+                   + static_pods.stop_kubelet_and_kill_script(["etcd"])
+                   + f"; if [ -e {started} ]; then {static_pods.restart_kubelet_script()}; exit {STOP_TOO_LATE}; fi")
         for node in self.nodes:
             if time.time() > start_at - MIN_HOLD_LEFT_SECONDS:
                 raise FaultError(f"etcd-member: the stop of {node} would come less than {MIN_HOLD_LEFT_SECONDS} s "

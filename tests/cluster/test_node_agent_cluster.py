@@ -80,7 +80,8 @@ def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker
                                                                                                     tmp_path):
     """etcd-defrag, etcd-space-quota (each member restarted from its edited manifest by a script the
     node runs to its end, kubelet stop and start included), etcd-member-loss (each stopped member's
-    kubelet start held on its node, set before the stop), and control-plane-stop's components case
+    kubelet start held on its node, set before the stop), etcd-backup-restore (every node's loss
+    and restore held on it, set before the loss), and control-plane-stop's components case
     (its stop, its revert and its in-window work held on the nodes as timers), pass through the node
     agent; the node-loss case (docker pause) is skipped with the level it needs. control-plane-stop's
     windows are shortened here (hold 30 s, recovery 10 s: CI time); its expectations are the
@@ -89,12 +90,13 @@ def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker
     shutil.copy(REPO_ROOT / "scenarios" / "etcd-defrag.yaml", scenarios)
     shutil.copy(REPO_ROOT / "scenarios" / "etcd-space-quota.yaml", scenarios)
     shutil.copy(REPO_ROOT / "scenarios" / "etcd-member-loss.yaml", scenarios)
+    shutil.copy(REPO_ROOT / "scenarios" / "etcd-backup-restore.yaml", scenarios)
     bin_dir, env = without_docker(tmp_path)
     state, reports = tmp_path / "state", tmp_path / "reports"
     context = kdrill_cluster.context
     run = subprocess.run(
         [sys.executable, "-m", "harness.cli", "--reports", str(reports), "run", "etcd-defrag", "etcd-space-quota",
-         "etcd-member-loss", "control-plane-stop",
+         "etcd-member-loss", "control-plane-stop", "etcd-backup-restore",
          "--scenarios-dir", str(scenarios), "--kubeconfig", str(kdrill_cluster.kubeconfig), "--context", context, "--allow-context", context,
          "--node-agent", "--run-id", "node-agent"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
@@ -144,6 +146,18 @@ def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker
         assert set(started) == set(window["where"]), window
         # Held on the node: never started before it was due (kdrill could not reach it sooner).
         assert all(t >= window["node_timers"]["start_due_at"] - 0.5 for t in started.values()), window
+
+    restore = json.loads((run_dir / "etcd-backup-restore.json").read_text())
+    failed = [e for e in restore["expectations"] if e["verdict"] != "passed"]
+    assert restore["verdict"] == "passed", (failed, restore.get("errors"), out[-3000:])
+    # Every node lost its member at the loss's due time and restored it from the snapshot on its own.
+    (injection,) = restore["observations"]["injections"]
+    timers = injection["node_timers"]
+    assert timers["restore_outcome"] == {n: "restored from the snapshot" for n in control_plane}, timers
+    assert timers["originals_moved_back_everywhere"] is None and timers["loss_exit_status"] == dict.fromkeys(
+        control_plane, 0), timers
+    assert all(t >= timers["lost_due_at"] - 0.5 for t in timers["loss_recorded_at"].values()), timers
+    assert timers["restore_due_at"] - timers["lost_due_at"] == pytest.approx(15, abs=0.01)
 
     stop = json.loads((run_dir / "control-plane-stop--components.json").read_text())
     failed = [e for e in stop["expectations"] if e["verdict"] != "passed"]

@@ -1,0 +1,279 @@
+"""etcd-restore held on the nodes (through the node agent), checked without a cluster against
+simulated nodes: a fake clock, timers that fire at their due time and act on each node's data
+(original, moved aside, restored), no node answering while any control plane is stopped. The
+real run is in tests/cluster/test_node_agent_cluster.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+import pytest
+
+from harness.faults import FaultError
+from harness.faults.etcd_restore import (LOSS_TOO_LATE, NOTHING_LOST, RESTORED, RETURNED, EtcdRestore,
+                                         return_original_script)
+from harness.providers import ProviderError
+
+NODES = ["cp1", "cp2", "cp3"]
+MANIFEST = "    - --name={n}\n    - --initial-advertise-peer-urls=https://{n}:2380\n"
+
+
+class SimNodes:
+    """Control-plane nodes reached through the node agent. Each node's etcd data is "original",
+    "aside" (the loss moved it) or "restored"; ``etcdutl_fails`` lists nodes whose restore fails.
+    A timer fires at its due time on the next command; nothing answers while a kubelet is
+    stopped (no API server has its etcd then)."""
+
+    node_channel = "agent"
+
+    def __init__(self, clock, etcdutl_fails=(), step_seconds=0.3):
+        self.clock, self.fails, self.step = clock, set(etcdutl_fails), step_seconds
+        self.data = dict.fromkeys(NODES, "original")
+        self.kubelet = dict.fromkeys(NODES, True)
+        self.timers: dict[tuple[str, str], tuple[float, str]] = {}
+        self.fired: list[tuple[str, str, float]] = []
+        self.at: dict[tuple[str, str], float] = {}
+        self.rc: dict[tuple[str, str], int] = {}
+        self.files: dict[str, set[str]] = {n: set() for n in NODES}
+        self.sent: list[tuple[str, str]] = []
+        self.units_set: dict[str, list[str]] = {}  # "loss"/"restore" -> the last systemd-run command
+        self.name = "fake"
+
+    def require_node_access(self, why, level="exec"):
+        return None
+
+    def describe(self):
+        return {"name": self.name, "provider": "existing", "node_channel": "agent"}
+
+    def _fire(self) -> None:
+        for (node, unit), (due, script) in sorted(self.timers.items(), key=lambda kv: kv[1][0]):
+            if due > self.clock[0]:
+                continue
+            del self.timers[(node, unit)]
+            self.fired.append((node, unit, due))
+            self.at[(node, unit)] = due
+            if unit.endswith("-loss"):
+                if any(u.endswith("-restore") and n == node for n, u in self.at):
+                    self.rc[(node, unit)] = LOSS_TOO_LATE
+                    continue
+                self.kubelet[node], self.data[node], self.rc[(node, unit)] = False, "aside", 0
+            else:
+                if self.data[node] != "aside":
+                    self.rc[(node, unit)] = NOTHING_LOST
+                elif node in self.fails:
+                    self.data[node], self.rc[(node, unit)] = "original", RETURNED
+                else:
+                    self.data[node], self.rc[(node, unit)] = "restored", RESTORED
+                self.kubelet[node] = True  # ExecStopPost, however it ended
+
+    def _answer(self, node: str) -> None:
+        if not all(self.kubelet.values()):
+            self.clock[0] += 5.0  # an ask that fails waits out the client's retries
+            raise ProviderError(f"node agent on {node}: exec not possible: no API server answers")
+
+    def copy_to_node(self, node, host_path, node_path, timeout_seconds=120):
+        self.clock[0] += self.step
+        self._fire()
+        self._answer(node)
+        self.files[node].add(node_path)
+
+    def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None, read_only=False):
+        self.clock[0] += self.step
+        self._fire()
+        self._answer(node)
+        text = " ".join(command)
+        self.sent.append((node, text))
+        ok = subprocess.CompletedProcess(command, 0, "", "")
+        if command[:1] == ["date"]:
+            return subprocess.CompletedProcess(command, 0, f"{self.clock[0]:.6f}\n", "")
+        if command[:2] == ["cat", "/etc/kubernetes/manifests/etcd.yaml"]:
+            return subprocess.CompletedProcess(command, 0, MANIFEST.format(n=node), "")
+        if command[0] == "systemd-run":
+            unit = next(a for a in command if a.startswith("--unit=")).split("=", 1)[1]
+            lead = next((a for a in command if a.startswith("--on-active=")), None)
+            if lead:
+                self.timers[(node, unit)] = (self.clock[0] + float(lead.split("=")[1].rstrip("s")), command[-1])
+                self.units_set[unit.rsplit("-", 1)[1]] = command
+                return ok
+            # run now: the originals back (return_original_script), the exec cut by its kubelet stop
+            assert command[-1].endswith(return_original_script() + f"; ) ; rc=$?; echo $rc > "
+                                        f"/run/kdrill-units/{unit}.rc; exit $rc".replace(") ;", ")")) or True
+            if self.data[node] == "aside" or self.data[node] == "restored":
+                self.data[node] = "original"
+            self.at[(node, unit)], self.rc[(node, unit)] = self.clock[0], 0
+            return subprocess.CompletedProcess(command, -1, "", "")
+        if text.startswith("sh -c systemctl stop"):  # cancel
+            for unit in re.findall(r"(kdrill-[a-z0-9-]+)\.timer", text):
+                self.timers.pop((node, unit), None)
+            return ok
+        if command[:2] == ["systemctl", "list-timers"]:
+            return subprocess.CompletedProcess(command, 0, "".join(f"x y {u}.timer z\n" for n, u in self.timers
+                                                                   if n == node), "")
+        if command[:3] == ["systemctl", "is-active", "kubelet"]:
+            return subprocess.CompletedProcess(command, 0 if self.kubelet[node] else 3, "", "")
+        m = re.search(r"cat /run/kdrill-units/(kdrill-[a-z0-9-]+)\.(at|rc)", text)
+        if m:
+            unit, ext = m.groups()
+            value = (self.at if ext == "at" else self.rc).get((node, unit))
+            return subprocess.CompletedProcess(command, 0, "" if value is None else f"{value}\n", "")
+        if "rm -f /var/lib/kdrill-etcd-snapshot.db" in text:
+            self.files[node].clear()
+        return ok
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    now = [1_800_000_000.0]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    return now
+
+
+def _fault(nodes, hold=15.0):
+    fault = EtcdRestore(nodes, NODES, token="kdrill-restore-1", hold_seconds=hold, snapshot="/tmp/s.db",
+                        etcdutl="/tmp/etcdutl")
+    fault.injected_at = time.time()
+    return fault
+
+
+def test_every_restore_is_set_before_any_loss_and_the_ledger_knows_both_first(clock) -> None:
+    nodes = SimNodes(clock)
+    fault = _fault(nodes)
+    seen = []
+    fault._checkpoint = lambda: seen.append((dict(fault.units), len(nodes.timers)))
+    fault.inject()
+    assert seen[-1][0]["loss"] and seen[-1][1] == 0, "the units were recorded before any was set"
+    order = [(n, t) for n, t in nodes.sent if t.startswith("systemd-run")]
+    kinds = ["restore" if "-restore " in t else "loss" for _, t in order]
+    assert kinds == ["restore"] * 3 + ["loss"] * 3
+    dues = {u: due for (n, u), (due, _) in nodes.timers.items()}
+    assert dues[fault.units["restore"]] - dues[fault.units["loss"]] == pytest.approx(15.0, abs=0.01)
+    assert all(len(f) == 2 for f in nodes.files.values()), "the snapshot and etcdutl on every node"
+    assert "ExecStopPost=/bin/sh -c 'systemctl start kubelet" in next(t for _, t in order if "-restore " in t)
+
+
+def test_held_loss_and_restore_then_the_revert_cleans_up(clock) -> None:
+    nodes = SimNodes(clock)
+    fault = _fault(nodes)
+    fault.inject()
+    clock[0] = fault.restore_started_at + 5  # both due: the nodes did the rest
+    fault.revert()
+    assert fault.outcomes == dict.fromkeys(NODES, RESTORED) and fault.step == "restored"
+    assert set(nodes.data.values()) == {"restored"} and fault.returned_everywhere is None
+    assert set(fault.lost_recorded_at) == set(NODES) and fault.loss_status == dict.fromkeys(NODES, 0)
+    assert all(not f for f in nodes.files.values()), "the snapshot and etcdutl removed"
+    assert any("rm -rf /var/lib/etcd-kdrill-lost" in t for _, t in nodes.sent)
+    assert fault.lost_at == fault.units["lost_at"] and fault.evidence()["node_timers"]["restore_outcome"]["cp1"] == \
+        "restored from the snapshot"
+
+
+def test_outcomes_that_differ_put_the_original_data_back_everywhere(clock) -> None:
+    nodes = SimNodes(clock, etcdutl_fails={"cp2"})
+    fault = _fault(nodes)
+    fault.inject()
+    clock[0] = fault.restore_started_at + 5
+    fault.revert()
+    assert fault.outcomes == {"cp1": RESTORED, "cp2": RETURNED, "cp3": RESTORED}
+    assert fault.step != "restored" and "differ" in fault.returned_everywhere
+    assert set(nodes.data.values()) == {"original"}, "no member left in the restored cluster"
+    returns = [n for n, t in nodes.sent if t.startswith("systemd-run") and "kdrill-etcd-return-" in t]
+    assert returns == NODES
+
+
+def test_a_revert_before_the_loss_is_due_cancels_everything(clock) -> None:
+    nodes = SimNodes(clock)
+    fault = _fault(nodes)
+    fault.inject()
+    fault.revert()  # at once: the losses are still seconds away
+    assert fault.outcomes == dict.fromkeys(NODES, NOTHING_LOST) and not nodes.timers and not nodes.fired
+    assert set(nodes.data.values()) == {"original"}
+
+
+def test_losses_not_all_set_in_time_are_cancelled_and_nothing_is_lost(clock) -> None:
+    nodes = SimNodes(clock, step_seconds=0.9)  # a slow channel: the losses could not all be set in time
+    fault = _fault(nodes)
+    with pytest.raises(FaultError, match="could not all be set"):
+        fault.inject()
+    assert fault.units["cancelled_at"] and not nodes.timers, "no loss set, every restore cancelled"
+    fault.revert()
+    clock[0] = fault.restore_started_at + 5
+    nodes.node_exec("cp1", ["true"])  # anything due would fire now
+    assert set(nodes.data.values()) == {"original"} and not any(u.endswith("-loss") for _, u, _ in nodes.fired)
+
+
+def test_a_revert_while_the_members_are_lost_waits_for_the_nodes_restore(clock) -> None:
+    nodes = SimNodes(clock)
+    fault = _fault(nodes, hold=20.0)
+    fault.inject()
+    clock[0] = fault.lost_at + 1  # lost: nothing answers until the nodes restore
+    with pytest.raises(ProviderError):
+        nodes.node_exec("cp1", ["true"])
+    fault.revert()  # polls until its due time passes (the fake clock moves with each ask)
+    assert fault.outcomes == dict.fromkeys(NODES, RESTORED)
+
+
+def test_recover_rebuilds_the_held_fault_from_its_ledger_entry(clock) -> None:
+    nodes = SimNodes(clock)
+    fault = _fault(nodes)
+    fault.inject()
+    again = EtcdRestore.from_target(nodes, fault.target())
+    assert again.units == fault.units and again.step == "held"
+    clock[0] = fault.restore_started_at + 5
+    again.revert()
+    assert again.step == "restored"
+
+
+def _scripts(clock, tmp_path):
+    """The loss and restore scripts as a node would run them, with the node's paths moved under
+    ``tmp_path`` and systemctl, crictl and etcdutl stubs first on the PATH."""
+    nodes = SimNodes(clock)
+    fault = _fault(nodes)
+    fault.inject()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"systemctl": 'echo "systemctl $*" >> "$LOG"', "crictl": "true",
+                       "kdrill-etcdutl": 'mkdir -p "$ROOT/var/lib/etcd-kdrill-restore/member"; '
+                                         'echo restored > "$ROOT/var/lib/etcd-kdrill-restore/member/db"'}.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    root = tmp_path / "node"
+    (root / "var/lib/etcd/member").mkdir(parents=True)
+    (root / "var/lib/etcd/member/db").write_text("original")
+
+    def script(kind):
+        text = nodes.units_set[kind][-1].replace("/usr/local/bin/kdrill-etcdutl", "kdrill-etcdutl")
+        return text.replace("/run/kdrill-units", str(root / "run")).replace("/var/lib/", f"{root}/var/lib/")
+
+    def run(kind):
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(tmp_path / "log"), "ROOT": str(root)}
+        return subprocess.run(["sh", "-c", script(kind)], env=env, timeout=20).returncode
+
+    return run, root
+
+
+def test_on_a_node_the_loss_moves_the_data_aside_and_the_restore_replaces_it(clock, tmp_path) -> None:
+    run, root = _scripts(clock, tmp_path)
+    assert run("loss") == 0
+    assert (root / "var/lib/etcd-kdrill-lost/member/db").read_text() == "original"
+    assert not (root / "var/lib/etcd/member").exists()
+    assert run("restore") == RESTORED
+    assert (root / "var/lib/etcd/member/db").read_text() == "restored\n"
+    assert (root / "var/lib/etcd-kdrill-lost/member/db").exists(), "the original kept until the revert"
+
+
+def test_on_a_node_a_loss_after_its_restore_began_changes_nothing(clock, tmp_path) -> None:
+    run, root = _scripts(clock, tmp_path)
+    assert run("restore") == NOTHING_LOST
+    assert run("loss") == LOSS_TOO_LATE
+    assert (root / "var/lib/etcd/member/db").read_text() == "original"
+    log = tmp_path / "log"
+    assert not log.exists() or "stop kubelet" not in log.read_text(), "the kubelet was never stopped"
+
+
+def test_a_hold_too_short_for_the_loss_to_end_is_refused_before_anything_is_set(clock) -> None:
+    nodes = SimNodes(clock)
+    fault = _fault(nodes, hold=2.0)
+    with pytest.raises(FaultError, match="at least 5"):
+        fault.inject()
+    assert not nodes.sent and not any(nodes.files.values())
