@@ -1041,8 +1041,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--cluster-name", help="kind cluster name: lowercase letters, digits, '-', '.', at most 50 characters "
                      "(default: the config's, with --platform's name after it; reused if it exists)")
     run.add_argument("--keep-cluster", action="store_true", help="keep the kind cluster this run creates")
-    run.add_argument("--kubeconfig", help="run against an existing cluster (no node access); $KUBECONFIG works too "
-                     "with --context")
+    run.add_argument("--kubeconfig", help="run against an existing cluster (node access only with --node-agent); "
+                     "$KUBECONFIG works too with --context")
     run.add_argument("--context", action="append", default=[],
                      help="context in --kubeconfig (default: current); repeated, the contexts are drilled in "
                      "parallel, one per pytest-xdist worker")
