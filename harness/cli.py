@@ -224,9 +224,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     target = (f"context {', '.join(args.context) or 'current'}" if args.kubeconfig or args.context
               else _kind_target(configs[0], profile, args.cluster_name, clusters))
     if args.plan:
-        from harness.plan import plan
+        from harness.plan import EXISTING_NO_AGENT, EXISTING_NODE_AGENT, plan
 
-        print(plan(scenarios, Path(args.reports), target, clusters)[0])
+        existing = None
+        if args.kubeconfig or args.context:
+            existing = EXISTING_NODE_AGENT if args.node_agent else EXISTING_NO_AGENT
+        print(plan(scenarios, Path(args.reports), target, clusters, existing)[0])
+        if args.node_agent and not args.allow_context:
+            print("note: the run itself is refused without --allow-context CONTEXT: --node-agent runs privileged "
+                  "pods on every node")
         return 0
     if args.kubeconfig or args.context:
         # The drills' session checks consent too, but only after this run's directory is made.

@@ -58,21 +58,32 @@ def expected_seconds(s: Scenario, case: str | None, durations: dict[str, tuple[f
     return past
 
 
-def _access(s: Scenario, case: str | None = None) -> str:
+# What an existing cluster's node channel gives, as the plan can tell without touching it.
+EXISTING_NODE_AGENT = "the node agent gives exec only"
+EXISTING_NO_AGENT = ("without --node-agent only a kind cluster on this machine's Docker gives node access (all "
+                     "levels); any other cluster none, and these drills are then skipped")
+
+
+def _access(s: Scenario, case: str | None = None, existing: str | None = None) -> str:
     """What the drill reaches: the API, and the node access levels it needs (the node agent gives
-    ``exec`` only; kind's docker exec gives all; harness/providers/__init__.py)."""
+    ``exec`` only; kind's docker exec gives all; harness/providers/__init__.py). ``existing``: what
+    an existing cluster's channel gives (None: a kind cluster kdrill makes)."""
     if not s.needs_node_access:
         optional = fault_class(s.fault_kind).node_access_optional if s.fault_kind else ""
         return f"the API only; with node access (exec) it also {optional}" if optional else "the API only"
     levels = sorted({level for level, _ in s.node_access_levels(case)}, key=NODE_ACCESS_LEVELS.index)
-    return (f"the API and node access: {', '.join(levels)} (kind gives all; the node agent, --node-agent, gives "
-            "exec only)")
+    gives = existing or "kind gives all; the node agent, --node-agent, gives exec only"
+    skipped = existing == EXISTING_NODE_AGENT and any(level != "exec" for level in levels)
+    return f"the API and node access: {', '.join(levels)} ({gives}{': skipped there' if skipped else ''})"
 
 
-def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 1) -> tuple[str, float | None]:
+def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 1,
+         existing: str | None = None) -> tuple[str, float | None]:
     """The plan as text, and the expected total in seconds (None when a drill has no past run).
     ``clusters``: how many clusters share the cases (harness/workers.py); the text then gives the
-    least wall time that sharing allows, the total being the cases' sum either way."""
+    least wall time that sharing allows, the total being the cases' sum either way. ``existing``:
+    on an existing cluster, what its node channel gives (EXISTING_NODE_AGENT or EXISTING_NO_AGENT;
+    None: a kind cluster, made from each scenario's cluster config)."""
     durations = past_durations(reports)
     lines = [f"kdrill run --plan: {len(scenarios)} scenario(s) on {target}; nothing is touched"]
     total, unknown, from_windows, longest = 0.0, [], 0, 0.0
@@ -102,7 +113,8 @@ def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 
                 f"  file       {s.path}",
                 f"  fault      {s.fault_kind}: {', '.join(f'{k}={v}' for k, v in others.items()) or 'no parameters'}",
                 f"  windows    {', '.join(f'{k} {v}' for k, v in windows.items()) or 'none declared'}",
-                f"  access     {_access(s, case)}; cluster config {s.cluster_config}",
+                f"  access     {_access(s, case, existing)}"
+                + ("" if existing else f"; cluster config {s.cluster_config}"),
                 *([f"  on nodes   it {'; it '.join(f'{phrase} [{level}]' for level, phrase in s.node_access_levels(case))}"]
                   if s.needs_node_access else []),
                 *([f"  registry   container kdrill-registry-<cluster>-{r['name']} beside the nodes, pulled from as "
@@ -137,7 +149,8 @@ def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 
     else:
         text = f"{known} for {cases - len(unknown)} of {cases} cases ({sources})" + (
             f"; unknown for {', '.join(unknown)} (no intact past run)" if unknown else "")
-    lines.append(f"\nexpected drill time: {text} (plus the cluster's creation when it does not exist)")
+    lines.append(f"\nexpected drill time: {text}" + ("" if existing else " (plus the cluster's creation when it "
+                                                                       "does not exist)"))
     if clusters > 1 and total:
         # Each case runs whole on one cluster: the wall time is at least the longest case, and at
         # least an even share; contention on this machine's cores makes it more (measured, README).

@@ -93,6 +93,22 @@ def test_plan_prints_faults_windows_and_expected_time_without_a_cluster(tmp_path
     assert not reports.exists()  # no run directory, no index
 
 
+def test_plan_on_an_existing_cluster_says_what_its_node_channel_gives_and_creates_nothing(tmp_path: Path,
+                                                                                        capsys) -> None:
+    reports = str(tmp_path / "reports")
+    assert main(["--reports", reports, "run", "--plan", "--context", "a", "--node-agent", "worker-node-loss",
+                 "etcd-backup-restore"]) == 0
+    out = capsys.readouterr().out
+    worker = out.split("worker-node-loss:")[1].split("\n\n")[0]
+    restore = out.split("etcd-backup-restore:")[1].split("\n\n")[0]
+    assert "container (the node agent gives exec only: skipped there)" in worker, worker
+    assert "exec (the node agent gives exec only)" in restore, restore
+    assert "cluster config" not in out and "cluster's creation" not in out
+    assert "refused without --allow-context" in out
+    assert main(["--reports", reports, "run", "--plan", "--context", "a", "worker-node-loss"]) == 0
+    assert "only a kind cluster on this machine's Docker gives node access" in capsys.readouterr().out
+
+
 def test_new_writes_a_skeleton_that_validates_and_never_overwrites(tmp_path: Path, capsys) -> None:
     assert main(["new", "my-team-drill", "--dir", str(tmp_path)]) == 0
     path = tmp_path / "my-team-drill.yaml"
