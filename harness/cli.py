@@ -390,8 +390,8 @@ def check_references(scenario) -> None:
     """What a scenario names must exist: its drill file (among kdrill's own drills, wherever the
     scenario file is), cluster config and fault module. Raises ScenarioError naming the file and
     field."""
-    from harness.faults import FaultError, check_params, data_usable, fault_class
-    from harness.scenario import ScenarioError
+    from harness.faults import FaultError, check_params, fault_class
+    from harness.scenario import ScenarioError, check_data_fault
 
     drills = resources.drills_dir()
     drill_file = resources.drill_file(scenario.drill).resolve()
@@ -401,17 +401,7 @@ def check_references(scenario) -> None:
         known = ", ".join(sorted(p.stem for p in resources.clusters_dir().glob("*.yaml")))
         raise ScenarioError(scenario.path, "cluster.config", f"one of {known}", scenario.cluster_config)
     if scenario.runner is not None:  # data-only: the runner's test runs it, its fault builds from data
-        try:
-            fault_type = fault_class(scenario.fault_kind)
-        except FaultError as exc:
-            raise ScenarioError(scenario.path, "fault.kind", f"a fault kind with a module in harness/faults ({exc})",
-                                scenario.fault_kind) from None
-        if not data_usable(fault_type):
-            from harness.faults import fault_kinds
-
-            usable = ", ".join(k for k in fault_kinds() if data_usable(fault_class(k)))
-            raise ScenarioError(scenario.path, "fault.kind", f"a fault a data-only scenario can use ({usable}: "
-                                "those with for_scenario); others need a drill file", scenario.fault_kind)
+        check_data_fault(scenario)
         check_params(scenario)
         return
     # A drill runs for the scenarios its tests are marked with: a new name needs a test of its own.

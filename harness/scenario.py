@@ -615,6 +615,22 @@ class Scenario:
         }
 
 
+def check_data_fault(scenario: Scenario) -> None:
+    """A data-only scenario's fault must be installed and build itself from data
+    (:func:`harness.faults.data_usable`). Raises ScenarioError naming ``fault.kind``."""
+    from harness.faults import FaultError, data_usable, fault_class, fault_kinds
+
+    try:
+        fault_type = fault_class(scenario.fault_kind)
+    except FaultError as exc:
+        raise ScenarioError(scenario.path, "fault.kind", f"a fault kind with a module in harness/faults ({exc})",
+                            scenario.fault_kind) from None
+    if not data_usable(fault_type):
+        usable = ", ".join(k for k in fault_kinds() if data_usable(fault_class(k)))
+        raise ScenarioError(scenario.path, "fault.kind", f"a fault a data-only scenario can use ({usable}: "
+                            "those with for_scenario); others need a drill file", scenario.fault_kind)
+
+
 def load_scenario(path: Path | str) -> Scenario:
     """Read and validate one scenario file.
 
@@ -635,6 +651,8 @@ def load_scenario(path: Path | str) -> Scenario:
         raise errors[0].as_error()
     _check_rules(path, data)
     scenario = _build(path, data)
+    if scenario.runner is not None:  # before what its fault needs: a fault it cannot use at all comes first
+        check_data_fault(scenario)
     needs = scenario.node_access_needs()
     if scenario.needs_node_access and not needs:
         raise ScenarioError(path, "cluster.node_access_for", "what the drill does on the nodes (its fault "

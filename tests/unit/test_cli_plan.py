@@ -81,6 +81,14 @@ def test_validate_names_every_fault_a_data_only_scenario_can_use(tmp_path: Path,
     bad.write_text(yaml.safe_dump(data))
     assert main(["validate", str(bad)]) == 2
     assert "got webhook-backend-down" in capsys.readouterr().out
+    # A fault no data-only scenario can use is named first, before what that fault would need.
+    data["fault"]["kind"] = "node-freeze"
+    data["fault"]["params"] = {}
+    data["cluster"]["needs_node_access"] = False
+    bad.write_text(yaml.safe_dump(data))
+    assert main(["validate", str(bad)]) == 2
+    refusal = capsys.readouterr().out
+    assert "'fault.kind'" in refusal and "got node-freeze" in refusal and "needs_node_access" not in refusal
 
 
 def test_plan_prints_faults_windows_and_expected_time_without_a_cluster(tmp_path: Path, capsys) -> None:
