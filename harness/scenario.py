@@ -707,7 +707,12 @@ def find_scenario(name_or_path: str | Path, directory: Path | str | None = None)
         if scenario.name == text:
             return scenario
     known = ", ".join(repr(s.name) for s in scenarios) or "none"
-    raise ScenarioError(directory, "name", f"a known scenario name (one of {known})", repr(text))
+    base = text.split("[", 1)[0]
+    if base != text and any(s.name == base for s in scenarios):  # name[case]: cases are not chosen one by one
+        raise ScenarioError(directory, "name", f"a scenario name ({base!r} runs every one of its cases)", repr(text))
+    near = difflib.get_close_matches(text, [s.name for s in scenarios], n=1)
+    raise ScenarioError(directory, "name", f"a known scenario name (one of {known})",
+                        repr(text) + (f"; did you mean {near[0]!r}?" if near else ""))
 
 
 # --- internals -------------------------------------------------------------

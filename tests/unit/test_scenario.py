@@ -643,3 +643,12 @@ def test_a_misspelt_field_is_refused_with_the_nearest_known_one(tmp_path):
     with pytest.raises(ScenarioError) as err:
         load_scenario(path)
     assert str(err.value).endswith("did you mean 'hold_seconds'?"), err.value
+
+
+def test_an_unknown_scenario_name_gets_the_nearest_and_a_case_suffix_is_explained() -> None:
+    from harness.scenario import find_scenario
+
+    with pytest.raises(ScenarioError, match="did you mean 'pod-delete'"):
+        find_scenario("pod-delet")
+    with pytest.raises(ScenarioError, match="'leader-failover' runs every one of its cases"):
+        find_scenario("leader-failover[scheduler]")
