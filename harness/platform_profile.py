@@ -78,6 +78,7 @@ import yaml
 
 from harness.files import write_text_atomic
 from harness.kube_objects import TLS_PLACEHOLDERS, expand, placeholder_keys, placeholders, tls_key_misplaced
+from harness.scenario import DatelessLoader, UniqueKeyLoader
 
 PROFILE_FILE = "platform.yaml"
 NODE_FILES_DIR = "/etc/kubernetes/kdrill-platform"
@@ -191,17 +192,26 @@ def profile_hash(files: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def _yaml_documents(path: Path, keep_empty: bool = False) -> list[Any]:
+def _yaml_documents(path: Path, keep_empty: bool = False, loader: type = DatelessLoader) -> list[Any]:
     """The documents of YAML file ``path``; empty ones (None) only with ``keep_empty``, so that a
-    document's number is its place in the file. Raises ProfileError."""
+    document's number is its place in the file. Read as the scenario loader reads dates (strings,
+    as kubectl and kind read them), by ``loader``. Raises ProfileError."""
     text = _read_text(path)
     try:
-        return [d for d in yaml.safe_load_all(text) if keep_empty or d is not None]
+        return [d for d in yaml.load_all(text, Loader=loader) if keep_empty or d is not None]  # noqa: S506 - safe
     except yaml.YAMLError as exc:
-        raise ProfileError(path, "content", "YAML", f"unparseable YAML ({str(exc).splitlines()[0]})") from None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        # A constructor's refusal (a duplicate key in platform.yaml) is of YAML that parsed.
+        got = f"{problem}{at}" if isinstance(exc, yaml.constructor.ConstructorError) else \
+            f"unparseable YAML ({problem}{at})"
+        raise ProfileError(path, "content", "YAML", got) from None
     except RecursionError:  # PyYAML composes nested collections recursively
         raise ProfileError(path, "content", "YAML nested less deeply", "collections nested deeper than the "
                            "YAML parser can follow") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise ProfileError(path, "content", "YAML numbers of a sane size", str(exc)) from None
 
 
 def _expands_too_far(doc: Any) -> bool:

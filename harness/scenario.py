@@ -717,15 +717,26 @@ def find_scenario(name_or_path: str | Path, directory: Path | str | None = None)
 
 # --- internals -------------------------------------------------------------
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last)."""
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
 
 
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+class DatelessLoader(yaml.SafeLoader):
+    """SafeLoader that reads ``2026-11-30`` as the string it is written as: PyYAML's YAML 1.1
+    timestamp rule makes it a date, and an impossible one (``2001-13-40``) a ValueError out of the
+    parser. go-yaml, which reads Kubernetes objects, keeps such values strings too. Platform
+    profiles (harness/platform_profile.py) read their YAML with it."""
+
+
+DatelessLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _TIMESTAMP]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
-        if not isinstance(key, str):  # every field and name in a scenario is a string
+        if not isinstance(key, str):  # every field and name in kdrill's own files is a string
             raise yaml.constructor.ConstructorError(
                 None, None, f"a key must be a string, got {key!r} ({type(key).__name__}; quote it if meant)",
                 key_node.start_mark)
@@ -740,7 +751,16 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
     return loader.construct_mapping(node, deep=deep)
 
 
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+class UniqueKeyLoader(DatelessLoader):
+    """DatelessLoader that rejects duplicate keys (PyYAML silently keeps the last) and keys that
+    are not strings: kdrill's own files (scenarios, a profile's platform.yaml) name fields only."""
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+class _StrictLoader(UniqueKeyLoader):
+    """UniqueKeyLoader without anchors, aliases or explicit tags, reading plain scalars as YAML 1.2."""
 
 
 def _no_alias(self: _StrictLoader, *args: Any) -> Any:
@@ -763,9 +783,8 @@ _StrictLoader.compose_node = _no_alias  # type: ignore[method-assign]
 # then refuses where a number or a bool is expected, instead of reading a value nobody wrote.
 _BOOL, _INT, _FLOAT = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 _StrictLoader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers
-            if tag not in (_BOOL, _INT, _FLOAT, "tag:yaml.org,2002:timestamp")]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in (_BOOL, _INT, _FLOAT)]
+    for first, resolvers in DatelessLoader.yaml_implicit_resolvers.items()}
 _StrictLoader.add_implicit_resolver(_BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 _StrictLoader.add_implicit_resolver(_INT, re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$"), list("-+0123456789"))
 _StrictLoader.add_implicit_resolver(

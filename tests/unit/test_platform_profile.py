@@ -118,6 +118,9 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
      "without either"),
     (lambda d: (d / "kubeadm" / "lol.yaml").write_text("kind: KubeletConfiguration\nx:\n" + LAUGHS.split("data:\n")[1]),
      "content", "excessive aliasing"),
+    # PyYAML raised ValueError (a traceback) for an integer of more digits than Python converts.
+    (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="a", ns="default") + "x: " + "1" * 5000 + "\n"),
+     "content", "digits"),
 ])
 def test_bad_profiles_are_refused_with_file_field_expected_and_got(profile_dir, change, where, got):
     change(profile_dir)
@@ -126,6 +129,19 @@ def test_bad_profiles_are_refused_with_file_field_expected_and_got(profile_dir, 
     assert caught.value.where == where, str(caught.value)
     assert got in caught.value.got, str(caught.value)
     assert str(profile_dir) in caught.value.path and "expected" in str(caught.value)
+
+
+def test_dates_are_read_as_the_strings_kubectl_and_kind_read(profile_dir):
+    # PyYAML's YAML 1.1 timestamp rule made an impossible date a ValueError out of the loader (a
+    # traceback), wherever it was: profile YAML is read as the scenario loader reads dates.
+    (profile_dir / "platform.yaml").write_text("name: example\ndescription: 2001-13-40\n"
+                                               "webhook_tls: {service: policy-webhook, namespace: platform-policy}\n")
+    (profile_dir / "manifests" / "zz-dates.yaml").write_text(CM.format(name="dates", ns="default")
+                                                             + "data: {when: 2001-13-40, valid: 2001-12-10}\n")
+    (profile_dir / "kubeadm" / "zz-dates.yaml").write_text("kind: KubeletConfiguration\nx-when: 2001-13-40\n")
+    profile = load(profile_dir)
+    assert profile.description == "2001-13-40"
+    assert "manifests/zz-dates.yaml" in profile.files and any("2001-13-40" in p for p in profile.kubeadm_patches)
 
 
 def tar_of(path: Path, members: dict[str, bytes]) -> None:
