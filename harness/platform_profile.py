@@ -419,7 +419,9 @@ def load(directory: str | Path) -> PlatformProfile:
     meta_path = root / PROFILE_FILE
     if not meta_path.is_file():
         raise ProfileError(meta_path, "file", "platform.yaml with name and description", "no such file")
-    docs = _yaml_documents(meta_path)
+    # kdrill's own file, read as scenarios are: a second `name:` would silently win, and a key
+    # that is not a string (`1:`, `~:`) names no field.
+    docs = _yaml_documents(meta_path, loader=UniqueKeyLoader)
     meta = docs[0] if len(docs) == 1 else None
     if not isinstance(meta, dict):
         raise ProfileError(meta_path, "content", "one mapping with name and description", f"{len(docs)} documents"

@@ -118,6 +118,13 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
      "without either"),
     (lambda d: (d / "kubeadm" / "lol.yaml").write_text("kind: KubeletConfiguration\nx:\n" + LAUGHS.split("data:\n")[1]),
      "content", "excessive aliasing"),
+    # A second name silently won; a key that is not a string made the unknown-key check's sort raise TypeError.
+    (lambda d: (d / "platform.yaml").write_text("name: x\ndescription: d\nname: y\n"), "content",
+     "duplicate key 'name' (first at line 1) at line 3"),
+    (lambda d: (d / "platform.yaml").write_text("name: x\ndescription: d\n1: a\n"), "content",
+     "a key must be a string, got 1"),
+    (lambda d: (d / "platform.yaml").write_text("name: x\ndescription: d\n~: a\n"), "content",
+     "a key must be a string, got None"),
     # PyYAML raised ValueError (a traceback) for an integer of more digits than Python converts.
     (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="a", ns="default") + "x: " + "1" * 5000 + "\n"),
      "content", "digits"),
