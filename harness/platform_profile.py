@@ -184,6 +184,18 @@ def _what(path: Path) -> str:
     return repr(path.name) + ("" if path.is_file() else " (not a regular file)")
 
 
+def _refuse_non_utf8(path: Path, whole: bool = False) -> None:
+    """Raises ProfileError when ``path``'s name (``whole``: all of it) is not UTF-8. The hash, the
+    cluster's record (JSON) and the kind config name files in UTF-8; Python reads a name of other
+    bytes with each such byte as a lone surrogate, which no encoder takes."""
+    text = str(path) if whole else path.name
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        place, what = (path, "path") if whole else (path.parent, "file name")
+        raise ProfileError(place, what, f"a UTF-8 {what}", repr(os.fsencode(text))) from None
+
+
 def profile_hash(files: dict[str, str]) -> str:
     """SHA-256 (hex) over ``files`` (relative path -> content SHA-256, see :func:`_tree`), in path order."""
     digest = hashlib.sha256()
@@ -279,6 +291,7 @@ def _tree(root: Path) -> dict[str, str]:
     tree: dict[str, str] = {}
 
     def visit(path: Path, rel: str, ancestors: tuple[Path, ...]) -> None:
+        _refuse_non_utf8(path)
         under_files = rel.startswith("files/")
         if under_files and path.is_symlink():
             target = os.readlink(path)
@@ -409,6 +422,7 @@ def load(directory: str | Path) -> PlatformProfile:
     if not root.is_dir():
         raise ProfileError(root, "--platform", "a directory holding platform.yaml (see `kdrill cluster create --help`)",
                            "no such directory" if not root.exists() else "a file")
+    _refuse_non_utf8(root, whole=True)  # written into the kind config kdrill makes of it
     for entry in sorted(root.iterdir()):
         if entry.name.startswith("."):
             continue

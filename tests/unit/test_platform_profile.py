@@ -125,6 +125,10 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
      "a key must be a string, got 1"),
     (lambda d: (d / "platform.yaml").write_text("name: x\ndescription: d\n~: a\n"), "content",
      "a key must be a string, got None"),
+    # A name of bytes that are not UTF-8 crashed the hash with UnicodeEncodeError.
+    (lambda d: (d / "files" / os.fsdecode(b"x\xff")).write_text("x"), "file name", "b'x\\xff'"),
+    (lambda d: (d / "manifests" / os.fsdecode(b"x\xff.yaml")).write_text(CM.format(name="x", ns="default")),
+     "file name", "b'x\\xff.yaml'"),
     # PyYAML raised ValueError (a traceback) for an integer of more digits than Python converts.
     (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="a", ns="default") + "x: " + "1" * 5000 + "\n"),
      "content", "digits"),
@@ -185,6 +189,15 @@ def test_a_profile_path_docker_would_split_is_refused(tmp_path):
     shutil.rmtree(target / "files")
     (target / "kubeadm" / "apiserver-audit.yaml").unlink()  # no files/ mounted: nothing to split
     assert load(target).name == "example"
+
+
+def test_a_profile_at_a_path_that_is_not_utf8_is_refused(tmp_path):
+    # The kind config kdrill writes names the profile's path (UTF-8 text): it crashed there.
+    target = tmp_path / os.fsdecode(b"team\xff") / "platform"
+    shutil.copytree(EXAMPLE, target)
+    with pytest.raises(ProfileError) as caught:
+        load(target)
+    assert caught.value.where == "path" and caught.value.got == repr(os.fsencode(target))
 
 
 def test_a_missing_directory_is_refused(tmp_path):
