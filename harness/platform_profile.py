@@ -259,19 +259,60 @@ def _corefile_problem(text: str) -> str | None:
     return None if blocks else "no server block"
 
 
+# Magic numbers of the compressed archives tarfile reads: to say which one a damaged archive is.
+_COMPRESSIONS = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz"}
+
+
 def _archive_problem(path: Path) -> str | None:
-    """Why ``path`` is not an image archive kind can load, or None."""
+    """Why ``path`` is not an image archive kind can load, or None: not a tar archive (compressed
+    or not), a damaged one, or one without an image manifest."""
+    import bz2
+    import gzip
+    import lzma
     import tarfile
+    import zlib
 
     try:
-        with tarfile.open(path) as archive:
-            names = {m.name.removeprefix("./") for m in archive}
+        with path.open("rb") as stream:
+            head = stream.read(6)
     except OSError as exc:
         raise _unreadable(path, exc) from None
-    except (tarfile.TarError, EOFError):
-        return f"not a tar archive ({path.stat().st_size} bytes)"
-    return None if names & {"manifest.json", "index.json"} else \
-        f"a tar archive without either ({len(names)} entries)"
+    compression = next((name for magic, name in _COMPRESSIONS.items() if head.startswith(magic)), None)
+    names: set[str] = set()
+    not_tar: Exception | None = None
+    try:
+        if compression is None:
+            try:
+                archive = tarfile.open(path, "r:")  # seeks past each member's content
+            except tarfile.ReadError:
+                return f"not a tar archive ({path.stat().st_size} bytes)"
+            with archive:
+                names = {m.name.removeprefix("./") for m in archive}
+        else:
+            opener = {"gzip": gzip.open, "bzip2": bz2.open, "xz": lzma.open}[compression]
+            with opener(path) as stream:
+                try:
+                    with tarfile.open(fileobj=stream, mode="r|") as archive:
+                        names = {m.name.removeprefix("./") for m in archive}
+                except tarfile.TarError as exc:
+                    not_tar = exc
+                # Damaged data can read as a bad header or as the archive's end, and the stream's
+                # checksum is checked only at its own end: read on to it, so damage is said as such.
+                while stream.read(1 << 20):
+                    pass
+    except OSError as exc:
+        if exc.errno is not None:  # the file, not its content: gzip and bzip2 report damage without an errno
+            raise _unreadable(path, exc) from None
+        return f"a damaged {compression or 'tar'} archive ({_error_line(exc)})"
+    except (tarfile.TarError, EOFError, lzma.LZMAError, zlib.error) as exc:
+        return f"a damaged {compression or 'tar'} archive ({_error_line(exc)})"
+    if not_tar is not None:
+        return f"{compression}-compressed, but not a tar archive ({_error_line(not_tar)})"
+    return None if names & {"manifest.json", "index.json"} else f"a tar archive without either ({len(names)} entries)"
+
+
+def _error_line(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}"
 
 
 def _entries(directory: Path) -> list[Path]:

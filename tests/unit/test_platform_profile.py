@@ -4,8 +4,11 @@ cluster test (tests/cluster/test_platform_cluster.py) builds one."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import json
+import lzma
 import os
 import shutil
 import subprocess
@@ -176,6 +179,23 @@ def test_image_archives_of_docker_save_and_oci_layout_load(profile_dir):
     tar_of(profile_dir / "images" / "a.tar", {"manifest.json": b"[]", "blobs/sha256/x": b"x"})
     tar_of(profile_dir / "images" / "b.tar", {"./index.json": b"{}", "./oci-layout": b"{}"})
     assert [p.name for p in load(profile_dir).images] == ["a.tar", "b.tar"]
+
+
+@pytest.mark.parametrize("compress, name", [(gzip.compress, "gzip"), (bz2.compress, "bzip2"), (lzma.compress, "xz")])
+def test_a_damaged_compressed_image_archive_is_refused_as_damaged(profile_dir, tmp_path, compress, name):
+    # A damaged xz archive raised LZMAError (a traceback); a damaged gzip one was "a tar archive
+    # without either": its damage read as the archive's end, its checksum never checked.
+    tar_of(tmp_path / "image.tar", {"manifest.json": b"[]", "layer.tar": bytes(range(256)) * 400})
+    data = compress((tmp_path / "image.tar").read_bytes())
+    (profile_dir / "images").mkdir()
+    (profile_dir / "images" / "app.tar").write_bytes(data)
+    assert [p.name for p in load(profile_dir).images] == ["app.tar"]
+    (profile_dir / "images" / "app.tar").write_bytes(data[:len(data) // 2] + bytes([data[len(data) // 2] ^ 0xFF])
+                                                     + data[len(data) // 2 + 1:])
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.path.endswith("app.tar") and caught.value.where == "content"
+    assert caught.value.got.startswith(f"a damaged {name} archive ("), str(caught.value)
 
 
 def test_a_profile_path_docker_would_split_is_refused(tmp_path):
