@@ -101,8 +101,11 @@ NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")  # metadata.namesp
 SERVICE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")  # a Service's name: an RFC 1035 label, starting with a letter
 # YAML aliases may make a document small as written and huge once expanded (the "billion laughs"):
 # kubectl and kind (go-yaml) refuse that as "excessive aliasing", but only once the cluster is up.
-# A document expanding to more collections than this, mostly through aliases, is refused first.
+# A document expanding to more nodes than this (collections and their entries), mostly through
+# aliases, is refused before anything else reads it.
 ALIAS_EXPANSION_LIMIT = 400_000
+# How much of a value found in a profile a refusal shows: a few bytes of aliases are megabytes.
+SHOWN_MAX_CHARS = 200
 # Deadlines, not measurements: manifests accepted (CRDs established, a profile's own webhooks up)
 # and each rollout, on a loaded 2-core machine.
 APPLY_DEADLINE_SECONDS = 180
@@ -116,8 +119,14 @@ class ProfileError(ValueError):
     """A profile that cannot be used: which file, which field, what was expected, what was found."""
 
     def __init__(self, path: Path | str, where: str, expected: str, got: str) -> None:
+        where, got = _clip(where), _clip(got)  # both may hold what the profile says
         self.path, self.where, self.expected, self.got = str(path), where, expected, got
         super().__init__(f"{path}: {where}: expected {expected}, got {got}")
+
+
+def _clip(text: str) -> str:
+    """``text``, cut to :data:`SHOWN_MAX_CHARS` characters when longer, saying how long it was."""
+    return text if len(text) <= SHOWN_MAX_CHARS else f"{text[:SHOWN_MAX_CHARS]}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -227,23 +236,42 @@ def _yaml_documents(path: Path, keep_empty: bool = False, loader: type = Dateles
 
 
 def _expands_too_far(doc: Any) -> bool:
-    """Whether YAML aliases expand ``doc`` past :data:`ALIAS_EXPANSION_LIMIT` collections (each
-    alias counted as often as it is used, as kubectl will), most of them repeats."""
-    distinct: set[int] = set()
-    expanded, stack = 0, [doc]
+    """Whether YAML aliases expand ``doc`` past :data:`ALIAS_EXPANSION_LIMIT` nodes, most of them
+    repeats: each collection and each of its entries, an alias counted as often as it is used
+    (about as go-yaml counts them for kubectl and kind). Entries count, not only collections: a
+    list of 10,000 strings used 10,000 times is few collections but 100 million values. It stops
+    once past the limit, so a bomb costs it no more than that."""
+    seen: set[int] = set()
+    expanded = distinct = 0
+    stack = [doc]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            stack.extend(node.values())
+            children = node.values()
         elif isinstance(node, list):
-            stack.extend(node)
+            children = node
         else:
             continue
-        expanded += 1
-        distinct.add(id(node))
-        if expanded > ALIAS_EXPANSION_LIMIT and expanded > 10 * len(distinct):
+        weight = 1 + len(node)
+        expanded += weight
+        if id(node) not in seen:
+            seen.add(id(node))
+            distinct += weight
+        if expanded > ALIAS_EXPANSION_LIMIT and expanded > 10 * distinct:
             return True
+        stack.extend(children)
     return False
+
+
+def _refuse_alias_bombs(path: Path, docs: list[Any], reader: str | None = None, numbered: bool = False) -> None:
+    """Refuses a document of ``docs`` that :func:`_expands_too_far`: first, before any check reads
+    a value (showing it would take megabytes, and as long). ``reader``: who would refuse it once
+    the cluster is up; ``numbered``: the field is "document N", not "content"."""
+    for i, doc in enumerate(docs):
+        if _expands_too_far(doc):
+            raise ProfileError(path, f"document {i + 1}" if numbered else "content",
+                               f"YAML aliases expanding to at most {ALIAS_EXPANSION_LIMIT} nodes",
+                               "more" + (f" ({reader} would refuse it as excessive aliasing)" if reader else ""))
 
 
 def _corefile_problem(text: str) -> str | None:
@@ -451,8 +479,9 @@ def _check_prepared(root: Path, meta_path: Path, prepare: Any) -> None:
     if missing:
         first = root / missing[0]
         got = "no such file" if not first.exists() and not first.is_symlink() else _what(first)
-        raise ProfileError(first, "file", f"a file that `{prepare['command'].strip()}` writes: run it from the kdrill "
-                           f"checkout first (platform.yaml prepare; it writes {', '.join(sorted(seen))})",
+        command, written = _clip(prepare["command"].strip()), _clip(", ".join(sorted(seen)))
+        raise ProfileError(first, "file", f"a file that `{command}` writes: run it from the kdrill checkout first "
+                           f"(platform.yaml prepare; it writes {written})",
                            got + (f"; also missing: {', '.join(missing[1:])}" if missing[1:] else ""))
 
 
@@ -477,6 +506,7 @@ def load(directory: str | Path) -> PlatformProfile:
     # kdrill's own file, read as scenarios are: a second `name:` would silently win, and a key
     # that is not a string (`1:`, `~:`) names no field.
     docs = _yaml_documents(meta_path, loader=UniqueKeyLoader)
+    _refuse_alias_bombs(meta_path, docs)
     meta = docs[0] if len(docs) == 1 else None
     if not isinstance(meta, dict):
         raise ProfileError(meta_path, "content", "one mapping with name and description", f"{len(docs)} documents"
@@ -508,6 +538,7 @@ def load(directory: str | Path) -> PlatformProfile:
         if path.suffix not in (".yaml", ".yml") or not path.is_file():
             raise ProfileError(path, "file", "kubeadm/*.yaml files only", _what(path))
         docs = _yaml_documents(path)
+        _refuse_alias_bombs(path, docs, "kind")
         if len(docs) != 1 or not isinstance(docs[0], dict):
             raise ProfileError(path, "content", "one YAML mapping (one kubeadm config patch per file)",
                                f"{len(docs)} documents" if len(docs) != 1 else f"a {type(docs[0]).__name__}")
@@ -517,9 +548,6 @@ def load(directory: str | Path) -> PlatformProfile:
         if api_version is not None and api_version != want:
             raise ProfileError(path, "apiVersion", f"{want} or none (what kind v0.31 writes: it skips a patch of "
                                "another version without a word)", repr(api_version))
-        if _expands_too_far(docs[0]):
-            raise ProfileError(path, "content", f"YAML aliases expanding to at most {ALIAS_EXPANSION_LIMIT} "
-                               "collections", "more (kind would refuse it as excessive aliasing)")
         text = _read_text(path)
         if len(text.encode()) > KUBEADM_PATCH_MAX_BYTES:
             raise ProfileError(path, "size", f"at most {KUBEADM_PATCH_MAX_BYTES // 1024} KiB (kind reads a patch "
@@ -533,7 +561,9 @@ def load(directory: str | Path) -> PlatformProfile:
         if path.suffix not in (".yaml", ".yml") or not path.is_file():
             raise ProfileError(path, "file", "manifests/*.yaml files only", _what(path))
         objects = 0
-        for i, doc in enumerate(_yaml_documents(path, keep_empty=True)):
+        docs = _yaml_documents(path, keep_empty=True)
+        _refuse_alias_bombs(path, docs, "kubectl", numbered=True)
+        for i, doc in enumerate(docs):
             if doc is None:
                 continue
             where = f"document {i + 1}"
@@ -554,9 +584,6 @@ def load(directory: str | Path) -> PlatformProfile:
             if namespace is not None and (not isinstance(namespace, str) or not NAMESPACE.fullmatch(namespace)):
                 raise ProfileError(path, f"{where}.metadata.namespace", "a namespace name: a DNS label of at most 63 "
                                    "characters (a-z, 0-9, -)", repr(namespace))
-            if _expands_too_far(doc):
-                raise ProfileError(path, where, f"YAML aliases expanding to at most {ALIAS_EXPANSION_LIMIT} "
-                                   "collections", "more (kubectl would refuse it as excessive aliasing)")
             # Without a namespace kubectl applies to default, as the rollout check reads it.
             key = (doc["apiVersion"].rpartition("/")[0], doc["kind"], namespace or "default", obj_name)
             if key == ("", "ConfigMap", RECORD_NAMESPACE, RECORD_NAME):
@@ -585,7 +612,7 @@ def load(directory: str | Path) -> PlatformProfile:
         # then refuse every write it matches, once the cluster is up.
         made = sorted(f"{k[2]}/{k[3]}" for k in seen if k[:2] == ("", "Service"))
         raise ProfileError(meta_path, "webhook_tls", "a Service made by manifests/ (namespace/name): "
-                           + (", ".join(made) or "none"), f"{webhook_tls['namespace']}/{webhook_tls['service']}")
+                           + (_clip(", ".join(made)) or "none"), f"{webhook_tls['namespace']}/{webhook_tls['service']}")
 
     corefile = None
     if (root / "coredns").is_dir():

@@ -30,6 +30,15 @@ LAUGHS = CM.format(name="lol", ns="default") + "data:\n  a0: &a0 [x, x, x, x, x,
     f"  a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
 
 
+
+
+def nested_aliases(levels: int, width: int = 10) -> str:
+    """A YAML flow list of ``levels`` anchors, each used ten times by the next: a few hundred bytes,
+    ``width`` * 10**(levels - 1) strings once expanded."""
+    return "[" + ", ".join([f"&a0 [{', '.join(['x'] * width)}]"] + [
+        f"&a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]) + "]"
+
+
 @pytest.fixture
 def profile_dir(tmp_path) -> Path:
     target = tmp_path / "platform"
@@ -143,6 +152,29 @@ def test_bad_profiles_are_refused_with_file_field_expected_and_got(profile_dir, 
     assert caught.value.where == where, str(caught.value)
     assert got in caught.value.got, str(caught.value)
     assert str(profile_dir) in caught.value.path and "expected" in str(caught.value)
+
+
+@pytest.mark.parametrize("levels, width", [(5, 10), (6, 10), (4, 10_000)])
+@pytest.mark.parametrize("relative, text", [
+    ("platform.yaml", "name: x\ndescription: {bomb}\n"),
+    ("platform.yaml", "name: x\ndescription: d\nprepare: {{command: echo, files: [{bomb}]}}\n"),
+    ("platform.yaml", "name: x\ndescription: d\nwebhook_tls: {{service: {bomb}, namespace: x}}\n"),
+    ("manifests/x.yaml", "apiVersion: v1\nkind: {bomb}\nmetadata: {{name: a}}\n"),
+    ("manifests/x.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a, namespace: {bomb}}}\n"),
+    ("kubeadm/x.yaml", "kind: {bomb}\n"),
+])
+def test_a_refusal_never_shows_a_value_whole(profile_dir, relative, text, levels, width):
+    # A value was shown whole before its expansion was checked: a 300-byte file made a message of
+    # megabytes (each level ten times more). Now the expansion is checked first, and what a
+    # refusal shows of a value is cut short.
+    (profile_dir / relative).write_text(text.format(bomb=nested_aliases(levels, width)))
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert len(str(caught.value)) < 1000, str(caught.value)[:1000]
+    if (levels, width) != (5, 10):  # 10**6 strings, or 10**7: more than the limit, said as such
+        assert "aliases expanding" in caught.value.expected, str(caught.value)
+    else:  # about 120,000 nodes: read, and shown cut short
+        assert caught.value.got.endswith(" characters)"), str(caught.value)
 
 
 def test_dates_are_read_as_the_strings_kubectl_and_kind_read(profile_dir):
