@@ -572,6 +572,11 @@ def load(directory: str | Path) -> PlatformProfile:
             for key in ("apiVersion", "kind"):
                 if not isinstance(doc.get(key), str) or not doc[key]:
                     raise ProfileError(path, f"{where}.{key}", "a string", repr(doc.get(key)))
+            if doc["kind"] == "List" or "items" in doc:
+                # kubectl takes a document with items for a list (kind List, ConfigMapList, ...) and
+                # applies each item: none of them would pass through the checks below.
+                raise ProfileError(path, where, "one object per document (a list's items would be applied unchecked)",
+                                   f"kind {doc['kind']}" + (" with items" if "items" in doc else ""))
             metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
             obj_name, namespace = metadata.get("name"), metadata.get("namespace")
             namespace = None if namespace == "" else namespace  # kubectl reads "" as none given

@@ -130,6 +130,12 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
      "without either"),
     (lambda d: (d / "kubeadm" / "lol.yaml").write_text("kind: KubeletConfiguration\nx:\n" + LAUGHS.split("data:\n")[1]),
      "content", "excessive aliasing"),
+    # kubectl applies a list's items: a forged record, a duplicate, a bad namespace went by unchecked.
+    (lambda d: (d / "manifests" / "x.yaml").write_text(
+        "apiVersion: v1\nkind: List\nitems:\n- " + CM.format(name="kdrill-platform", ns="kube-system").replace(
+            "\n", "\n  ")), "document 1", "kind List with items"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text("apiVersion: v1\nkind: ConfigMapList\nmetadata: {}\nitems: []\n"),
+     "document 1", "kind ConfigMapList with items"),
     # A second name silently won; a key that is not a string made the unknown-key check's sort raise TypeError.
     (lambda d: (d / "platform.yaml").write_text("name: x\ndescription: d\nname: y\n"), "content",
      "duplicate key 'name' (first at line 1) at line 3"),
