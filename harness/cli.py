@@ -742,8 +742,11 @@ def _platform_profile(directory: str | None, configs: list[str] = ()):
     """The checked platform profile of ``--platform`` (None without one), checked also for the
     cluster name it makes from each kind config of ``configs`` (_check_platform_names). Raises
     SystemExit with the profile's file, field, expected and got."""
-    if not directory:
+    if directory is None:
         return None
+    if not directory.strip():  # an unset variable in `--platform "$DIR"`: not "no profile"
+        raise SystemExit("kdrill: platform profile: --platform: expected a profile directory (holding platform.yaml), "
+                         "got an empty value (leave --platform out for none)")
     from harness.platform_profile import ProfileError, load
 
     try:

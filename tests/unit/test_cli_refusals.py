@@ -189,6 +189,14 @@ def test_an_empty_reports_value_is_refused(tmp_path: Path, monkeypatch: pytest.M
     assert tree(cwd) == before and not (cwd / "index.html").exists()
 
 
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_platform_value_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture, value: str) -> None:
+    # It meant "no profile": `--platform "$PROFILE"` with the variable unset drilled the plain cluster.
+    err = refused(capsys, "--reports", str(tmp_path / "r"), "run", "--plan", "--platform", value, "dns-saturation")
+    assert "--platform: expected a profile directory (holding platform.yaml), got an empty value" in err
+    assert not (tmp_path / "r").exists()
+
+
 def test_an_empty_reports_value_does_not_stop_commands_that_do_not_use_it(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.setenv("KDRILL_REPORTS", "")
