@@ -259,34 +259,57 @@ def file_digest(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def _scan(run_dir: Path) -> dict[str, str]:
-    """Every entry under ``run_dir`` but the top-level seal files: {posix path: kind}.
+#: How deep a run's entries may be. kdrill writes a few levels (logs/kind/<node>/<file>); a deeper
+#: directory is not looked into: listing it could exceed PATH_MAX, and a run holding one is
+#: refused by seal_run and not intact for verify_run.
+MAX_DEPTH = 32
+
+
+def _scan(run_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Every entry under ``run_dir`` but the top-level seal files: ({posix path: kind}, {posix
+    path: why a directory's entries are not listed}).
 
     Kinds: ``file``, ``directory``, ``symlink`` (never followed, so a link cannot pull content
-    from outside the run into the seal) and ``other`` (FIFOs, sockets, devices). Raises OSError
-    when a directory cannot be listed.
+    from outside the run into the seal) and ``other`` (FIFOs, sockets, devices). A directory more
+    than :data:`MAX_DEPTH` levels down, or one that cannot be listed, is in both: its entries are
+    not. Iterative, depth first in name order: a deep tree must not exhaust Python's recursion.
+    Raises OSError when ``run_dir`` itself cannot be listed.
     """
     found: dict[str, str] = {}
+    unlisted: dict[str, str] = {}
 
-    def walk(directory: Path, prefix: str) -> None:
-        with os.scandir(directory) as it:
-            entries = sorted(it, key=lambda e: e.name)
-        for entry in entries:
-            if not prefix and entry.name in _SEAL_FILES:
+    def listing(prefix: str) -> list[os.DirEntry]:
+        with os.scandir(run_dir / prefix if prefix else run_dir) as it:
+            return sorted(it, key=lambda e: e.name)
+
+    pending = [("", iter(listing("")))]  # (prefix, entries left) of each directory being listed, innermost last
+    while pending:
+        prefix, entries = pending[-1]
+        entry = next(entries, None)
+        if entry is None:
+            pending.pop()
+            continue
+        if not prefix and entry.name in _SEAL_FILES:
+            continue
+        rel = prefix + entry.name
+        if entry.is_symlink():
+            found[rel] = "symlink"
+        elif entry.is_dir(follow_symlinks=False):
+            if rel.count("/") + 1 > MAX_DEPTH:
+                found[rel], unlisted[rel] = "directory", f"more than {MAX_DEPTH} levels down, not looked into"
                 continue
-            rel = prefix + entry.name
-            if entry.is_symlink():
-                found[rel] = "symlink"
-            elif entry.is_dir(follow_symlinks=False):
-                found[rel] = "directory"
-                walk(Path(entry.path), rel + "/")
-            elif entry.is_file(follow_symlinks=False):
-                found[rel] = "file"
-            else:
-                found[rel] = "other"
-
-    walk(run_dir, "")
-    return found
+            try:
+                children = listing(rel)
+            except OSError as exc:
+                found[rel], unlisted[rel] = "directory", f"cannot be listed: {exc.strerror or exc}"
+                continue
+            found[rel] = "directory"
+            pending.append((rel + "/", iter(children)))
+        elif entry.is_file(follow_symlinks=False):
+            found[rel] = "file"
+        else:
+            found[rel] = "other"
+    return found, unlisted
 
 
 SEALED_AT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")  # what _utc_now_iso writes
@@ -389,7 +412,8 @@ def seal_run(run_dir: Path, key: Ed25519PrivateKey, *, previous: ChainLink | Non
     it as its previous run (it was sealed once: deleting its seal files does not make it new
     again), ManifestError if ``run_dir`` is not a directory or
     holds something that is neither a file nor a directory (a symbolic link included: its
-    target's content would not be sealed), OSError if an entry cannot be read.
+    target's content would not be sealed) or a directory it cannot list (more than
+    :data:`MAX_DEPTH` levels down, or unreadable), OSError if an entry cannot be read.
     """
     run_dir = Path(run_dir)
     run_id = validate_run_id(run_dir.name)
@@ -405,7 +429,10 @@ def seal_run(run_dir: Path, key: Ed25519PrivateKey, *, previous: ChainLink | Non
     files: dict[str, dict[str, Any]] = {}
     directories: list[str] = []
     symlinks: dict[str, str] = {}
-    for rel, kind in _scan(run_dir).items():
+    present, unlisted = _scan(run_dir)
+    for rel, kind in present.items():
+        if rel in unlisted:
+            raise ManifestError(f"cannot seal {run_dir}: {rel} is a directory {unlisted[rel]}")
         if kind == "file":
             sha, size = file_digest(run_dir / rel)
             files[rel] = {"sha256": sha, "bytes": size}
@@ -669,14 +696,19 @@ def _check_signature(run_dir: Path, raw: bytes, manifest: dict[str, Any], truste
 
 def _compare_entries(run_dir: Path, files: dict[str, dict[str, Any]], directories: list[str],
                      symlinks: dict[str, str]) -> list[Problem]:
-    present = _scan(run_dir)
+    present, unlisted = _scan(run_dir)
     problems: list[Problem] = []
     listed: dict[str, str] = {**{d: "directory" for d in directories}, **{s: "symlink" for s in symlinks},
                               **{f: "file" for f in files}}
     for rel in sorted(listed):
         want = listed[rel]
         have = present.get(rel)
-        if have is None:
+        if any(rel.startswith(d + "/") for d in unlisted):
+            continue  # in a directory not looked into: said of that directory
+        if rel in unlisted and want == "directory":
+            problems.append(Problem("unreadable", rel, f"a sealed directory {unlisted[rel]}: what it holds is "
+                                    "not checked"))
+        elif have is None:
             problems.append(Problem("missing", rel, f"a sealed {want} is gone"))
         elif have != want:
             problems.append(Problem("changed", rel, f"was a {want}, is now a {have}"))
@@ -699,7 +731,8 @@ def _compare_entries(run_dir: Path, files: dict[str, dict[str, Any]], directorie
             elif sha != entry["sha256"].lower():
                 problems.append(Problem("changed", rel, "sha256 differs from the sealed one"))
     for rel in sorted(set(present) - set(listed)):
-        problems.append(Problem("extra", rel, f"a {present[rel]} that is not in the manifest: added after sealing"))
+        added = f"a {present[rel]} that is not in the manifest: added after sealing"
+        problems.append(Problem("extra", rel, f"{added}; {unlisted[rel]}" if rel in unlisted else added))
     return problems
 
 

@@ -24,10 +24,12 @@ from harness.evidence import RunIdError
 from harness.manifest import (
     FORMAT,
     MANIFEST_NAME,
+    MAX_DEPTH,
     SIGNATURE_NAME,
     SIGNING_KEY_ENV,
     AlreadySealedError,
     ChainLink,
+    ManifestError,
     PublicKeyInfo,
     SigningKeyError,
     default_key_path,
@@ -379,6 +381,48 @@ def test_a_symbolic_link_in_a_manifest_is_a_problem_even_when_unchanged(reports:
     (run / "linked.json").unlink()
     (run / "linked.json").symlink_to("/etc/hostname")
     assert verify_run(run).kinds == ["changed"]
+
+
+def nest(top: Path, depth: int) -> None:
+    """``top``/d/d/... ``depth`` directories deep, made one by one (os.makedirs recurses)."""
+    path = top
+    for _ in range(depth):
+        path.mkdir()
+        path = path / "d"
+
+
+def unnest(top: Path, depth: int) -> None:
+    """Removes what :func:`nest` made, deepest first (shutil.rmtree recurses too)."""
+    for level in range(depth, 0, -1):
+        top.joinpath(*["d"] * (level - 1)).rmdir()
+
+
+def test_a_directory_nested_deeper_than_the_scan_goes_is_extra_and_crashes_nothing(reports: Path) -> None:
+    # 1,100 nested directories made the recursive scan raise RecursionError: verify and verify
+    # --history crashed, and history wrote no index.html, for any run.
+    from harness.cli import main
+
+    runs = three_runs(reports)
+    nest(runs[1] / "d", 1100)
+    try:
+        result = verify_run(runs[1])
+        deepest = "/".join(["d"] * (MAX_DEPTH + 1))
+        assert set(result.kinds) == {"extra"} and result.extra[-1] == deepest
+        assert "not looked into" in str(result.problems[-1])
+        assert {p.run for p in verify_history(reports).problems} == {"r2"}
+        assert main(["--reports", str(reports), "history"]) == 1  # r2 not intact; the others listed
+        assert (reports / "index.html").is_file()
+    finally:
+        unnest(runs[1] / "d", 1100)
+    assert verify_run(runs[1]).ok
+
+
+def test_a_run_holding_a_directory_deeper_than_the_scan_goes_is_not_sealed(reports: Path) -> None:
+    run = make_run(reports / "r1")
+    nest(run / "d", MAX_DEPTH + 1)
+    with pytest.raises(ManifestError, match=f"{'d/' * MAX_DEPTH}d is a directory more than {MAX_DEPTH} levels down"):
+        seal_run(run, load_signing_key(), previous=None)
+    assert not (run / MANIFEST_NAME).exists()
 
 
 def test_a_pinned_key_is_not_called_trusted_when_its_signature_is_missing_or_invalid(run_dir: Path) -> None:
