@@ -337,10 +337,26 @@ class ChainLink:
         return {"run_id": self.run_id, "manifest_sha256": self.manifest_sha256}
 
 
-def _read_sealed(path: Path) -> tuple[bytes, dict[str, Any]] | None:
-    """(bytes, parsed object) of a format-2 manifest, or None when it is absent or unusable."""
+def _read_no_link(path: Path) -> bytes:
+    """``path``'s bytes; OSError (ELOOP) when it is a symbolic link, even one made after a check.
+    Never blocks on a FIFO put in its place (it reads as empty)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as stream:
+        return stream.read()
+
+
+def _link_target(path: Path) -> str:
     try:
-        raw = path.read_bytes()
+        return os.readlink(path)
+    except OSError as exc:
+        return f"<unreadable: {exc.strerror or exc}>"
+
+
+def _read_sealed(path: Path) -> tuple[bytes, dict[str, Any]] | None:
+    """(bytes, parsed object) of a format-2 manifest, or None when it is absent or unusable (a
+    symbolic link included: the chain names a run's own manifest, not one it points at)."""
+    try:
+        raw = _read_no_link(path)
         data = json.loads(raw)
     except (OSError, ValueError):
         return None
@@ -609,12 +625,17 @@ def verify_run(run_dir: Path, *, trusted_fingerprints: Iterable[str] = ()) -> Ve
         raise ManifestError(f"{run_dir} is not a directory")
     trusted = {normalise_fingerprint(f) for f in trusted_fingerprints}
     path = run_dir / MANIFEST_NAME
+    if path.is_symlink():
+        # Its bytes would be read from outside the run: a copy of another run's seal verifies.
+        problem = Problem("manifest", MANIFEST_NAME, f"a symbolic link to {_link_target(path)!r}: kdrill writes the "
+                          "seal as files in the run, and no link in a run is followed")
+        return VerifyResult(run_dir, [problem], pinned=bool(trusted))
     if not path.is_file():
         detail = ("missing: the run was never sealed (still running, or it crashed), "
                   "or its manifest was deleted")
         return VerifyResult(run_dir, [Problem("not-sealed", MANIFEST_NAME, detail)], pinned=bool(trusted))
     try:
-        raw = path.read_bytes()
+        raw = _read_no_link(path)
     except OSError as exc:
         problem = Problem("unreadable", MANIFEST_NAME, f"cannot be read: {exc.strerror or exc}")
         return VerifyResult(run_dir, [problem], pinned=bool(trusted))
@@ -678,14 +699,19 @@ def _check_signature(run_dir: Path, raw: bytes, manifest: dict[str, Any], truste
     if signer is not None and signer_entry.get("fingerprint_sha256") != signer.fingerprint:
         problems.append(Problem("manifest", MANIFEST_NAME, "the recorded fingerprint is not the public key's"))
     sig_path = run_dir / SIGNATURE_NAME
-    if not sig_path.is_file():
+    if sig_path.is_symlink():
+        problems.append(Problem("signature", SIGNATURE_NAME, f"a symbolic link to {_link_target(sig_path)!r}: "
+                                "kdrill writes the seal as files in the run, and no link in a run is followed"))
+    elif not sig_path.is_file():
         problems.append(Problem("signature", SIGNATURE_NAME, "missing: the manifest is unsigned"))
     elif signer is not None:
         try:
-            signer.key().verify(sig_path.read_bytes(), raw)
+            signer.key().verify(_read_no_link(sig_path), raw)
         except InvalidSignature:
             problems.append(Problem("signature", SIGNATURE_NAME, "does not verify manifest.json with the key it "
                                     "names: the manifest was changed after sealing"))
+        except OSError as exc:
+            problems.append(Problem("signature", SIGNATURE_NAME, f"cannot be read: {exc.strerror or exc}"))
     if trusted and (signer is None or signer.fingerprint not in trusted):
         named = f"sha256:{signer.fingerprint}" if signer else "no usable key"
         problems.append(Problem("untrusted-key", named, "signed by a key that is not the trusted one "

@@ -435,6 +435,20 @@ def test_a_pinned_key_is_not_called_trusted_when_its_signature_is_missing_or_inv
     assert line.startswith("NOT signed") and "a trusted key" not in line
 
 
+@pytest.mark.parametrize("name, kind", [(MANIFEST_NAME, "manifest"), (SIGNATURE_NAME, "signature")])
+def test_a_seal_file_that_is_a_symbolic_link_is_a_problem(run_dir: Path, tmp_path: Path, name: str, kind: str) -> None:
+    # A link to an intact copy outside the run verified: links are refused everywhere else in a run.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.move(run_dir / name, outside / name)
+    (run_dir / name).symlink_to(outside / name)
+    result = verify_run(run_dir)
+    assert not result.ok and result.kinds == [kind] and result.problems[0].subject == name
+    assert "symbolic link" in str(result.problems[0])
+    if name == MANIFEST_NAME:  # nor is it a run the next one's chain links to
+        assert previous_run(run_dir.parent, "r9") is None
+
+
 def test_deleted_manifest_is_named(run_dir: Path) -> None:
     (run_dir / MANIFEST_NAME).unlink()
     result = verify_run(run_dir)
