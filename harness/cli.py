@@ -896,7 +896,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from datetime import datetime
 
     from harness.manifest import verify_run
-    from harness.report import REPORT_NAME, render_report
+    from harness.report import REPORT_NAME, ReportError, render_report
 
     with refusing():
         run_dir = _run_dir(args.reports, args.run)
@@ -913,7 +913,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     seal = {"public_key": result.signer.pem if result.signer else None,
             "fingerprint_sha256": result.signer.fingerprint if result.signer else None,
             "previous": result.previous.to_dict() if result.previous else None}
-    page = render_report(run_dir, seal=seal, generated_at=sealed_at)
+    try:
+        page = render_report(run_dir, seal=seal, generated_at=sealed_at)
+    except ReportError as exc:  # sealed, but nothing a run leaves (no run.json, no record): not a run
+        raise Refused(f"kdrill report: {exc}") from None
     if args.stdout:
         sys.stdout.write(page)
         return 0

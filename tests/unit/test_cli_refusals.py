@@ -74,6 +74,19 @@ def test_verify_and_report_refuse_bad_input_with_2(reports: Path, capsys: pytest
     assert tree(reports) == before
 
 
+def test_report_refuses_a_sealed_directory_that_holds_no_run(reports: Path, capsys: pytest.CaptureFixture) -> None:
+    # It verifies (sealed as it is), but holds no run.json and no record: a ReportError traceback, exit 1.
+    from harness.manifest import load_signing_key, seal_run
+
+    run = reports / "r1"
+    run.mkdir(parents=True)
+    (run / "notes.txt").write_text("not a run\n")
+    seal_run(run, load_signing_key(), previous=None)
+    for argv in (["report", "r1"], ["report", "r1", "--stdout"]):
+        err = refused(capsys, "--reports", str(reports), *argv)
+        assert err.startswith("kdrill report: cannot build a report:") and "has no run.json and no drill records" in err
+
+
 def test_verify_refuses_a_public_key_that_is_not_one(reports: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture) -> None:
     make_sealed_run(reports, "r1")
