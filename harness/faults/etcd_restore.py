@@ -74,6 +74,8 @@ UNIT_RUNTIME_MAX_SECONDS = 240
 # A deadline, not a measurement: every node's restore outcome readable after its due time (the
 # API back on the restored members through the agent, 32 to 36 s for one member here).
 OUTCOME_DEADLINE_SECONDS = 300
+# A deadline, not a measurement: a node answering its clean-up once the control plane is back.
+CLEAN_UP_DEADLINE_SECONDS = 120
 # The restore unit's exit status: its member restored, or not (UNLOCKED: its lock could not be taken).
 RESTORED, RETURNED, NOTHING_LOST, UNLOCKED = 0, 10, 11, 12
 # The loss unit's exit status when its node's restore had begun: nothing was lost.
@@ -201,6 +203,7 @@ class EtcdRestore(Fault):
         for node in self.nodes:
             self.cluster.copy_to_node(node, snapshot, SNAPSHOT_ON_NODE)
             self.cluster.copy_to_node(node, etcdutl, ETCDUTL_ON_NODE)
+            self.cluster.node_exec(node, ["chmod", "0755", ETCDUTL_ON_NODE])  # the node agent's copy keeps no mode
             manifest = self.cluster.node_exec(node, ["cat", "/etc/kubernetes/manifests/etcd.yaml"]).stdout
             members[node] = (manifest_flag(manifest, "name"), manifest_flag(manifest, "initial-advertise-peer-urls"))
         return members, ",".join(f"{name}={peer}" for name, peer in members.values())
@@ -325,6 +328,9 @@ class EtcdRestore(Fault):
         back everywhere when the outcomes differ. Raises FaultError."""
         from harness.expectations import wait_until
 
+        if self.units.get("resolved"):  # an earlier revert (kdrill recover after it failed) acted on them
+            self.outcomes = dict(self.units["resolved"])
+            return
         if self.units.get("cancelled_at") or (time.time() < self.units["lost_at"] - MIN_LOSS_LEAD_SECONDS
                                               and self._cancel_losses(self.nodes)):
             self.outcomes = dict.fromkeys(self.nodes, NOTHING_LOST)
@@ -338,14 +344,19 @@ class EtcdRestore(Fault):
                 raise FaultError(f"etcd-restore: {node}'s restore outcome not readable {OUTCOME_DEADLINE_SECONDS} s after "
                                  f"it was due (last error: {read.last_error})")
             (self.outcomes[node],) = read.value
-        if set(self.outcomes.values()) == {RESTORED}:
+        outcomes = set(self.outcomes.values())
+        if outcomes == {RESTORED}:
             self.step = "restored"
-        elif set(self.outcomes.values()) != {NOTHING_LOST}:
-            # Members of two clusters (restored, and as before): the originals back everywhere, one
-            # node at a time (the others keep a quorum that the exec to the next goes through).
-            self.returned_everywhere = f"the nodes' outcomes differ: {self.outcomes}"
+        elif not outcomes <= {RETURNED, NOTHING_LOST}:
+            # Some restored and some not (members of two clusters), or an outcome that says nothing
+            # of the data: the originals back everywhere, one node at a time (the others keep a
+            # quorum that the exec to the next goes through). Every node's original data in place
+            # already (returned, or never lost) needs nothing.
+            self.returned_everywhere = f"the nodes' outcomes: {self.outcomes}"
             for node in self.nodes:
                 self._return_original(node)
+        # Recorded once acted on: the clean-up then removes the nodes' own records of them.
+        self.units["resolved"] = dict(self.outcomes)
         self.checkpoint()
 
     def _return_original(self, node: str) -> None:
@@ -367,6 +378,8 @@ class EtcdRestore(Fault):
     def revert(self) -> None:
         if self.units:
             self._revert_held()
+            self._clean_up_held()
+            return
         errors = []
         restored = self.step == "restored"
         for node in self.nodes:  # every node gets its revert, whatever happened on the others
@@ -375,14 +388,34 @@ class EtcdRestore(Fault):
                               f"mv {LOST}/member {DATA}/member; fi; rm -rf {LOST}")
             try:
                 self.cluster.node_exec(node, ["sh", "-c", f"{keep_or_return}; rm -f {SNAPSHOT_ON_NODE} {ETCDUTL_ON_NODE}"])
-                if self.units:  # the nodes' own units started their kubelets; their records go
-                    node_units.forget(self.cluster, node, [self.units["loss"], self.units["restore"]])
-                else:
-                    static_pods.restart_kubelet(self.cluster, node)
+                static_pods.restart_kubelet(self.cluster, node)
             except Exception as exc:
                 errors.append(f"{node}: {exc}")
         if errors:
             raise FaultError("; ".join(errors))
+
+    def _clean_up_held(self) -> None:
+        """After :meth:`_revert_held`: the copies, the moved-aside data once every member was
+        restored (else none is left aside: the data is never moved here, as the kubelets run), and
+        the units' records, removed from every node; each asked until it answers (the control
+        plane may just have restarted). Raises FaultError."""
+        from harness.expectations import wait_until
+
+        # Not restored: the moved-aside directory is empty once its data went back (a member still
+        # there would be left, for the verification to name).
+        leftovers = f"rm -rf {RESTORING} {LOST}" if self.step == "restored" else f"rm -rf {RESTORING}; rmdir {LOST} 2>/dev/null"
+        errors = []
+        for node in self.nodes:
+            def clean(n: str = node) -> bool:
+                self.cluster.node_exec(n, ["sh", "-c", f"{leftovers}; rm -f {SNAPSHOT_ON_NODE} {ETCDUTL_ON_NODE}"])
+                node_units.forget(self.cluster, n, [self.units["loss"], self.units["restore"]])
+                return True
+
+            done = wait_until(clean, CLEAN_UP_DEADLINE_SECONDS, interval_seconds=2.0, description=f"clean-up on {node}")
+            if not done.ok:
+                errors.append(f"{node}: {done.last_error}")
+        if errors:
+            raise FaultError("etcd-restore: cleaning up: " + "; ".join(errors))
 
     def verify_reverted(self) -> None:
         from harness.components.etcd import member_healthy

@@ -96,6 +96,7 @@ class NodeAgent:
         self.cluster, self.image, self.pull_policy = cluster, image, pull_policy
         self._ready: set[str] = set()
         self._lock = threading.Lock()
+        self.made_namespace = False  # whether this process created NAMESPACE (kdrill recover removes it then)
 
     def describe(self) -> dict[str, Any]:
         return {"namespace": NAMESPACE, "image": self.image, "pull_policy": self.pull_policy,
@@ -116,6 +117,7 @@ class NodeAgent:
                 "metadata": {"name": NAMESPACE, "labels": {**LABELS, "pod-security.kubernetes.io/enforce": "privileged"}}}
         try:
             self.cluster.core.create_namespace(body, _request_timeout=15)
+            self.made_namespace = True
         except ApiException as exc:
             if exc.status != 409:
                 raise ProviderError(f"node agent: namespace {NAMESPACE} not created: {exc.status} {exc.reason}") from None

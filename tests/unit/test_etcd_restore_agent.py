@@ -163,7 +163,10 @@ def test_held_loss_and_restore_then_the_revert_cleans_up(clock) -> None:
     assert set(nodes.data.values()) == {"restored"} and fault.returned_everywhere is None
     assert set(fault.lost_recorded_at) == set(NODES) and fault.loss_status == dict.fromkeys(NODES, 0)
     assert all(not f for f in nodes.files.values()), "the snapshot and etcdutl removed"
-    assert any("rm -rf /var/lib/etcd-kdrill-lost" in t for _, t in nodes.sent)
+    cleanups = [t for _, t in nodes.sent if "rm -f /var/lib/kdrill-etcd-snapshot.db" in t]
+    assert len(cleanups) == 3 and all("rm -rf /var/lib/etcd-kdrill-restore /var/lib/etcd-kdrill-lost;" in t
+                                      for t in cleanups), cleanups
+    assert sum(t == "chmod 0755 /usr/local/bin/kdrill-etcdutl" for _, t in nodes.sent) == 3
     assert fault.lost_at == fault.units["lost_at"] and fault.evidence()["node_timers"]["restore_outcome"]["cp1"] == \
         "restored from the snapshot"
 
@@ -175,7 +178,7 @@ def test_outcomes_that_differ_put_the_original_data_back_everywhere(clock) -> No
     clock[0] = fault.restore_started_at + 5
     fault.revert()
     assert fault.outcomes == {"cp1": RESTORED, "cp2": RETURNED, "cp3": RESTORED}
-    assert fault.step != "restored" and "differ" in fault.returned_everywhere
+    assert fault.step != "restored" and "'cp2': 10" in fault.returned_everywhere
     assert set(nodes.data.values()) == {"original"}, "no member left in the restored cluster"
     returns = [n for n, t in nodes.sent if t.startswith("systemd-run") and "kdrill-etcd-return-" in t]
     assert returns == NODES
@@ -277,3 +280,34 @@ def test_a_hold_too_short_for_the_loss_to_end_is_refused_before_anything_is_set(
     with pytest.raises(FaultError, match="at least 5"):
         fault.inject()
     assert not nodes.sent and not any(nodes.files.values())
+
+
+def test_a_restore_that_failed_everywhere_leaves_the_originals_and_the_clean_up_moves_no_data(clock) -> None:
+    # Each node put its own original back (etcdutl not executable, in the first run through the
+    # agent): one cluster, as before the loss; nothing more to move, and no data moved while the
+    # kubelets run.
+    nodes = SimNodes(clock, etcdutl_fails=set(NODES))
+    fault = _fault(nodes)
+    fault.inject()
+    clock[0] = fault.restore_started_at + 5
+    fault.revert()
+    assert fault.outcomes == dict.fromkeys(NODES, RETURNED) and fault.returned_everywhere is None
+    assert not any("kdrill-etcd-return-" in t for _, t in nodes.sent)
+    cleanups = [t for _, t in nodes.sent if "rm -f /var/lib/kdrill-etcd-snapshot.db" in t]
+    assert len(cleanups) == 3 and not any(" mv " in t or "rm -rf /var/lib/etcd-kdrill-lost" in t
+                                          for t in cleanups), cleanups
+    assert all("rmdir /var/lib/etcd-kdrill-lost 2>/dev/null" in t for t in cleanups), "only an empty one goes"
+
+
+def test_recover_after_a_clean_up_cut_short_uses_the_outcomes_already_acted_on(clock) -> None:
+    # The clean-up removes each node's records of its units; a recover after it failed on one
+    # node must not wait for records that are gone (seen in the first run through the agent).
+    nodes = SimNodes(clock)
+    fault = _fault(nodes)
+    fault.inject()
+    clock[0] = fault.restore_started_at + 5
+    fault.revert()
+    nodes.rc.clear()
+    again = EtcdRestore.from_target(nodes, fault.target())
+    again.revert()
+    assert again.outcomes == dict.fromkeys(NODES, RESTORED) and again.step == "restored"

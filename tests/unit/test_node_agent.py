@@ -301,3 +301,80 @@ def test_a_read_only_exec_whose_handshake_is_never_answered_is_given_up(monkeypa
     finally:
         silent.close()
     assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("there_before", [False, True])
+def test_recover_removes_a_node_agent_it_started_itself_and_only_that(tmp_path, monkeypatch, capsys, there_before):
+    # 2026-12-05: a drill's revert through the agent failed after its session had removed the
+    # agent; recover made the agent anew to revert it, and its privileged namespace stayed (no
+    # ledger entry held it). One another kdrill made (there before) is that kdrill's to remove.
+    import argparse
+
+    from kubernetes.client.exceptions import ApiException
+
+    import harness.faults as faults
+    import harness.providers.existing as existing
+    import harness.providers.node_agent as node_agent
+    from harness.cli import cmd_recover
+    from harness.faults import Fault
+    from harness.ledger import Ledger
+
+    class Api:
+        def __init__(self):
+            self.namespaces = {NAMESPACE} if there_before else set()
+
+        def create_namespace(self, body, _request_timeout=None):
+            if body["metadata"]["name"] in self.namespaces:
+                raise ApiException(status=409)
+            self.namespaces.add(body["metadata"]["name"])
+
+        def delete_namespace(self, name, grace_period_seconds=None, _request_timeout=None):
+            self.namespaces.discard(name)
+
+        def read_namespace(self, name, _request_timeout=None):
+            if name not in self.namespaces:
+                raise ApiException(status=404)
+
+    api = Api()
+
+    class OnNodes(Fault):
+        kind = "on-nodes"
+        needs_node_access = True
+        node_access_level = "exec"
+
+        def target(self):
+            return {}
+
+        def inject(self):
+            pass
+
+        def revert(self):
+            self.cluster.node_agent.ensure_namespace()  # as a command through the agent would
+
+        def verify_reverted(self):
+            pass
+
+        @classmethod
+        def from_target(cls, cluster, target):
+            return cls(cluster)
+
+    class ApiCluster(Cluster):
+        @property
+        def core(self):
+            return api
+
+    def reached(kubeconfig, context):
+        return ApiCluster(name="c", provider="existing", kubeconfig=Path("/nonexistent"), context="ctx",
+                          node_access=False)
+
+    monkeypatch.setattr(existing, "existing_cluster", reached)
+    monkeypatch.setattr(faults, "api_silence", lambda c, seconds=None: None)
+    monkeypatch.setattr(node_agent, "nodes_by_role", lambda c: {"control-plane": ["cp1"], "worker": []})
+    monkeypatch.setattr(faults, "fault_class", lambda k: OnNodes)
+    ledger = Ledger(tmp_path / "ledger")
+    ledger.record("on-nodes", cluster={"provider": "existing", "kubeconfig": "/k", "context": "ctx",
+                                       "node_channel": "agent"}, target={})
+    assert cmd_recover(argparse.Namespace(ledger_dir=str(tmp_path / "ledger"), force=False)) == 0
+    out = capsys.readouterr().out
+    assert (NAMESPACE in api.namespaces) is there_before
+    assert ("removed  the node agent kdrill recover started" in out) is not there_before
