@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import time
 import tomllib
 from pathlib import Path
 
@@ -46,3 +47,12 @@ def private_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyt
     state = tmp_path_factory.mktemp("kdrill-state")
     monkeypatch.setenv("KDRILL_STATE_DIR", str(state))
     return state
+
+
+@pytest.fixture
+def wall_clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """A fake ``time.time`` (epoch seconds), read and moved through the list's one item: for
+    simulated nodes whose commands and timers advance it."""
+    now = [1_800_000_000.0]
+    monkeypatch.setattr(time, "time", lambda: now[0])
+    return now

@@ -1,12 +1,11 @@
 """etcd-member through the node agent, checked without a cluster against simulated nodes (a fake
-clock, timers that fire at their due time, a stop unit that records when it ran and how it ended,
+wall_clock, timers that fire at their due time, a stop unit that records when it ran and how it ended,
 commands that arrive late or never). The real run is in tests/cluster/test_node_agent_cluster.py."""
 
 from __future__ import annotations
 
 import re
 import subprocess
-import time
 
 import pytest
 
@@ -77,27 +76,21 @@ class SimNodes:
         return ok
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    now = [1_800_000_000.0]
-    monkeypatch.setattr(time, "time", lambda: now[0])
-    return now
 
-
-def _cycle(nodes, fault, clock):
-    fault.injected_at = clock[0]
+def _cycle(nodes, fault, wall_clock):
+    fault.injected_at = wall_clock[0]
     fault.inject()
-    clock[0] = max(clock[0], fault.units["start_at"] + 1)  # the timers have fired
+    wall_clock[0] = max(wall_clock[0], fault.units["start_at"] + 1)  # the timers have fired
     fault.revert()
-    fault.reverted_at = clock[0]
+    fault.reverted_at = wall_clock[0]
     fault.verify_reverted()
 
 
-def test_a_stop_that_ran_is_a_window_on_the_nodes_own_record(clock) -> None:
-    nodes = SimNodes(clock, offsets={"cp2": 2.0})
+def test_a_stop_that_ran_is_a_window_on_the_nodes_own_record(wall_clock) -> None:
+    nodes = SimNodes(wall_clock, offsets={"cp2": 2.0})
     fault = EtcdMember(nodes, ["cp1", "cp2"], hold_seconds=30)
     nodes.offsets = {}  # measured 0 at inject here; the records below are on the host's clock
-    _cycle(nodes, fault, clock)
+    _cycle(nodes, fault, wall_clock)
     assert fault.window_not_made() == {}
     assert fault.window_started_at == max(fault.stopped_at.values()) > fault.injected_at
     assert set(fault.kubelet_started_at) == {"cp1", "cp2"} and fault.restarted_at >= fault.units["start_at"]
@@ -108,22 +101,22 @@ def test_a_stop_that_ran_is_a_window_on_the_nodes_own_record(clock) -> None:
     ("stop exited 1", "ended with 1"),
     ("too late", "after the kubelet's start was due"),
 ])
-def test_a_stop_that_never_ran_failed_or_came_too_late_is_no_window(clock, how, why) -> None:
+def test_a_stop_that_never_ran_failed_or_came_too_late_is_no_window(wall_clock, how, why) -> None:
     if how == "exec not possible":
-        nodes = SimNodes(clock, refuse={lambda n, t: n == "cp2" and "-stop" in t and "systemd-run" in t})
+        nodes = SimNodes(wall_clock, refuse={lambda n, t: n == "cp2" and "-stop" in t and "systemd-run" in t})
     else:
-        nodes = SimNodes(clock, stop_rc=1 if how == "stop exited 1" else STOP_TOO_LATE)
+        nodes = SimNodes(wall_clock, stop_rc=1 if how == "stop exited 1" else STOP_TOO_LATE)
     fault = EtcdMember(nodes, ["cp1", "cp2"], hold_seconds=30)
-    _cycle(nodes, fault, clock)
+    _cycle(nodes, fault, wall_clock)
     missing = fault.window_not_made()
     assert "cp2" in missing and why in missing["cp2"], missing
 
 
-def test_every_stop_checks_its_nodes_start_is_still_to_come(clock) -> None:
+def test_every_stop_checks_its_nodes_start_is_still_to_come(wall_clock) -> None:
     # A stop that reaches its node after the node's start fired would stop the kubelet for good.
-    nodes = SimNodes(clock, slow={lambda n, t: n == "cp2" and "-stop" in t and "systemd-run" in t: 15.0})
+    nodes = SimNodes(wall_clock, slow={lambda n, t: n == "cp2" and "-stop" in t and "systemd-run" in t: 15.0})
     fault = EtcdMember(nodes, ["cp1", "cp2"], hold_seconds=11)
-    fault.injected_at = clock[0]
+    fault.injected_at = wall_clock[0]
     fault.inject()
     start = fault.units["start"]
     for node, arrived, script in nodes.stops:
@@ -133,13 +126,13 @@ def test_every_stop_checks_its_nodes_start_is_still_to_come(clock) -> None:
 
 
 @pytest.mark.parametrize("start_fires_during_the_stop", [False, True])
-def test_a_start_that_fires_between_the_check_and_the_stop_is_made_again(clock, tmp_path,
+def test_a_start_that_fires_between_the_check_and_the_stop_is_made_again(wall_clock, tmp_path,
                                                                          start_fires_during_the_stop) -> None:
     # The guard reads the start's record, then stops the kubelet: the start's timer may fire in
     # between (its record written, its kubelet start done before the stop). Run as the node would.
-    nodes = SimNodes(clock)
+    nodes = SimNodes(wall_clock)
     fault = EtcdMember(nodes, ["cp1"], hold_seconds=30)
-    fault.injected_at = clock[0]
+    fault.injected_at = wall_clock[0]
     fault.inject()
     script = nodes.stops[0][2].replace("/run/kdrill-units", str(tmp_path / "run"))
     fires = f"touch {tmp_path}/run/{fault.units['start']}.at" if start_fires_during_the_stop else "true"
@@ -158,21 +151,21 @@ def test_a_start_that_fires_between_the_check_and_the_stop_is_made_again(clock, 
         assert rc == 0 and calls[-1] == "systemctl stop kubelet", calls
 
 
-def test_a_stop_is_not_sent_when_its_node_would_start_again_at_once(clock) -> None:
+def test_a_stop_is_not_sent_when_its_node_would_start_again_at_once(wall_clock) -> None:
     from harness.faults import FaultError
 
-    nodes = SimNodes(clock, slow={lambda n, t: n == "cp2" and "-start" in t: 27.0})
+    nodes = SimNodes(wall_clock, slow={lambda n, t: n == "cp2" and "-start" in t: 27.0})
     fault = EtcdMember(nodes, ["cp1", "cp2"], hold_seconds=30)
-    fault.injected_at = clock[0]
+    fault.injected_at = wall_clock[0]
     with pytest.raises(FaultError, match="would come less than"):
         fault.inject()
     assert nodes.stops == []
 
 
-def test_the_restore_journal_is_asked_on_the_nodes_clock(clock) -> None:
-    nodes = SimNodes(clock, offsets={"cp1": 30.0})
+def test_the_restore_journal_is_asked_on_the_nodes_clock(wall_clock) -> None:
+    nodes = SimNodes(wall_clock, offsets={"cp1": 30.0})
     fault = EtcdMember(nodes, ["cp1"], hold_seconds=30)
-    _cycle(nodes, fault, clock)
+    _cycle(nodes, fault, wall_clock)
     since = fault.kubelet_started_at["cp1"]
     asked = next(" ".join(c) for _, c in nodes.sent if "journalctl" in " ".join(c))
     assert f"--since @{since - 1 + fault.units['clock_offsets']['cp1']:.0f}" in asked, asked

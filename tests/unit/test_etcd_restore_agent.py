@@ -1,5 +1,5 @@
 """etcd-restore held on the nodes (through the node agent), checked without a cluster against
-simulated nodes: a fake clock, timers that fire at their due time and act on each node's data
+simulated nodes: a fake wall_clock, timers that fire at their due time and act on each node's data
 (original, moved aside, restored), no node answering while any control plane is stopped. The
 real run is in tests/cluster/test_node_agent_cluster.py."""
 
@@ -123,12 +123,6 @@ class SimNodes:
         return ok
 
 
-@pytest.fixture
-def clock(monkeypatch):
-    now = [1_800_000_000.0]
-    monkeypatch.setattr(time, "time", lambda: now[0])
-    return now
-
 
 def _fault(nodes, hold=15.0):
     fault = EtcdRestore(nodes, NODES, token="kdrill-restore-1", hold_seconds=hold, snapshot="/tmp/s.db",
@@ -137,8 +131,8 @@ def _fault(nodes, hold=15.0):
     return fault
 
 
-def test_every_restore_is_set_before_any_loss_and_the_ledger_knows_both_first(clock) -> None:
-    nodes = SimNodes(clock)
+def test_every_restore_is_set_before_any_loss_and_the_ledger_knows_both_first(wall_clock) -> None:
+    nodes = SimNodes(wall_clock)
     fault = _fault(nodes)
     seen = []
     fault._checkpoint = lambda: seen.append((dict(fault.units), len(nodes.timers)))
@@ -153,11 +147,11 @@ def test_every_restore_is_set_before_any_loss_and_the_ledger_knows_both_first(cl
     assert "ExecStopPost=/bin/sh -c 'systemctl start kubelet" in next(t for _, t in order if "-restore " in t)
 
 
-def test_held_loss_and_restore_then_the_revert_cleans_up(clock) -> None:
-    nodes = SimNodes(clock)
+def test_held_loss_and_restore_then_the_revert_cleans_up(wall_clock) -> None:
+    nodes = SimNodes(wall_clock)
     fault = _fault(nodes)
     fault.inject()
-    clock[0] = fault.restore_started_at + 5  # both due: the nodes did the rest
+    wall_clock[0] = fault.restore_started_at + 5  # both due: the nodes did the rest
     fault.revert()
     assert fault.outcomes == dict.fromkeys(NODES, RESTORED) and fault.step == "restored"
     assert set(nodes.data.values()) == {"restored"} and fault.returned_everywhere is None
@@ -171,11 +165,11 @@ def test_held_loss_and_restore_then_the_revert_cleans_up(clock) -> None:
         "restored from the snapshot"
 
 
-def test_outcomes_that_differ_put_the_original_data_back_everywhere(clock) -> None:
-    nodes = SimNodes(clock, etcdutl_fails={"cp2"})
+def test_outcomes_that_differ_put_the_original_data_back_everywhere(wall_clock) -> None:
+    nodes = SimNodes(wall_clock, etcdutl_fails={"cp2"})
     fault = _fault(nodes)
     fault.inject()
-    clock[0] = fault.restore_started_at + 5
+    wall_clock[0] = fault.restore_started_at + 5
     fault.revert()
     assert fault.outcomes == {"cp1": RESTORED, "cp2": RETURNED, "cp3": RESTORED}
     assert fault.step != "restored" and "'cp2': 10" in fault.returned_everywhere
@@ -184,8 +178,8 @@ def test_outcomes_that_differ_put_the_original_data_back_everywhere(clock) -> No
     assert returns == NODES
 
 
-def test_a_revert_before_the_loss_is_due_cancels_everything(clock) -> None:
-    nodes = SimNodes(clock)
+def test_a_revert_before_the_loss_is_due_cancels_everything(wall_clock) -> None:
+    nodes = SimNodes(wall_clock)
     fault = _fault(nodes)
     fault.inject()
     fault.revert()  # at once: the losses are still seconds away
@@ -193,44 +187,44 @@ def test_a_revert_before_the_loss_is_due_cancels_everything(clock) -> None:
     assert set(nodes.data.values()) == {"original"}
 
 
-def test_losses_not_all_set_in_time_are_cancelled_and_nothing_is_lost(clock) -> None:
-    nodes = SimNodes(clock, step_seconds=0.9)  # a slow channel: the losses could not all be set in time
+def test_losses_not_all_set_in_time_are_cancelled_and_nothing_is_lost(wall_clock) -> None:
+    nodes = SimNodes(wall_clock, step_seconds=0.9)  # a slow channel: the losses could not all be set in time
     fault = _fault(nodes)
     with pytest.raises(FaultError, match="could not all be set"):
         fault.inject()
     assert fault.units["cancelled_at"] and not nodes.timers, "no loss set, every restore cancelled"
     fault.revert()
-    clock[0] = fault.restore_started_at + 5
+    wall_clock[0] = fault.restore_started_at + 5
     nodes.node_exec("cp1", ["true"])  # anything due would fire now
     assert set(nodes.data.values()) == {"original"} and not any(u.endswith("-loss") for _, u, _ in nodes.fired)
 
 
-def test_a_revert_while_the_members_are_lost_waits_for_the_nodes_restore(clock) -> None:
-    nodes = SimNodes(clock)
+def test_a_revert_while_the_members_are_lost_waits_for_the_nodes_restore(wall_clock) -> None:
+    nodes = SimNodes(wall_clock)
     fault = _fault(nodes, hold=20.0)
     fault.inject()
-    clock[0] = fault.lost_at + 1  # lost: nothing answers until the nodes restore
+    wall_clock[0] = fault.lost_at + 1  # lost: nothing answers until the nodes restore
     with pytest.raises(ProviderError):
         nodes.node_exec("cp1", ["true"])
     fault.revert()  # polls until its due time passes (the fake clock moves with each ask)
     assert fault.outcomes == dict.fromkeys(NODES, RESTORED)
 
 
-def test_recover_rebuilds_the_held_fault_from_its_ledger_entry(clock) -> None:
-    nodes = SimNodes(clock)
+def test_recover_rebuilds_the_held_fault_from_its_ledger_entry(wall_clock) -> None:
+    nodes = SimNodes(wall_clock)
     fault = _fault(nodes)
     fault.inject()
     again = EtcdRestore.from_target(nodes, fault.target())
     assert again.units == fault.units and again.step == "held"
-    clock[0] = fault.restore_started_at + 5
+    wall_clock[0] = fault.restore_started_at + 5
     again.revert()
     assert again.step == "restored"
 
 
-def _scripts(clock, tmp_path):
+def _scripts(wall_clock, tmp_path):
     """The loss and restore scripts as a node would run them, with the node's paths moved under
     ``tmp_path`` and systemctl, crictl and etcdutl stubs first on the PATH."""
-    nodes = SimNodes(clock)
+    nodes = SimNodes(wall_clock)
     fault = _fault(nodes)
     fault.inject()
     bin_dir = tmp_path / "bin"
@@ -255,8 +249,8 @@ def _scripts(clock, tmp_path):
     return run, root
 
 
-def test_on_a_node_the_loss_moves_the_data_aside_and_the_restore_replaces_it(clock, tmp_path) -> None:
-    run, root = _scripts(clock, tmp_path)
+def test_on_a_node_the_loss_moves_the_data_aside_and_the_restore_replaces_it(wall_clock, tmp_path) -> None:
+    run, root = _scripts(wall_clock, tmp_path)
     assert run("loss") == 0
     assert (root / "var/lib/etcd-kdrill-lost/member/db").read_text() == "original"
     assert not (root / "var/lib/etcd/member").exists()
@@ -265,8 +259,8 @@ def test_on_a_node_the_loss_moves_the_data_aside_and_the_restore_replaces_it(clo
     assert (root / "var/lib/etcd-kdrill-lost/member/db").exists(), "the original kept until the revert"
 
 
-def test_on_a_node_a_loss_after_its_restore_began_changes_nothing(clock, tmp_path) -> None:
-    run, root = _scripts(clock, tmp_path)
+def test_on_a_node_a_loss_after_its_restore_began_changes_nothing(wall_clock, tmp_path) -> None:
+    run, root = _scripts(wall_clock, tmp_path)
     assert run("restore") == NOTHING_LOST
     assert run("loss") == LOSS_TOO_LATE
     assert (root / "var/lib/etcd/member/db").read_text() == "original"
@@ -274,22 +268,22 @@ def test_on_a_node_a_loss_after_its_restore_began_changes_nothing(clock, tmp_pat
     assert not log.exists() or "stop kubelet" not in log.read_text(), "the kubelet was never stopped"
 
 
-def test_a_hold_too_short_for_the_loss_to_end_is_refused_before_anything_is_set(clock) -> None:
-    nodes = SimNodes(clock)
+def test_a_hold_too_short_for_the_loss_to_end_is_refused_before_anything_is_set(wall_clock) -> None:
+    nodes = SimNodes(wall_clock)
     fault = _fault(nodes, hold=2.0)
     with pytest.raises(FaultError, match="at least 5"):
         fault.inject()
     assert not nodes.sent and not any(nodes.files.values())
 
 
-def test_a_restore_that_failed_everywhere_leaves_the_originals_and_the_clean_up_moves_no_data(clock) -> None:
+def test_a_restore_that_failed_everywhere_leaves_the_originals_and_the_clean_up_moves_no_data(wall_clock) -> None:
     # Each node put its own original back (etcdutl not executable, in the first run through the
     # agent): one cluster, as before the loss; nothing more to move, and no data moved while the
     # kubelets run.
-    nodes = SimNodes(clock, etcdutl_fails=set(NODES))
+    nodes = SimNodes(wall_clock, etcdutl_fails=set(NODES))
     fault = _fault(nodes)
     fault.inject()
-    clock[0] = fault.restore_started_at + 5
+    wall_clock[0] = fault.restore_started_at + 5
     fault.revert()
     assert fault.outcomes == dict.fromkeys(NODES, RETURNED) and fault.returned_everywhere is None
     assert not any("kdrill-etcd-return-" in t for _, t in nodes.sent)
@@ -299,13 +293,13 @@ def test_a_restore_that_failed_everywhere_leaves_the_originals_and_the_clean_up_
     assert all("rmdir /var/lib/etcd-kdrill-lost 2>/dev/null" in t for t in cleanups), "only an empty one goes"
 
 
-def test_recover_after_a_clean_up_cut_short_uses_the_outcomes_already_acted_on(clock) -> None:
+def test_recover_after_a_clean_up_cut_short_uses_the_outcomes_already_acted_on(wall_clock) -> None:
     # The clean-up removes each node's records of its units; a recover after it failed on one
     # node must not wait for records that are gone (seen in the first run through the agent).
-    nodes = SimNodes(clock)
+    nodes = SimNodes(wall_clock)
     fault = _fault(nodes)
     fault.inject()
-    clock[0] = fault.restore_started_at + 5
+    wall_clock[0] = fault.restore_started_at + 5
     fault.revert()
     nodes.rc.clear()
     again = EtcdRestore.from_target(nodes, fault.target())
