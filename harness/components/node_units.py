@@ -60,9 +60,9 @@ def schedule(cluster: Cluster, node: str, unit: str, script: str, at: float, run
     the transient service ``unit`` with a timer, killed after ``runtime_max_seconds``.
     ``stop_post``: a command systemd runs after the script however it ended. With it or with
     ``record_exit`` the script's exit status is recorded, read with :func:`exit_status` (as for
-    :func:`run_now`). Returns the
-    seconds the timer was set to. Raises UnitError when ``at`` is less than MIN_LEAD_SECONDS away
-    or the unit cannot be made, ProviderError/NoNodeAccess from the node channel."""
+    :func:`run_now`). Returns the seconds the timer was set to. Raises UnitError when ``at`` is
+    less than MIN_LEAD_SECONDS away or the unit cannot be made, ProviderError/NoNodeAccess from
+    the node channel."""
     check_name(unit)
     _unexpanded(script)
     lead = at - time.time()
@@ -127,9 +127,10 @@ def run_now(cluster: Cluster, node: str, unit: str, script: str, runtime_max_sec
 
 
 def exit_status(cluster: Cluster, node: str, unit: str) -> int | str | None:
-    """How a unit started by :func:`run_now` (or scheduled with a ``stop_post``) ended: its
-    script's exit status, or, when systemd ended it first (``RuntimeMaxSec``), ``"ended by systemd: RESULT"``; None while it runs (or if
-    it never started). Raises ProviderError/NoNodeAccess when the node cannot be reached."""
+    """How a unit started by :func:`run_now` (or scheduled with ``stop_post`` or ``record_exit``)
+    ended: its script's exit status, or, when systemd ended it first (``RuntimeMaxSec``),
+    ``"ended by systemd: RESULT"``; None while it runs (or if it never started). Raises
+    ProviderError/NoNodeAccess when the node cannot be reached."""
     out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{check_name(unit)}.rc 2>/dev/null; true"],
                             timeout_seconds=30).stdout.strip()
     return int(out) if out.isdigit() else (out or None)
