@@ -92,6 +92,22 @@ def test_etcd_member_loss(drill):
         via = via or etcd.running_member_node(cluster, control_plane)
         return sum(etcd.endpoint_health(cluster, via, endpoints).values())
 
+    def read_health(via: str, reads: list[dict], since: float) -> int:
+        """:func:`healthy_count` through ``via``, each answer (per endpoint, or the error) and when
+        (seconds after epoch ``since``) appended to ``reads``. Raises what healthy_count raises."""
+        asked = time.time()
+        try:
+            health = etcd.endpoint_health(cluster, via, endpoints)
+        except Exception as exc:
+            reads.append({"t": round(asked - since, 2), "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+            raise
+        reads.append({"t": round(asked - since, 2), "took": round(time.time() - asked, 2),
+                      "healthy": {node_name(e): ok for e, ok in health.items()}})
+        return sum(health.values())
+
+    def node_name(endpoint: str) -> str:
+        return next((node for node, e in endpoint_of.items() if e == endpoint), endpoint)
+
     def current_leader() -> str | None:
         """The leader's member id, asked until a node answers (through the node agent a command
         can meet, for a few seconds, the API server beside a member just stopped or restarted)."""
@@ -129,8 +145,10 @@ def test_etcd_member_loss(drill):
                             elected = wait_until(new_leader, 30, interval_seconds=0.25)
                             drill.observe("leader_seen_by_polling_seconds",
                                           elected.became_true_at - fault.injected_at if elected.ok else None)
-                        health = wait_until(lambda: healthy_count(via) == n - 1, 30)
+                        reads: list[dict] = []  # each read's answer, for the record: a failed prediction says why
+                        health = wait_until(lambda: read_health(via, reads, fault.injected_at) == n - 1, 30)
                         drill.observe(f"one_down_{role}_healthy_members", n - 1 if health.ok else f"not {n - 1} within 30 s")
+                        drill.observe(f"one_down_{role}_health_reads", reads[-20:])
                         if role == "follower":
                             drill.measure("one_down_health_as_predicted", health.ok,
                                           detail=f"{n - 1} of {n} endpoints healthy with {target} stopped (predicted {n - 1})",

@@ -21,10 +21,13 @@ _STDIN, _STDOUT, _STDERR = 0, 1, 2
 # How long a read-only command's exec may take to be set up (its websocket handshake): the client
 # library sets no timeout on it, and an API server whose etcd member is down holds it until the
 # member returns (19.3 s seen, through kind's load balancer, which had sent the connection there
-# before its health check took that API server out). A deadline, not a measurement: a handshake
-# takes 0.1 to 0.3 s here. Only for commands that change nothing: an abandoned handshake may
-# still start its command later.
-READ_ONLY_CONNECT_SECONDS = 10.0
+# before its health check took that API server out). A deadline, not a measurement: a read-only
+# exec of `true` through the node agent took 0.06 to 0.13 s here, handshake included (30 on an
+# idle cluster, 2026-12-05); 3 s is over 20 times that. It was 10 s: in one CI run two such waits
+# filled a 20 s window in which etcd-member-loss had to read its members' health (the callers ask
+# again, and another try goes to another API server). Only for commands that change nothing: an
+# abandoned handshake may still start its command later.
+READ_ONLY_CONNECT_SECONDS = 3.0
 V5_PROTOCOL = "v5.channel.k8s.io"  # the exec protocol that can end a command's standard input
 
 

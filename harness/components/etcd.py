@@ -82,15 +82,20 @@ def etcdctl(cluster: Cluster, via_node: str, endpoints: list[str], *args: str, t
 
 
 def endpoint_health(cluster: Cluster, via_node: str, endpoints: list[str]) -> dict[str, bool]:
-    """endpoint -> healthy (a linearizable read through that member succeeded: needs quorum)."""
+    """endpoint -> healthy (a linearizable read through that member succeeded: needs quorum).
+    Raises ProviderError when etcdctl's answer does not name every endpoint (the command cut
+    short, or its exec: an unanswered endpoint is unknown, not unhealthy)."""
     result = etcdctl(cluster, via_node, endpoints, "endpoint", "health", "-w", "json", read_only=True)
     try:
         entries = json.loads(result.stdout or "[]")
     except json.JSONDecodeError:
         entries = []
-    health = {e: False for e in endpoints}
-    for entry in entries:
-        health[entry["endpoint"]] = bool(entry.get("health"))
+    health = {entry["endpoint"]: bool(entry.get("health")) for entry in entries
+              if isinstance(entry, dict) and entry.get("endpoint") in endpoints}
+    if set(health) != set(endpoints):
+        raise ProviderError(f"etcdctl endpoint health through {via_node} answered for {len(health)} of "
+                            f"{len(endpoints)} endpoints (exit {result.returncode}): "
+                            f"{(result.stderr or result.stdout).strip()[-300:]}")
     return health
 
 

@@ -169,3 +169,29 @@ def test_the_restore_journal_is_asked_on_the_nodes_clock(wall_clock) -> None:
     since = fault.kubelet_started_at["cp1"]
     asked = next(" ".join(c) for _, c in nodes.sent if "journalctl" in " ".join(c))
     assert f"--since @{since - 1 + fault.units['clock_offsets']['cp1']:.0f}" in asked, asked
+
+
+def test_an_etcdctl_answer_that_leaves_an_endpoint_out_is_no_health_count() -> None:
+    # A cut exec gives no output: every endpoint read as unhealthy once, a count no member gave.
+    from harness.components import etcd
+
+    endpoints = ["https://a:2379", "https://b:2379", "https://c:2379"]
+
+    class Answer(SimNodes):
+        def __init__(self, stdout, code=0):
+            super().__init__([0.0])
+            self.stdout, self.code = stdout, code
+
+        def node_exec(self, node, command, timeout_seconds=60, check=True, stdin=None, read_only=False):
+            if "endpoint" in command:
+                return subprocess.CompletedProcess(command, self.code, self.stdout, "cut")
+            return subprocess.CompletedProcess(command, 0, "etcd-cid\n", "")
+
+    two_of_three = '[{"endpoint": "https://a:2379", "health": true}, {"endpoint": "https://b:2379", "health": true},' \
+                   ' {"endpoint": "https://c:2379", "health": false}]'
+    assert etcd.endpoint_health(Answer(two_of_three, 1), "cp1", endpoints) == {
+        "https://a:2379": True, "https://b:2379": True, "https://c:2379": False}
+    with pytest.raises(ProviderError, match="answered for 0 of 3 endpoints"):
+        etcd.endpoint_health(Answer("", -1), "cp1", endpoints)
+    with pytest.raises(ProviderError, match="answered for 1 of 3"):
+        etcd.endpoint_health(Answer('[{"endpoint": "https://a:2379", "health": true}]'), "cp1", endpoints)
