@@ -44,9 +44,9 @@ def _ss_address(ip: str) -> str:
 def flows_through(cluster: Cluster, node: str, cluster_ip: str, port: int) -> list[Flow]:
     """The ESTABLISHED TCP connections tracked on ``node`` whose destination was
     ``cluster_ip:port``, from every network namespace on the node (pods' too). Raises
-    NoNodeAccess, proc.CommandFailed when conntrack fails, or ValueError for a line it printed
-    that has no original and reply tuple (a format this parser does not know: never taken as
-    "no connection")."""
+    NoNodeAccess, ProviderError when conntrack fails (Cluster.node_exec), or ValueError for a
+    line it printed that has no original and reply tuple (a format this parser does not know:
+    never taken as "no connection")."""
     out = cluster.node_exec(node, ["conntrack", "-L", "-p", "tcp", "--orig-dst", cluster_ip,
                                    "--orig-port-dst", str(port), "--state", "ESTABLISHED"],
                             timeout_seconds=NODE_COMMAND_SECONDS).stdout
@@ -72,7 +72,7 @@ def flows_through(cluster: Cluster, node: str, cluster_ip: str, port: int) -> li
 def host_sockets(cluster: Cluster, node: str, cluster_ip: str, port: int) -> set[tuple[str, int]]:
     """(local address, local port) of the TCP sockets in ``node``'s host network namespace
     connected to ``cluster_ip:port`` (``ss``): kube-apiserver's, not the node's pods'. Raises
-    NoNodeAccess or proc.CommandFailed."""
+    NoNodeAccess or ProviderError (Cluster.node_exec)."""
     out = cluster.node_exec(node, ["ss", "-tnH", "dst", _ss_address(cluster_ip), "dport", "=", f":{port}"],
                             timeout_seconds=NODE_COMMAND_SECONDS).stdout
     sockets = set()
@@ -90,7 +90,7 @@ def cut(cluster: Cluster, node: str, cluster_ip: str, port: int, sockets: list[t
     and port; ``ss -K``, the kernel's SOCK_DESTROY): the process holding one sees its connection
     aborted at once, as when the pod at the other end is gone, and connects again through
     kube-proxy's current rules. Returns how many sockets were destroyed. Raises NoNodeAccess or
-    proc.CommandFailed."""
+    ProviderError (Cluster.node_exec)."""
     if not sockets:
         return 0
     terms: list[str] = []
