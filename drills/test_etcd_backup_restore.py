@@ -64,7 +64,7 @@ def _restart_kubelet(cluster, node: str) -> None:
     """``systemctl restart kubelet`` on ``node`` as a unit of its own, waited for: through the node
     agent the restart cuts the very exec that asks for it. Raises RuntimeError."""
     unit = f"kdrill-kubelet-restart-{int(time.time() * 1000) % 10**8}"
-    cut = node_units.run_now(cluster, node, unit, "systemctl restart kubelet", 60)
+    cut = node_units.run_now(cluster, node, unit, "systemctl restart kubelet", 60, stop_post="systemctl start kubelet")
     ended = wait_until(lambda: node_units.ended(cluster, node, unit), 90, interval_seconds=1.0)
     if not ended.ok or ended.value != (0,):
         raise RuntimeError(f"restarting the kubelet on {node}: {ended.value if ended.ok else 'no outcome'}"

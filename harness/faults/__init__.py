@@ -474,6 +474,9 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
                     f"not tried: the API server of cluster {cluster.name} does not answer "
                     f"({silence}); bring the cluster back (or delete it) and run kdrill recover again")
             fault = kind.from_target(cluster, entry.target)
+            # What the revert learns on the way (etcd-restore: the outcomes it acted on) is kept,
+            # as in the drill's own revert: a later recover must not redo it from what is gone.
+            fault._checkpoint = lambda f=fault, e=entry: ledger.update(e.id, **f.target())
             try:
                 revert_and_verify(fault, ledger, entry.id)
             finally:

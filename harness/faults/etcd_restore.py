@@ -30,7 +30,10 @@ outcome once it answers; if they differ (one restored, another returned or never
 members would belong to two clusters, so every node's original data is moved back, one node
 at a time as a unit of its own (each leaves a quorum for the exec to the next). A revert before
 ``lost_at`` cancels the losses where it can, and the restores where every loss was cancelled.
-Through docker the steps are sent when they happen, as before.
+It needs an odd number of control-plane nodes (outcomes that differ then still leave one side a
+quorum to reach the nodes through), and, as through docker, etcd's data on the filesystem of
+/var/lib (moving it aside is then a rename, never a copy). Through docker the steps are sent
+when they happen, as before.
 
 Sources: "Operating etcd clusters for Kubernetes", Restoring an etcd cluster
 (https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#restoring-an-etcd-cluster);
@@ -74,6 +77,8 @@ UNIT_RUNTIME_MAX_SECONDS = 240
 # A deadline, not a measurement: every node's restore outcome readable after its due time (the
 # API accepted a write 16.2 s after the restore was due, through the agent here).
 OUTCOME_DEADLINE_SECONDS = 300
+# A restore with no record of starting this long after its due time, and no timer left, never ran.
+NEVER_RAN_GRACE_SECONDS = 30
 # A deadline, not a measurement: a node answering its clean-up once the control plane is back.
 CLEAN_UP_DEADLINE_SECONDS = 120
 # The restore unit's exit status: its member restored, or not (UNLOCKED: its lock could not be taken).
@@ -103,12 +108,21 @@ def restore_command(snapshot: str, name: str, peer_url: str, initial_cluster: st
             f"rm -rf {DATA}/member && mv {RESTORING}/member {DATA}/member && rm -rf {RESTORING}")
 
 
+# The node's running etcd containers, or exit 5 when the runtime does not answer: an unanswered
+# listing must not read as "etcd is not running" before data is moved.
+ETCD_RUNNING = "ids=$(crictl --timeout 30s ps -q --state Running --name '^etcd$') || exit 5"
+
+
 def return_original_script() -> str:
     """On one node: the original data back in place of whatever is there (if any was moved
-    aside), the control plane restarted on it. Stops the kubelet: run as a unit of its own."""
+    aside), the control plane restarted on it; exit 0 only when the data is back (or was never
+    moved), 4 when etcd still ran (nothing moved), 5 when the move failed or the runtime did not
+    answer. Stops the kubelet: run as a unit of its own, with the kubelet's start after it."""
     return (static_pods.stop_kubelet_and_kill_script(static_pods.CONTROL_PLANE_COMPONENTS) + "; "
-            f"if [ -d {LOST}/member ]; then rm -rf {RESTORING} {DATA}/member && mv {LOST}/member {DATA}/member; fi; "
-            "systemctl start kubelet")
+            "rc=0; ids=$(crictl --timeout 30s ps -q --state Running --name '^etcd$') || rc=5; "
+            f"if [ $rc -eq 0 ] && [ -d {LOST}/member ]; then if [ -n \"$ids\" ]; then rc=4; else "
+            f"{{ rm -rf {RESTORING} {DATA}/member && mv {LOST}/member {DATA}/member; }} || rc=5; fi; fi; "
+            "systemctl start kubelet; exit $rc")
 
 
 class EtcdRestore(Fault):
@@ -201,6 +215,13 @@ class EtcdRestore(Fault):
         ProviderError, LookupError."""
         members = {}
         for node in self.nodes:
+            # Moving the data aside must be a rename: across filesystems mv copies, and a copy cut
+            # short would be taken for the original.
+            same = self.cluster.node_exec(node, ["sh", "-c", f'[ "$(stat -c %d {DATA})" = "$(stat -c %d /var/lib)" ]'],
+                                          check=False)
+            if same.returncode != 0:
+                raise FaultError(f"etcd-restore: on {node} {DATA} is not on the filesystem of /var/lib: moving the "
+                                 "member's data aside would copy it; this drill does not run there")
             self.cluster.copy_to_node(node, snapshot, SNAPSHOT_ON_NODE)
             self.cluster.copy_to_node(node, etcdutl, ETCDUTL_ON_NODE)
             self.cluster.node_exec(node, ["chmod", "0755", ETCDUTL_ON_NODE])  # the node agent's copy keeps no mode
@@ -219,6 +240,11 @@ class EtcdRestore(Fault):
         if self.hold_seconds is None or not self.snapshot or not self.etcdutl:
             raise FaultError("through the node agent etcd-restore needs hold_seconds, the snapshot and etcdutl: the "
                              "whole restore is set on the nodes before the loss")
+        if len(self.nodes) % 2 == 0:
+            # Outcomes that differ (one restored, one not) would leave no side with a quorum, so
+            # no API server, and nothing could be sent to the nodes to put them back together.
+            raise FaultError(f"through the node agent etcd-restore needs an odd number of control-plane nodes, got "
+                             f"{len(self.nodes)}: with outcomes that differ no side would keep a quorum")
         if float(self.hold_seconds) < MIN_HELD_HOLD_SECONDS:
             raise FaultError(f"through the node agent etcd-restore needs lost_hold_seconds of at least "
                              f"{MIN_HELD_HOLD_SECONDS:g} (the loss must be done before the restore is due), got "
@@ -251,7 +277,7 @@ class EtcdRestore(Fault):
         # The loss runs only while its node's restore is still to come.
         loss = (locked + f"[ ! -e {node_units.STATE_DIR}/{self.units['restore']}.at ] || exit {LOSS_TOO_LATE}; "
                 + static_pods.stop_kubelet_and_kill_script(static_pods.CONTROL_PLANE_COMPONENTS)
-                + f"; [ -z \"$(crictl ps -q --state Running --name '^etcd$')\" ] || exit 4; "
+                + f"; {ETCD_RUNNING}; [ -z \"$ids\" ] || exit 4; "
                 f"rm -rf {LOST} && mkdir -p {LOST} && mv {DATA}/member {LOST}/member")
         # Setting every loss, and cancelling those set should one come too late, must end before the first is due.
         needed = 2 * len(self.nodes) * slowest + MIN_LOSS_LEAD_SECONDS
@@ -276,6 +302,8 @@ class EtcdRestore(Fault):
         for node in nodes:
             try:
                 node_units.cancel(self.cluster, node, [self.units["loss"]])
+                if self.units["loss"] in node_units.pending(self.cluster, node):
+                    cancelled = False  # still set: its restore must stay
             except Exception:  # noqa: BLE001 - its loss may still fire: its restore must stay
                 cancelled = False
         if not cancelled or (nodes and time.time() >= self.units["lost_at"]):
@@ -314,6 +342,8 @@ class EtcdRestore(Fault):
         has one, with its loss's record. Raises what the node channel raises (nothing answers
         before the restore)."""
         outcome = node_units.ended(self.cluster, node, self.units["restore"])
+        if outcome is None and time.time() > self.units["restore_at"] + NEVER_RAN_GRACE_SECONDS:
+            outcome = self._never_ran(node)
         if outcome is not None:
             offset = (self.units.get("clock_offsets") or {}).get(node, 0.0)
             lost = node_units.started_at(self.cluster, node, self.units["loss"], offset)
@@ -321,6 +351,18 @@ class EtcdRestore(Fault):
                 self.lost_recorded_at[node] = lost
             self.loss_status[node] = node_units.exit_status(self.cluster, node, self.units["loss"])
         return outcome
+
+    def _never_ran(self, node: str) -> tuple[int | str] | None:
+        """Well past its due time, a restore that never started on ``node`` (no record of it, no
+        timer left: kdrill stopped before setting it there): NOTHING_LOST when no data is aside
+        there, else a string saying so (the originals then go back everywhere). None while it may
+        still run."""
+        if node_units.started_at(self.cluster, node, self.units["restore"]) is not None:
+            return None  # it runs: its exit status comes
+        if self.units["restore"] in node_units.pending(self.cluster, node):
+            return None
+        aside = self.cluster.node_exec(node, ["sh", "-c", f"[ -d {LOST}/member ]"], check=False).returncode == 0
+        return ("never ran, with the member's data aside",) if aside else (NOTHING_LOST,)
 
     def _revert_held(self) -> None:
         """The revert through the node agent (module doc): the losses cancelled if none is due

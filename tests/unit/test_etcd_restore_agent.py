@@ -39,6 +39,7 @@ class SimNodes:
         self.files: dict[str, set[str]] = {n: set() for n in NODES}
         self.sent: list[tuple[str, str]] = []
         self.units_set: dict[str, list[str]] = {}  # "loss"/"restore" -> the last systemd-run command
+        self.cancel_ignored = False  # systemctl stop of a timer that leaves it set
         self.name = "fake"
 
     def require_node_access(self, why, level="exec"):
@@ -106,8 +107,11 @@ class SimNodes:
             return subprocess.CompletedProcess(command, -1, "", "")
         if text.startswith("sh -c systemctl stop"):  # cancel
             for unit in re.findall(r"(kdrill-[a-z0-9-]+)\.timer", text):
-                self.timers.pop((node, unit), None)
+                if not self.cancel_ignored:
+                    self.timers.pop((node, unit), None)
             return ok
+        if text == "sh -c [ -d /var/lib/etcd-kdrill-lost/member ]":
+            return subprocess.CompletedProcess(command, 0 if self.data[node] == "aside" else 1, "", "")
         if command[:2] == ["systemctl", "list-timers"]:
             return subprocess.CompletedProcess(command, 0, "".join(f"x y {u}.timer z\n" for n, u in self.timers
                                                                    if n == node), "")
@@ -305,3 +309,74 @@ def test_recover_after_a_clean_up_cut_short_uses_the_outcomes_already_acted_on(w
     again = EtcdRestore.from_target(nodes, fault.target())
     again.revert()
     assert again.outcomes == dict.fromkeys(NODES, RESTORED) and again.step == "restored"
+
+
+def test_an_even_control_plane_is_refused_before_anything_is_set(wall_clock) -> None:
+    nodes = SimNodes(wall_clock)
+    fault = EtcdRestore(nodes, NODES[:2], token="t", hold_seconds=15.0, snapshot="/tmp/s.db", etcdutl="/tmp/e")
+    with pytest.raises(FaultError, match="odd number of control-plane nodes"):
+        fault.inject()
+    assert not nodes.sent
+
+
+def test_a_restore_never_set_on_a_node_does_not_wedge_the_revert(wall_clock) -> None:
+    # kdrill stopped before setting cp3's units: cp3 has no record and no timer, and its data in place.
+    nodes = SimNodes(wall_clock)
+    fault = _fault(nodes)
+    fault.inject()
+    for unit in (fault.units["loss"], fault.units["restore"]):
+        nodes.timers.pop(("cp3", unit))
+    wall_clock[0] = fault.restore_started_at + 40  # past its grace: a restore due then has started
+    fault.revert()
+    assert fault.outcomes == {"cp1": RESTORED, "cp2": RESTORED, "cp3": NOTHING_LOST}
+    assert fault.returned_everywhere and set(nodes.data.values()) == {"original"}
+
+
+def test_a_cancel_that_leaves_a_loss_set_keeps_every_restore(wall_clock) -> None:
+    nodes = SimNodes(wall_clock)
+    fault = _fault(nodes)
+    fault.inject()
+    nodes.cancel_ignored = True
+    fault.revert()  # before the losses are due, but they stay set: the restores must stay too
+    assert "cancelled_at" not in fault.units and fault.outcomes == dict.fromkeys(NODES, RESTORED)
+
+
+def _shell(tmp_path, script, crictl="true", aside=True):
+    """Run a node script with the node's paths under ``tmp_path`` and stubs for systemctl and
+    crictl; returns (exit status, the data directory's content or None, what is aside or None)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in {"systemctl": f'echo "systemctl $*" >> {tmp_path}/log', "crictl": crictl}.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    root = tmp_path / "node"
+    (root / "var/lib/etcd").mkdir(parents=True, exist_ok=True)
+    if aside:
+        (root / "var/lib/etcd-kdrill-lost/member").mkdir(parents=True)
+        (root / "var/lib/etcd-kdrill-lost/member/db").write_text("original")
+    else:
+        (root / "var/lib/etcd/member").mkdir(parents=True)
+        (root / "var/lib/etcd/member/db").write_text("original")
+    text = script.replace("/run/kdrill-units", str(root / "run")).replace("/var/lib/", f"{root}/var/lib/")
+    rc = subprocess.run(["sh", "-c", text], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, timeout=20).returncode
+    data, lost = root / "var/lib/etcd/member/db", root / "var/lib/etcd-kdrill-lost/member/db"
+    return rc, data.read_text() if data.exists() else None, lost.read_text() if lost.exists() else None
+
+
+@pytest.mark.parametrize("crictl, rc, data, lost", [
+    ("true", 0, "original", None),  # etcd not running: the original back
+    ("echo etcd-cid", 4, None, "original"),  # etcd still runs: nothing moved
+    ("exit 1", 5, None, "original"),  # the runtime does not answer: nothing moved
+])
+def test_putting_the_original_back_moves_nothing_beside_a_running_or_unknown_etcd(tmp_path, crictl, rc, data, lost):
+    got = _shell(tmp_path, return_original_script(), crictl=crictl)
+    assert got == (rc, data, lost)
+    assert (tmp_path / "log").read_text().splitlines()[-1] == "systemctl start kubelet"
+
+
+def test_a_loss_whose_runtime_does_not_answer_moves_nothing(wall_clock, tmp_path) -> None:
+    nodes = SimNodes(wall_clock)
+    fault = _fault(nodes)
+    fault.inject()
+    got = _shell(tmp_path, nodes.units_set["loss"][-1], crictl="exit 1", aside=False)
+    assert got == (5, "original", None)

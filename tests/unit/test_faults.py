@@ -518,3 +518,22 @@ def test_api_silence_is_none_as_soon_as_the_api_server_answers_with_any_status(t
     cluster = Forbidding(name="k", provider="existing", kubeconfig=tmp_path / "k", context="c", node_access=False)
     started = time.monotonic()
     assert api_silence(cluster, seconds=30) is None and time.monotonic() - started < 1
+
+
+def test_what_a_revert_under_recover_learns_is_kept_for_the_next_recover(cluster, ledger, monkeypatch):
+    # etcd-restore's revert records the outcomes it acted on, then cleans the nodes' own records
+    # of them: a revert cut after that must leave them in the ledger (a safety review: under
+    # recover, checkpoint() wrote nothing).
+    import harness.faults as faults
+
+    class Learns(Flag):
+        def revert(self):
+            self.name = "learned"
+            self.checkpoint()
+            raise RuntimeError("cut after acting")
+
+    monkeypatch.setattr(faults, "fault_class", lambda kind: Learns)
+    entry = ledger.record("flag", cluster=cluster.describe(), target={"name": "j", "verify_ok": True})
+    [result] = recover(ledger, lambda c: cluster)
+    assert not result["reverted"] and "cut after acting" in result["error"]
+    assert ledger.get(entry.id).target["name"] == "learned"
