@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness import resources
+from harness.faults import Fault
 from harness.providers import Cluster, NoNodeAccess
 from harness.providers.node_agent import LIFETIME_SECONDS, NAMESPACE, pod_manifest, pod_name
 from harness.scenario import load_scenarios
@@ -23,6 +24,34 @@ def cluster(channel: str) -> Cluster:
     if channel == "agent":
         c.node_agent = object()
     return c
+
+
+class Nothing(Fault):
+    """A stand-in fault that does nothing (the recover protocol around it is what is tested)."""
+
+    kind = "nothing"
+
+    def target(self):
+        return {}
+
+    def inject(self):
+        pass
+
+    def revert(self):
+        pass
+
+    def verify_reverted(self):
+        pass
+
+    @classmethod
+    def from_target(cls, cluster, target):
+        return cls(cluster)
+
+
+class OnNodes(Nothing):
+    kind = "on-nodes"
+    needs_node_access = True
+    node_access_level = "exec"
 
 
 @pytest.mark.parametrize("node", ["kdrill-ha-control-plane", "ip-10-0-1-23.eu-west-1.compute.internal",
@@ -200,31 +229,7 @@ def test_recovers_retry_pass_looks_a_cluster_up_again(tmp_path, monkeypatch, cap
     import harness.providers.existing as existing
     import harness.providers.node_agent as node_agent
     from harness.cli import cmd_recover
-    from harness.faults import Fault
     from harness.ledger import Ledger
-
-    class Nothing(Fault):
-        kind = "nothing"
-
-        def target(self):
-            return {}
-
-        def inject(self):
-            pass
-
-        def revert(self):
-            pass
-
-        def verify_reverted(self):
-            pass
-
-        @classmethod
-        def from_target(cls, cluster, target):
-            return cls(cluster)
-
-    class OnNodes(Nothing):
-        needs_node_access = True
-        node_access_level = "exec"
 
     asked = []
 
@@ -316,7 +321,6 @@ def test_recover_removes_a_node_agent_it_started_itself_and_only_that(tmp_path, 
     import harness.providers.existing as existing
     import harness.providers.node_agent as node_agent
     from harness.cli import cmd_recover
-    from harness.faults import Fault
     from harness.ledger import Ledger
 
     class Api:
@@ -337,26 +341,9 @@ def test_recover_removes_a_node_agent_it_started_itself_and_only_that(tmp_path, 
 
     api = Api()
 
-    class OnNodes(Fault):
-        kind = "on-nodes"
-        needs_node_access = True
-        node_access_level = "exec"
-
-        def target(self):
-            return {}
-
-        def inject(self):
-            pass
-
+    class MakesAgent(OnNodes):
         def revert(self):
             self.cluster.node_agent.ensure_namespace()  # as a command through the agent would
-
-        def verify_reverted(self):
-            pass
-
-        @classmethod
-        def from_target(cls, cluster, target):
-            return cls(cluster)
 
     class ApiCluster(Cluster):
         @property
@@ -370,7 +357,7 @@ def test_recover_removes_a_node_agent_it_started_itself_and_only_that(tmp_path, 
     monkeypatch.setattr(existing, "existing_cluster", reached)
     monkeypatch.setattr(faults, "api_silence", lambda c, seconds=None: None)
     monkeypatch.setattr(node_agent, "nodes_by_role", lambda c: {"control-plane": ["cp1"], "worker": []})
-    monkeypatch.setattr(faults, "fault_class", lambda k: OnNodes)
+    monkeypatch.setattr(faults, "fault_class", lambda k: MakesAgent)
     ledger = Ledger(tmp_path / "ledger")
     ledger.record("on-nodes", cluster={"provider": "existing", "kubeconfig": "/k", "context": "ctx",
                                        "node_channel": "agent"}, target={})
