@@ -697,10 +697,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
     print(f"kdrill recover: {len(entries)} fault(s) in {ledger.directory}")
     agents = []
 
+    existing = {}
+
     def cluster_for(entry_cluster: dict):
         cluster = cluster_for_entry(entry_cluster)
         if cluster.node_agent is not None:
             agents.append(cluster)
+        if cluster.provider == "existing":
+            existing[cluster.context] = cluster
         return cluster
 
     results = recover(ledger, cluster_for, force=args.force)
@@ -722,6 +726,17 @@ def cmd_recover(args: argparse.Namespace) -> int:
             except Exception as exc:  # noqa: BLE001 - said, and the exit status says it
                 removed = False
                 print(f"  NOT REMOVED  the node agent kdrill recover started on context {cluster.context} ({exc})")
+    # The session Lease of a kdrill killed on this machine goes too (a live session's stays).
+    from harness.session_lock import remove_if_dead
+
+    for cluster in existing.values():
+        try:
+            gone = remove_if_dead(cluster)
+            if gone:
+                print(f"  removed  {gone}, on context {cluster.context}")
+        except Exception as exc:  # noqa: BLE001 - said; it expires by itself
+            print(f"  note  the session Lease on context {cluster.context} was not checked ({exc}); "
+                  "a dead session's expires by itself")
     return 0 if removed and all(r["reverted"] for r in results) else 1
 
 

@@ -357,9 +357,21 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         except ProviderError as exc:
             request.config._kdrill_refused = str(exc)
             _end_session(request.config, f"kdrill: refused: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        from harness.session_lock import ClusterBusy, ContextLease
+
+        # One session at a time on the cluster, whichever machine it runs from: before the node
+        # agent or anything else is made on it, released after all of it is gone.
+        # An API that does not answer (ProviderError) fails each drill's setup, as it would anyway.
+        try:
+            lease = ContextLease(cluster).acquire()
+        except ClusterBusy as exc:
+            request.config._kdrill_refused = str(exc)
+            _end_session(request.config, f"kdrill: refused: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+        request.addfinalizer(lease.release)
         if not opt("--kdrill-node-agent"):
             yield cluster
             _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
+            _say_lease_lost(request.config, lease)
             return
         from harness.faults import injected
         from harness.faults.node_agent import NodeAgentPods
@@ -382,6 +394,7 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         with agents:
             yield cluster
             _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
+        _say_lease_lost(request.config, lease)
         return
     from harness.doctor import docker_problem
     from harness.images import BuildError, ensure_built
@@ -451,6 +464,15 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         if problem:
             _end_session(request.config, f"kdrill: {problem}", returncode=pytest.ExitCode.USAGE_ERROR)
     yield from _use_kind_cluster(request, provider, created)
+
+
+def _say_lease_lost(config: pytest.Config, lease) -> None:
+    """A session that found its Lease held by another while it ran says so at its end: two
+    sessions overlapped on the cluster, and their evidence may show each other's faults."""
+    if lease.lost:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"kdrill: WARNING: this session lost its Lease while it ran: {lease.lost}", red=True)
 
 
 def _end_session(config: pytest.Config, message: str, returncode: int | None = None) -> None:

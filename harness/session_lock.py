@@ -1,4 +1,5 @@
-"""One kdrill session per cluster at a time.
+"""One kdrill session per cluster at a time (a kind cluster: a lock file on this machine; an
+existing cluster: a Lease on the cluster, :class:`ContextLease`).
 
 Two sessions on one cluster break each other's drills and evidence: the second deletes the
 first's vital-signs probe pod and drill namespaces, and faults overlap. The pytest session that
@@ -11,11 +12,21 @@ cluster through ``$KDRILL_CLUSTER_LOCK``; anything else is refused with the hold
 from __future__ import annotations
 
 import fcntl
+import json
+import logging
 import os
+import socket
 import tempfile
+import threading
+import time
+import uuid
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable
 
 ENV = "KDRILL_CLUSTER_LOCK"
+
+log = logging.getLogger(__name__)
 
 
 class ClusterBusy(RuntimeError):
@@ -57,3 +68,266 @@ class SessionLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+# --- An existing cluster (a kubeconfig context) -------------------------------------------------
+#
+# A cluster reached through a kubeconfig may be drilled from more than one machine, so its lock is
+# on the cluster itself: a coordination.k8s.io Lease, the object Kubernetes' own components use
+# for the same purpose (https://kubernetes.io/docs/concepts/architecture/leases/). Whether a held
+# Lease is still alive is judged as leader election judges it: by its renewTime and
+# leaseDurationSeconds, on the reader's clock (clock skew between two machines shifts the expiry
+# by that skew; the duration is minutes). A holder on this machine whose process is gone has
+# ended, whatever the renewTime says: the next session takes the Lease over at once.
+
+LEASE_NAMESPACE = "kube-system"
+LEASE_NAME = "kdrill-session"
+# Longer than the longest API outage a drill causes (control-plane-stop: a 60 s hold, then the
+# API back 17 to 37 s later here), during which the holder cannot renew.
+LEASE_SECONDS = 300
+RENEW_SECONDS = 20.0
+LEASE_ENV = "KDRILL_CONTEXT_LEASE"
+HOST = "kdrill.io/host"
+PID = "kdrill.io/pid"
+PID_START = "kdrill.io/pid-start"
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of process ``pid`` (clock ticks since boot, /proc/PID/stat field 22), so a
+    reused pid is not taken for the holder; None when there is no such process, or it has exited
+    and is a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # A zombie has ended; nobody has reaped it yet (a container's pid 1 may never do so).
+    return None if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X") else start_of(stat)
+
+
+def start_of(stat: str) -> str:
+    """Field 22 (starttime) of a /proc/PID/stat line. Field 2 (the command, in parentheses) may
+    hold spaces and parentheses itself: fields are counted from the last ")"."""
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def holder_state(lease: dict[str, Any] | None, identity: str, now: float, host: str,
+                 alive: Callable[[int, str | None], bool]) -> str:
+    """What a session with holder identity ``identity`` on ``host`` may do with ``lease`` (the
+    Lease as the API returns it, a dict; None if there is none), at ``now`` (epoch seconds):
+    ``"free"`` (none, released, or expired), ``"ours"``, ``"dead"`` (held from this host by a
+    process that is gone: ``alive(pid, start)`` says so) or ``"held"``."""
+    if lease is None:
+        return "free"
+    spec = lease.get("spec") or {}
+    holder = spec.get("holderIdentity")
+    if not holder:
+        return "free"
+    if holder == identity:
+        return "ours"
+    annotations = (lease.get("metadata") or {}).get("annotations") or {}
+    pid = annotations.get(PID)
+    if annotations.get(HOST) == host and pid and pid.isdigit() and not alive(int(pid), annotations.get(PID_START)):
+        return "dead"
+    renewed = micro_time(spec.get("renewTime"))
+    duration = spec.get("leaseDurationSeconds")
+    if renewed is None or not isinstance(duration, int) or now > renewed + duration:
+        return "free"
+    return "held"
+
+
+def micro_time(value: Any) -> float | None:
+    """A Lease's MicroTime (RFC 3339 text, or the datetime the client makes of it) in epoch seconds."""
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=value.tzinfo or timezone.utc).timestamp()
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def format_micro_time(epoch: float) -> str:
+    # Always with six fractional digits: the API server parses MicroTime as RFC 3339 with them.
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _alive(pid: int, start: str | None) -> bool:
+    now_start = process_start(pid)
+    if now_start is None:
+        try:
+            os.kill(pid, 0)  # no /proc here: whether the pid exists at all
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return start is None
+    return start is None or now_start == start
+
+
+class ContextLease:
+    """One kdrill session at a time on an existing cluster: ``acquire()`` takes the Lease
+    ``kube-system/kdrill-session`` (or confirms the hold of the session that started this process,
+    through ``$KDRILL_CONTEXT_LEASE``) and renews it every RENEW_SECONDS seconds in a thread;
+    ``release()`` stops renewing and deletes it if it is still this session's.
+
+    Raises ClusterBusy (naming the holder's host, pid, and when the Lease expires) when another
+    live session holds it, and ProviderError when the API does not let the Lease be read or taken.
+    """
+
+    def __init__(self, cluster, now: Callable[[], float] = time.time, renew_seconds: float = RENEW_SECONDS) -> None:
+        self.cluster, self._now, self.renew_seconds = cluster, now, renew_seconds
+        self.host = socket.gethostname()
+        self.identity = f"{self.host}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        self.inherited = False
+        self.lost: str | None = None  # why this session found the Lease another's while renewing
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._api = None
+
+    def _leases(self):
+        from kubernetes import client
+
+        if self._api is None:
+            self._api = client.CoordinationV1Api(self.cluster.new_api())
+        return self._api
+
+    def _read(self) -> dict[str, Any] | None:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            response = self._leases().read_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10,
+                                                            _preload_content=False)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return json.loads(response.data)
+
+    def _body(self, current: dict[str, Any] | None) -> dict[str, Any]:
+        now = format_micro_time(self._now())
+        spec = (current or {}).get("spec") or {}
+        ours = spec.get("holderIdentity") == self.identity
+        metadata: dict[str, Any] = {"name": LEASE_NAME, "namespace": LEASE_NAMESPACE,
+                                    "labels": {"app.kubernetes.io/managed-by": "kdrill"},
+                                    "annotations": {HOST: self.host, PID: str(os.getpid()),
+                                                    PID_START: process_start(os.getpid()) or ""}}
+        if current is not None:
+            metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
+                "spec": {"holderIdentity": self.identity, "leaseDurationSeconds": LEASE_SECONDS,
+                         "acquireTime": spec.get("acquireTime") if ours else now, "renewTime": now,
+                         "leaseTransitions": int(spec.get("leaseTransitions") or 0) + (0 if ours or current is None else 1)}}
+
+    def _write(self, current: dict[str, Any] | None) -> None:
+        if current is None:
+            self._leases().create_namespaced_lease(LEASE_NAMESPACE, self._body(None), _request_timeout=10)
+        else:
+            self._leases().replace_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE, self._body(current),
+                                                    _request_timeout=10)
+
+    def state(self, lease: dict[str, Any] | None) -> str:
+        return holder_state(lease, self.identity, self._now(), self.host, _alive)
+
+    def acquire(self) -> "ContextLease":
+        from kubernetes.client.exceptions import ApiException
+
+        from harness.providers import ProviderError
+
+        inherited = os.environ.get(LEASE_ENV)
+        where = f"Lease {LEASE_NAMESPACE}/{LEASE_NAME} on context {self.cluster.context!r}"
+        try:
+            current = self._read()
+            if inherited and current is not None and (current.get("spec") or {}).get("holderIdentity") == inherited:
+                self.identity, self.inherited = inherited, True  # started by the session that holds it
+                return self
+            state = self.state(current)
+            if state == "held":
+                raise ClusterBusy(busy_message(current, self.cluster.context, self._now()))
+            self._write(current)
+            if self.state(self._read()) != "ours":  # another session took it between the read and the write
+                raise ClusterBusy(busy_message(self._read(), self.cluster.context, self._now()))
+        except ApiException as exc:
+            if exc.status == 409:  # created or changed by another session since the read
+                raise ClusterBusy(busy_message(self._read(), self.cluster.context, self._now())) from None
+            raise ProviderError(f"kdrill could not take its session {where}: HTTP {exc.status} {exc.reason}; "
+                                "one kdrill session at a time is kept by that Lease (it needs get, create, update "
+                                f"and delete on leases in {LEASE_NAMESPACE})") from None
+        except ClusterBusy:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the API endpoint does not answer (urllib3's errors, OSError)
+            raise ProviderError(f"kdrill could not take its session {where}: {type(exc).__name__}: {exc}"[:500]) from None
+        os.environ[LEASE_ENV] = self.identity  # kdrill processes this session starts may use the cluster
+        self._thread = threading.Thread(target=self._renew, name="kdrill-session-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def _renew(self) -> None:
+        # Renewals that fail (the API down during a control-plane drill) are retried at the next
+        # tick; the Lease lasts LEASE_SECONDS, longer than any outage a drill causes.
+        while not self._stop.wait(self.renew_seconds):
+            try:
+                current = self._read()
+                state = self.state(current)
+                if state in ("ours", "free", "dead"):
+                    # free: deleted, or rolled back by an etcd restore to before it was taken
+                    self._write(current)
+                else:
+                    self.lost = busy_message(current, self.cluster.context, self._now())
+                    log.warning("kdrill session lost its Lease: %s", self.lost)
+            except Exception as exc:  # noqa: BLE001 - retried at the next tick, and the Lease outlasts it
+                log.info("session Lease not renewed (retried in %.0f s): %s", self.renew_seconds, exc)
+
+    def release(self) -> None:
+        """Stop renewing; delete the Lease if it is still this session's. Never raises: a Lease
+        that cannot be deleted expires LEASE_SECONDS seconds after its last renewal."""
+        from kubernetes import client
+
+        if self.inherited:
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+        os.environ.pop(LEASE_ENV, None)
+        try:
+            current = self._read()
+            if self.state(current) == "ours":
+                self._leases().delete_namespaced_lease(
+                    LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10,
+                    body=client.V1DeleteOptions(preconditions=client.V1Preconditions(
+                        uid=current["metadata"]["uid"], resource_version=current["metadata"]["resourceVersion"])))
+        except Exception as exc:  # noqa: BLE001 - said; the Lease expires on its own
+            log.warning("kdrill session Lease %s/%s not deleted (%s); it expires %d s after its last renewal",
+                        LEASE_NAMESPACE, LEASE_NAME, exc, LEASE_SECONDS)
+
+
+def remove_if_dead(cluster) -> str | None:
+    """Delete the session Lease on ``cluster`` if a process of this machine that is gone holds it
+    (a session killed before it could release it; ``kdrill recover``'s clean-up). Returns what was
+    removed, or None. Raises ApiException."""
+    lease = ContextLease(cluster)
+    current = lease._read()
+    if lease.state(current) != "dead":
+        return None
+    from kubernetes import client
+
+    lease._leases().delete_namespaced_lease(
+        LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10,
+        body=client.V1DeleteOptions(preconditions=client.V1Preconditions(
+            uid=current["metadata"]["uid"], resource_version=current["metadata"]["resourceVersion"])))
+    return f"the Lease {LEASE_NAMESPACE}/{LEASE_NAME} of kdrill pid {current['metadata']['annotations'].get(PID)}, gone"
+
+
+def busy_message(lease: dict[str, Any] | None, context: str | None, now: float) -> str:
+    """Who holds the session Lease and until when, for the refusal."""
+    if lease is None:
+        return f"another kdrill session took the session Lease on context {context!r} at the same moment; try again"
+    spec, annotations = lease.get("spec") or {}, (lease.get("metadata") or {}).get("annotations") or {}
+    renewed = micro_time(spec.get("renewTime"))
+    expires = (f"; if that session is gone, the Lease expires in {max(0, renewed + spec.get('leaseDurationSeconds', 0) - now):.0f} s"
+               if renewed is not None else "")
+    return (f"another kdrill session (host {annotations.get(HOST, '?')}, pid {annotations.get(PID, '?')}) is running drills "
+            f"on context {context!r}: it holds the Lease {LEASE_NAMESPACE}/{LEASE_NAME}, renewed "
+            + (f"{now - renewed:.0f} s ago" if renewed is not None else "at an unknown time")
+            + f"{expires}; wait for it to end")

@@ -50,6 +50,8 @@ NSENTER = ["nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--
 # Files copied through exec travel base64-encoded in memory: large enough for an etcd snapshot of
 # a drill cluster, small enough not to exhaust memory on a real one.
 COPY_MAX_BYTES = 256 * 1024 * 1024
+# After a failed exec, how long the look at the agent pod may take (one request, no retries).
+STILL_RUNNING_READ_SECONDS = 3.0
 
 
 def pod_name(node: str) -> str:
@@ -171,13 +173,32 @@ class NodeAgent:
             result = pod_exec.run(self.cluster, NAMESPACE, name, [*NSENTER, *command], timeout_seconds, stdin=stdin,
                                   read_only=read_only)
         except pod_exec.PodExecError as exc:
-            with self._lock:
-                self._ready.discard(node)  # the pod may be gone: look again next time
+            if not self._still_running(name):
+                with self._lock:
+                    self._ready.discard(node)  # gone: the next command makes it again
             raise ProviderError(f"node agent on {node}: {exc}") from None
         if check and result.returncode != 0:
             raise ProviderError(f"on node {node} (node agent): {' '.join(command)} exited {result.returncode}: "
                                 f"{result.stderr.strip()[:500] or result.stdout.strip()[:500]}")
         return result
+
+    def _still_running(self, name: str) -> bool:
+        """After a failed exec: whether agent pod ``name`` is still seen running, in one request
+        of at most STILL_RUNNING_READ_SECONDS seconds. An API that does not answer (the usual cause,
+        a drill's control-plane outage) says nothing against it: the pod is kept, so the next exec
+        does not first go through :meth:`ensure`'s namespace and pod creation, whose requests
+        wait out their timeouts while the API is down (about 14 s seen)."""
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            pod = client.CoreV1Api(self.cluster.new_api()).read_namespaced_pod(
+                name, NAMESPACE, _request_timeout=STILL_RUNNING_READ_SECONDS)
+        except ApiException as exc:
+            return exc.status != 404
+        except Exception:  # noqa: BLE001 - no answer: nothing known against the pod
+            return True
+        return _pod_state(pod) == "Running"
 
     def copy_from_node(self, node: str, node_path: str, host_path: str, timeout_seconds: float = 120) -> None:
         """Copy ``node_path`` on ``node`` to ``host_path`` (base64 through exec). Raises ProviderError."""

@@ -365,3 +365,77 @@ def test_recover_removes_a_node_agent_it_started_itself_and_only_that(tmp_path, 
     out = capsys.readouterr().out
     assert (NAMESPACE in api.namespaces) is there_before
     assert ("removed  the node agent kdrill recover started" in out) is not there_before
+
+
+@pytest.mark.parametrize("answer, kept", [("silent", True), (404, False), ("Running", True), ("Failed", False)])
+def test_after_a_failed_exec_the_agent_pod_is_looked_up_again_only_when_the_api_says_it_is_gone(monkeypatch, answer,
+                                                                                               kept):
+    # An exec that fails while the API is down (a control-plane drill) must not send the next one
+    # through ensure()'s creation requests, which wait out their timeouts (about 14 s seen); a pod
+    # the API says is gone or ended is made again.
+    import json
+    import socket
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from kubernetes import client
+
+    from harness import pod_exec
+    from harness.providers import ProviderError
+    from harness.providers import node_agent
+    from harness.providers.node_agent import NodeAgent
+
+    class Api(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the handler's name
+            assert self.path.startswith(f"/api/v1/namespaces/{NAMESPACE}/pods/"), self.path
+            if answer == 404:
+                body, status = {"kind": "Status", "code": 404, "reason": "NotFound"}, 404
+            else:
+                state = {"running": {}} if answer == "Running" else {"terminated": {"reason": "Error", "exitCode": 1}}
+                body, status = {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "p"},
+                                "status": {"phase": answer, "containerStatuses": [
+                                    {"name": "agent", "image": "i", "imageID": "", "ready": answer == "Running",
+                                     "restartCount": 0, "state": state}]}}, 200
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    if answer == "silent":
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen()  # the kernel accepts; nothing ever answers
+        port, close = server.getsockname()[1], server.close
+    else:
+        http = HTTPServer(("127.0.0.1", 0), Api)
+        threading.Thread(target=http.serve_forever, daemon=True).start()
+        port, close = http.server_address[1], http.shutdown
+
+    class Cluster:
+        def new_api(self):
+            configuration = client.Configuration()
+            configuration.host = f"http://127.0.0.1:{port}"
+            configuration.retries = False
+            return client.ApiClient(configuration)
+
+    def refused(*args, **kwargs):
+        raise pod_exec.PodExecError("exec in kdrill-node-agent/p not possible: connection refused")
+
+    monkeypatch.setattr(pod_exec, "run", refused)
+    monkeypatch.setattr(node_agent, "STILL_RUNNING_READ_SECONDS", 0.5)
+    agent = NodeAgent(Cluster(), "toolbox", "Never")
+    agent._ready.add("node-a")  # its pod ran until now
+    started = time.monotonic()
+    try:
+        with pytest.raises(ProviderError, match="connection refused"):
+            agent.exec("node-a", ["true"])
+    finally:
+        close()
+    assert ("node-a" in agent._ready) is kept
+    assert time.monotonic() - started < 5
