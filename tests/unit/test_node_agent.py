@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from harness import resources
-from harness.faults import Fault
 from harness.providers import Cluster, NoNodeAccess
 from harness.providers.node_agent import LIFETIME_SECONDS, NAMESPACE, pod_manifest, pod_name
 from harness.scenario import load_scenarios
+from stand_ins import Nothing, OnNodes
 
 DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -24,34 +24,6 @@ def cluster(channel: str) -> Cluster:
     if channel == "agent":
         c.node_agent = object()
     return c
-
-
-class Nothing(Fault):
-    """A stand-in fault that does nothing (the recover protocol around it is what is tested)."""
-
-    kind = "nothing"
-
-    def target(self):
-        return {}
-
-    def inject(self):
-        pass
-
-    def revert(self):
-        pass
-
-    def verify_reverted(self):
-        pass
-
-    @classmethod
-    def from_target(cls, cluster, target):
-        return cls(cluster)
-
-
-class OnNodes(Nothing):
-    kind = "on-nodes"
-    needs_node_access = True
-    node_access_level = "exec"
 
 
 @pytest.mark.parametrize("node", ["kdrill-ha-control-plane", "ip-10-0-1-23.eu-west-1.compute.internal",
