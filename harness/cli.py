@@ -645,48 +645,6 @@ def entry_cluster_problem(entry_cluster: dict) -> str | None:
     return None
 
 
-# The kind clusters' session locks kdrill recover holds until it exits (harness/session_lock.py).
-_recover_locks: dict = {}
-
-LIVE_SESSION = ("; its faults are its own to revert while it runs (kdrill recover would pull them out from under "
-                "its drill): run kdrill recover again once it has ended")
-
-
-def no_live_session_on_kind(name: str) -> None:
-    """Take kind cluster ``name``'s session lock for this recover, or raise ProviderError (the
-    entry is kept) when a live kdrill session holds it: the entry may be that session's."""
-    from harness.providers import ProviderError
-    from harness.session_lock import ClusterBusy, SessionLock
-
-    if name not in _recover_locks:
-        try:
-            _recover_locks[name] = SessionLock(name).acquire()
-        except ClusterBusy as exc:
-            raise ProviderError(f"{exc}{LIVE_SESSION}") from None
-
-
-def no_live_session_here(cluster) -> None:
-    """Raise ProviderError (the entry is kept) when a live kdrill session of this machine holds
-    ``cluster``'s session Lease: this machine's ledger entries may be that session's. A session
-    on another machine keeps its own ledger; a Lease that cannot be read stops nothing (recover
-    must work on a cluster still coming back)."""
-    from harness.providers import ProviderError
-    from harness.session_lock import HOST, LEASE_ENV, ContextLease, busy_message
-
-    lease = ContextLease(cluster)
-    try:
-        current = lease.read()
-    except Exception:  # noqa: BLE001 - see the docstring
-        return
-    if current is None or (current.get("spec") or {}).get("holderIdentity") == os.environ.get(LEASE_ENV):
-        return
-    here = ((current.get("metadata") or {}).get("annotations") or {}).get(HOST) == lease.host
-    if here and lease.state(current) == "held":
-        import time
-
-        raise ProviderError(busy_message(current, cluster.context, time.time()) + LIVE_SESSION)
-
-
 def cluster_for_entry(entry_cluster: dict):
     from harness.providers import ClusterGone, ProviderError
     from harness.providers.existing import existing_cluster
@@ -700,10 +658,8 @@ def cluster_for_entry(entry_cluster: dict):
         provider = KindProvider(name=entry_cluster["name"])
         if not provider.exists():
             raise ClusterGone(f"kind cluster {entry_cluster['name']} no longer exists")
-        no_live_session_on_kind(entry_cluster["name"])
         return provider.cluster(kubeconfig=entry_cluster.get("kubeconfig"))
     cluster = existing_cluster(entry_cluster.get("kubeconfig"), entry_cluster.get("context"))
-    no_live_session_here(cluster)
     if entry_cluster.get("node_channel") == "agent":
         # What was done through the node agent is undone through it (its namespace is in the
         # ledger too, and recover deletes it after the faults that used it).

@@ -192,9 +192,7 @@ class ContextLease:
             self._api = client.CoordinationV1Api(self.cluster.new_api())
         return self._api
 
-    def read(self) -> dict[str, Any] | None:
-        """The Lease as the API returns it (a dict), or None when there is none. Raises
-        ApiException, and urllib3's errors when the API does not answer."""
+    def _read(self) -> dict[str, Any] | None:
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -239,7 +237,7 @@ class ContextLease:
         inherited = os.environ.get(LEASE_ENV)
         where = f"Lease {LEASE_NAMESPACE}/{LEASE_NAME} on context {self.cluster.context!r}"
         try:
-            current = self.read()
+            current = self._read()
             if inherited and current is not None and (current.get("spec") or {}).get("holderIdentity") == inherited:
                 self.identity, self.inherited = inherited, True  # started by the session that holds it
                 return self
@@ -247,11 +245,11 @@ class ContextLease:
             if state == "held":
                 raise ClusterBusy(busy_message(current, self.cluster.context, self._now()))
             self._write(current)
-            if self.state(self.read()) != "ours":  # another session took it between the read and the write
-                raise ClusterBusy(busy_message(self.read(), self.cluster.context, self._now()))
+            if self.state(self._read()) != "ours":  # another session took it between the read and the write
+                raise ClusterBusy(busy_message(self._read(), self.cluster.context, self._now()))
         except ApiException as exc:
             if exc.status == 409:  # created or changed by another session since the read
-                raise ClusterBusy(busy_message(self.read(), self.cluster.context, self._now())) from None
+                raise ClusterBusy(busy_message(self._read(), self.cluster.context, self._now())) from None
             raise ProviderError(f"kdrill could not take its session {where}: HTTP {exc.status} {exc.reason}; "
                                 "one kdrill session at a time is kept by that Lease (it needs get, create, update "
                                 f"and delete on leases in {LEASE_NAMESPACE})") from None
@@ -269,7 +267,7 @@ class ContextLease:
         # tick; the Lease lasts LEASE_SECONDS, longer than any outage a drill causes.
         while not self._stop.wait(self.renew_seconds):
             try:
-                current = self.read()
+                current = self._read()
                 state = self.state(current)
                 if state in ("ours", "free", "dead"):
                     # free: deleted, or rolled back by an etcd restore to before it was taken
@@ -293,7 +291,7 @@ class ContextLease:
             self._thread = None
         os.environ.pop(LEASE_ENV, None)
         try:
-            current = self.read()
+            current = self._read()
             if self.state(current) == "ours":
                 self._leases().delete_namespaced_lease(
                     LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10,
@@ -309,7 +307,7 @@ def remove_if_dead(cluster) -> str | None:
     (a session killed before it could release it; ``kdrill recover``'s clean-up). Returns what was
     removed, or None. Raises ApiException."""
     lease = ContextLease(cluster)
-    current = lease.read()
+    current = lease._read()
     if lease.state(current) != "dead":
         return None
     from kubernetes import client

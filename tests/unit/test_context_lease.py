@@ -5,7 +5,6 @@ taken, refused and released on a real cluster in tests/cluster/test_context_leas
 import os
 import subprocess
 import sys
-import time
 
 from harness.expectations import wait_until
 from harness.session_lock import (HOST, PID, PID_START, busy_message, format_micro_time, holder_state, micro_time,
@@ -88,76 +87,3 @@ def test_a_process_start_tells_a_live_pid_from_a_gone_one_and_a_zombie_is_gone()
     assert wait_until(lambda: process_start(child.pid) is None, 30, interval_seconds=0.05).ok
     child.wait()
     assert process_start(child.pid) is None
-
-
-def test_recover_keeps_the_entries_of_a_kind_cluster_a_live_session_holds(tmp_path, monkeypatch):
-    # The ledger is this machine's: while a session runs, its entries are its own to revert.
-    import harness.faults as faults
-    import harness.providers.kind as kind
-    from harness.cli import _recover_locks, cluster_for_entry
-    from harness.faults import recover
-    from harness.ledger import Ledger
-    from harness.session_lock import ENV
-    from stand_ins import Nothing
-
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
-    monkeypatch.delenv(ENV, raising=False)
-    monkeypatch.setattr(kind.KindProvider, "exists", lambda self: True)
-    monkeypatch.setattr(kind.KindProvider, "cluster", lambda self, kubeconfig=None: object())
-    monkeypatch.setattr(faults, "fault_class", lambda k: Nothing)
-    name = f"unit-recover-{os.getpid()}"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom harness.session_lock import SessionLock\n"
-                               "SessionLock(sys.argv[1]).acquire()\nprint('held', flush=True)\ntime.sleep(60)", name],
-                              stdout=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmp_path)})
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        ledger = Ledger(tmp_path / "ledger")
-        where = {"provider": "kind", "name": name, "kubeconfig": "/k", "context": f"kind-{name}"}
-        entry = ledger.record("nothing", cluster=where, target={})
-        [result] = recover(ledger, cluster_for_entry)
-        assert not result["reverted"] and f"another kdrill session (pid {holder.pid})" in result["error"]
-        assert "run kdrill recover again once it has ended" in result["error"]
-        assert [e.id for e in ledger.entries()] == [entry.id]
-    finally:
-        holder.kill()
-        holder.wait()
-    # The session has ended: the same entry is reverted now.
-    [result] = recover(ledger, cluster_for_entry)
-    assert result["reverted"] and ledger.entries() == [], result
-    _recover_locks.pop(name).release()
-
-
-def test_recover_keeps_an_existing_clusters_entries_while_a_live_session_of_this_machine_holds_its_lease(monkeypatch):
-    import socket
-
-    from harness.cli import no_live_session_here
-    from harness.providers import Cluster, ProviderError
-    from harness.session_lock import LEASE_ENV, ContextLease
-
-    monkeypatch.delenv(LEASE_ENV, raising=False)
-    cluster = Cluster(name="c", provider="existing", kubeconfig="/nonexistent", context="c", node_access=False)
-    here = socket.gethostname()
-    held = {"metadata": {"annotations": {HOST: here, PID: str(os.getpid()), PID_START: process_start(os.getpid())}},
-            "spec": {"holderIdentity": f"{here}/{os.getpid()}/x", "renewTime": format_micro_time(time.time()),
-                     "leaseDurationSeconds": 300}}
-    monkeypatch.setattr(ContextLease, "read", lambda self: held)
-    try:
-        no_live_session_here(cluster)
-        raise AssertionError("not refused")
-    except ProviderError as exc:
-        assert f"pid {os.getpid()}" in str(exc) and "once it has ended" in str(exc)
-    # Held from another machine: that session keeps its own ledger; this one's entries are ours.
-    held["metadata"]["annotations"][HOST] = "elsewhere"
-    no_live_session_here(cluster)
-    # Held by the session that started this recover: its own.
-    held["metadata"]["annotations"][HOST] = here
-    monkeypatch.setenv(LEASE_ENV, held["spec"]["holderIdentity"])
-    no_live_session_here(cluster)
-
-    # Unreadable (the API still coming back): recover goes on.
-    def silent(self):
-        raise OSError("connection refused")
-
-    monkeypatch.delenv(LEASE_ENV)
-    monkeypatch.setattr(ContextLease, "read", silent)
-    no_live_session_here(cluster)
