@@ -330,4 +330,5 @@ def busy_message(lease: dict[str, Any] | None, context: str | None, now: float) 
     return (f"another kdrill session (host {annotations.get(HOST, '?')}, pid {annotations.get(PID, '?')}) is running drills "
             f"on context {context!r}: it holds the Lease {LEASE_NAMESPACE}/{LEASE_NAME}, renewed "
             + (f"{now - renewed:.0f} s ago" if renewed is not None else "at an unknown time")
-            + f"{expires}; wait for it to end")
+            + f"{expires}; wait for it to end (if you know it has ended, "
+            f"`kubectl -n {LEASE_NAMESPACE} delete lease {LEASE_NAME}` frees the cluster at once)")
