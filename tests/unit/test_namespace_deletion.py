@@ -194,7 +194,7 @@ def test_the_drill_hands_over_every_namespace_even_when_one_deletion_is_refused(
 
 def test_recover_never_starts_deleting_a_namespace_older_than_a_fault_not_yet_reverted(cluster, core, tmp_path,
                                                                                       monkeypatch):
-    from harness.faults import Fault
+    from stand_ins import Nothing
 
     ledger = Ledger(tmp_path / "ledger")
     core.namespaces["kdrill-older"] = "uid-older"
@@ -204,24 +204,11 @@ def test_recover_never_starts_deleting_a_namespace_older_than_a_fault_not_yet_re
     ledger.record("drill-namespace", cluster=cluster.describe(), target={"namespace": "kdrill-newer"})
     seen_at_fault_revert: list[set] = []
 
-    class InNamespace(Fault):
+    class InNamespace(Nothing):
         kind = "in-namespace"
-
-        def target(self):
-            return {}
-
-        def inject(self):
-            pass
 
         def revert(self):
             seen_at_fault_revert.append(set(core.terminating))
-
-        def verify_reverted(self):
-            pass
-
-        @classmethod
-        def from_target(cls, cluster, target):
-            return cls(cluster)
 
     def revert(self):
         core.finalise(self.namespace)
