@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Callable
 
@@ -75,21 +76,24 @@ class SessionLock:
 # A cluster reached through a kubeconfig may be drilled from more than one machine, so its lock is
 # on the cluster itself: a coordination.k8s.io Lease, the object Kubernetes' own components use
 # for the same purpose (https://kubernetes.io/docs/concepts/architecture/leases/). Whether a held
-# Lease is still alive is judged as leader election judges it: by its renewTime and
-# leaseDurationSeconds, on the reader's clock (clock skew between two machines shifts the expiry
-# by that skew; the duration is minutes). A holder on this machine whose process is gone has
-# ended, whatever the renewTime says: the next session takes the Lease over at once.
+# Lease is still alive is judged as leader election judges it, by its renewTime and
+# leaseDurationSeconds, and on the API server's clock (its responses' Date header), so two
+# machines whose clocks differ judge it alike. A holder in this machine's pid namespace whose
+# process is gone has ended, whatever the renewTime says: the next session takes the Lease over
+# at once.
 
 LEASE_NAMESPACE = "kube-system"
 LEASE_NAME = "kdrill-session"
-# Longer than the longest API outage a drill causes (control-plane-stop: a 60 s hold, then the
-# API back 17 to 37 s later here), during which the holder cannot renew.
+# Longer than the longest API outage a drill causes with the built-in scenarios (control-plane-
+# stop: a 60 s hold, then the API back 17 to 37 s later here), during which the holder cannot
+# renew; a longer one is said at the session's end (ContextLease.lost).
 LEASE_SECONDS = 300
 RENEW_SECONDS = 20.0
 LEASE_ENV = "KDRILL_CONTEXT_LEASE"
 HOST = "kdrill.io/host"
 PID = "kdrill.io/pid"
 PID_START = "kdrill.io/pid-start"
+PID_NAMESPACE = "kdrill.io/pid-namespace"
 
 
 def process_start(pid: int) -> str | None:
@@ -110,12 +114,25 @@ def start_of(stat: str) -> str:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def holder_state(lease: dict[str, Any] | None, identity: str, now: float, host: str,
+def pid_namespace() -> str | None:
+    """Where this process's pids mean something: the boot (``/proc/sys/kernel/random/boot_id``)
+    and the pid namespace (the inode of ``/proc/self/ns/pid``); None where either is unknown. A
+    host name alone does not say it: a container on the host network shares the host's name, not
+    its pids."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return f"{boot}/{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return None
+
+
+def holder_state(lease: dict[str, Any] | None, identity: str, now: float, machine: str | None,
                  alive: Callable[[int, str | None], bool]) -> str:
-    """What a session with holder identity ``identity`` on ``host`` may do with ``lease`` (the
-    Lease as the API returns it, a dict; None if there is none), at ``now`` (epoch seconds):
-    ``"free"`` (none, released, or expired), ``"ours"``, ``"dead"`` (held from this host by a
-    process that is gone: ``alive(pid, start)`` says so) or ``"held"``."""
+    """What a session with holder identity ``identity`` in pid namespace ``machine`` (see
+    :func:`pid_namespace`; None: unknown) may do with ``lease`` (the Lease as the API returns it,
+    a dict; None if there is none), at ``now`` (epoch seconds, the API server's clock):
+    ``"free"`` (none, released, or expired), ``"ours"``, ``"dead"`` (held from this pid namespace
+    by a process that is gone: ``alive(pid, start)`` says so) or ``"held"``."""
     if lease is None:
         return "free"
     spec = lease.get("spec") or {}
@@ -124,15 +141,26 @@ def holder_state(lease: dict[str, Any] | None, identity: str, now: float, host: 
         return "free"
     if holder == identity:
         return "ours"
-    annotations = (lease.get("metadata") or {}).get("annotations") or {}
-    pid = annotations.get(PID)
-    if annotations.get(HOST) == host and pid and pid.isdigit() and not alive(int(pid), annotations.get(PID_START)):
+    if machine is not None and holder_here(lease, machine) and not holder_alive(lease, alive):
         return "dead"
     renewed = micro_time(spec.get("renewTime"))
     duration = spec.get("leaseDurationSeconds")
-    if renewed is None or not isinstance(duration, int) or now > renewed + duration:
+    if renewed is None or isinstance(duration, bool) or not isinstance(duration, int) or now > renewed + duration:
         return "free"
     return "held"
+
+
+def holder_here(lease: dict[str, Any], machine: str) -> bool:
+    """Whether ``lease``'s holder wrote it from pid namespace ``machine``."""
+    return ((lease.get("metadata") or {}).get("annotations") or {}).get(PID_NAMESPACE) == machine
+
+
+def holder_alive(lease: dict[str, Any], alive: Callable[[int, str | None], bool]) -> bool:
+    """Whether ``lease``'s holder process is alive (asked of ``alive``; a pid that is not a
+    number proves nothing: alive)."""
+    annotations = (lease.get("metadata") or {}).get("annotations") or {}
+    pid = annotations.get(PID)
+    return not (isinstance(pid, str) and pid.isdigit()) or alive(int(pid), annotations.get(PID_START))
 
 
 def micro_time(value: Any) -> float | None:
@@ -148,42 +176,57 @@ def micro_time(value: Any) -> float | None:
 
 
 def format_micro_time(epoch: float) -> str:
-    # Always with six fractional digits: the API server parses MicroTime as RFC 3339 with them.
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """``epoch`` as a MicroTime, never on a whole second: the client library re-serialises the body
+    through its models (isoformat, which drops a zero fraction), and the API server parses
+    MicroTime as RFC 3339 with six fractional digits."""
+    moment = datetime.fromtimestamp(epoch, timezone.utc)
+    if moment.microsecond == 0:
+        moment = moment.replace(microsecond=1)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _alive(pid: int, start: str | None) -> bool:
+    """Whether process ``pid`` runs and, when ``start`` is known, is the one that started then."""
     now_start = process_start(pid)
     if now_start is None:
         try:
-            os.kill(pid, 0)  # no /proc here: whether the pid exists at all
+            os.kill(pid, 0)  # no /proc, or a zombie (ended): whether the pid exists at all
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
-        return start is None
-    return start is None or now_start == start
+        return not start and not Path(f"/proc/{pid}").exists()
+    return not start or now_start == start
 
 
 class ContextLease:
     """One kdrill session at a time on an existing cluster: ``acquire()`` takes the Lease
-    ``kube-system/kdrill-session`` (or confirms the hold of the session that started this process,
-    through ``$KDRILL_CONTEXT_LEASE``) and renews it every RENEW_SECONDS seconds in a thread;
-    ``release()`` stops renewing and deletes it if it is still this session's.
+    ``kube-system/kdrill-session`` (or confirms the hold of the live session that started this
+    process, through ``$KDRILL_CONTEXT_LEASE``) and renews it every ``renew_seconds`` seconds in
+    a thread; ``release()`` stops renewing and deletes it if it is still this session's.
+    ``lost`` says why, if ever, this session found the Lease another's, or went unrenewed longer
+    than it lasts, while it ran.
 
     Raises ClusterBusy (naming the holder's host, pid, and when the Lease expires) when another
     live session holds it, and ProviderError when the API does not let the Lease be read or taken.
     """
 
     def __init__(self, cluster, now: Callable[[], float] = time.time, renew_seconds: float = RENEW_SECONDS) -> None:
-        self.cluster, self._now, self.renew_seconds = cluster, now, renew_seconds
+        self.cluster, self._local_now, self.renew_seconds = cluster, now, renew_seconds
         self.host = socket.gethostname()
+        self.machine = pid_namespace()
         self.identity = f"{self.host}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self.inherited = False
-        self.lost: str | None = None  # why this session found the Lease another's while renewing
+        self.lost: str | None = None
+        self._offset = 0.0  # the API server's clock minus this machine's, from its last answer
+        self._renewed_at: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._api = None
+
+    def _now(self) -> float:
+        """Epoch seconds on the API server's clock (as of its last answer)."""
+        return self._local_now() + self._offset
 
     def _leases(self):
         from kubernetes import client
@@ -191,6 +234,14 @@ class ContextLease:
         if self._api is None:
             self._api = client.CoordinationV1Api(self.cluster.new_api())
         return self._api
+
+    def _server_clock(self, headers) -> None:
+        date = (headers or {}).get("Date") if hasattr(headers, "get") else None
+        if date:
+            try:
+                self._offset = parsedate_to_datetime(date).timestamp() - self._local_now()
+            except (TypeError, ValueError):
+                pass
 
     def _read(self) -> dict[str, Any] | None:
         from kubernetes.client.exceptions import ApiException
@@ -200,18 +251,21 @@ class ContextLease:
                                                             _preload_content=False)
         except ApiException as exc:
             if exc.status == 404:
+                self._server_clock(exc.headers)
                 return None
             raise
+        self._server_clock(response.headers)
         return json.loads(response.data)
 
     def _body(self, current: dict[str, Any] | None) -> dict[str, Any]:
         now = format_micro_time(self._now())
         spec = (current or {}).get("spec") or {}
         ours = spec.get("holderIdentity") == self.identity
+        annotations = {HOST: self.host, PID: str(os.getpid()), PID_START: process_start(os.getpid()) or ""}
+        if self.machine is not None:
+            annotations[PID_NAMESPACE] = self.machine
         metadata: dict[str, Any] = {"name": LEASE_NAME, "namespace": LEASE_NAMESPACE,
-                                    "labels": {"app.kubernetes.io/managed-by": "kdrill"},
-                                    "annotations": {HOST: self.host, PID: str(os.getpid()),
-                                                    PID_START: process_start(os.getpid()) or ""}}
+                                    "labels": {"app.kubernetes.io/managed-by": "kdrill"}, "annotations": annotations}
         if current is not None:
             metadata["resourceVersion"] = current["metadata"]["resourceVersion"]
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata,
@@ -220,36 +274,51 @@ class ContextLease:
                          "leaseTransitions": int(spec.get("leaseTransitions") or 0) + (0 if ours or current is None else 1)}}
 
     def _write(self, current: dict[str, Any] | None) -> None:
+        """Create or replace the Lease as this session's; the replace carries ``current``'s
+        resourceVersion, so it fails with 409 if anyone wrote it since. Raises ApiException."""
         if current is None:
             self._leases().create_namespaced_lease(LEASE_NAMESPACE, self._body(None), _request_timeout=10)
         else:
             self._leases().replace_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE, self._body(current),
                                                     _request_timeout=10)
+        self._renewed_at = time.monotonic()
 
     def state(self, lease: dict[str, Any] | None) -> str:
-        return holder_state(lease, self.identity, self._now(), self.host, _alive)
+        return holder_state(lease, self.identity, self._now(), self.machine, _alive)
+
+    def _inherits(self, current: dict[str, Any] | None) -> bool:
+        """Whether ``current`` is held, unexpired, by the live session named in $KDRILL_CONTEXT_LEASE
+        (it started this process): a variable left in a shell after that session ended is not."""
+        inherited = os.environ.get(LEASE_ENV)
+        if not inherited or current is None or (current.get("spec") or {}).get("holderIdentity") != inherited:
+            return False
+        if holder_state(current, "", self._now(), None, _alive) != "held":
+            return False  # expired
+        return self.machine is not None and holder_here(current, self.machine) and holder_alive(current, _alive)
 
     def acquire(self) -> "ContextLease":
         from kubernetes.client.exceptions import ApiException
 
         from harness.providers import ProviderError
 
-        inherited = os.environ.get(LEASE_ENV)
         where = f"Lease {LEASE_NAMESPACE}/{LEASE_NAME} on context {self.cluster.context!r}"
         try:
             current = self._read()
-            if inherited and current is not None and (current.get("spec") or {}).get("holderIdentity") == inherited:
-                self.identity, self.inherited = inherited, True  # started by the session that holds it
+            if self._inherits(current):
+                self.identity, self.inherited = os.environ[LEASE_ENV], True
                 return self
-            state = self.state(current)
-            if state == "held":
+            if self.state(current) == "held":
                 raise ClusterBusy(busy_message(current, self.cluster.context, self._now()))
+            # The write carries what was read (a create, or a replace at its resourceVersion): a
+            # session that took the Lease since makes it fail with 409.
             self._write(current)
-            if self.state(self._read()) != "ours":  # another session took it between the read and the write
-                raise ClusterBusy(busy_message(self._read(), self.cluster.context, self._now()))
         except ApiException as exc:
-            if exc.status == 409:  # created or changed by another session since the read
-                raise ClusterBusy(busy_message(self._read(), self.cluster.context, self._now())) from None
+            if exc.status == 409:
+                try:
+                    taken = self._read()
+                except Exception:  # noqa: BLE001 - the refusal stands without the holder's name
+                    taken = None
+                raise ClusterBusy(busy_message(taken, self.cluster.context, self._now())) from None
             raise ProviderError(f"kdrill could not take its session {where}: HTTP {exc.status} {exc.reason}; "
                                 "one kdrill session at a time is kept by that Lease (it needs get, create, update "
                                 f"and delete on leases in {LEASE_NAMESPACE})") from None
@@ -264,19 +333,24 @@ class ContextLease:
 
     def _renew(self) -> None:
         # Renewals that fail (the API down during a control-plane drill) are retried at the next
-        # tick; the Lease lasts LEASE_SECONDS, longer than any outage a drill causes.
+        # tick. Only a Lease that is still this session's, or none at all (deleted by hand), is
+        # written: one another session holds is never taken back, it is said (lost).
         while not self._stop.wait(self.renew_seconds):
             try:
                 current = self._read()
-                state = self.state(current)
-                if state in ("ours", "free", "dead"):
-                    # free: deleted, or rolled back by an etcd restore to before it was taken
+                if current is None or self.state(current) == "ours":
                     self._write(current)
-                else:
+                elif not self.lost:
                     self.lost = busy_message(current, self.cluster.context, self._now())
                     log.warning("kdrill session lost its Lease: %s", self.lost)
-            except Exception as exc:  # noqa: BLE001 - retried at the next tick, and the Lease outlasts it
+            except Exception as exc:  # noqa: BLE001 - retried at the next tick
                 log.info("session Lease not renewed (retried in %.0f s): %s", self.renew_seconds, exc)
+            unrenewed = time.monotonic() - (self._renewed_at or time.monotonic())
+            if unrenewed > LEASE_SECONDS and not self.lost:
+                self.lost = (f"the session Lease on context {self.cluster.context!r} went unrenewed for "
+                             f"{unrenewed:.0f} s, longer than it lasts ({LEASE_SECONDS} s): another session could "
+                             "have taken the cluster meanwhile")
+                log.warning("kdrill: %s", self.lost)
 
     def release(self) -> None:
         """Stop renewing; delete the Lease if it is still this session's. Never raises: a Lease

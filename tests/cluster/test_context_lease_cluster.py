@@ -21,8 +21,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.expectations import wait_until
-from harness.session_lock import (HOST, LEASE_ENV, LEASE_NAME, LEASE_NAMESPACE, PID, PID_START, ContextLease,
-                                  format_micro_time)
+from harness.session_lock import (HOST, LEASE_ENV, LEASE_NAME, LEASE_NAMESPACE, PID, PID_NAMESPACE, PID_START,
+                                  ContextLease, format_micro_time, pid_namespace)
 
 pytestmark = [pytest.mark.cluster]
 
@@ -106,7 +106,7 @@ def test_a_lease_left_by_a_dead_process_on_this_machine_is_taken_over_at_once(kd
     leases = client.CoordinationV1Api(kdrill_cluster.api)
     leases.create_namespaced_lease(LEASE_NAMESPACE, {
         "metadata": {"name": LEASE_NAME, "annotations": {HOST: socket.gethostname(), PID: str(gone.pid),
-                                                        PID_START: "1"}},
+                                                        PID_START: "1", PID_NAMESPACE: pid_namespace()}},
         "spec": {"holderIdentity": f"{socket.gethostname()}/{gone.pid}/killed", "leaseDurationSeconds": 300,
                  "acquireTime": now, "renewTime": now}}, _request_timeout=10)
     try:
@@ -118,3 +118,28 @@ def test_a_lease_left_by_a_dead_process_on_this_machine_is_taken_over_at_once(kd
     finally:
         if read_lease(kdrill_cluster) is not None:
             leases.delete_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10)
+
+
+def test_a_lease_another_session_took_is_never_taken_back_and_the_holder_says_it_lost_it(kdrill_cluster, monkeypatch):
+    import time
+
+    monkeypatch.delenv(LEASE_ENV, raising=False)
+    lease = ContextLease(kdrill_cluster, renew_seconds=1.0).acquire()
+    leases = client.CoordinationV1Api(kdrill_cluster.api)
+    try:
+        held = leases.read_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10)
+        # Another session (elsewhere: its own pid namespace) holds it now, renewed just now.
+        held.spec.holder_identity = "elsewhere/77/other"
+        held.spec.renew_time = None
+        body = client.ApiClient().sanitize_for_serialization(held)
+        body["spec"]["renewTime"] = format_micro_time(time.time())
+        body["metadata"]["annotations"] = {HOST: "elsewhere", PID: "77", PID_START: "1", PID_NAMESPACE: "other/1"}
+        leases.replace_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE, body, _request_timeout=10)
+        said = wait_until(lambda: lease.lost is not None, 30, interval_seconds=0.5)
+        assert said.ok and "host elsewhere, pid 77" in lease.lost, lease.lost
+        assert read_lease(kdrill_cluster).spec.holder_identity == "elsewhere/77/other"
+    finally:
+        lease.release()
+        # Not ours: the release left it; this test removes what it made.
+        assert read_lease(kdrill_cluster).spec.holder_identity == "elsewhere/77/other"
+        leases.delete_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10)
