@@ -368,6 +368,11 @@ def kdrill_cluster(request: pytest.FixtureRequest):
             request.config._kdrill_refused = str(exc)
             _end_session(request.config, f"kdrill: refused: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
         request.addfinalizer(lease.release)
+        # In run.json: the session held the cluster alone, or says when it found it did not.
+        meta = getattr(request.config, "_kdrill_meta", None)
+        if meta is not None:
+            meta["session_lease"] = {"lease": "kube-system/kdrill-session", "holder": lease.identity,
+                                     "inherited": lease.inherited, "lost": None}
         if not opt("--kdrill-node-agent"):
             yield cluster
             _settle_namespaces(request.config, DELETE_DEADLINE_SECONDS)
@@ -469,6 +474,9 @@ def kdrill_cluster(request: pytest.FixtureRequest):
 def _say_lease_lost(config: pytest.Config, lease) -> None:
     """A session that found its Lease held by another while it ran says so at its end: two
     sessions overlapped on the cluster, and their evidence may show each other's faults."""
+    meta = getattr(config, "_kdrill_meta", None)
+    if meta is not None and "session_lease" in meta:
+        meta["session_lease"]["lost"] = lease.lost
     if lease.lost:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:

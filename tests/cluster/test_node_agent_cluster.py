@@ -198,7 +198,9 @@ def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker
         kdrill_cluster.core.read_namespace(NAMESPACE, _request_timeout=10)
     assert gone.value.status == 404
     assert Ledger(state / "ledger").entries() == []
-    # ... and the session's Lease (harness.session_lock.ContextLease) was released.
+    # ... and the session's Lease (harness.session_lock.ContextLease) was released, held alone throughout.
+    held = json.loads((run_dir / "run.json").read_text())["session_lease"]
+    assert held["lease"] == "kube-system/kdrill-session" and held["lost"] is None and not held["inherited"], held
     with pytest.raises(ApiException) as released:
         client.CoordinationV1Api(kdrill_cluster.api).read_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE,
                                                                            _request_timeout=10)
