@@ -727,11 +727,11 @@ def cmd_recover(args: argparse.Namespace) -> int:
                 removed = False
                 print(f"  NOT REMOVED  the node agent kdrill recover started on context {cluster.context} ({exc})")
     # The session Lease of a kdrill killed on this machine goes too (a live session's stays).
-    from harness.session_lock import remove_if_dead
+    from harness.session_lock import ContextLease
 
     for cluster in existing.values():
         try:
-            gone = remove_if_dead(cluster)
+            gone = ContextLease(cluster).remove_if_dead()
             if gone:
                 print(f"  removed  {gone}, on context {cluster.context}")
         except Exception as exc:  # noqa: BLE001 - said; it expires by itself

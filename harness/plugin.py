@@ -357,7 +357,7 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         except ProviderError as exc:
             request.config._kdrill_refused = str(exc)
             _end_session(request.config, f"kdrill: refused: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
-        from harness.session_lock import ClusterBusy, ContextLease
+        from harness.session_lock import LEASE_NAME, LEASE_NAMESPACE, ClusterBusy, ContextLease
 
         # One session at a time on the cluster, whichever machine it runs from: before the node
         # agent or anything else is made on it, released after all of it is gone.
@@ -371,7 +371,7 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         # In run.json: the session held the cluster alone, or says when it found it did not.
         meta = getattr(request.config, "_kdrill_meta", None)
         if meta is not None:
-            meta["session_lease"] = {"lease": "kube-system/kdrill-session", "holder": lease.identity,
+            meta["session_lease"] = {"lease": f"{LEASE_NAMESPACE}/{LEASE_NAME}", "holder": lease.identity,
                                      "inherited": lease.inherited, "lost": None}
         if not opt("--kdrill-node-agent"):
             yield cluster

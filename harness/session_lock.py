@@ -189,13 +189,15 @@ def _alive(pid: int, start: str | None) -> bool:
     """Whether process ``pid`` runs and, when ``start`` is known, is the one that started then."""
     now_start = process_start(pid)
     if now_start is None:
+        if Path(f"/proc/{pid}").exists():
+            return False  # a zombie: it has ended
         try:
-            os.kill(pid, 0)  # no /proc, or a zombie (ended): whether the pid exists at all
+            os.kill(pid, 0)  # no /proc here: whether the pid exists at all
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
-        return not start and not Path(f"/proc/{pid}").exists()
+        return True
     return not start or now_start == start
 
 
@@ -355,8 +357,6 @@ class ContextLease:
     def release(self) -> None:
         """Stop renewing; delete the Lease if it is still this session's. Never raises: a Lease
         that cannot be deleted expires LEASE_SECONDS seconds after its last renewal."""
-        from kubernetes import client
-
         if self.inherited:
             return
         self._stop.set()
@@ -367,30 +367,30 @@ class ContextLease:
         try:
             current = self._read()
             if self.state(current) == "ours":
-                self._leases().delete_namespaced_lease(
-                    LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10,
-                    body=client.V1DeleteOptions(preconditions=client.V1Preconditions(
-                        uid=current["metadata"]["uid"], resource_version=current["metadata"]["resourceVersion"])))
+                self._delete(current)
         except Exception as exc:  # noqa: BLE001 - said; the Lease expires on its own
             log.warning("kdrill session Lease %s/%s not deleted (%s); it expires %d s after its last renewal",
                         LEASE_NAMESPACE, LEASE_NAME, exc, LEASE_SECONDS)
 
+    def remove_if_dead(self) -> str | None:
+        """Delete the Lease if a process of this pid namespace that is gone holds it (a session
+        killed before it could release it: ``kdrill recover``'s clean-up). Returns what was
+        removed, or None. Raises ApiException."""
+        current = self._read()
+        if self.state(current) != "dead":
+            return None
+        self._delete(current)
+        return f"the Lease {LEASE_NAMESPACE}/{LEASE_NAME} of kdrill pid {current['metadata']['annotations'].get(PID)}, gone"
 
-def remove_if_dead(cluster) -> str | None:
-    """Delete the session Lease on ``cluster`` if a process of this machine that is gone holds it
-    (a session killed before it could release it; ``kdrill recover``'s clean-up). Returns what was
-    removed, or None. Raises ApiException."""
-    lease = ContextLease(cluster)
-    current = lease._read()
-    if lease.state(current) != "dead":
-        return None
-    from kubernetes import client
+    def _delete(self, current: dict[str, Any]) -> None:
+        """Delete the Lease as ``current`` shows it: if anyone wrote it since, the API refuses
+        (409) and it stays. Raises ApiException."""
+        from kubernetes import client
 
-    lease._leases().delete_namespaced_lease(
-        LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10,
-        body=client.V1DeleteOptions(preconditions=client.V1Preconditions(
-            uid=current["metadata"]["uid"], resource_version=current["metadata"]["resourceVersion"])))
-    return f"the Lease {LEASE_NAMESPACE}/{LEASE_NAME} of kdrill pid {current['metadata']['annotations'].get(PID)}, gone"
+        self._leases().delete_namespaced_lease(
+            LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10,
+            body=client.V1DeleteOptions(preconditions=client.V1Preconditions(
+                uid=current["metadata"]["uid"], resource_version=current["metadata"]["resourceVersion"])))
 
 
 def busy_message(lease: dict[str, Any] | None, context: str | None, now: float) -> str:
