@@ -595,7 +595,11 @@ def cmd_new(args: argparse.Namespace) -> int:
         raise Refused(f"kdrill new: {path} exists; choose another name or --dir")
     kinds = [k for k in fault_kinds() if data_usable(fault_class(k))]
     fault_params = [f"{k}: " + ", ".join(f"{name}{'*' if param.required else ''}" for name, param in
-                                         fault_class(k).params.items()) for k in kinds]
+                                         fault_class(k).params.items())
+                    + "".join(f"; {what}: {', '.join(sorted(offered))}" for what, offered in
+                              (("marks", fault_class(k).marks_offered), ("facts", fault_class(k).facts_offered))
+                              if offered)
+                    for k in kinds]
     text = Environment(loader=PackageLoader("harness", "templates"), keep_trailing_newline=True).get_template(
         "scenario.yaml.j2").render(name=args.name, path=path, kinds=", ".join(kinds), fault_params=fault_params,
                                    measures=", ".join(measure_kinds()),

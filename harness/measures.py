@@ -25,6 +25,8 @@ window holds nothing to measure (the expectation is then an error, never a pass)
   waited behind another pull on its node;
 - ``median_latency_seconds``: the median (p50) of those latencies (seconds; None when none has
   one): e.g. how long the API server took to reject a write it could not send to its webhook;
+- ``p99_latency_seconds``: the 99th percentile of those latencies, nearest rank (seconds; None
+  when none has one): e.g. how long name lookups took while CoreDNS was healthy;
 - ``min_latency_seconds``: the smallest of those latencies (seconds; None when none has one):
   e.g. that every write the webhook's black hole held waited for the API server's deadline.
 
@@ -40,6 +42,16 @@ has none), in the scenario's own unit (the metric's):
   at one time differ: no counter's). Prometheus's ``rate()`` without its extrapolation to the
   window's edges (https://prometheus.io/docs/prometheus/latest/querying/functions/#rate).
 
+``within_seconds`` makes a success that took longer than that (or has no latency) a failure
+before any measure reads the samples: "failed or slower than N s" (e.g. a lookup that answered,
+but too late for its client).
+
+A fault may mark times inside the drill (its ``marks_offered``, e.g. when a load it started really
+began and ended): ``from_mark`` / ``until_mark`` narrow the window to them, and ``settle_seconds``
+then starts it that much later (e.g. past the first seconds of a flood). A mark the fault did
+not set leaves nothing to measure: the expectation is an error. An expectation may also bound a
+value the fault measured itself (``measure: {fact: <name>}``, its ``facts_offered``).
+
 An expectation may narrow its window to the time of an action of that window: ``from_action``
 starts it when the named action ran, ``until_action`` ends it then (e.g. the rejections before a
 webhook configuration is deleted, and the writes after). An action that did not run leaves
@@ -51,11 +63,22 @@ the window; a probe that never succeeded there leaves nothing to measure.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from typing import Callable
 
-from harness.timeline import Sample
+from harness.timeline import Sample, latency_percentile
+
+
+def within(samples: list[Sample], seconds: float) -> list[Sample]:
+    """``samples`` with each success that took longer than ``seconds`` (or whose latency is not
+    known) made a failure: "failed or slower than N s", for a measure's ``within_seconds``."""
+    out = []
+    for s in samples:
+        slow = s.ok and (s.latency_seconds is None or not s.latency_seconds <= seconds)
+        out.append(dataclasses.replace(s, ok=False, detail=f"slower than {seconds:g} s ({s.detail})") if slow else s)
+    return out
 
 
 def in_window(samples: list[Sample], start: float, end: float) -> list[Sample]:
@@ -128,6 +151,12 @@ def median_latency_seconds(samples: list[Sample], start: float, end: float) -> f
     timed = [s.latency_seconds for s in in_window(samples, start, end)
              if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
     return statistics.median(timed) if timed else None
+
+
+def p99_latency_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    timed = [s for s in in_window(samples, start, end)
+             if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
+    return latency_percentile(timed, 99, ok_only=False)
 
 
 def first_success_at(samples: list[Sample], start: float, end: float) -> float | None:

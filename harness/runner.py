@@ -30,8 +30,10 @@ The path a drill takes, in named, timed phases:
 4. ``after``: ``after_seconds`` of probing with the fault reverted (and its actions). The
    declared objects are deleted, newest first, before the namespace.
 5. Each expectation's ``measure`` is computed by harness/measures.py over its probe's samples in
-   its window (narrowed to an action's time, or to the probe's first success, when it says so:
-   :func:`narrow`); the vital signs are watched around all of it by the plugin, as for any drill.
+   its window (narrowed to an action's time, to a time the fault marks, or to the probe's first
+   success, when it says so: :func:`narrow`), or is a fact the fault measured itself
+   (``measure: {fact}``, :meth:`harness.faults.Fault.facts`); the vital signs are watched around
+   all of it by the plugin, as for any drill.
    The Events of the Pods the probes watched are recorded as they were at the end
    (``observations.pod_events``).
 
@@ -323,12 +325,24 @@ class Actions:
 REQUEST_JOIN_SECONDS = kube_objects.REQUEST_TIMEOUT_SECONDS + 5
 
 
-def narrow(how: dict, start: float, stop: float, ran: list[dict]) -> tuple[float, float, str]:
+def narrow(how: dict, start: float, stop: float, ran: list[dict],
+           marks: dict[str, float | None] | None = None) -> tuple[float, float, str]:
     """``(start, stop)`` of a measure's window (epoch seconds) narrowed by its ``from_action`` and
-    ``until_action`` to when those actions ran (``ran``: the window's action results), and a
-    phrase saying so. Raises ValueError when a named action did not run, or failed."""
+    ``until_action`` to when those actions ran (``ran``: the window's action results), by its
+    ``from_mark`` and ``until_mark`` to the fault's marks (``marks``: name -> epoch seconds), each
+    kept inside the window, and then started ``settle_seconds`` later; and a phrase saying so.
+    Raises ValueError when a named action did not run, or failed, or a named mark is not known."""
     results = {r["name"]: r for r in ran}
     said, bounds = [], (start, stop)
+    for key, word in (("from_mark", "from"), ("until_mark", "until")):
+        if key not in how:
+            continue
+        at = (marks or {}).get(how[key])
+        if at is None:
+            raise ValueError(f"the fault did not mark {how[key]}, so its {how['window']} window has no {word} point")
+        at = min(max(at, bounds[0]), bounds[1])
+        start, stop = (at, stop) if key == "from_mark" else (start, at)
+        said.append(f"{word} mark {how[key]}")
     for key, word in (("from_action", "from"), ("until_action", "until")):
         if key not in how:
             continue
@@ -342,6 +356,9 @@ def narrow(how: dict, start: float, stop: float, ran: list[dict]) -> tuple[float
         else:
             stop = at
         said.append(f"{word} action {how[key]}")
+    if how.get("settle_seconds"):
+        start = min(start + float(how["settle_seconds"]), stop)
+        said.append(f"after {float(how['settle_seconds']):g} s to settle")
     return start, stop, (", " + " ".join(said)) if said else ""
 
 
@@ -465,8 +482,19 @@ def run(drill) -> None:
               "fault": (fault.injected_at, fault.revert_started_at),
               "after": (fault.reverted_at, end)}
     drill.observe("runner_windows", {k: {"from": a, "to": b} for k, (a, b) in bounds.items()})
+    marks, facts = fault.marks(), fault.facts()
+    if marks:
+        drill.observe("fault_marks", marks)
     for expectation in drill.expectations.specs():
         how: dict[str, Any] = expectation.measure or {}
+        if "fact" in how:
+            value = facts.get(how["fact"])
+            if value is None:
+                drill.expectations.error(expectation.name, f"the fault did not measure {how['fact']}")
+            else:
+                drill.measure(expectation.name, value, detail=f"fact {how['fact']} of fault {fault.kind}: "
+                              + fault.facts_offered.get(how["fact"], ""))
+            continue
         timeline = timelines.get(how.get("probe"))
         if timeline is None:
             drill.expectations.error(expectation.name, f"probe {how.get('probe')} logged nothing")
@@ -475,7 +503,7 @@ def run(drill) -> None:
         narrowed = ""
         try:
             start, stop, narrowed = narrow(how, start, stop, actions[how["window"]].results if how["window"]
-                                           in actions else [])
+                                           in actions else [], marks)
         except ValueError as exc:
             drill.expectations.error(expectation.name, str(exc))
             continue
@@ -486,10 +514,14 @@ def run(drill) -> None:
                                          f"{how['window']} window{narrowed}: no first success to start from")
                 continue
             start, narrowed = reached, narrowed + ", from its first success"
-        value = measures.measure(how["kind"], timeline.samples(), start, stop)
+        samples = timeline.samples()
+        if "within_seconds" in how:
+            samples = measures.within(samples, float(how["within_seconds"]))
+            narrowed += f", a success slower than {float(how['within_seconds']):g} s counted failed"
+        value = measures.measure(how["kind"], samples, start, stop)
         drill.measure(expectation.name, value,
                       detail=f"{how['kind']} of probe {how['probe']} over the {how['window']} window{narrowed} "
-                             f"({stop - start:.1f} s, {len(measures.in_window(timeline.samples(), start, stop))} samples)")
+                             f"({stop - start:.1f} s, {len(measures.in_window(samples, start, stop))} samples)")
     failed_actions = [a for a in actions["fault"].results + actions["after"].results if not a["ok"]]
     if failed_actions:
         raise RuntimeError("action(s) did not run as declared, so the measures above do not show what the "

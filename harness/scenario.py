@@ -51,7 +51,7 @@ ACTION_VERBS = ("delete", "evict", "scale", "kill_container")  # what a runner a
 MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "first_success_seconds": "seconds",
                  "recovery_seconds": "seconds",
                  "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds",
-                 "max_latency_seconds": "seconds", "median_latency_seconds": "seconds",
+                 "max_latency_seconds": "seconds", "median_latency_seconds": "seconds", "p99_latency_seconds": "seconds",
                  "min_latency_seconds": "seconds"}
 # The runner's probe pod stops after this many calls in all (harness/probes/incluster.py), and its
 # steady state before the baseline may take up to this long (harness/runner.py).
@@ -60,6 +60,7 @@ PROBE_STEADY_SECONDS = 60
 # The measures that mean the same over a pod-ips probe's calls to every pod, interleaved in one
 # timeline, as over one target's: a share of calls, the first failed call, a latency.
 POD_IPS_MEASURES = ("success_ratio", "first_failure_seconds", "max_latency_seconds", "median_latency_seconds",
+                    "p99_latency_seconds",
                     "min_latency_seconds")
 # The units a drill file measures in: an expectation of a drill-file scenario in another unit
 # (e.g. "milliseconds" for a drill's seconds) is a mistake, not a conversion. Counts of named
@@ -98,7 +99,8 @@ _EXPECTATION: dict[str, Any] = {
         "phase": _TEXT,
         # Data-only scenarios: what the runner measures for it (harness/measures.py).
         "measure": {
-            "type": "object", "additionalProperties": False, "required": ["kind", "probe", "window"],
+            # {kind, probe, window} (checked in _check_runner), or {fact}: a value the fault measured.
+            "type": "object", "additionalProperties": False, "minProperties": 1,
             "properties": {
                 "kind": {"type": "string", "pattern": "^[a-z0-9_]+$",
                          "x-expected": "a measure: success_ratio, first_failure_seconds, recovery_seconds, "
@@ -111,6 +113,15 @@ _EXPECTATION: dict[str, Any] = {
                 "until_action": {"type": "string", "x-expected": "the name of an action of runner.actions"},
                 # ...and to start at the probe's first successful sample in it (harness/measures.py)
                 "from_first_success": {"const": True, "x-expected": "true (or left out)"},
+                # ...or to a time the fault marks (its marks_offered), then started later to settle.
+                "from_mark": {"type": "string", "x-expected": "the name of a mark the fault offers"},
+                "until_mark": {"type": "string", "x-expected": "the name of a mark the fault offers"},
+                "settle_seconds": {"type": "number", "minimum": 0, "maximum": 3600,
+                                   "x-expected": "seconds from 0 to 3600"},
+                "fact": {"type": "string", "x-expected": "the name of a fact the fault measures"},
+                # A success slower than this counts as a failure (harness/measures.py: within).
+                "within_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600,
+                                   "x-expected": "seconds above 0, at most 3600"},
             },
         },
         # How far the measured value may drift, in the worse direction, from a baseline run's
@@ -1068,11 +1079,36 @@ def _check_runner(path: Path, data: dict) -> None:
     from harness.measures import measure_kinds
 
     kinds = measure_kinds()
+    from harness.faults import fault_class
+
+    try:
+        fault_type = fault_class(data["fault"]["kind"])
+    except Exception:  # an unknown kind is refused by its own check, with its own message
+        fault_type = None
+    marks = sorted(getattr(fault_type, "marks_offered", {}))
+    facts = sorted(getattr(fault_type, "facts_offered", {}))
     for where, items in lists:
         for i, item in enumerate(items):
             if "measure" not in item:
                 raise ScenarioError(path, f"{where}[{i}].measure", "what the runner measures: {kind, probe, window}",
                                     "nothing")
+            if "fact" in item["measure"]:
+                extra = sorted(set(item["measure"]) - {"fact"})
+                if extra:
+                    raise ScenarioError(path, f"{where}[{i}].measure", "{fact} alone: the fault measured it, over "
+                                        "no probe or window", ", ".join(extra))
+                if item["measure"]["fact"] not in facts:
+                    raise ScenarioError(path, f"{where}[{i}].measure.fact", f"a fact fault {data['fault']['kind']} "
+                                        f"measures: {', '.join(facts) or 'none'}", repr(item["measure"]["fact"]))
+                continue
+            missing = [k for k in ("kind", "probe", "window") if k not in item["measure"]]
+            if missing:
+                raise ScenarioError(path, f"{where}[{i}].measure.{missing[0]}", "what the runner measures: {kind, "
+                                    "probe, window}, or {fact}", "nothing")
+            for key in ("from_mark", "until_mark"):
+                if key in item["measure"] and item["measure"][key] not in marks:
+                    raise ScenarioError(path, f"{where}[{i}].measure.{key}", f"a mark fault {data['fault']['kind']} "
+                                        f"offers: {', '.join(marks) or 'none'}", repr(item["measure"][key]))
             if item["measure"]["kind"] not in kinds:
                 raise ScenarioError(path, f"{where}[{i}].measure.kind", f"an installed measure: {', '.join(kinds)}",
                                     repr(item["measure"]["kind"]))

@@ -154,7 +154,7 @@ class DrillVitals:
             samples = timelines[name].samples()
             summary[name] = {w: ratio_in(samples, windows[w]) for w in WINDOWS}
         try:
-            inside = self.session.probe.timelines(since=self.started_at)
+            inside = self.session.in_cluster_timelines(since=self.started_at)
             timelines.update({f"vitals/{k}": v for k, v in inside.items()})
             for name, target in (("service_name", "name"), ("service_clusterip", "clusterip")):
                 samples = inside[target].samples() if target in inside else []
@@ -189,6 +189,20 @@ class VitalSigns:
         self.ledger = ledger
         self._namespace = DrillNamespace(cluster, NAMESPACE)
         self._entry = None
+        # The samples of probe pods deleted by pause_probe: their log goes with them.
+        self._kept: dict[str, list] = {}
+
+    def in_cluster_timelines(self, since: float) -> dict[str, Timeline]:
+        """The in-cluster probe's timelines (target -> Timeline) from ``since`` (epoch seconds),
+        with those of the probe pods a pause deleted. Raises what reading the pod's log raises."""
+        current = self.probe.timelines(since=since) if self.probe is not None else {}
+        out: dict[str, Timeline] = {}
+        for target in sorted(set(self._kept) | set(current)):
+            timeline = out[target] = Timeline(target)
+            kept = [x for x in self._kept.get(target, []) if x.t >= since]
+            for sample in sorted(kept + (current[target].samples() if target in current else []), key=lambda x: x.t):
+                timeline.add(sample)
+        return out
 
     def ensure(self) -> None:
         """Create the namespace, the Service with 2 HTTP pods, and the probe pod, unless they run
@@ -227,6 +241,12 @@ class VitalSigns:
         """Delete the in-cluster probe pod until the next :meth:`ensure` (for a drill that counts
         every query CoreDNS answers, where the probe's own lookups would be counted). Raises
         ApiException."""
+        if self.probe is not None:
+            try:
+                for target, timeline in self.probe.timelines().items():
+                    self._kept.setdefault(target, []).extend(timeline.samples())
+            except Exception as exc:  # the samples are evidence; the pause must still happen
+                log.warning("could not keep the in-cluster vital-sign samples before the pause: %s", exc)
         try:
             self.cluster.core.delete_namespaced_pod(PROBE_POD, NAMESPACE, grace_period_seconds=0, _request_timeout=10)
         except ApiException as exc:

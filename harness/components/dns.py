@@ -27,7 +27,6 @@ from kubernetes.stream import stream
 from prometheus_client.parser import text_string_to_metric_families
 
 from harness.providers import Cluster
-from harness.timeline import Sample, latency_percentile
 
 COREDNS_NAMESPACE = "kube-system"
 COREDNS_DEPLOYMENT = "coredns"
@@ -355,6 +354,41 @@ def all_forward_series(scraped: dict[str, list[MetricSample]]) -> dict[str, floa
     return {f"{pod}/{key}": value for pod, samples in scraped.items() for key, value in forward_series(samples).items()}
 
 
+# Longer than the loop plugin's 2 s between a (re)start or a reload and its self-query, which is
+# forwarded (coredns.io/plugins/loop).
+STEADY_SECONDS = 3.0
+
+
+def steady_scrape(cluster: Cluster, requests: bool = True, timeout_seconds: float = 60) -> dict[str, list[MetricSample]]:
+    """:func:`scrape_all` once the forward plugin's counters (and, with ``requests``,
+    ``coredns_dns_requests_total``) have held still for ``STEADY_SECONDS``: a reload's or a start's
+    own loop-detection query is behind us and, with ``requests``, nothing else is querying, so the
+    next change is the caller's. Raises ConditionTimeout after ``timeout_seconds``."""
+    import time
+
+    from harness.expectations import wait_until_or_raise
+
+    readings: list[tuple[float, object, dict]] = []
+
+    def still() -> bool:
+        scraped = scrape_all(cluster)
+        key = (sorted(scraped), all_forward_series(scraped), total_requests(scraped) if requests else None)
+        now = time.monotonic()
+        if readings and readings[-1][1] != key:
+            readings.clear()
+        readings.append((now, key, scraped))
+        return now - readings[0][0] >= STEADY_SECONDS
+
+    wait_until_or_raise(still, timeout_seconds, interval_seconds=1.0, description="CoreDNS counters steady")
+    return readings[-1][2]
+
+
+def cluster_domain(zones: Iterable[str]) -> str | None:
+    """The cluster domain among the ``kubernetes`` plugin's zones (``"cluster.local."``): the first
+    that is not a reverse zone, or None."""
+    return next((z for z in zones if not z.endswith(("in-addr.arpa.", "ip6.arpa."))), None)
+
+
 def kube_dns_cluster_ip(cluster: Cluster) -> str:
     return cluster.core.read_namespaced_service(KUBE_DNS_SERVICE, COREDNS_NAMESPACE, _request_timeout=10).spec.cluster_ip
 
@@ -392,52 +426,6 @@ def dnsperf_report(log: str) -> dict[str, Any]:
             if sep and value.strip():
                 stats[key.strip()] = value.strip()
     return {"statistics": stats, "intervals": intervals}
-
-
-# --- in-cluster probe samples (kdrill-probe) -------------------------------------------------
-
-def dns_seconds(sample: Sample) -> float | None:
-    """How long the name lookup of one probe call took: ``resolve_seconds`` when it resolved,
-    the time until the resolver gave up when it failed with a DNS error, else None."""
-    resolved = sample.labels.get("resolve_seconds")
-    if resolved not in (None, ""):
-        return float(resolved)
-    if sample.detail.startswith("dns:"):
-        return sample.latency_seconds
-    return None
-
-
-def degraded(sample: Sample, bound_seconds: float) -> bool:
-    """A call that failed, or took longer than ``bound_seconds`` (unknown latency counts as slow)."""
-    return not sample.ok or sample.latency_seconds is None or sample.latency_seconds > bound_seconds
-
-
-def call_stats(samples: Iterable[Sample], bound_seconds: float) -> dict[str, Any]:
-    """Calls, error and degraded ratios, and DNS lookup latency p50/p99 (seconds, nearest rank)
-    of probe calls. Ratios and percentiles are None when there are no samples."""
-    samples = list(samples)
-    n = len(samples)
-    lookups = [Sample(t=s.t, ok=True, latency_seconds=v) for s in samples if (v := dns_seconds(s)) is not None]
-    dns_errors = sum(1 for s in samples if s.detail.startswith("dns:"))
-    errors = sum(1 for s in samples if not s.ok)
-    slow = sum(1 for s in samples if degraded(s, bound_seconds))
-    return {"calls": n, "errors": errors, "error_ratio": errors / n if n else None,
-            "dns_errors": dns_errors, "dns_error_ratio": dns_errors / n if n else None,
-            "degraded": slow, "degraded_ratio": slow / n if n else None,
-            "dns_p50_seconds": latency_percentile(lookups, 50), "dns_p99_seconds": latency_percentile(lookups, 99),
-            "call_p50_seconds": latency_percentile(samples, 50, ok_only=False),
-            "call_p99_seconds": latency_percentile(samples, 99, ok_only=False)}
-
-
-def recovered_at(samples: Iterable[Sample], bound_seconds: float) -> float | None:
-    """Start time of the first call after the last degraded one, when every call from then on is
-    good: the moment lookups are prompt again and stay so. None when the last call is degraded
-    or there is none."""
-    ordered = sorted(samples, key=lambda s: s.t)
-    if not ordered or degraded(ordered[-1], bound_seconds):
-        return None
-    last_bad = max((i for i, s in enumerate(ordered) if degraded(s, bound_seconds)), default=-1)
-    return ordered[last_bad + 1].t
 
 
 def lookups_predicted(coredns_nodes: list[str], stopped_nodes: list[str]) -> str:

@@ -60,6 +60,12 @@ class Fault(abc.ABC):
     node_access_optional: ClassVar[str] = ""
     # The scenario parameters (``fault.params``, cases' ``params``) this fault and its drill take.
     params: ClassVar[dict[str, Param]] = {}
+    # Named times the fault offers a data-only scenario's measures (``from_mark``, ``until_mark``),
+    # name -> what it marks: e.g. when a load it started really began, inside its window.
+    marks_offered: ClassVar[dict[str, str]] = {}
+    # Named values the fault itself measured, which an expectation may bound (``measure: {fact}``),
+    # name -> what it is, with its unit: e.g. how many queries went upstream while it acted.
+    facts_offered: ClassVar[dict[str, str]] = {}
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -111,6 +117,16 @@ class Fault(abc.ABC):
 
     def evidence(self) -> dict[str, Any]:
         """What the fault itself measured or saw (e.g. per-node restore times), for the record."""
+        return {}
+
+    def marks(self) -> dict[str, float | None]:
+        """The times of :attr:`marks_offered` (epoch seconds), None for one that did not happen or
+        is not known (a measure narrowed to it is then an error, never a pass)."""
+        return {}
+
+    def facts(self) -> dict[str, Any]:
+        """The values of :attr:`facts_offered`, None for one not measured (its expectation is then
+        an error)."""
         return {}
 
     def where(self) -> list[Any]:

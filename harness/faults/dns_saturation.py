@@ -4,13 +4,23 @@ Method ``limit-and-flood``: the ``coredns`` Deployment in ``kube-system`` is pat
 ``replicas`` replicas whose ``coredns`` container has CPU request = limit = ``cpu_limit``, and
 load-generator pods run ``dnsperf`` against the kube-dns ClusterIP at ``qps`` queries per second,
 bounded by ``-l`` (seconds) and ``-n`` (runs through the query file) so the load stops by itself.
-The query names are cluster names (``*.cluster.local``), answered by the ``kubernetes`` plugin: no
-query leaves the cluster. Revert deletes the load pods and puts the saved Deployment spec back
-exactly, then waits until the original number of replicas is rolled out and Ready.
+Revert deletes the load pods and puts the saved Deployment spec back exactly, then waits until
+the original number of replicas is rolled out and Ready.
 
-The drill also needs a zone served by CoreDNS itself (``example.com``) for its ndots lookups; that
-change to the ``coredns`` ConfigMap is the :class:`DrillZone` step, recorded in the ledger under
-the same kind (``step: drill-zone``) so ``kdrill recover`` finds this module for both.
+No query may leave the cluster (CoreDNS forwards a name it does not answer to this machine's
+resolver), so before anything changes the fault checks, and refuses to go on otherwise:
+
+1. the query names are cluster names: the Services of the drill's namespace, ``kubernetes.default``
+   and ``kube-dns.kube-system``, under the cluster domain, each inside a zone the Corefile's
+   ``kubernetes`` plugin answers without ``fallthrough`` (fact ``names_outside_cluster_zones``);
+2. a dry run of the same query file (``dry_run_qps`` for ``dry_run_seconds``) moves none of the
+   forward plugin's counters, read once they held still (fact ``forwarded_upstream_before_flood``).
+
+It offers the flood's own times to a data-only scenario's measures (``marks``): ``flood_started``
+(one interval before dnsperf's first per-second report) and ``flood_stopped`` (its last report:
+sending ended there, after which dnsperf only waits for late answers): the time every load pod
+was sending, read from their logs when the revert begins, None when a pod reported nothing. The window from the injection also holds the dry run and the limited
+rollout, which are not the flood.
 
 Behaviour exercised: "DNS for Services and Pods" and "Debugging DNS Resolution" (kubernetes.io):
 pods resolve Service names through the kube-dns Service; with CoreDNS saturated, name-based
@@ -20,6 +30,7 @@ calls fail or slow down for every Service at once while calls by ClusterIP need 
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import time
 from typing import Any
@@ -46,6 +57,10 @@ SYNC_ANNOTATION = "kdrill.io/dns-drill-zone"
 # On the coredns Deployment while it is limited: a second inject must not save a limited spec as
 # the "original" (an earlier run killed before its revert, and kdrill recover not run yet).
 LIMITED_ANNOTATION = "kdrill.io/dns-saturation"
+DRY_RUN_POD = "dns-dry-run"
+# A deadline for the dry-run pod to start and end, beyond its own seconds (the toolbox image is
+# preloaded; the pod's start took a few seconds here).
+DRY_RUN_START_SECONDS = 90.0
 
 
 def _sanitize(obj: Any) -> Any:
@@ -54,6 +69,16 @@ def _sanitize(obj: Any) -> Any:
 
 def _not_found(exc: ApiException) -> bool:
     return exc.status == 404
+
+
+def coredns_pod_states(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    """kube-dns pods: node, Ready, restarts (e.g. a liveness probe failing under the flood)."""
+    out = {}
+    for pod in dns.coredns_pods(cluster, ready_only=False):
+        ready = any(c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or []))
+        out[pod.metadata.name] = {"node": pod.spec.node_name, "ready": ready,
+                                  "restarts": sum(c.restart_count for c in (pod.status.container_statuses or []))}
+    return out
 
 
 def rollout_done(deployment: client.V1Deployment, replicas: int) -> bool:
@@ -83,27 +108,49 @@ class DnsSaturation(Fault):
         "query_timeout_seconds": Param("seconds", "dnsperf's per-query timeout", minimum=0.1, maximum=30),
         "load_seconds": Param("seconds", "how long the flood lasts", minimum=5, maximum=300),
         "load_pods": Param("integer", "load generator pods", minimum=1, maximum=4),
+        "dry_run_qps": Param("integer", "queries per second of the dry run before the flood", minimum=1, maximum=100),
+        "dry_run_seconds": Param("seconds", "how long the dry run lasts", minimum=1, maximum=30),
     }
     method = "limit-and-flood"
     step = "saturate"
+    marks_offered = {
+        "flood_started": "one interval (1 s) before dnsperf's first per-second report: sending began "
+                         "(the latest of the load pods')",
+        "flood_stopped": "dnsperf's last per-second report: sending ended (the earliest of the load pods')",
+    }
+    facts_offered = {
+        "names_outside_cluster_zones": "query names outside the zones CoreDNS's kubernetes plugin answers (names)",
+        "forwarded_upstream_before_flood": "forward plugin counter increase during the dry run (requests)",
+    }
 
-    def __init__(self, cluster: Cluster, namespace: str, query_names: list[str], replicas: int = 1,
+    def __init__(self, cluster: Cluster, namespace: str, query_names: list[str] | None = None, replicas: int = 1,
                  cpu_limit: str = "30m", qps: int = 1500, clients: int = 8, max_outstanding: int = 3000,
                  query_timeout_seconds: float = 3.0, load_seconds: float = 40.0, load_pods: int = 1,
+                 dry_run_qps: int = 20, dry_run_seconds: float = 3.0,
                  original_spec: dict | None = None, load_pod_names: list[str] | None = None) -> None:
         super().__init__(cluster)
-        if not query_names:
-            raise FaultError("dns-saturation needs query names")
-        self.namespace, self.query_names = namespace, [dns.fqdn(n) for n in query_names]
+        # None: the cluster names of the namespace's Services, found at inject (query_names_for).
+        self.namespace = namespace
+        self.query_names = [dns.fqdn(n) for n in query_names] if query_names else None
         self.replicas, self.cpu_limit, self.qps, self.clients = int(replicas), str(cpu_limit), int(qps), int(clients)
         self.max_outstanding, self.query_timeout_seconds = int(max_outstanding), float(query_timeout_seconds)
         self.load_seconds, self.load_pods = float(load_seconds), int(load_pods)
+        self.dry_run_qps, self.dry_run_seconds = int(dry_run_qps), float(dry_run_seconds)
         self.original_spec = original_spec
         self.load_pod_names = list(load_pod_names or [f"dns-load-{i}" for i in range(self.load_pods)])
         self.limited_at: float | None = None
         self.flood_started_at: float | None = None
         self.revert_started_at: float | None = None
         self.rollout_seconds: float | None = None
+        self._facts: dict[str, Any] = {}
+        self._evidence: dict[str, Any] = {}
+        self._marks: dict[str, float | None] = {}
+
+    @classmethod
+    def for_scenario(cls, cluster: Cluster, namespace: str, params: dict[str, Any]) -> DnsSaturation:
+        """The fault of a data-only scenario: its query names are the drill namespace's Services
+        (found at inject), ``params`` as :attr:`params` says."""
+        return cls(cluster, namespace, **params)
 
     # -- ledger ---------------------------------------------------------------------------
 
@@ -114,7 +161,9 @@ class DnsSaturation(Fault):
                 "cpu_limit": self.cpu_limit, "qps": self.qps, "clients": self.clients,
                 "max_outstanding": self.max_outstanding, "query_timeout_seconds": self.query_timeout_seconds,
                 "load_seconds": self.load_seconds, "load_pods": self.load_pods,
-                "load_pod_names": self.load_pod_names, "original_spec": self.original_spec}
+                "dry_run_qps": self.dry_run_qps, "dry_run_seconds": self.dry_run_seconds,
+                "load_pod_names": self.load_pod_names, "dry_run_pod": DRY_RUN_POD,
+                "original_spec": self.original_spec}
 
     def where(self) -> list[Any]:
         return [f"deployment {dns.COREDNS_NAMESPACE}/{dns.COREDNS_DEPLOYMENT}",
@@ -122,13 +171,17 @@ class DnsSaturation(Fault):
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> Fault:
-        if target.get("step") == DrillZone.step:
+        if target.get("step") == "drill-zone":
+            # A ledger entry from before the drill zone was a fault of its own (dns-drill-zone).
+            from harness.faults.dns_drill_zone import DrillZone
+
             return DrillZone.from_target(cluster, target)
-        return cls(cluster, namespace=target["namespace"], query_names=target["query_names"],
+        return cls(cluster, namespace=target["namespace"], query_names=target.get("query_names"),
                    replicas=target["replicas"], cpu_limit=target["cpu_limit"], qps=target["qps"],
                    clients=target["clients"], max_outstanding=target["max_outstanding"],
                    query_timeout_seconds=target["query_timeout_seconds"], load_seconds=target["load_seconds"],
-                   load_pods=target["load_pods"], original_spec=target.get("original_spec"),
+                   load_pods=target["load_pods"], dry_run_qps=target.get("dry_run_qps", 20),
+                   dry_run_seconds=target.get("dry_run_seconds", 3.0), original_spec=target.get("original_spec"),
                    load_pod_names=target.get("load_pod_names"))
 
     # -- inject ---------------------------------------------------------------------------
@@ -168,12 +221,67 @@ class DnsSaturation(Fault):
                                                command=["sh", "-c", script, "sh", *queries],
                                                resources=client.V1ResourceRequirements(requests={"cpu": "50m"}))]))
 
+    def query_names_for(self, corefile: str) -> tuple[list[str], list[str]]:
+        """(query names, the zones CoreDNS answers itself): the drill namespace's Services,
+        ``kubernetes.default`` and ``kube-dns.kube-system`` under the cluster domain of
+        ``corefile`` (the ``kubernetes`` plugin's zones without ``fallthrough``). Raises
+        FaultError when the Corefile has no such zone."""
+        zones = dns.kubernetes_authoritative_zones(corefile)
+        domain = dns.cluster_domain(zones)
+        if domain is None:
+            raise FaultError("the coredns Corefile's kubernetes plugin answers no cluster domain itself (every zone "
+                             f"falls through, or none is set: {zones}); a query could be forwarded upstream")
+        if self.query_names:
+            return self.query_names, zones
+        services = self.cluster.core.list_namespaced_service(self.namespace, _request_timeout=10).items
+        names = [f"{svc.metadata.name}.{self.namespace}.svc.{domain}" for svc in services]
+        names += [f"kubernetes.default.svc.{domain}", f"{dns.KUBE_DNS_SERVICE}.{dns.COREDNS_NAMESPACE}.svc.{domain}"]
+        return sorted({dns.fqdn(n) for n in names}), zones
+
+    def _pod_done(self, name: str) -> bool:
+        pod = self.cluster.core.read_namespaced_pod(name, self.namespace, _request_timeout=5)
+        return pod.status.phase in ("Succeeded", "Failed")
+
+    def dry_run(self) -> None:
+        """The flood's query file at ``dry_run_qps`` for ``dry_run_seconds``, with the forward
+        counters read before and after (once they held still). Raises FaultError when any moved:
+        then a flood would send its names upstream too."""
+        before = dns.all_forward_series(dns.steady_scrape(self.cluster, requests=False))
+        server = dns.kube_dns_cluster_ip(self.cluster)
+        self.cluster.core.create_namespaced_pod(
+            self.namespace, self.load_pod(DRY_RUN_POD, server, qps=self.dry_run_qps, seconds=self.dry_run_seconds),
+            _request_timeout=10)
+        done = wait_until(lambda: self._pod_done(DRY_RUN_POD), self.dry_run_seconds + DRY_RUN_START_SECONDS,
+                          interval_seconds=1.0, description="dnsperf dry run done")
+        if not done.ok:
+            raise FaultError(f"the dnsperf dry run did not end within {self.dry_run_seconds + DRY_RUN_START_SECONDS:.0f} s "
+                             f"({done.last_error}); the flood was not started")
+        log = self.cluster.core.read_namespaced_pod_log(DRY_RUN_POD, self.namespace, _request_timeout=30)
+        self._evidence["dry_run_dnsperf"] = dns.dnsperf_report(log)["statistics"]
+        moved = dns.counter_increase(before, dns.all_forward_series(dns.steady_scrape(self.cluster, requests=False)))
+        self._facts["forwarded_upstream_before_flood"] = int(sum(moved.values()))
+        self._evidence["forwarded_during_dry_run"] = moved
+        if moved:
+            raise FaultError(f"CoreDNS forwarded queries upstream during the dnsperf dry run: {moved}; the flood "
+                             "was not started")
+
     def inject(self) -> None:
         apps = self.cluster.apps
         deployment = apps.read_namespaced_deployment(dns.COREDNS_DEPLOYMENT, dns.COREDNS_NAMESPACE, _request_timeout=10)
         if LIMITED_ANNOTATION in (deployment.metadata.annotations or {}):
             raise FaultError(f"the coredns Deployment is still limited by an earlier dns-saturation fault "
                              f"(annotation {LIMITED_ANNOTATION}); run `kdrill recover` first")
+        corefile = dns.read_corefile(self.cluster)
+        self.query_names, zones = self.query_names_for(corefile)
+        outside = dns.outside_zones(self.query_names, zones)
+        self._facts["names_outside_cluster_zones"] = len(outside)
+        self._evidence["names_checked"] = {"names": self.query_names, "answered_zones": zones,
+                                           "corefile_sha256": hashlib.sha256(corefile.encode()).hexdigest()}
+        self.checkpoint()
+        # Nothing is sent before both checks pass: a name outside would be forwarded upstream.
+        if outside:
+            raise FaultError(f"query names CoreDNS would forward upstream (outside {zones}): {outside}")
+        self.dry_run()
         self.original_spec = _sanitize(deployment.spec)
         # The original spec is in the ledger before anything changes.
         self.checkpoint()
@@ -222,7 +330,7 @@ class DnsSaturation(Fault):
                                                             _request_timeout=10)
 
     def _delete_load(self) -> None:
-        for name in self.load_pod_names:
+        for name in [*self.load_pod_names, DRY_RUN_POD]:
             try:
                 self.cluster.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0,
                                                         _request_timeout=10)
@@ -232,7 +340,7 @@ class DnsSaturation(Fault):
 
     def _load_left(self) -> list[str]:
         left = []
-        for name in self.load_pod_names:
+        for name in [*self.load_pod_names, DRY_RUN_POD]:
             try:
                 self.cluster.core.read_namespaced_pod(name, self.namespace, _request_timeout=5)
                 left.append(name)
@@ -241,8 +349,37 @@ class DnsSaturation(Fault):
                     raise
         return left
 
+    def _read_flood(self) -> None:
+        """Before the load pods go: dnsperf's reports (the marks) and the kube-dns pods' state."""
+        if self.flood_started_at is None:
+            return
+        reports = {pod: dns.dnsperf_report(log) for pod, log in self.load_logs().items()}
+        starts = [r["intervals"][0][0] - 1.0 for r in reports.values() if r["intervals"]]
+        ends = [r["intervals"][-1][0] for r in reports.values() if r["intervals"]]
+        # Every load pod reported, or the flood's times are not known.
+        known = len(starts) == len(self.load_pod_names)
+        # Both marks bound the time every load pod was sending.
+        self._marks = {"flood_started": max(starts) if known else None,
+                       "flood_stopped": min(ends) if known else None}
+        self._evidence.update(dnsperf=reports, load_finished_before_revert=self.load_finished(),
+                              coredns_pods_at_flood_end=coredns_pod_states(self.cluster))
+
+    def marks(self) -> dict[str, float | None]:
+        return dict(self._marks)
+
+    def facts(self) -> dict[str, Any]:
+        return dict(self._facts)
+
+    def evidence(self) -> dict[str, Any]:
+        return {**self._evidence, "coredns_limited_rollout_seconds": self.rollout_seconds,
+                "query_names": self.query_names}
+
     def revert(self) -> None:
         self.revert_started_at = time.time()
+        try:
+            self._read_flood()
+        except Exception as exc:  # evidence only: the revert goes on
+            self._evidence["flood_not_read"] = f"{type(exc).__name__}: {exc}"[:300]
         self._delete_load()
         wait_until(lambda: not self._load_left(), 60, description="load pods gone")
         if self.original_spec is None:
@@ -292,104 +429,3 @@ class DnsSaturation(Fault):
             s = deployment.status
             raise FaultNotReverted(f"coredns not back to {replicas} Ready replicas: replicas={s.replicas} "
                                    f"updated={s.updated_replicas} ready={s.ready_replicas} available={s.available_replicas}")
-
-
-class DrillZone(Fault):
-    """Make CoreDNS authoritative for ``zones`` (the drill zone, e.g. ``example.com``, and any
-    search domain a pod inherits from its node) by appending a server block to the ``coredns``
-    ConfigMap's Corefile; revert puts the saved original Corefile back byte for byte.
-
-    CoreDNS's ``reload`` plugin reloads a changed Corefile within its interval (30 s +/- 15 s);
-    the kubelet refreshes a ConfigMap volume when it next syncs the pod (up to a minute), so
-    inject and revert annotate the kube-dns pods (``kdrill.io/dns-drill-zone``): a pod update makes
-    the kubelet sync the pod, and its volume, at once. Revert removes the annotation.
-
-    ``await_reload``: revert also waits (up to ``RELOAD_TIMEOUT_SECONDS``) until no Ready kube-dns
-    pod serves the drill zones any more, and verify checks it. ``from_target`` (``kdrill recover``)
-    always waits; a drill whose next step replaces every CoreDNS pod anyway may pass False and
-    check the running configuration itself at the end.
-    """
-
-    kind = "dns-saturation"
-    method = "corefile-drill-zone"
-    step = "drill-zone"
-
-    def __init__(self, cluster: Cluster, zones: list[str], answers: dict[str, str],
-                 original_corefile: str | None = None, drill_corefile: str | None = None,
-                 await_reload: bool = True) -> None:
-        super().__init__(cluster)
-        self.await_reload = await_reload
-        self.zones = [dns.fqdn(z) for z in zones]
-        self.answers = {dns.fqdn(k): v for k, v in answers.items()}
-        self.original_corefile, self.drill_corefile = original_corefile, drill_corefile
-
-    def target(self) -> dict[str, Any]:
-        return {"step": self.step, "method": self.method,
-                "configmap": f"{dns.COREDNS_NAMESPACE}/{dns.COREDNS_CONFIGMAP}", "zones": self.zones,
-                "answers": self.answers, "original_corefile": self.original_corefile,
-                "drill_corefile": self.drill_corefile, "annotation": SYNC_ANNOTATION}
-
-    def where(self) -> list[Any]:
-        return [f"configmap {dns.COREDNS_NAMESPACE}/{dns.COREDNS_CONFIGMAP}: zones {' '.join(self.zones)}"]
-
-    @classmethod
-    def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "DrillZone":
-        return cls(cluster, zones=target["zones"], answers=target["answers"],
-                   original_corefile=target.get("original_corefile"), drill_corefile=target.get("drill_corefile"))
-
-    def _set_corefile(self, corefile: str) -> None:
-        self.cluster.core.patch_namespaced_config_map(dns.COREDNS_CONFIGMAP, dns.COREDNS_NAMESPACE,
-                                                      {"data": {"Corefile": corefile}}, _request_timeout=10)
-
-    def _annotate_pods(self, value: str | None) -> None:
-        """Set (or, with None, remove) the sync annotation on every kube-dns pod that needs it."""
-        for pod in dns.coredns_pods(self.cluster, ready_only=False):
-            has = SYNC_ANNOTATION in (pod.metadata.annotations or {})
-            if value is None and not has:
-                continue
-            try:
-                self.cluster.core.patch_namespaced_pod(pod.metadata.name, dns.COREDNS_NAMESPACE,
-                                                       {"metadata": {"annotations": {SYNC_ANNOTATION: value}}},
-                                                       _request_timeout=10)
-            except ApiException as exc:
-                if not _not_found(exc):
-                    raise
-
-    def inject(self) -> None:
-        original = dns.read_corefile(self.cluster)
-        drill = dns.with_drill_zone(original, dns.drill_zone_block(self.zones, self.answers))
-        self.original_corefile, self.drill_corefile = original, drill
-        # The original Corefile is in the ledger before the ConfigMap changes.
-        self.checkpoint()
-        self._set_corefile(drill)
-        self._annotate_pods(str(int(time.time())))
-
-    def served_everywhere(self) -> bool:
-        """Every Ready kube-dns pod runs a configuration with the ``template`` plugin in every
-        drill zone (``coredns_plugin_enabled``): the zone is answered by CoreDNS itself."""
-        scraped = dns.scrape_all(self.cluster)
-        return bool(scraped) and all(set(self.zones) <= dns.served_zones(s, "template") for s in scraped.values())
-
-    def served_anywhere(self) -> list[str]:
-        """Ready kube-dns pods whose running configuration still serves a drill zone."""
-        return [pod for pod, samples in dns.scrape_all(self.cluster).items()
-                if set(self.zones) & dns.served_zones(samples, "template")]
-
-    def revert(self) -> None:
-        if self.original_corefile is not None and dns.read_corefile(self.cluster) != self.original_corefile:
-            self._set_corefile(self.original_corefile)
-        self._annotate_pods(None)
-        if self.await_reload and self.original_corefile is not None:
-            wait_until(lambda: not self.served_anywhere(), RELOAD_TIMEOUT_SECONDS, interval_seconds=1.0,
-                       description="drill zone no longer served")
-
-    def verify_reverted(self) -> None:
-        if self.original_corefile is not None and dns.read_corefile(self.cluster) != self.original_corefile:
-            raise FaultNotReverted("the coredns ConfigMap's Corefile differs from the saved original")
-        marked = [p.metadata.name for p in dns.coredns_pods(self.cluster, ready_only=False)
-                  if SYNC_ANNOTATION in (p.metadata.annotations or {})]
-        if marked:
-            raise FaultNotReverted(f"kube-dns pods still annotated {SYNC_ANNOTATION}: {marked}")
-        serving = self.served_anywhere() if self.await_reload else []
-        if serving:
-            raise FaultNotReverted(f"kube-dns pods still serve the drill zone {self.zones}: {serving}")

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from harness.components import dns
-from harness.faults import fault_class
-from harness.faults.dns_saturation import DnsSaturation, DrillZone, rollout_done
-from harness.timeline import Sample
+from harness.faults import FaultError, fault_class
+from harness.faults.dns_drill_zone import DrillZone
+from harness.faults.dns_saturation import DnsSaturation, rollout_done
 
 # kubeadm's default Corefile, as kind installs it.
 KUBEADM_COREFILE = """.:53 {
@@ -210,31 +210,6 @@ def test_dnsperf_report():
     assert dns.dnsperf_report("log unavailable: HTTP 404") == {"statistics": {}, "intervals": []}
 
 
-def _call(t, ok=True, latency=0.01, resolve=0.005, detail="HTTP 200"):
-    labels = {"target": "name/web"} if resolve is None else {"target": "name/web", "resolve_seconds": str(resolve)}
-    return Sample(t=t, ok=ok, latency_seconds=latency, detail=detail, labels=labels)
-
-
-def test_call_stats_and_dns_seconds():
-    calls = [_call(0), _call(1, latency=2.0, resolve=1.9),
-             _call(2, ok=False, latency=10.0, resolve=None, detail="dns: [Errno -3] Temporary failure"),
-             _call(3, ok=False, latency=1.0, resolve=0.01, detail="TimeoutError: timed out")]
-    assert [dns.dns_seconds(c) for c in calls] == [0.005, 1.9, 10.0, 0.01]
-    stats = dns.call_stats(calls, bound_seconds=1.0)
-    assert stats["calls"] == 4 and stats["errors"] == 2 and stats["dns_errors"] == 1
-    assert stats["degraded"] == 3 and stats["degraded_ratio"] == 0.75
-    assert stats["dns_p50_seconds"] == 0.01 and stats["dns_p99_seconds"] == 10.0
-    assert dns.call_stats([], 1.0)["error_ratio"] is None
-
-
-def test_recovered_at_is_after_the_last_degraded_call():
-    calls = [_call(0), _call(1, latency=5.0), _call(2), _call(3, ok=False, detail="dns: x", resolve=None), _call(4), _call(5)]
-    assert dns.recovered_at(calls, 1.0) == 4
-    assert dns.recovered_at(calls[:4], 1.0) is None  # still degraded at the end
-    assert dns.recovered_at([_call(7), _call(8)], 1.0) == 7
-    assert dns.recovered_at([], 1.0) is None
-
-
 def test_saturation_target_round_trip_and_bounded_load():
     fault = DnsSaturation(None, "ns", ["web.ns.svc.cluster.local", "kubernetes.default.svc.cluster.local."],
                           cpu_limit="20m", qps=1000, load_seconds=30, load_pods=2, original_spec={"replicas": 2})
@@ -253,13 +228,75 @@ def test_saturation_target_round_trip_and_bounded_load():
     assert fault.limit_patch()["metadata"]["annotations"] == {"kdrill.io/dns-saturation": "1 x 20m"}
 
 
-def test_drill_zone_step_is_found_under_the_same_kind():
+def test_the_drill_zone_is_a_fault_of_its_own_and_older_entries_still_recover():
     zone = DrillZone(None, ["example.com"], {"api.example.com": "192.0.2.10"}, original_corefile=KUBEADM_COREFILE,
                      await_reload=False)
-    rebuilt = fault_class("dns-saturation").from_target(None, zone.target())
-    assert isinstance(rebuilt, DrillZone)
-    assert rebuilt.original_corefile == KUBEADM_COREFILE and rebuilt.zones == ["example.com."]
-    assert rebuilt.await_reload  # a later process (kdrill recover) waits for CoreDNS to reload
+    # Its own kind now; a ledger entry written when it was a step of dns-saturation is still found.
+    for kind in ("dns-drill-zone", "dns-saturation"):
+        rebuilt = fault_class(kind).from_target(None, zone.target())
+        assert isinstance(rebuilt, DrillZone)
+        assert rebuilt.original_corefile == KUBEADM_COREFILE and rebuilt.zones == ["example.com."]
+        assert rebuilt.await_reload  # a later process (kdrill recover) waits for CoreDNS to reload
+
+
+class _Recorder:
+    """A stand-in API client for the fault's reads: the Services of a namespace, the coredns
+    Deployment and Corefile; every write is recorded, so a test can say none was made."""
+
+    def __init__(self, services, corefile=KUBEADM_COREFILE):
+        self.writes, self.corefile, self.services = [], corefile, services
+
+    def list_namespaced_service(self, namespace, **_):
+        return SimpleNamespace(items=[SimpleNamespace(metadata=SimpleNamespace(name=n)) for n in self.services])
+
+    def read_namespaced_config_map(self, name, namespace, **_):
+        return SimpleNamespace(data={"Corefile": self.corefile})
+
+    def read_namespaced_deployment(self, name, namespace, **_):
+        return SimpleNamespace(metadata=SimpleNamespace(annotations={}), spec={"replicas": 2})
+
+    def __getattr__(self, name):  # create_*, patch_*, replace_*, delete_*
+        return lambda *a, **k: self.writes.append(name)
+
+
+def test_query_names_are_the_namespaces_services_under_the_cluster_domain():
+    api = _Recorder(["web", "web-b"])
+    fault = DnsSaturation(SimpleNamespace(core=api, apps=api), "drill-ns")
+    names, zones = fault.query_names_for(KUBEADM_COREFILE)
+    assert zones == ["cluster.local."]
+    assert names == ["kube-dns.kube-system.svc.cluster.local.", "kubernetes.default.svc.cluster.local.",
+                     "web-b.drill-ns.svc.cluster.local.", "web.drill-ns.svc.cluster.local."]
+    # every zone falls through: there is no name CoreDNS is sure to answer itself
+    with pytest.raises(FaultError, match="answers no cluster domain itself"):
+        fault.query_names_for(KUBEADM_COREFILE.replace("fallthrough in-addr.arpa ip6.arpa", "fallthrough"))
+
+
+def test_names_coredns_would_forward_are_refused_before_anything_is_sent_or_changed():
+    api = _Recorder([])
+    fault = DnsSaturation(SimpleNamespace(core=api, apps=api), "drill-ns",
+                          query_names=["web.drill-ns.svc.cluster.local", "api.example.com"])
+    with pytest.raises(FaultError, match=r"forward upstream .*api\.example\.com"):
+        fault.inject()
+    assert api.writes == [] and fault.original_spec is None  # no pod made, nothing patched
+    assert fault.facts() == {"names_outside_cluster_zones": 1}
+    assert fault.facts_offered.keys() >= fault.facts().keys()
+
+
+def test_the_flood_marks_come_from_dnsperf_reports(monkeypatch):
+    fault = DnsSaturation(None, "ns", ["web.ns.svc.cluster.local"], load_pods=2)
+    fault.flood_started_at = 100.0
+    logs = {"dns-load-0": "1796000010.5: 500.0\n1796000011.5: 480.0\n1796000040.5: 10.0\n",
+            "dns-load-1": "1796000011.0: 500.0\n1796000039.0: 400.0\n"}
+    monkeypatch.setattr(fault, "load_logs", lambda: logs)
+    monkeypatch.setattr(fault, "load_finished", lambda: True)
+    monkeypatch.setattr("harness.faults.dns_saturation.coredns_pod_states", lambda cluster: {})
+    fault._read_flood()
+    # the time every load pod was sending: the later first report less one interval, the earlier last
+    assert fault.marks() == {"flood_started": 1796000010.0, "flood_stopped": 1796000039.0}
+    logs["dns-load-1"] = "dnsperf: could not start\n"  # one pod reported nothing: the times are not known
+    fault._read_flood()
+    assert fault.marks() == {"flood_started": None, "flood_stopped": None}
+    assert set(fault.marks_offered) == set(fault.marks())
 
 
 def test_rollout_done_needs_every_count_and_observed_generation():

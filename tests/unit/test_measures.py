@@ -180,3 +180,80 @@ def test_rate_per_second_is_none_for_reads_that_cannot_be_a_counter_s():
     assert rate_per_second([_read(100, 10), _read(100, 5), _read(101, 6)], 0, 200) is None
     # The same value twice at one time says nothing new.
     assert rate_per_second([_read(100, 10), _read(100, 10), _read(101, 12)], 0, 200) == 2.0
+
+
+# --- a fault's marks and facts, and "slower than N s" ------------------------------------------------
+
+def test_a_window_narrowed_to_the_faults_marks_then_settled() -> None:
+    from harness.runner import narrow
+
+    marks = {"flood_started": 110.0, "flood_stopped": 150.0, "never": None}
+    how = {"window": "fault", "from_mark": "flood_started", "until_mark": "flood_stopped", "settle_seconds": 5}
+    start, stop, said = narrow(how, 100.0, 170.0, [], marks)
+    assert (start, stop) == (115.0, 150.0) and "from mark flood_started" in said and "5 s to settle" in said
+    # a mark outside its window is kept inside it; settling never passes the window's end
+    assert narrow({"window": "fault", "from_mark": "flood_stopped"}, 100.0, 140.0, [], marks)[:2] == (140.0, 140.0)
+    assert narrow({"window": "fault", "settle_seconds": 90}, 100.0, 140.0, [], marks)[:2] == (140.0, 140.0)
+    for name in ("never", "unknown"):
+        with pytest.raises(ValueError, match=f"did not mark {name}"):
+            narrow({"window": "fault", "from_mark": name}, 100.0, 170.0, [], marks)
+
+
+def test_within_makes_a_slow_success_a_failure() -> None:
+    calls = [Sample(t=T, ok=True, latency_seconds=0.2), Sample(t=T + 1, ok=True, latency_seconds=1.07),
+             Sample(t=T + 2, ok=True, latency_seconds=None), Sample(t=T + 3, ok=False, latency_seconds=0.1),
+             Sample(t=T + 4, ok=True, latency_seconds=1.0)]
+    slow = measures.within(calls, 1.0)
+    assert [s.ok for s in slow] == [True, False, False, False, True]  # exactly 1.0 s is within
+    assert "slower than 1 s" in slow[1].detail and slow[3] is calls[3]
+    assert measures.measure("success_ratio", slow, T, T + 5) == pytest.approx(0.4)
+    assert measures.measure("success_ratio", calls, T, T + 5) == pytest.approx(0.8)  # the samples are not changed
+
+
+def test_p99_latency_is_the_nearest_rank() -> None:
+    calls = [Sample(t=T + i, ok=i % 2 == 0, latency_seconds=float(i + 1)) for i in range(200)]
+    assert measures.measure("p99_latency_seconds", calls, T, T + 200) == 198.0  # rank ceil(0.99 * 200) = 198
+    assert measures.measure("p99_latency_seconds", calls[:1], T, T + 200) == 1.0
+    assert measures.measure("p99_latency_seconds", calls, T + 500, T + 600) is None
+
+
+def dns_scenario(tmp_path: Path, edit=lambda d: None) -> Path:
+    data = yaml.safe_load((resources.scenarios_dir() / "dns-saturation.yaml").read_text())
+    edit(data)
+    path = tmp_path / "dns-saturation.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _measure(name):
+    return lambda d: next(e for e in d["expectations"] if e["name"] == name)["measure"]
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    (lambda d: _measure("names_outside_cluster_zones")(d).update(fact="queries_sent"),
+     "expectations[0].measure.fact", "a fact fault dns-saturation measures: forwarded_upstream_before_flood, "
+                                     "names_outside_cluster_zones"),
+    (lambda d: _measure("names_outside_cluster_zones")(d).update(window="fault"),
+     "expectations[0].measure", "{fact} alone"),
+    (lambda d: _measure("web_name_recovery_seconds")(d).update(from_mark="flood_began"),
+     "expectations[7].measure.from_mark", "a mark fault dns-saturation offers: flood_started, flood_stopped"),
+    (lambda d: _measure("web_name_recovery_seconds")(d).pop("window"),
+     "expectations[7].measure.window", "what the runner measures"),
+    (lambda d: _measure("web_name_recovery_seconds")(d).update(within_seconds=0),
+     "expectations[7].measure.within_seconds", "seconds above 0"),
+    (lambda d: _measure("web_name_recovery_seconds")(d).update(settle_seconds=-1),
+     "expectations[7].measure.settle_seconds", "seconds from 0 to 3600"),
+])
+def test_bad_marks_and_facts_are_refused(tmp_path, edit, field, expected) -> None:
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(dns_scenario(tmp_path, edit))
+    assert info.value.field == field and expected in info.value.expected, str(info.value)
+
+
+def test_a_fault_without_marks_offers_none(tmp_path) -> None:
+    def edit(d):
+        d["expectations"][0]["measure"].update(from_mark="flood_started")
+
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(data_scenario(tmp_path, edit))
+    assert info.value.field == "expectations[0].measure.from_mark" and info.value.expected.endswith("offers: none")

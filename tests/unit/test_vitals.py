@@ -78,3 +78,38 @@ def test_node_states_keep_who_set_a_not_ready_and_why():
     assert states["cp2"]["reason"] == "KubeletNotReady" and len(states["cp2"]["message"]) == MESSAGE_CHARS
     assert states["w1"] == {"ready": "Unknown", "reason": "NodeStatusUnknown", "taints": ["node.kubernetes.io/unreachable:NoExecute"],
                             "message": "Kubelet stopped posting node status."}
+
+
+def test_a_paused_probe_pods_samples_are_kept():
+    """quiet_vitals deletes the in-cluster probe pod, and its log with it: the samples taken
+    before the pause stay in the drill's vital signs (they were lost, and a drill whose pause
+    came right after its injection had no in-cluster baseline)."""
+    from types import SimpleNamespace
+
+    from kubernetes.client.exceptions import ApiException
+
+    from harness.timeline import Timeline
+    from harness.vitals import VitalSigns
+
+    def timelines(points):
+        out = {}
+        for target, t, ok in points:
+            out.setdefault(target, Timeline(target)).add(Sample(t=t, ok=ok))
+        return out
+
+    def gone(*_, **__):
+        raise ApiException(status=404)
+
+    core = SimpleNamespace(delete_namespaced_pod=lambda *a, **k: None, read_namespaced_pod=gone)
+    vitals = VitalSigns(SimpleNamespace(core=core), None)
+    first = [("name", 10.0, True), ("name", 11.0, True), ("clusterip", 10.5, True), ("name", 2.0, False)]
+    vitals.probe = SimpleNamespace(timelines=lambda since=None: timelines(
+        [p for p in first if since is None or p[1] >= since]))
+    vitals.pause_probe()
+    assert vitals.probe is None
+    kept = vitals.in_cluster_timelines(since=5.0)
+    assert [s.t for s in kept["name"].samples()] == [10.0, 11.0] and len(kept["clusterip"].samples()) == 1
+    # the next pod's samples follow, in time order
+    vitals.probe = SimpleNamespace(timelines=lambda since=None: timelines([("name", 20.0, False)]))
+    merged = vitals.in_cluster_timelines(since=5.0)
+    assert [(s.t, s.ok) for s in merged["name"].samples()] == [(10.0, True), (11.0, True), (20.0, False)]
