@@ -340,7 +340,9 @@ def narrow(how: dict, start: float, stop: float, ran: list[dict],
         at = (marks or {}).get(how[key])
         if at is None:
             raise ValueError(f"the fault did not mark {how[key]}, so its {how['window']} window has no {word} point")
-        at = min(max(at, bounds[0]), bounds[1])
+        if not bounds[0] <= at <= bounds[1]:
+            raise ValueError(f"the fault's mark {how[key]} is outside the {how['window']} window "
+                             f"({at - bounds[0]:+.1f} s from its start, which is {bounds[1] - bounds[0]:.1f} s long)")
         start, stop = (at, stop) if key == "from_mark" else (start, at)
         said.append(f"{word} mark {how[key]}")
     for key, word in (("from_action", "from"), ("until_action", "until")):
@@ -356,6 +358,9 @@ def narrow(how: dict, start: float, stop: float, ran: list[dict],
         else:
             stop = at
         said.append(f"{word} action {how[key]}")
+    if start > stop:
+        raise ValueError(f"its {how['window']} window narrowed {' '.join(said)} ends {start - stop:.1f} s before it "
+                         "starts")
     if how.get("settle_seconds"):
         start = min(start + float(how["settle_seconds"]), stop)
         said.append(f"after {float(how['settle_seconds']):g} s to settle")
@@ -493,7 +498,7 @@ def run(drill) -> None:
                 drill.expectations.error(expectation.name, f"the fault did not measure {how['fact']}")
             else:
                 drill.measure(expectation.name, value, detail=f"fact {how['fact']} of fault {fault.kind}: "
-                              + fault.facts_offered.get(how["fact"], ""))
+                              + fault.facts_offered.get(how["fact"], ("", ""))[1])
             continue
         timeline = timelines.get(how.get("probe"))
         if timeline is None:
@@ -507,17 +512,17 @@ def run(drill) -> None:
         except ValueError as exc:
             drill.expectations.error(expectation.name, str(exc))
             continue
+        samples = timeline.samples()
+        if "within_seconds" in how:
+            samples = measures.within(samples, float(how["within_seconds"]))
+            narrowed += f", a success slower than {float(how['within_seconds']):g} s counted failed"
         if how.get("from_first_success"):
-            reached = measures.first_success_at(timeline.samples(), start, stop)
+            reached = measures.first_success_at(samples, start, stop)
             if reached is None:
                 drill.expectations.error(expectation.name, f"probe {how['probe']} never succeeded in its "
                                          f"{how['window']} window{narrowed}: no first success to start from")
                 continue
             start, narrowed = reached, narrowed + ", from its first success"
-        samples = timeline.samples()
-        if "within_seconds" in how:
-            samples = measures.within(samples, float(how["within_seconds"]))
-            narrowed += f", a success slower than {float(how['within_seconds']):g} s counted failed"
         value = measures.measure(how["kind"], samples, start, stop)
         drill.measure(expectation.name, value,
                       detail=f"{how['kind']} of probe {how['probe']} over the {how['window']} window{narrowed} "

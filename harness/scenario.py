@@ -1086,12 +1086,14 @@ def _check_runner(path: Path, data: dict) -> None:
     except Exception:  # an unknown kind is refused by its own check, with its own message
         fault_type = None
     marks = sorted(getattr(fault_type, "marks_offered", {}))
-    facts = sorted(getattr(fault_type, "facts_offered", {}))
+    facts = getattr(fault_type, "facts_offered", {})
     for where, items in lists:
         for i, item in enumerate(items):
             if "measure" not in item:
-                raise ScenarioError(path, f"{where}[{i}].measure", "what the runner measures: {kind, probe, window}",
-                                    "nothing")
+                raise ScenarioError(path, f"{where}[{i}].measure", "what the runner measures: {kind, probe, window}, "
+                                    "or {fact}", "nothing")
+            if fault_type is None and ({"fact", "from_mark", "until_mark"} & set(item["measure"])):
+                continue  # the unknown fault kind is refused by its own check, with the nearest known kind
             if "fact" in item["measure"]:
                 extra = sorted(set(item["measure"]) - {"fact"})
                 if extra:
@@ -1099,7 +1101,11 @@ def _check_runner(path: Path, data: dict) -> None:
                                         "no probe or window", ", ".join(extra))
                 if item["measure"]["fact"] not in facts:
                     raise ScenarioError(path, f"{where}[{i}].measure.fact", f"a fact fault {data['fault']['kind']} "
-                                        f"measures: {', '.join(facts) or 'none'}", repr(item["measure"]["fact"]))
+                                        f"measures: {', '.join(sorted(facts)) or 'none'}", repr(item["measure"]["fact"]))
+                unit = facts[item["measure"]["fact"]][0]
+                if item["unit"] != unit:
+                    raise ScenarioError(path, f"{where}[{i}].unit", f"{unit!r}, the unit of fact {item['measure']['fact']}",
+                                        repr(item["unit"]))
                 continue
             missing = [k for k in ("kind", "probe", "window") if k not in item["measure"]]
             if missing:
@@ -1109,6 +1115,10 @@ def _check_runner(path: Path, data: dict) -> None:
                 if key in item["measure"] and item["measure"][key] not in marks:
                     raise ScenarioError(path, f"{where}[{i}].measure.{key}", f"a mark fault {data['fault']['kind']} "
                                         f"offers: {', '.join(marks) or 'none'}", repr(item["measure"][key]))
+                # A fault marks times while it is in force (harness/faults: Fault.marks).
+                if key in item["measure"] and item["measure"]["window"] != "fault":
+                    raise ScenarioError(path, f"{where}[{i}].measure.window", f"fault, the window {key} "
+                                        f"{item['measure'][key]} lies in", repr(item["measure"]["window"]))
             if item["measure"]["kind"] not in kinds:
                 raise ScenarioError(path, f"{where}[{i}].measure.kind", f"an installed measure: {', '.join(kinds)}",
                                     repr(item["measure"]["kind"]))

@@ -241,17 +241,19 @@ class VitalSigns:
         """Delete the in-cluster probe pod until the next :meth:`ensure` (for a drill that counts
         every query CoreDNS answers, where the probe's own lookups would be counted). Raises
         ApiException."""
+        kept: dict[str, list] = {}
         if self.probe is not None:
             try:
-                for target, timeline in self.probe.timelines().items():
-                    self._kept.setdefault(target, []).extend(timeline.samples())
+                kept = {target: timeline.samples() for target, timeline in self.probe.timelines().items()}
             except Exception as exc:  # the samples are evidence; the pause must still happen
                 log.warning("could not keep the in-cluster vital-sign samples before the pause: %s", exc)
         try:
             self.cluster.core.delete_namespaced_pod(PROBE_POD, NAMESPACE, grace_period_seconds=0, _request_timeout=10)
         except ApiException as exc:
             if exc.status != 404:
-                raise
+                raise  # the pod, and its log, are still there: nothing kept twice
+        for target, samples in kept.items():
+            self._kept.setdefault(target, []).extend(samples)
         from harness.expectations import wait_until
 
         wait_until(lambda: not self._probe_exists(), 60)

@@ -64,8 +64,8 @@ class Fault(abc.ABC):
     # name -> what it marks: e.g. when a load it started really began, inside its window.
     marks_offered: ClassVar[dict[str, str]] = {}
     # Named values the fault itself measured, which an expectation may bound (``measure: {fact}``),
-    # name -> what it is, with its unit: e.g. how many queries went upstream while it acted.
-    facts_offered: ClassVar[dict[str, str]] = {}
+    # name -> (its unit, what it is): e.g. how many queries went upstream while it acted.
+    facts_offered: ClassVar[dict[str, tuple[str, str]]] = {}
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -120,8 +120,9 @@ class Fault(abc.ABC):
         return {}
 
     def marks(self) -> dict[str, float | None]:
-        """The times of :attr:`marks_offered` (epoch seconds), None for one that did not happen or
-        is not known (a measure narrowed to it is then an error, never a pass)."""
+        """The times of :attr:`marks_offered` (epoch seconds), inside the fault window (injection
+        to revert start), None for one that did not happen or is not known (a measure narrowed to
+        it is then an error, never a pass)."""
         return {}
 
     def facts(self) -> dict[str, Any]:

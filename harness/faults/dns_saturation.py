@@ -119,8 +119,9 @@ class DnsSaturation(Fault):
         "flood_stopped": "dnsperf's last per-second report: sending ended (the earliest of the load pods')",
     }
     facts_offered = {
-        "names_outside_cluster_zones": "query names outside the zones CoreDNS's kubernetes plugin answers (names)",
-        "forwarded_upstream_before_flood": "forward plugin counter increase during the dry run (requests)",
+        "names_outside_cluster_zones": ("names", "query names outside the zones CoreDNS's kubernetes plugin answers"),
+        "forwarded_upstream_before_flood": ("requests", "forward plugin counter increase during the dry run, "
+                                                        "read on every Ready kube-dns pod"),
     }
 
     def __init__(self, cluster: Cluster, namespace: str, query_names: list[str] | None = None, replicas: int = 1,
@@ -246,7 +247,11 @@ class DnsSaturation(Fault):
         """The flood's query file at ``dry_run_qps`` for ``dry_run_seconds``, with the forward
         counters read before and after (once they held still). Raises FaultError when any moved:
         then a flood would send its names upstream too."""
-        before = dns.all_forward_series(dns.steady_scrape(self.cluster, requests=False))
+        scraped = dns.steady_scrape(self.cluster, requests=False)
+        if not scraped:
+            raise FaultError("no Ready kube-dns pod to read CoreDNS's forward counters from; the dry run and the "
+                             "flood were not started")
+        before = dns.all_forward_series(scraped)
         server = dns.kube_dns_cluster_ip(self.cluster)
         self.cluster.core.create_namespaced_pod(
             self.namespace, self.load_pod(DRY_RUN_POD, server, qps=self.dry_run_qps, seconds=self.dry_run_seconds),
@@ -257,8 +262,17 @@ class DnsSaturation(Fault):
             raise FaultError(f"the dnsperf dry run did not end within {self.dry_run_seconds + DRY_RUN_START_SECONDS:.0f} s "
                              f"({done.last_error}); the flood was not started")
         log = self.cluster.core.read_namespaced_pod_log(DRY_RUN_POD, self.namespace, _request_timeout=30)
-        self._evidence["dry_run_dnsperf"] = dns.dnsperf_report(log)["statistics"]
-        moved = dns.counter_increase(before, dns.all_forward_series(dns.steady_scrape(self.cluster, requests=False)))
+        statistics = self._evidence["dry_run_dnsperf"] = dns.dnsperf_report(log)["statistics"]
+        completed = statistics.get("Queries completed", "0").split()[0]
+        # A dry run that asked nothing (dnsperf failed to start) would prove nothing.
+        if not completed.isdigit() or int(completed) == 0:
+            raise FaultError(f"the dnsperf dry run completed no query (its log: {log[-300:]!r}); the flood was not "
+                             "started")
+        after = dns.steady_scrape(self.cluster, requests=False)
+        if set(after) != set(scraped):
+            raise FaultError(f"the kube-dns pods changed during the dry run ({sorted(scraped)} then {sorted(after)}): "
+                             "their counters cannot be compared; the flood was not started")
+        moved = dns.counter_increase(before, dns.all_forward_series(after))
         self._facts["forwarded_upstream_before_flood"] = int(sum(moved.values()))
         self._evidence["forwarded_during_dry_run"] = moved
         if moved:
@@ -358,10 +372,12 @@ class DnsSaturation(Fault):
         ends = [r["intervals"][-1][0] for r in reports.values() if r["intervals"]]
         # Every load pod reported, or the flood's times are not known.
         known = len(starts) == len(self.load_pod_names)
-        # Both marks bound the time every load pod was sending.
+        finished = self.load_finished()
+        # Both marks bound the time every load pod was sending. A load still sending when the
+        # revert began has no stop of its own (the revert's deletion ends it).
         self._marks = {"flood_started": max(starts) if known else None,
-                       "flood_stopped": min(ends) if known else None}
-        self._evidence.update(dnsperf=reports, load_finished_before_revert=self.load_finished(),
+                       "flood_stopped": min(ends) if known and finished else None}
+        self._evidence.update(dnsperf=reports, load_finished_before_revert=finished,
                               coredns_pods_at_flood_end=coredns_pod_states(self.cluster))
 
     def marks(self) -> dict[str, float | None]:

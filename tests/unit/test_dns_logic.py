@@ -293,6 +293,9 @@ def test_the_flood_marks_come_from_dnsperf_reports(monkeypatch):
     fault._read_flood()
     # the time every load pod was sending: the later first report less one interval, the earlier last
     assert fault.marks() == {"flood_started": 1796000010.0, "flood_stopped": 1796000039.0}
+    monkeypatch.setattr(fault, "load_finished", lambda: False)  # still sending when the revert began
+    fault._read_flood()
+    assert fault.marks() == {"flood_started": 1796000010.0, "flood_stopped": None}
     logs["dns-load-1"] = "dnsperf: could not start\n"  # one pod reported nothing: the times are not known
     fault._read_flood()
     assert fault.marks() == {"flood_started": None, "flood_stopped": None}
@@ -310,3 +313,22 @@ def test_rollout_done_needs_every_count_and_observed_generation():
     assert not rollout_done(deployment(3, 2, 2, 2, 2, 2), 2)  # the controller has not seen the spec yet
     assert not rollout_done(deployment(3, 3, 3, 2, 3, 3), 2)  # an old ReplicaSet still has a pod
     assert not rollout_done(deployment(3, 3, 2, 2, 1, 1), 2)
+
+
+def test_a_dry_run_that_proves_nothing_stops_the_flood(monkeypatch):
+    """The dry run is the check that the flood's names are answered without forwarding: with no
+    kube-dns pod to read, or no query completed, it refuses rather than report 0 forwarded."""
+    api = _Recorder(["web"])
+    api.read_namespaced_pod = lambda *a, **k: SimpleNamespace(status=SimpleNamespace(phase="Failed"))
+    api.read_namespaced_pod_log = lambda *a, **k: "dnsperf: could not open the query file\n"
+    monkeypatch.setattr(dns, "kube_dns_cluster_ip", lambda cluster: "10.96.0.10")
+    fault = DnsSaturation(SimpleNamespace(core=api, apps=api), "drill-ns", dry_run_seconds=1)
+    fault.query_names = ["web.drill-ns.svc.cluster.local."]
+    monkeypatch.setattr(dns, "steady_scrape", lambda cluster, requests=True: {})
+    with pytest.raises(FaultError, match="no Ready kube-dns pod"):
+        fault.dry_run()
+    assert api.writes == []  # no dry-run pod made
+    monkeypatch.setattr(dns, "steady_scrape", lambda cluster, requests=True: {"coredns-a": []})
+    with pytest.raises(FaultError, match="completed no query"):
+        fault.dry_run()
+    assert "forwarded_upstream_before_flood" not in fault.facts()  # not measured: its expectation is an error

@@ -191,12 +191,19 @@ def test_a_window_narrowed_to_the_faults_marks_then_settled() -> None:
     how = {"window": "fault", "from_mark": "flood_started", "until_mark": "flood_stopped", "settle_seconds": 5}
     start, stop, said = narrow(how, 100.0, 170.0, [], marks)
     assert (start, stop) == (115.0, 150.0) and "from mark flood_started" in said and "5 s to settle" in said
-    # a mark outside its window is kept inside it; settling never passes the window's end
-    assert narrow({"window": "fault", "from_mark": "flood_stopped"}, 100.0, 140.0, [], marks)[:2] == (140.0, 140.0)
+    # settling never passes the window's end
     assert narrow({"window": "fault", "settle_seconds": 90}, 100.0, 140.0, [], marks)[:2] == (140.0, 140.0)
     for name in ("never", "unknown"):
         with pytest.raises(ValueError, match=f"did not mark {name}"):
             narrow({"window": "fault", "from_mark": name}, 100.0, 170.0, [], marks)
+    # a mark outside its window is an error, not moved to the window's edge (a review found the
+    # whole window measured under the mark's name)
+    with pytest.raises(ValueError, match="outside the fault window"):
+        narrow({"window": "fault", "from_mark": "flood_stopped"}, 100.0, 140.0, [], marks)
+    # marks in the wrong order leave no window
+    with pytest.raises(ValueError, match="ends 40.0 s before it starts"):
+        narrow({"window": "fault", "from_mark": "flood_stopped", "until_mark": "flood_started"}, 100.0, 170.0, [],
+               marks)
 
 
 def test_within_makes_a_slow_success_a_failure() -> None:
@@ -248,6 +255,24 @@ def test_bad_marks_and_facts_are_refused(tmp_path, edit, field, expected) -> Non
     with pytest.raises(ScenarioError) as info:
         load_scenario(dns_scenario(tmp_path, edit))
     assert info.value.field == field and expected in info.value.expected, str(info.value)
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    # a fact has its unit
+    (lambda d: next(e for e in d["expectations"] if e["name"] == "names_outside_cluster_zones").update(unit="ratio"),
+     "expectations[0].unit", "'names', the unit of fact names_outside_cluster_zones"),
+    # a fault marks times while it is in force
+    (lambda d: _measure("after_name_success_ratio")(d).update(from_mark="flood_stopped"),
+     "expectations[9].measure.window", "fault, the window from_mark flood_stopped lies in"),
+    # a misspelt fault kind is refused as such, not as a fact or mark it lacks
+    (lambda d: d["fault"].update(kind="dns-saturatio"), "fault.kind", "dns-saturation"),
+])
+def test_facts_units_mark_windows_and_the_fault_kind(tmp_path, edit, field, expected) -> None:
+    from harness.cli import check_references
+
+    with pytest.raises(ScenarioError) as info:
+        check_references(load_scenario(dns_scenario(tmp_path, edit)))
+    assert info.value.field == field and expected in str(info.value), str(info.value)
 
 
 def test_a_fault_without_marks_offers_none(tmp_path) -> None:
