@@ -26,9 +26,10 @@ from harness.providers.kind import BackgroundCreation, KindProvider
 log = logging.getLogger(__name__)
 
 # The scenarios whose SIGKILL cases run here: their faults touch nothing outside their drill's
-# namespace, its declared objects and its registry containers, and they need no host port and no
-# second control-plane node. Chosen so that both lanes take about as long (7 and 8 cases).
-ON_SIDE_CLUSTER = ("webhook-outage", "registry-outage", "dns-saturation", "apiservice-unavailable",
+# namespace, its declared objects and its registry containers, or the side cluster's own CoreDNS
+# (the two DNS drills), and they need no host port and no second control-plane node. Chosen so
+# that both lanes take about as long (7 cases each).
+ON_SIDE_CLUSTER = ("webhook-outage", "registry-outage", "dns-saturation", "dns-ndots", "apiservice-unavailable",
                    "webhook-on-pod-delete", "serial-image-pull")
 
 NAME = "kdrill-side"

@@ -65,7 +65,7 @@ def run_edited(cluster, tmp_path: Path, scenario: str, edit, run_id: str, timeou
 
 
 # Every drill, killed while its fault is in force: (scenario, case, the fault kind to wait for, and
-# which of its entries: the DNS drill's drill-zone step comes before its saturation).
+# which of its entries).
 SIGKILLED = [
     # Killed with a fail-closed webhook whose backend is scaled to zero, and which matches that
     # backend's own scale-up: recover's first try at scaling it back is refused, the declared
@@ -73,6 +73,9 @@ SIGKILLED = [
     ("webhook-outage", None, "scale-to-zero", None),
     ("registry-outage", None, "registry-outage", None),
     ("dns-saturation", None, "dns-saturation", "saturate"),
+    # Killed with the drill zone in the Corefile: recover puts the saved Corefile back and waits
+    # until no kube-dns pod serves the zone.
+    ("dns-ndots", None, "dns-drill-zone", None),
     ("etcd-member-loss", None, "etcd-member", None),
     ("control-plane-stop", "node-loss", "control-plane-stop", None),
     # Leaves cluster-scoped objects (FlowSchema, PriorityLevelConfiguration) and a running flood.
