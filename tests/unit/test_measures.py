@@ -53,10 +53,11 @@ def test_longest_unanswered_counts_a_hung_request_as_much_as_a_failed_one() -> N
     assert measures.longest_unanswered_seconds(stopped, T + 5, T + 5) is None  # an empty window
 
 
-def data_scenario(tmp_path: Path, edit=lambda d: None) -> Path:
-    data = yaml.safe_load((resources.scenarios_dir() / "service-without-endpoints.yaml").read_text())
+def data_scenario(tmp_path: Path, edit=lambda d: None, name: str = "service-without-endpoints") -> Path:
+    """A copy of the shipped scenario ``name`` changed by ``edit(dict)``."""
+    data = yaml.safe_load((resources.scenarios_dir() / f"{name}.yaml").read_text())
     edit(data)
-    path = tmp_path / "service-without-endpoints.yaml"
+    path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -225,11 +226,7 @@ def test_p99_latency_is_the_nearest_rank() -> None:
 
 
 def dns_scenario(tmp_path: Path, edit=lambda d: None) -> Path:
-    data = yaml.safe_load((resources.scenarios_dir() / "dns-saturation.yaml").read_text())
-    edit(data)
-    path = tmp_path / "dns-saturation.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return data_scenario(tmp_path, edit, "dns-saturation")
 
 
 def _measure(name):
