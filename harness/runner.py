@@ -329,9 +329,10 @@ def narrow(how: dict, start: float, stop: float, ran: list[dict],
            marks: dict[str, float | None] | None = None) -> tuple[float, float, str]:
     """``(start, stop)`` of a measure's window (epoch seconds) narrowed by its ``from_action`` and
     ``until_action`` to when those actions ran (``ran``: the window's action results), by its
-    ``from_mark`` and ``until_mark`` to the fault's marks (``marks``: name -> epoch seconds), each
-    kept inside the window, and then started ``settle_seconds`` later; and a phrase saying so.
-    Raises ValueError when a named action did not run, or failed, or a named mark is not known."""
+    ``from_mark`` and ``until_mark`` to the fault's marks (``marks``: name -> epoch seconds), and
+    then started ``settle_seconds`` later; and a phrase saying so. Raises ValueError when a named
+    action did not run, or failed, when a named mark is not known or lies outside the window, and
+    when the narrowed window ends before it starts."""
     results = {r["name"]: r for r in ran}
     said, bounds = [], (start, stop)
     for key, word in (("from_mark", "from"), ("until_mark", "until")):

@@ -1076,11 +1076,10 @@ def _check_runner(path: Path, data: dict) -> None:
         raise ScenarioError(path, "runner.abort.max_failing_seconds", "fewer seconds than runner.windows."
                             f"hold_seconds ({data['runner']['windows']['hold_seconds']}): a guard that can trip",
                             repr(guard["max_failing_seconds"]))
+    from harness.faults import fault_class
     from harness.measures import measure_kinds
 
     kinds = measure_kinds()
-    from harness.faults import fault_class
-
     try:
         fault_type = fault_class(data["fault"]["kind"])
     except Exception:  # an unknown kind is refused by its own check, with its own message
