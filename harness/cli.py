@@ -596,9 +596,10 @@ def cmd_new(args: argparse.Namespace) -> int:
     kinds = [k for k in fault_kinds() if data_usable(fault_class(k))]
     fault_params = [f"{k}: " + ", ".join(f"{name}{'*' if param.required else ''}" for name, param in
                                          fault_class(k).params.items())
-                    + "".join(f"; {what}: {', '.join(sorted(offered))}" for what, offered in
-                              (("marks", fault_class(k).marks_offered), ("facts", fault_class(k).facts_offered))
-                              if offered)
+                    + (f"; marks: {', '.join(sorted(fault_class(k).marks_offered))}"
+                       if fault_class(k).marks_offered else "")
+                    + (f"; facts: {', '.join(f'{n} ({unit})' for n, (unit, _) in sorted(fault_class(k).facts_offered.items()))}"
+                       if fault_class(k).facts_offered else "")
                     for k in kinds]
     text = Environment(loader=PackageLoader("harness", "templates"), keep_trailing_newline=True).get_template(
         "scenario.yaml.j2").render(name=args.name, path=path, kinds=", ".join(kinds), fault_params=fault_params,

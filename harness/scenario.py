@@ -1076,7 +1076,7 @@ def _check_runner(path: Path, data: dict) -> None:
         raise ScenarioError(path, "runner.abort.max_failing_seconds", "fewer seconds than runner.windows."
                             f"hold_seconds ({data['runner']['windows']['hold_seconds']}): a guard that can trip",
                             repr(guard["max_failing_seconds"]))
-    from harness.faults import fault_class
+    from harness.faults import data_usable, fault_class
     from harness.measures import measure_kinds
 
     kinds = measure_kinds()
@@ -1084,6 +1084,8 @@ def _check_runner(path: Path, data: dict) -> None:
         fault_type = fault_class(data["fault"]["kind"])
     except Exception:  # an unknown kind is refused by its own check, with its own message
         fault_type = None
+    if fault_type is not None and not data_usable(fault_type):
+        fault_type = None  # ...and so is one the runner cannot build, before its facts or marks
     marks = sorted(getattr(fault_type, "marks_offered", {}))
     facts = getattr(fault_type, "facts_offered", {})
     for where, items in lists:
