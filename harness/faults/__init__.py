@@ -136,6 +136,12 @@ class Fault(abc.ABC):
         return target.get("nodes") or target.get("where") or [target]
 
     @classmethod
+    def window_problem(cls, params: dict[str, Any], windows: dict[str, float]) -> tuple[str] | None:
+        """Why a data-only scenario's ``windows`` (runner.windows, seconds) cannot hold what this
+        fault does with ``params``, as (what hold_seconds should be,), or None. Default: None."""
+        return None
+
+    @classmethod
     def acts_on(cls, params: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
         """The objects a data-only scenario's ``params`` (a case's merged over the fault's,
         already checked against :attr:`params`) make this fault act on, as (the parameter that
@@ -201,6 +207,22 @@ def check_params(scenario) -> None:
     fault_type = fault_class(scenario.fault_kind)
     params.check(scenario, fault_type.params)
     check_targets(scenario, fault_type)
+    check_windows(scenario, fault_type)
+
+
+def check_windows(scenario, fault_type: type[Fault]) -> None:
+    """A data-only scenario's runner windows fit what its fault does with each case's params
+    (:meth:`Fault.window_problem`). Raises ScenarioError at ``runner.windows.hold_seconds``."""
+    if scenario.runner is None:
+        return
+    from harness.scenario import ScenarioError
+
+    windows = {k: float(v) for k, v in scenario.runner["windows"].items()}
+    for case in scenario.cases or [None]:
+        problem = fault_type.window_problem(scenario.params_for(case.name if case else None), windows)
+        if problem is not None:
+            raise ScenarioError(scenario.path, "runner.windows.hold_seconds", problem[0],
+                                f"{windows['hold_seconds']:g}" + (f" (case {case.name})" if case else ""))
 
 
 def check_targets(scenario, fault_type: type[Fault]) -> None:

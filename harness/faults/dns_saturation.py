@@ -58,6 +58,9 @@ SYNC_ANNOTATION = "kdrill.io/dns-drill-zone"
 # the "original" (an earlier run killed before its revert, and kdrill recover not run yet).
 LIMITED_ANNOTATION = "kdrill.io/dns-saturation"
 DRY_RUN_POD = "dns-dry-run"
+# Allowed for the load pods to start sending (dnsperf began 0.50 to 0.58 s into the hold in 4 runs
+# here, its first report a second later; the toolbox image is preloaded).
+LOAD_START_SECONDS = 10.0
 # A deadline for the dry-run pod to start and end, beyond its own seconds (the toolbox image is
 # preloaded; the pod's start took a few seconds here).
 DRY_RUN_START_SECONDS = 90.0
@@ -154,6 +157,16 @@ class DnsSaturation(Fault):
         return cls(cluster, namespace, **params)
 
     # -- ledger ---------------------------------------------------------------------------
+
+    @classmethod
+    def window_problem(cls, params: dict[str, Any], windows: dict[str, float]) -> tuple[str] | None:
+        """The flood must end inside the hold, or its end (the ``flood_stopped`` mark) is never
+        seen: its load pods start, send ``load_seconds``, then wait ``query_timeout_seconds``."""
+        least = float(params["load_seconds"]) + float(params["query_timeout_seconds"]) + LOAD_START_SECONDS
+        if windows["hold_seconds"] < least:
+            return (f"at least {least:g} s: load_seconds + query_timeout_seconds + {LOAD_START_SECONDS:g} s for the "
+                    "load pods to start, so the flood ends while the fault holds",)
+        return None
 
     def target(self) -> dict[str, Any]:
         return {"step": self.step, "method": self.method,

@@ -263,7 +263,10 @@ def test_bad_marks_and_facts_are_refused(tmp_path, edit, field, expected) -> Non
      "expectations[9].measure.window", "fault, the window from_mark flood_stopped lies in"),
     # a misspelt fault kind is refused as such, not as a fact or mark it lacks
     (lambda d: d["fault"].update(kind="dns-saturatio"), "fault.kind", "dns-saturation"),
-    # ...and so is one only a drill file can drive (a newcomer met its missing facts first)
+    # the flood must end while the fault holds, or its end is never marked
+    (lambda d: d["fault"]["params"].update(load_seconds=60), "runner.windows.hold_seconds",
+     "at least 73 s: load_seconds + query_timeout_seconds + 10 s"),
+    # a fault only a drill file drives is refused as such (a newcomer met its missing facts first)
     (lambda d: d["fault"].update(kind="webhook-backend-down"), "fault.kind", "those with for_scenario"),
 ])
 def test_facts_units_mark_windows_and_the_fault_kind(tmp_path, edit, field, expected) -> None:
