@@ -19,6 +19,7 @@ Sources for the behaviour modelled here:
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -364,8 +365,6 @@ def steady_scrape(cluster: Cluster, requests: bool = True, timeout_seconds: floa
     ``coredns_dns_requests_total``) have held still for ``STEADY_SECONDS``: a reload's or a start's
     own loop-detection query is behind us and, with ``requests``, nothing else is querying, so the
     next change is the caller's. Raises ConditionTimeout after ``timeout_seconds``."""
-    import time
-
     from harness.expectations import wait_until_or_raise
 
     readings: list[tuple[float, object, dict]] = []

@@ -136,9 +136,9 @@ class Fault(abc.ABC):
         return target.get("nodes") or target.get("where") or [target]
 
     @classmethod
-    def window_problem(cls, params: dict[str, Any], windows: dict[str, float]) -> tuple[str] | None:
+    def window_problem(cls, params: dict[str, Any], windows: dict[str, float]) -> str | None:
         """Why a data-only scenario's ``windows`` (runner.windows, seconds) cannot hold what this
-        fault does with ``params``, as (what hold_seconds should be,), or None. Default: None."""
+        fault does with ``params``, as what hold_seconds should be, or None. Default: None."""
         return None
 
     @classmethod
@@ -221,7 +221,7 @@ def check_windows(scenario, fault_type: type[Fault]) -> None:
     for case in scenario.cases or [None]:
         problem = fault_type.window_problem(scenario.params_for(case.name if case else None), windows)
         if problem is not None:
-            raise ScenarioError(scenario.path, "runner.windows.hold_seconds", problem[0],
+            raise ScenarioError(scenario.path, "runner.windows.hold_seconds", problem,
                                 f"{windows['hold_seconds']:g}" + (f" (case {case.name})" if case else ""))
 
 

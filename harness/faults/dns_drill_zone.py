@@ -39,10 +39,8 @@ class DrillZone(Fault):
     inject and revert annotate the kube-dns pods (``kdrill.io/dns-drill-zone``): a pod update makes
     the kubelet sync the pod, and its volume, at once. Revert removes the annotation.
 
-    ``await_reload``: revert also waits (up to ``RELOAD_TIMEOUT_SECONDS``) until no Ready kube-dns
-    pod serves the drill zones any more, and verify checks it. ``from_target`` (``kdrill recover``)
-    always waits; a drill whose next step replaces every CoreDNS pod anyway may pass False and
-    check the running configuration itself at the end.
+    Revert also waits (up to ``RELOAD_TIMEOUT_SECONDS``) until no Ready kube-dns pod serves the
+    drill zones any more, and verify checks it.
     """
 
     kind = "dns-drill-zone"
@@ -50,10 +48,8 @@ class DrillZone(Fault):
     step = "drill-zone"
 
     def __init__(self, cluster: Cluster, zones: list[str], answers: dict[str, str],
-                 original_corefile: str | None = None, drill_corefile: str | None = None,
-                 await_reload: bool = True) -> None:
+                 original_corefile: str | None = None, drill_corefile: str | None = None) -> None:
         super().__init__(cluster)
-        self.await_reload = await_reload
         self.zones = [dns.fqdn(z) for z in zones]
         self.answers = {dns.fqdn(k): v for k, v in answers.items()}
         self.original_corefile, self.drill_corefile = original_corefile, drill_corefile
@@ -114,7 +110,7 @@ class DrillZone(Fault):
         if self.original_corefile is not None and dns.read_corefile(self.cluster) != self.original_corefile:
             self._set_corefile(self.original_corefile)
         self._annotate_pods(None)
-        if self.await_reload and self.original_corefile is not None:
+        if self.original_corefile is not None:
             wait_until(lambda: not self.served_anywhere(), RELOAD_TIMEOUT_SECONDS, interval_seconds=1.0,
                        description="drill zone no longer served")
 
@@ -125,6 +121,6 @@ class DrillZone(Fault):
                   if SYNC_ANNOTATION in (p.metadata.annotations or {})]
         if marked:
             raise FaultNotReverted(f"kube-dns pods still annotated {SYNC_ANNOTATION}: {marked}")
-        serving = self.served_anywhere() if self.await_reload else []
+        serving = self.served_anywhere()
         if serving:
             raise FaultNotReverted(f"kube-dns pods still serve the drill zone {self.zones}: {serving}")

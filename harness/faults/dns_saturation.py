@@ -19,8 +19,9 @@ resolver), so before anything changes the fault checks, and refuses to go on oth
 It offers the flood's own times to a data-only scenario's measures (``marks``): ``flood_started``
 (one interval before dnsperf's first per-second report) and ``flood_stopped`` (its last report:
 sending ended there, after which dnsperf only waits for late answers): the time every load pod
-was sending, read from their logs when the revert begins, None when a pod reported nothing. The window from the injection also holds the dry run and the limited
-rollout, which are not the flood.
+was sending, read from their logs when the revert begins, None when a pod reported nothing. The
+window from the injection also holds the dry run and the limited rollout, which are not the
+flood.
 
 Behaviour exercised: "DNS for Services and Pods" and "Debugging DNS Resolution" (kubernetes.io):
 pods resolve Service names through the kube-dns Service; with CoreDNS saturated, name-based
@@ -49,11 +50,7 @@ from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 # revert failed. Both sit well above the slowest seen on this 2-core machine, because a fresh,
 # loaded machine is slower than a warm one (a fixed 120 s deadline on another path failed there).
 ROLLOUT_TIMEOUT_SECONDS = 300.0
-# reload checks every 30 s +/- 15 s (coredns.io/plugins/reload), after the kubelet has synced the
-# ConfigMap volume (its periodic pod sync, 1 min by default, which the pod annotation hurries).
-RELOAD_TIMEOUT_SECONDS = 300.0
 LOAD_LABEL = "kdrill.io/dns-load"
-SYNC_ANNOTATION = "kdrill.io/dns-drill-zone"
 # On the coredns Deployment while it is limited: a second inject must not save a limited spec as
 # the "original" (an earlier run killed before its revert, and kdrill recover not run yet).
 LIMITED_ANNOTATION = "kdrill.io/dns-saturation"
@@ -159,13 +156,13 @@ class DnsSaturation(Fault):
     # -- ledger ---------------------------------------------------------------------------
 
     @classmethod
-    def window_problem(cls, params: dict[str, Any], windows: dict[str, float]) -> tuple[str] | None:
+    def window_problem(cls, params: dict[str, Any], windows: dict[str, float]) -> str | None:
         """The flood must end inside the hold, or its end (the ``flood_stopped`` mark) is never
         seen: its load pods start, send ``load_seconds``, then wait ``query_timeout_seconds``."""
         least = float(params["load_seconds"]) + float(params["query_timeout_seconds"]) + LOAD_START_SECONDS
         if windows["hold_seconds"] < least:
             return (f"at least {least:g} s: load_seconds + query_timeout_seconds + {LOAD_START_SECONDS:g} s for the "
-                    "load pods to start, so the flood ends while the fault holds",)
+                    "load pods to start, so the flood ends while the fault holds")
         return None
 
     def target(self) -> dict[str, Any]:

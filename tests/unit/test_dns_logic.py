@@ -229,14 +229,12 @@ def test_saturation_target_round_trip_and_bounded_load():
 
 
 def test_the_drill_zone_is_a_fault_of_its_own_and_older_entries_still_recover():
-    zone = DrillZone(None, ["example.com"], {"api.example.com": "192.0.2.10"}, original_corefile=KUBEADM_COREFILE,
-                     await_reload=False)
+    zone = DrillZone(None, ["example.com"], {"api.example.com": "192.0.2.10"}, original_corefile=KUBEADM_COREFILE)
     # Its own kind now; a ledger entry written when it was a step of dns-saturation is still found.
     for kind in ("dns-drill-zone", "dns-saturation"):
         rebuilt = fault_class(kind).from_target(None, zone.target())
         assert isinstance(rebuilt, DrillZone)
         assert rebuilt.original_corefile == KUBEADM_COREFILE and rebuilt.zones == ["example.com."]
-        assert rebuilt.await_reload  # a later process (kdrill recover) waits for CoreDNS to reload
 
 
 class _Recorder:
