@@ -122,6 +122,7 @@ KINDS: dict[str, Kind] = {k.kind: k for k in [
     Kind("v1", "Pod", "pods", True),
     Kind("apps/v1", "Deployment", "deployments", True),
     Kind("apps/v1", "StatefulSet", "statefulsets", True),
+    Kind("batch/v1", "Job", "jobs", True),
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", True),
     Kind("apiregistration.k8s.io/v1", "APIService", "apiservices", False),

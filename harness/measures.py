@@ -42,6 +42,11 @@ has none), in the scenario's own unit (the metric's):
   at one time differ: no counter's). Prometheus's ``rate()`` without its extrapolation to the
   window's edges (https://prometheus.io/docs/prometheus/latest/querying/functions/#rate).
 
+``predicted_by: <fact>`` judges a ``success_ratio`` against a ratio the fault measured: the share of
+the path's backends it takes away (e.g. the CoreDNS replicas on the nodes it freezes). The value
+is true or false (:func:`as_predicted`): with none away the calls work (>= 0.99), with all away
+they fail (<= 0.05), with some away some fail (strictly between 0 and 0.99).
+
 ``within_seconds`` makes a success that took longer than that (or has no latency) a failure
 before any measure reads the samples: "failed or slower than N s" (e.g. a lookup that answered,
 but too late for its client).
@@ -79,6 +84,19 @@ def within(samples: list[Sample], seconds: float) -> list[Sample]:
         slow = s.ok and (s.latency_seconds is None or not s.latency_seconds <= seconds)
         out.append(dataclasses.replace(s, ok=False, detail=f"slower than {seconds:g} s ({s.detail})") if slow else s)
     return out
+
+
+def as_predicted(success: float | None, share_away: float | None) -> bool | None:
+    """Whether a success ratio is what taking ``share_away`` (0 to 1) of a path's backends away
+    predicts: >= 0.99 with none away, <= 0.05 with all, strictly between 0 and 0.99 otherwise.
+    None when either is None (nothing to judge)."""
+    if success is None or share_away is None:
+        return None
+    if share_away <= 0:
+        return success >= 0.99
+    if share_away >= 1:
+        return success <= 0.05
+    return 0.0 < success < 0.99
 
 
 def in_window(samples: list[Sample], start: float, end: float) -> list[Sample]:

@@ -397,7 +397,7 @@ def run(drill) -> None:
     try:
         with drill.phase("setup"):
             drill.fresh_namespace()
-            deploy_http_server(cluster, ns, APP, replicas)
+            deploy_http_server(cluster, ns, APP, replicas, node_port=drill.workload.get("node_port"))
             # Before the objects (whose pods pull from them), removed after them.
             images = set_up_registries(drill, stack) if drill.workload.get("registries") else {}
             if drill.workload.get("manifests"):
@@ -462,6 +462,17 @@ def run(drill) -> None:
             finally:
                 actions["after"].finish()
         end = time.time()
+        # Before the declared objects go: a fact may compare them with what was there before.
+        try:
+            facts = fault.facts()
+        except Exception as exc:  # each expectation on a fact is then an error, saying why
+            facts, facts_error = {}, f"{type(exc).__name__}: {exc}"[:300]
+        else:
+            facts_error = None
+        seen = fault.facts_evidence()
+        if facts or facts_error or seen:
+            drill.observe("fault_facts", {"values": facts, **({"error": facts_error} if facts_error else {}),
+                                          **({"seen": seen} if seen else {})})
     finally:
         # Whatever the evidence-keeping below raises, the probe pod, the declared objects and the
         # registries still go (an APIService left behind blocks every namespace's deletion).
@@ -488,7 +499,7 @@ def run(drill) -> None:
               "fault": (fault.injected_at, fault.revert_started_at),
               "after": (fault.reverted_at, end)}
     drill.observe("runner_windows", {k: {"from": a, "to": b} for k, (a, b) in bounds.items()})
-    marks, facts = fault.marks(), fault.facts()
+    marks = fault.marks()
     if marks:
         drill.observe("fault_marks", marks)
     for expectation in drill.expectations.specs():
@@ -496,7 +507,8 @@ def run(drill) -> None:
         if "fact" in how:
             value = facts.get(how["fact"])
             if value is None:
-                drill.expectations.error(expectation.name, f"the fault did not measure {how['fact']}")
+                drill.expectations.error(expectation.name, f"the fault did not measure {how['fact']}"
+                                         + (f" ({facts_error})" if facts_error else ""))
             else:
                 drill.measure(expectation.name, value, detail=f"fact {how['fact']} of fault {fault.kind}: "
                               + fault.facts_offered.get(how["fact"], ("", ""))[1])
@@ -525,6 +537,12 @@ def run(drill) -> None:
                 continue
             start, narrowed = reached, narrowed + ", from its first success"
         value = measures.measure(how["kind"], samples, start, stop)
+        if "predicted_by" in how:
+            share = facts.get(how["predicted_by"])
+            narrowed += (f", {value if value is None else round(value, 3)} judged against fact {how['predicted_by']} "
+                         f"{share if share is None else round(share, 3)} (the share taken away: none, calls work; "
+                         "all, they fail; some, some do)")
+            value = measures.as_predicted(value, share)
         drill.measure(expectation.name, value,
                       detail=f"{how['kind']} of probe {how['probe']} over the {how['window']} window{narrowed} "
                              f"({stop - start:.1f} s, {len(measures.in_window(samples, start, stop))} samples)")

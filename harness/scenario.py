@@ -119,6 +119,9 @@ _EXPECTATION: dict[str, Any] = {
                 "settle_seconds": {"type": "number", "minimum": 0, "maximum": 3600,
                                    "x-expected": "seconds from 0 to 3600"},
                 "fact": {"type": "string", "x-expected": "the name of a fact the fault measures"},
+                # A success_ratio judged against a fact: the share of the path's backends the fault
+                # takes away (harness/measures.py: as_predicted).
+                "predicted_by": {"type": "string", "x-expected": "the name of a ratio fact the fault measures"},
                 # A success slower than this counts as a failure (harness/measures.py: within).
                 "within_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600,
                                    "x-expected": "seconds above 0, at most 3600"},
@@ -1040,6 +1043,11 @@ def _check_runner(path: Path, data: dict) -> None:
             # vital sign's (or pass its samples off as the vital sign's).
             raise ScenarioError(path, f"runner.probes[{i}].name", "a name that is not a vital sign's timeline ("
                                 + ", ".join(VITAL_SIGN_TIMELINES) + ")", repr(name))
+    for i, p in enumerate(data["runner"]["probes"]):
+        if p["kind"] == "host-http" and p.get("node_port") != (data.get("workload") or {}).get("node_port"):
+            raise ScenarioError(path, f"runner.probes[{i}].node_port", "workload.node_port, the NodePort the runner "
+                                f"gives its web Service ({(data.get('workload') or {}).get('node_port', 'none declared')})",
+                                repr(p.get("node_port")))
     guard = data["runner"].get("abort")
     # A pod-ips probe's calls to every pod are one timeline: it keeps answering while any pod does.
     pod_ips = [p["name"] for p in data["runner"]["probes"] if p["kind"] == "incluster-http" and p.get("target") == "pod-ips"]
@@ -1112,6 +1120,16 @@ def _check_runner(path: Path, data: dict) -> None:
             if missing:
                 raise ScenarioError(path, f"{where}[{i}].measure.{missing[0]}", "what the runner measures: {kind, "
                                     "probe, window}, or {fact}", "nothing")
+            if "predicted_by" in item["measure"]:
+                predicted = item["measure"]["predicted_by"]
+                if predicted not in facts or facts[predicted][0] != "ratio":
+                    raise ScenarioError(path, f"{where}[{i}].measure.predicted_by", "a ratio fact fault "
+                                        f"{data['fault']['kind']} measures: " + (", ".join(sorted(
+                                            f for f, (u, _) in facts.items() if u == "ratio")) or "none"), repr(predicted))
+                if item["measure"]["kind"] != "success_ratio" or item["unit"] != "bool":
+                    raise ScenarioError(path, f"{where}[{i}]", "measure kind success_ratio and unit bool with "
+                                        "predicted_by (the ratio is judged against the prediction: true or false)",
+                                        f"kind {item['measure']['kind']!r}, unit {item['unit']!r}")
             for key in ("from_mark", "until_mark"):
                 if key in item["measure"] and item["measure"][key] not in marks:
                     raise ScenarioError(path, f"{where}[{i}].measure.{key}", f"a mark fault {data['fault']['kind']} "
@@ -1124,13 +1142,14 @@ def _check_runner(path: Path, data: dict) -> None:
                 raise ScenarioError(path, f"{where}[{i}].measure.kind", f"an installed measure: {', '.join(kinds)}",
                                     repr(item["measure"]["kind"]))
             unit = MEASURE_UNITS.get(item["measure"]["kind"])
-            if unit is not None and item["unit"] != unit:
+            if unit is not None and item["unit"] != unit and "predicted_by" not in item["measure"]:
                 raise ScenarioError(path, f"{where}[{i}].unit", f"{unit!r}, the unit of {item['measure']['kind']}",
                                     repr(item["unit"]))
             if item["measure"]["probe"] not in probes:
                 raise ScenarioError(path, f"{where}[{i}].measure.probe", f"one of runner.probes: {', '.join(probes)}",
                                     repr(item["measure"]["probe"]))
             from harness.measures import VALUE_MEASURES
+            from harness.probes import probe_types
 
             if item["measure"]["probe"] in pod_ips and item["measure"]["kind"] not in POD_IPS_MEASURES:
                 raise ScenarioError(path, f"{where}[{i}].measure.kind", "a measure that holds over the calls to every "
@@ -1140,9 +1159,10 @@ def _check_runner(path: Path, data: dict) -> None:
 
             probe_kind = next((p.get("kind") for p in data["runner"]["probes"] if p.get("name") == item["measure"]["probe"]),
                               None)
-            if item["measure"]["kind"] in VALUE_MEASURES and probe_kind is not None and probe_kind != "metric":
-                raise ScenarioError(path, f"{where}[{i}].measure.probe", f"a metric probe ({item['measure']['kind']} "
-                                    "reads the values a metric probe records)",
+            valued = [k for k, c in probe_types().items() if getattr(c, "records_values", False)]
+            if item["measure"]["kind"] in VALUE_MEASURES and probe_kind is not None and probe_kind not in valued:
+                raise ScenarioError(path, f"{where}[{i}].measure.probe", f"a probe that records values: "
+                                    f"{', '.join(valued)} ({item['measure']['kind']} reads them)",
                                     f"{item['measure']['probe']!r}, a {probe_kind} probe")
             window = item["measure"]["window"]
             in_window = {a["name"]: a for a in data["runner"].get("actions") or [] if a["window"] == window}

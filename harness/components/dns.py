@@ -425,25 +425,3 @@ def dnsperf_report(log: str) -> dict[str, Any]:
             if sep and value.strip():
                 stats[key.strip()] = value.strip()
     return {"statistics": stats, "intervals": intervals}
-
-
-def lookups_predicted(coredns_nodes: list[str], stopped_nodes: list[str]) -> str:
-    """What lookups by name do while ``stopped_nodes`` are frozen, from the nodes the CoreDNS
-    replicas run on (one entry per replica): ``"work"`` (no replica on a stopped node),
-    ``"fail"`` (every replica there, or none at all) or ``"partial"``. With no control plane
-    nothing removes a frozen replica from the kube-dns Service, so kube-proxy keeps sending it
-    queries."""
-    frozen = sum(node in stopped_nodes for node in coredns_nodes)
-    if not coredns_nodes or frozen == len(coredns_nodes):
-        return "fail"
-    return "work" if frozen == 0 else "partial"
-
-
-def lookups_as_predicted(prediction: str, success_ratio: float | None) -> bool | None:
-    """Whether a measured success ratio of calls by name matches :func:`lookups_predicted`:
-    "work" needs >= 0.99, "fail" <= 0.05, "partial" anything strictly between 0 and 0.99.
-    None (nothing measured) stays None. Raises KeyError for an unknown prediction."""
-    if success_ratio is None:
-        return None
-    return {"work": success_ratio >= 0.99, "fail": success_ratio <= 0.05,
-            "partial": 0.0 < success_ratio < 0.99}[prediction]

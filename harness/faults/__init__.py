@@ -130,6 +130,10 @@ class Fault(abc.ABC):
         an error)."""
         return {}
 
+    def facts_evidence(self) -> dict[str, Any]:
+        """What the fault saw in measuring its :meth:`facts` (for the record), read after them."""
+        return {}
+
     def where(self) -> list[Any]:
         """The targets, for the evidence record."""
         target = self.target()

@@ -39,6 +39,7 @@ from typing import Any
 
 from harness import proc
 from harness.components import node_units, static_pods
+from harness.components.outage_work import OutageWork
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -56,6 +57,9 @@ JOURNAL_PATTERN = "mirror pod|[Mm]irror|kube-apiserver|etcd"
 # through docker exec, 0.3 s through the node agent here, up to 1 s under load), at least the minimum.
 SCHEDULE_LEAD_SECONDS = 2.0
 SECONDS_PER_COMMAND_MIN = 0.5
+# How far into the window the workers' kills fire by default: after the API is seen down (1.1 to
+# 3.9 s after the stop here).
+DEFAULT_KILL_AFTER_SECONDS = 10.0
 # Each timer's script ends within this (systemd kills it after): a kubelet stops or starts in seconds.
 UNIT_RUNTIME_MAX_SECONDS = 120
 
@@ -88,13 +92,47 @@ class ControlPlaneStop(Fault):
                        "(docker pause)")
     params = {
         "method": Param("choice", "how the control plane stops", choices=METHODS),
-        "hold_seconds": Param("seconds", "how long it stays stopped", minimum=10, maximum=600),
-        "recovery_seconds": Param("seconds", "how long the probes go on after the revert", minimum=10, maximum=600),
+        "hold_seconds": Param("seconds", "how long it stays stopped (runner.windows.hold_seconds)", minimum=10,
+                              maximum=600),
+        "control_job": Param("name", "a declared Job (restartPolicy Never) whose pod is killed before the stop, to "
+                             "time its replacement with a working control plane, and again in the window",
+                             required=False),
+        "kill_selector": Param("selector", "pods of the drill's namespace whose running container their own node "
+                               "kills in the window (needs control_job)", required=False),
+        "kill_after_seconds": Param("seconds", "how far into the window the kills fire (after the API is seen down: "
+                                    "1.1 to 3.9 s after the stop here)", minimum=1, maximum=300, required=False),
+    }
+    # With control_job: what the workers' side of the outage measured (harness.components.outage_work).
+    facts_offered = {
+        "baseline_job_pod_replaced_seconds": ("seconds", "before the stop, from killing the Job's pod to its "
+                                              "replacement Running (the control experiment)"),
+        "killed_container_restart_seconds": ("seconds", "the longest, over the kill_selector pods killed in the "
+                                             "window, from the kill (the node's record) to a new running container "
+                                             "of that pod in the node's own listing (sampled every 1 s)"),
+        "worker_container_changes": ("count", "containers of the namespace running on a worker just before the stop "
+                                     "and not running at some sample in the window, besides those killed on purpose"),
+        "pods_created_during_outage": ("count", "pods of the namespace created between the stop and the revert, "
+                                       "though the Job's pod was killed in it (None if that kill missed the window)"),
+        "job_pod_replaced_after_return_seconds": ("seconds", "from the first API server ready again to the Job's "
+                                                  "replacement pod running (its container's start, whole seconds)"),
+        "pods_rescheduled_or_replaced": ("count", "pods of the namespace's ReplicaSets gone, moved or new between "
+                                         "just before the stop and the end of the drill"),
+        "new_replicasets": ("count", "ReplicaSets of the namespace new between just before the stop and the end"),
+        "kube_system_restarts_outside_control_plane": ("count", "restarts of kube-system pods other than the four "
+                                                       "control-plane components, just before the stop to the end"),
+        "coredns_replicas_on_stopped_nodes": ("ratio", "the share of the CoreDNS replicas (just before the stop) "
+                                              "on the nodes that stop whole (pause-node-containers; none otherwise)"),
     }
 
     def __init__(self, cluster: Cluster, nodes: list[str] | None = None, method: str = "stop-components",
-                 hold_seconds: float | None = None, units: dict[str, Any] | None = None) -> None:
+                 hold_seconds: float | None = None, units: dict[str, Any] | None = None,
+                 work: OutageWork | None = None, work_units: dict[str, list[str]] | None = None) -> None:
         super().__init__(cluster)
+        self.work = work
+        # node -> the workers' kill and sampler units (in the ledger: kdrill recover removes them).
+        self.work_units: dict[str, list[str]] = dict(work_units or {})
+        self.api_ready_at: dict[str, float] = {}
+        self._facts: dict[str, Any] | None = None
         if method not in METHODS:
             raise FaultError(f"control-plane-stop method must be one of {', '.join(METHODS)}, got {method!r}")
         if method == "stop-components" and hold_seconds is None and units is None:
@@ -122,8 +160,47 @@ class ControlPlaneStop(Fault):
     def node_access_level_for(cls, params: dict[str, Any]) -> str:
         return "container" if params.get("method") == "pause-node-containers" else "exec"
 
+    @classmethod
+    def for_scenario(cls, cluster: Cluster, namespace: str, params: dict[str, Any]) -> "ControlPlaneStop":
+        """The fault of a data-only scenario: with ``control_job``, the workers' side of the outage
+        too (:class:`harness.components.outage_work.OutageWork`)."""
+        work = None
+        if params.get("control_job"):
+            workers = list(cluster.nodes_by_role.get("worker", []))
+            if not workers:
+                raise FaultError("control-plane-stop with control_job needs worker nodes: the control-plane nodes "
+                                 "are what stops")
+            work = OutageWork(cluster, namespace, workers, params.get("kill_selector"), params["control_job"],
+                              float(params.get("kill_after_seconds", DEFAULT_KILL_AFTER_SECONDS)))
+        return cls(cluster, method=params["method"], hold_seconds=float(params["hold_seconds"]), work=work)
+
+    @classmethod
+    def window_problem(cls, params: dict[str, Any], windows: dict[str, float]) -> str | None:
+        """The nodes hold the stop's revert at ``hold_seconds``, so the runner's hold is the same;
+        the kills fire inside it with 20 s of the window left after them."""
+        if float(params["hold_seconds"]) != windows["hold_seconds"]:
+            return f"{float(params['hold_seconds']):g}, fault.params.hold_seconds (the nodes revert on their own then)"
+        least = float(params.get("kill_after_seconds", DEFAULT_KILL_AFTER_SECONDS)) + 20
+        if params.get("control_job") and windows["hold_seconds"] < least:
+            return f"at least {least:g} s: kill_after_seconds + 20 s of the window after the kills"
+        return None
+
     def target(self) -> dict[str, Any]:
-        return {"method": self.method, "nodes": self.nodes, **({"units": self.units} if self.units else {})}
+        work_units = self.work.units if self.work is not None else self.work_units
+        return {"method": self.method, "nodes": self.nodes, **({"units": self.units} if self.units else {}),
+                **({"work_units": work_units} if work_units else {})}
+
+    def facts(self) -> dict[str, Any]:
+        if self.work is None or self.injected_at is None or self.revert_started_at is None:
+            return {}
+        if self._facts is None:  # read once: they compare with the cluster as it is now
+            stopped = self.nodes if self.method == "pause-node-containers" else []
+            self._facts = self.work.facts((self.injected_at, self.revert_started_at),
+                                          min(self.api_ready_at.values(), default=None), stopped)
+        return self._facts
+
+    def facts_evidence(self) -> dict[str, Any]:
+        return dict(self.work.evidence) if self.work is not None else {}
 
     def restarts_by_design(self) -> list[str]:
         if self.method != "stop-components":
@@ -154,6 +231,8 @@ class ControlPlaneStop(Fault):
         return evidence
 
     def inject(self) -> None:
+        if self.work is not None:
+            self._prepare_work()
         if self.method == "pause-node-containers":
             self.cluster.require_node_access("docker pause of the control-plane nodes", "container")
             # A planned stop is kept by this method too: a drill sets its own node timers
@@ -199,6 +278,26 @@ class ControlPlaneStop(Fault):
         # The fault starts when the timers fire: the window is measured from there.
         threading.Event().wait(max(0.0, self.units["stop_at"] - time.time()))
         self.injected_at = self.units["stop_at"]
+
+    def _prepare_work(self) -> None:
+        """The workers' side, with the control plane working: the control experiment, then the
+        kills and the sampler in the ledger (checkpoint) before they are set, then the stop's time
+        fixed after their commands, and they are set against it."""
+        from harness.topology import clock_offset, least_offset_seconds
+
+        offsets = {}
+        for node in self.work.workers:
+            try:
+                offsets[node] = least_offset_seconds(clock_offset(self.cluster, node))
+            except ValueError as exc:
+                log.warning("control-plane-stop: clock of %s not read (%s): its records uncorrected", node, exc)
+        try:
+            self.work.prepare(offsets)
+        except (RuntimeError, StopIteration) as exc:
+            raise FaultError(f"control-plane-stop: the workers' side could not be prepared: {exc}") from None
+        self.checkpoint()
+        self.plan_stop(extra_commands=self.work.commands())
+        self.work.schedule(self.planned_stop_at, float(self.hold_seconds))
 
     def plan_stop(self, extra_commands: int = 0) -> float:
         """Fix when the control plane stops (epoch seconds, returned; :meth:`inject` waits for it,
@@ -278,6 +377,15 @@ class ControlPlaneStop(Fault):
                                   f"to start: {last}")
         else:
             errors += [f"{node}: {exc}" for node, exc in unreachable]
+        # The workers' kills and sampler: read (what they saw is the drill's evidence), then gone.
+        try:
+            if self.work is not None:
+                self.work.collect()
+            for node, names in self.work_units.items():
+                node_units.cancel(self.cluster, node, names)
+                node_units.forget(self.cluster, node, names)
+        except Exception as exc:
+            errors.append(f"the workers' kills and sampler: {type(exc).__name__}: {exc}"[:300])
         if errors:
             raise FaultError("; ".join(errors))
 
@@ -313,12 +421,19 @@ class ControlPlaneStop(Fault):
             ready = wait_until(lambda n=node: self.cluster.node_exec(n, check, check=False).stdout.strip() == "ok",
                                left, interval_seconds=1.0)
             self.restore_seconds[node] = ready.became_true_at - since if ready.ok else None
+            if ready.ok:
+                self.api_ready_at[node] = ready.became_true_at
             if self.method == "stop-components":
                 # journalctl --since reads the node's clock.
                 on_node = since - 1 + (self.units.get("clock_offsets") or {}).get(node, 0.0)
                 self.restore_journal[node] = static_pods.kubelet_journal(self.cluster, node, on_node, JOURNAL_PATTERN)
             if not ready.ok:
                 problems.append(f"{node}: kube-apiserver /readyz not ok {RESTORE_DEADLINE_SECONDS} s after the revert")
+        work_units = self.work.units if self.work is not None else self.work_units
+        for node, names in work_units.items():
+            left_over = [u for u in node_units.pending(self.cluster, node) if u in names]
+            if left_over:
+                problems.append(f"{node}: kills or sampler still set: {', '.join(left_over)}")
         if problems:
             raise FaultNotReverted("; ".join(problems))
 
@@ -327,4 +442,5 @@ class ControlPlaneStop(Fault):
         # Entries written before there were two methods are pause-node-containers; before the
         # timers, stop-components entries have no units (reverted by starting the kubelets).
         method = target.get("method", "pause-node-containers")
-        return cls(cluster, nodes=target["nodes"], method=method, units=target.get("units") or {})
+        return cls(cluster, nodes=target["nodes"], method=method, units=target.get("units") or {},
+                   work_units=target.get("work_units"))

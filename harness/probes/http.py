@@ -34,3 +34,22 @@ class HttpProbe(Probe):
         ok = 200 <= response.status < 300
         return Sample(t=started, ok=ok, latency_seconds=time.time() - started,
                       detail=f"HTTP {response.status} {body.strip()[:200]}")
+
+
+class HostHttp:
+    """Probe kind ``host-http``: GET ``/`` of the runner's ``web`` Service from this machine every
+    interval, through the ``127.0.0.1`` mapping of its NodePort (``node_port``, which must be the
+    scenario's ``workload.node_port``): the path a user outside the cluster takes, through
+    kube-proxy on a node, with no API server or DNS in it."""
+
+    kind = "host-http"
+    in_probe_pod = False
+    required = ("node_port",)
+    fields = {"node_port": {"type": "integer", "minimum": 30000, "maximum": 32767,
+                            "x-expected": "the scenario's workload.node_port (30000 to 32767)"}}
+
+    @classmethod
+    def for_scenario(cls, spec: dict, context) -> HttpProbe:
+        port = context.cluster.host_port(int(spec["node_port"]))
+        return HttpProbe(spec["name"], f"http://127.0.0.1:{port}/", interval_seconds=context.interval_seconds,
+                         max_seconds=context.max_seconds)

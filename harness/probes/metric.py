@@ -93,6 +93,7 @@ class MetricProbe(Probe):
     its value meets ``ok_when`` (a :class:`harness.scenario.Bound`)."""
 
     kind = "metric"
+    records_values = True  # max_value, min_value and rate_per_second read them
     in_probe_pod = False
     required = ("metric", "ok_when")
     fields = {

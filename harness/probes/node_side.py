@@ -35,12 +35,13 @@ START_LEAD_SECONDS = 1.0
 class NodeContainerSampler:
     """Sample ``namespace``'s containers on ``nodes`` every ``interval_seconds`` (seconds) for
     ``duration_seconds`` (seconds), on the nodes; ``clock_offsets`` (node -> seconds, node minus
-    host) puts the samples on the host's clock. :meth:`start` raises what
+    host) puts the samples on the host's clock; ``unit`` names the node unit (default: a new
+    ``kdrill-sampler-...`` name). :meth:`start` raises what
     :func:`harness.components.node_units.schedule` raises."""
 
     def __init__(self, name: str, cluster: Cluster, nodes: list[str], namespace: str,
                  interval_seconds: float, duration_seconds: float,
-                 clock_offsets: dict[str, float] | None = None) -> None:
+                 clock_offsets: dict[str, float] | None = None, unit: str | None = None) -> None:
         if interval_seconds <= 0 or duration_seconds <= 0:
             raise ValueError(f"interval_seconds and duration_seconds must be positive, got {interval_seconds}, "
                              f"{duration_seconds}")
@@ -48,7 +49,8 @@ class NodeContainerSampler:
         self.interval_seconds = interval_seconds
         self.clock_offsets = dict(clock_offsets or {})
         self.count = max(1, int(duration_seconds / interval_seconds) + 1)
-        self.unit = f"kdrill-sampler-{uuid.uuid4().hex[:8]}"
+        # A name given beforehand lets a fault put the unit in its ledger entry before it is set.
+        self.unit = unit or f"kdrill-sampler-{uuid.uuid4().hex[:8]}"
         self.started_at: float | None = None
         self.errors: dict[str, str] = {}
 

@@ -118,3 +118,44 @@ def oldest_lease_age_seconds(timeline: Timeline, start: float, end: float) -> fl
     sample answered there)."""
     ages = [age for s in timeline.samples() if s.ok and start <= s.t <= end for age in json.loads(s.detail).values()]
     return max(ages) if ages else None
+
+
+READY_STATUSES = ("False", "Unknown")
+
+
+class NodeReady:
+    """Probe kind ``node-ready``: LIST nodes every interval. A sample is ok when the API answered
+    and no node's Ready condition has a status in ``counted`` (default both ``False``, the
+    kubelet's own report, and ``Unknown``, the node lifecycle controller's mark when no heartbeat
+    came within its grace period); ``labels["value"]`` is how many nodes do (for ``max_value``),
+    ``detail`` every node's state (:func:`node_states`). A read that failed has no value."""
+
+    kind = "node-ready"
+    in_probe_pod = False
+    required = ()
+    fields = {"counted": {"type": "array", "minItems": 1, "uniqueItems": True,
+                          "items": {"enum": list(READY_STATUSES)},
+                          "x-expected": "a list of Ready statuses that count as not Ready: False, Unknown"}}
+    # Its samples carry a value: max_value and min_value read them.
+    records_values = True
+
+    @classmethod
+    def for_scenario(cls, spec: dict, context) -> "NodeNotReadyProbe":
+        return NodeNotReadyProbe(spec["name"], context.cluster, tuple(spec.get("counted") or READY_STATUSES),
+                                 interval_seconds=1.0, max_seconds=context.max_seconds)
+
+
+class NodeNotReadyProbe(NodeReadyProbe):
+    """:class:`NodeReadyProbe` whose sample fails while a node's Ready status is in ``counted``,
+    and counts those nodes (``labels["value"]``, ``labels["nodes"]``)."""
+
+    def __init__(self, name: str, cluster: Cluster, counted: tuple[str, ...], **kwargs) -> None:
+        super().__init__(name, cluster, **kwargs)
+        self.counted = counted
+
+    def sample(self) -> Sample:
+        sample = super().sample()
+        states = json.loads(sample.detail)
+        down = sorted(node for node, state in states.items() if state.get("ready") in self.counted)
+        return Sample(t=sample.t, ok=not down, latency_seconds=sample.latency_seconds, detail=sample.detail,
+                      labels={"value": len(down), "nodes": ",".join(down)})

@@ -1,11 +1,13 @@
-"""Pure logic behind the control-plane-stop drill: CoreDNS placement predictions, node
-transitions, kube-system restart deltas, and per-case expectations in scenario files."""
+"""Pure logic behind the control-plane-stop drill: a success ratio judged against a placement, the
+workers' containers changed in the window, node transitions, kube-system restart deltas, and
+per-case expectations in scenario files."""
 
 import json
 
 import pytest
 
-from harness.components.dns import lookups_as_predicted, lookups_predicted
+from harness.components.outage_work import containers_changed, replaced_by
+from harness.measures import as_predicted
 from harness.probes.nodes import node_transitions
 from harness.probes.pods import restarts_between
 from harness.scenario import ScenarioError, load_scenario
@@ -14,30 +16,36 @@ from harness.timeline import Sample, Timeline
 CP = ["cp1", "cp2", "cp3"]
 
 
-@pytest.mark.parametrize("dns_nodes, stopped, expected", [
-    (["cp1", "cp1"], CP, "fail"),
-    (["w1", "w2"], CP, "work"),
-    (["cp1", "w1"], CP, "partial"),
-    ([], CP, "fail"),
-    (["cp1", "cp2"], [], "work"),
+@pytest.mark.parametrize("ratio, share_away, expected", [
+    (0.0, 1.0, True), (0.04, 1.0, True), (1.0, 1.0, False), (0.5, 1.0, False),
+    (1.0, 0.0, True), (0.98, 0.0, False),
+    (0.5, 0.5, True), (0.0, 0.5, False), (1.0, 0.5, False),
+    (None, 0.0, None), (1.0, None, None),
 ])
-def test_lookups_predicted_from_placement(dns_nodes, stopped, expected):
-    assert lookups_predicted(dns_nodes, stopped) == expected
+def test_a_success_ratio_judged_against_the_share_taken_away(ratio, share_away, expected):
+    assert as_predicted(ratio, share_away) is expected
 
 
-@pytest.mark.parametrize("prediction, ratio, expected", [
-    ("fail", 0.0, True), ("fail", 0.04, True), ("fail", 1.0, False), ("fail", 0.5, False),
-    ("work", 1.0, True), ("work", 0.98, False),
-    ("partial", 0.5, True), ("partial", 0.0, False), ("partial", 1.0, False),
-    ("work", None, None),
-])
-def test_lookups_as_predicted(prediction, ratio, expected):
-    assert lookups_as_predicted(prediction, ratio) is expected
+def _containers(node, running, t, ok=True):
+    listing = {cid: {"pod_uid": pod, "state": "CONTAINER_RUNNING"} for cid, pod in running.items()}
+    return Sample(t=t, ok=ok, detail=json.dumps({node: listing}), labels={"node": node})
 
 
-def test_unknown_prediction_raises():
-    with pytest.raises(KeyError):
-        lookups_as_predicted("maybe", 0.5)
+def test_a_container_gone_in_the_window_is_a_change_and_an_unsampled_node_is_named():
+    tl = Timeline("worker-containers")
+    tl.add(_containers("w1", {"a": "p1", "b": "p2"}, 1))
+    tl.add(_containers("w1", {"a": "p1", "b": "p2"}, 11))
+    tl.add(_containers("w1", {"a": "p1", "c": "p2"}, 12))  # b replaced by c
+    tl.add(_containers("w2", {"x": "p3"}, 11))  # nothing before the window
+    changed, unsampled = containers_changed(tl, ["w1", "w2"], 10, 20)
+    assert changed == {"b"} and unsampled == ["w2"]
+    assert containers_changed(tl, ["w1"], 10, 11.5) == (set(), [])
+
+
+def test_a_replacement_is_another_running_container_of_the_same_pod():
+    assert replaced_by(_containers("w1", {"c": "p2"}, 1), "p2", "b")
+    assert not replaced_by(_containers("w1", {"b": "p2"}, 1), "p2", "b")
+    assert not replaced_by(_containers("w1", {"c": "p9"}, 1), "p2", "b")
 
 
 def _node_sample(t, states, ok=True):

@@ -40,9 +40,9 @@ def test_a_case_is_checked_too(tmp_path):
 
 def test_a_required_parameter_missing_everywhere_is_refused(tmp_path):
     def drop(d):
-        del d["fault"]["params"]["recovery_seconds"]
+        del d["fault"]["params"]["hold_seconds"]
     err = error_for(tmp_path, drop)
-    assert err.field == "fault.params.recovery_seconds" and "required" in err.expected
+    assert err.field == "fault.params.hold_seconds" and "required" in err.expected
 
 
 def test_local_kind_means_listed_by_kind_and_served_on_loopback():
@@ -60,8 +60,21 @@ def test_local_kind_means_listed_by_kind_and_served_on_loopback():
 def test_a_renamed_copy_is_refused_because_no_drill_test_is_marked_with_it(tmp_path):
     from harness.cli import check_references
 
-    scenario = scenario_with(tmp_path, lambda d: d.update(name="control-plane-stop-short"))
+
+    scenario = load_edited(tmp_path, "leader-failover", lambda d: d.update(name="leader-failover-short"))
     with pytest.raises(ScenarioError) as info:
         check_references(scenario)
     assert info.value.field == "name" and "needs a test of its own" in info.value.expected
-    check_references(scenario_with(tmp_path, lambda d: d["fault"]["params"].update(hold_seconds=30)))
+    check_references(load_edited(tmp_path, "leader-failover", lambda d: None))
+
+
+def test_a_renamed_copy_of_a_data_only_scenario_is_a_drill_of_its_own(tmp_path):
+    """control-plane-stop is data only: a team's copy under another name, with a shorter hold, needs
+    no Python (the runner runs it)."""
+    from harness.cli import check_references
+
+    def shorter(d):
+        d.update(name="control-plane-stop-short")
+        d["fault"]["params"]["hold_seconds"] = 30
+        d["runner"]["windows"]["hold_seconds"] = 30
+    check_references(scenario_with(tmp_path, shorter))

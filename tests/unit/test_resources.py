@@ -70,5 +70,5 @@ def test_run_hands_pytest_absolute_paths_and_the_built_in_drills(tmp_path, monke
     assert options["--kdrill-scenarios-dir"] == str(team)
     assert options["--kdrill-reports"] == str(tmp_path / "out")
     assert cmd[cmd.index("--rootdir") + 1] == str(resources.data_root())
-    assert str(resources.drills_dir() / "test_control_plane_stop.py") in cmd
+    assert str(resources.drills_dir() / "test_data_scenarios.py") in cmd
     assert (tmp_path / "out" / "r1").is_dir()

@@ -376,9 +376,9 @@ def test_a_data_only_metric_expectation_keeps_the_metrics_own_unit(tmp_path):
     assert "unavailable_apiservices" in {e.unit for e in scenario.expectations}
 
 
-@pytest.mark.parametrize("name, unit", [("baseline_job_pod_replaced_seconds", "count"),
-                                         ("api_recovery_seconds", "per_second"),
-                                         ("workload_http_success_ratio", "count")])
+@pytest.mark.parametrize("name, unit", [("follower_down_write_success_ratio", "count"),
+                                         ("quorum_lost_workload_http_success_ratio", "per_second"),
+                                         ("quorum_regained_seconds", "count")])
 def test_an_expectation_named_in_seconds_or_as_a_ratio_has_that_unit(tmp_path, name, unit):
     from scenario_copies import load_edited
 
@@ -386,7 +386,7 @@ def test_an_expectation_named_in_seconds_or_as_a_ratio_has_that_unit(tmp_path, n
         next(e for e in data["expectations"] if e["name"] == name)["unit"] = unit
 
     with pytest.raises(ScenarioError) as info:
-        load_edited(tmp_path, "control-plane-stop", edit)
+        load_edited(tmp_path, "etcd-member-loss", edit)
     assert info.value.field.endswith(".unit") and info.value.got == repr(unit) and name in info.value.expected
 
 
