@@ -32,8 +32,10 @@ The path a drill takes, in named, timed phases:
 5. Each expectation's ``measure`` is computed by harness/measures.py over its probe's samples in
    its window (narrowed to an action's time, to a time the fault marks, or to the probe's first
    success, when it says so: :func:`narrow`), or is a fact the fault measured itself
-   (``measure: {fact}``, :meth:`harness.faults.Fault.facts`); the vital signs are watched around
-   all of it by the plugin, as for any drill.
+   (``measure: {fact}``, :meth:`harness.faults.Fault.facts`, read at the end of ``after``, before
+   the declared objects go, and kept with what the fault saw in ``observations.fault_facts``), or
+   a success ratio judged against such a fact (``predicted_by``); the vital signs are watched
+   around all of it by the plugin, as for any drill.
    The Events of the Pods the probes watched are recorded as they were at the end
    (``observations.pod_events``).
 

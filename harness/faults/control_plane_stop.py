@@ -23,6 +23,13 @@ on each control-plane node container at once (cgroup freezer), including CoreDNS
 pod placed there; ``docker unpause`` undoes it exactly. Workers and kind's API load balancer
 keep running.
 
+With ``control_job`` (a data-only scenario's), the fault also does the workers' side of the outage
+(:mod:`harness.components.outage_work`): with the control plane working, a Job pod is killed and
+its replacement timed (the control experiment); then, before the stop's time is fixed, kills of
+chosen pods' containers and a sampler of the workers' containers are put in the fault's ledger
+entry (``work_units``) and set on the workers, against that time. The revert reads and removes
+them; :meth:`ControlPlaneStop.facts` says what they saw.
+
 Behaviour it exercises (Kubernetes documentation, "Kubernetes Components" and "Nodes"): the
 kubelet keeps the pods it was given running, and restarts their containers, with no control
 plane; the control plane is what reschedules, scales and replaces.

@@ -123,6 +123,12 @@ def oldest_lease_age_seconds(timeline: Timeline, start: float, end: float) -> fl
 READY_STATUSES = ("False", "Unknown")
 
 
+def nodes_counted(states: dict[str, dict], counted: tuple[str, ...]) -> list[str]:
+    """The nodes of :func:`node_states` whose Ready status is one of ``counted``, sorted (a node
+    with no Ready condition is not counted: nothing says it is not Ready)."""
+    return sorted(node for node, state in states.items() if state.get("ready") in counted)
+
+
 class NodeReady:
     """Probe kind ``node-ready``: LIST nodes every interval. A sample is ok when the API answered
     and no node's Ready condition has a status in ``counted`` (default both ``False``, the
@@ -155,7 +161,6 @@ class NodeNotReadyProbe(NodeReadyProbe):
 
     def sample(self) -> Sample:
         sample = super().sample()
-        states = json.loads(sample.detail)
-        down = sorted(node for node, state in states.items() if state.get("ready") in self.counted)
+        down = nodes_counted(json.loads(sample.detail), self.counted)
         return Sample(t=sample.t, ok=not down, latency_seconds=sample.latency_seconds, detail=sample.detail,
                       labels={"value": len(down), "nodes": ",".join(down)})

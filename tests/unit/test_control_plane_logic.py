@@ -145,3 +145,71 @@ def test_nodes_not_ready_seconds_within_the_window():
     assert nodes_not_ready_seconds(changes, 10, 20) == {"a": 3.0, "b": 6.0}
     assert nodes_not_ready_seconds(changes, 16, 20) == {"b": 4.0}
     assert nodes_not_ready_seconds(changes[:2], 0, 20) == {}
+
+
+def test_node_ready_counts_only_the_statuses_asked_for():
+    from harness.probes.nodes import nodes_counted
+
+    states = {"cp1": {"ready": "False"}, "cp2": {"ready": "Unknown"}, "w1": {"ready": "True"}, "w2": {"ready": None}}
+    assert nodes_counted(states, ("Unknown",)) == ["cp2"]
+    assert nodes_counted(states, ("False", "Unknown")) == ["cp1", "cp2"]
+
+
+def _edited(tmp_path, edit):
+    from scenario_copies import load_edited
+
+    return load_edited(tmp_path, "control-plane-stop", edit)
+
+
+def test_a_host_http_probe_must_call_the_workloads_node_port(tmp_path):
+    def edit(d):
+        next(p for p in d["runner"]["probes"] if p["kind"] == "host-http")["node_port"] = 30081
+    with pytest.raises(ScenarioError) as info:
+        _edited(tmp_path, edit)
+    assert info.value.field.endswith(".node_port") and "workload.node_port" in info.value.expected
+    assert "30080" in info.value.expected and info.value.got == "30081"
+
+
+def test_predicted_by_needs_a_ratio_fact_a_success_ratio_and_a_bool(tmp_path):
+    def fact(d):
+        d["cases"][1]["expectations"][0]["measure"]["predicted_by"] = "new_replicasets"  # a count
+    with pytest.raises(ScenarioError) as info:
+        _edited(tmp_path, fact)
+    assert info.value.field.endswith("measure.predicted_by") and "coredns_replicas_on_stopped_nodes" in info.value.expected
+
+    def kind(d):
+        d["cases"][1]["expectations"][0]["measure"]["kind"] = "max_latency_seconds"
+    with pytest.raises(ScenarioError) as info:
+        _edited(tmp_path, kind)
+    assert "success_ratio and unit bool" in info.value.expected
+
+
+def test_the_runners_hold_is_the_one_the_nodes_revert_at(tmp_path):
+    from harness.cli import check_references
+
+    def edit(d):
+        d["runner"]["windows"]["hold_seconds"] = 45
+    with pytest.raises(ScenarioError) as info:
+        check_references(_edited(tmp_path, edit))
+    assert info.value.field == "runner.windows.hold_seconds" and "fault.params.hold_seconds" in info.value.expected
+
+    def short(d):
+        d["fault"]["params"].update(hold_seconds=20, kill_after_seconds=10)
+        d["runner"]["windows"]["hold_seconds"] = 20
+    with pytest.raises(ScenarioError) as info:
+        check_references(_edited(tmp_path, short))
+    assert "kill_after_seconds + 20 s" in info.value.expected
+
+
+def test_the_workers_units_survive_in_the_ledger_entry():
+    """kdrill recover rebuilds the fault from its entry: the workers' kills and sampler are in it."""
+    from harness.faults.control_plane_stop import ControlPlaneStop
+
+    class Cluster:
+        name = "c"
+        nodes_by_role = {"control-plane": ["cp1"], "worker": ["w1"]}
+
+    target = {"method": "pause-node-containers", "nodes": ["cp1"],
+              "work_units": {"w1": ["kdrill-cps-ab-kill0", "kdrill-cps-ab-sampler"]}}
+    fault = ControlPlaneStop.from_target(Cluster(), target)
+    assert fault.target()["work_units"] == target["work_units"]

@@ -140,7 +140,8 @@ def test_a_value_measure_over_a_probe_that_is_not_a_metric_probe_is_refused(tmp_
 
     with pytest.raises(ScenarioError) as refused:
         load_edited(tmp_path, "pod-delete", edit)
-    assert refused.value.field.endswith(".measure.probe") and "a metric probe" in refused.value.expected
+    assert refused.value.field.endswith(".measure.probe") and "a probe that records values" in refused.value.expected
+    assert "metric" in refused.value.expected and "node-ready" in refused.value.expected
 
 
 def _labelled(t: float, value) -> Sample:
