@@ -465,13 +465,12 @@ def run(drill) -> None:
                 actions["after"].finish()
         end = time.time()
         # Before the declared objects go: a fact may compare them with what was there before.
+        facts, facts_error, seen = {}, None, {}
         try:
             facts = fault.facts()
+            seen = fault.facts_evidence()
         except Exception as exc:  # each expectation on a fact is then an error, saying why
-            facts, facts_error = {}, f"{type(exc).__name__}: {exc}"[:300]
-        else:
-            facts_error = None
-        seen = fault.facts_evidence()
+            facts_error = f"{type(exc).__name__}: {exc}"[:300]
         if facts or facts_error or seen:
             drill.observe("fault_facts", {"values": facts, **({"error": facts_error} if facts_error else {}),
                                           **({"seen": seen} if seen else {})})

@@ -13,8 +13,8 @@ from scenario_copies import load_edited
 
 def test_the_built_in_kinds_are_entry_points_with_their_fields():
     kinds = probes.probe_types()
-    assert sorted(kinds) == ["admission", "api-read", "api-write", "command", "events", "image-pulls", "incluster-dns",
-                             "incluster-http", "metric", "object-state"]
+    assert sorted(kinds) == ["admission", "api-read", "api-write", "command", "events", "host-http", "image-pulls",
+                             "incluster-dns", "incluster-http", "metric", "node-ready", "object-state"]
     assert sorted(k for k, cls in kinds.items() if cls.in_probe_pod) == ["incluster-dns", "incluster-http"]
     for kind, cls in kinds.items():
         assert cls.kind == kind and set(cls.required) <= set(cls.fields)
@@ -69,8 +69,8 @@ def test_a_kind_nobody_installed_names_the_installed_ones(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_edited(tmp_path, "service-blackhole", add_probe(queue="orders"))
     assert info.value.field == "runner.probes[2].kind"
-    assert ("an installed probe kind (kdrill.probes): admission, api-read, api-write, command, events, image-pulls, "
-            "incluster-dns, incluster-http, metric, object-state") in info.value.expected
+    assert ("an installed probe kind (kdrill.probes): admission, api-read, api-write, command, events, host-http, "
+            "image-pulls, incluster-dns, incluster-http, metric, node-ready, object-state") in info.value.expected
 
 
 def test_lookups_are_the_by_name_calls_resolution_whatever_the_call_did():

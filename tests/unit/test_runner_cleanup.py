@@ -68,6 +68,12 @@ class FakeFault:
     def for_scenario(cls, cluster, namespace, params):
         return cls()
 
+    def facts(self):
+        return {}
+
+    def facts_evidence(self):
+        return {}
+
 
 class FakeDrill:
     def __init__(self, scenario) -> None:
@@ -173,3 +179,23 @@ def test_an_unreadable_probe_pod_log_still_stops_this_process_probes_and_cleans_
     assert sorted(FakeObjectProbe.stopped) == ["control-pulls", "control-ready", "queued-pulls", "queued-ready",
                                                "stuck-ready"]
     assert FakeProbe.last.deleted and exited == ["DrillObjects", "DrillRegistry"]
+
+
+def test_the_faults_facts_are_read_before_the_declared_objects_go(stubbed, tmp_path, monkeypatch):
+    """A fact may compare the declared objects with what was there before the fault
+    (control-plane-stop's pods and ReplicaSets): it is read while they still exist, and a fact
+    that cannot be read is kept with why."""
+    entered, exited = stubbed
+    read_when: list = []
+
+    def facts(self):
+        read_when.append(list(exited))
+        raise ConnectionError("the API did not answer")
+
+    monkeypatch.setattr(FakeFault, "facts", facts)
+    scenario = load_edited(tmp_path, "serial-image-pull", lambda d: None)
+    drill = FakeDrill(scenario)
+    with pytest.raises(RuntimeError, match="evidence directory is gone"):
+        runner.run(drill)
+    assert read_when == [[]]  # nothing removed yet
+    assert drill.observed["fault_facts"] == {"values": {}, "error": "ConnectionError: the API did not answer"}
