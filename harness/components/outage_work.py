@@ -26,6 +26,7 @@ failed pod).
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import time
 import uuid
@@ -40,10 +41,14 @@ from harness.providers import Cluster
 from harness.timeline import Sample, Timeline
 
 # A deadline for the Job controller's replacement, not a measurement (10.5 to 12.2 s measured
-# with a working control plane: its first back-off is 10 s).
+# with a working control plane).
 JOB_REPLACED_DEADLINE_SECONDS = 120
+# The Job controller's back-off after a pod's first failure; it doubles with each failure
+# (Kubernetes "Jobs", pod backoff failure policy: 10 s, 20 s, 40 s ...).
+JOB_FIRST_BACKOFF_SECONDS = 10.0
 SAMPLER_INTERVAL_SECONDS = 1.0
-# The sampler runs this long past the hold: it sees the containers as the control plane returns.
+# The sampler's own bound runs this long past the hold (the revert stops it before): it never
+# stops by itself while the window lasts, and never runs unbounded.
 SAMPLER_AFTER_HOLD_SECONDS = 30.0
 # Each kill's script ends within this (systemd kills it after).
 KILL_RUNTIME_MAX_SECONDS = 60
@@ -73,11 +78,24 @@ def running_job_pod(cluster: Cluster, namespace: str, job: str, exclude: set[str
     return None
 
 
-def running_container(cluster: Cluster, node: str, namespace: str, pod_uid: str) -> str:
-    """The id of pod ``pod_uid``'s running container on ``node``, as the node's runtime lists it.
-    Raises StopIteration when it has none."""
-    return next(cid for cid, c in node_containers(cluster, node, namespace).items()
+def running_container(cluster: Cluster, node: str, namespace: str, pod_uid: str) -> tuple[str, str]:
+    """(id, container name) of pod ``pod_uid``'s running container on ``node``, as the node's
+    runtime lists it. Raises StopIteration when it has none."""
+    return next((cid, c["name"]) for cid, c in node_containers(cluster, node, namespace).items()
                 if c["state"] == "CONTAINER_RUNNING" and c["pod_uid"] == pod_uid)
+
+
+def remove_units(cluster: Cluster, units: dict[str, list[str]]) -> list[str]:
+    """Stop and remove ``units`` (node -> unit names) on every node, each node on its own: one that
+    does not answer does not keep the others' from going. Returns what failed, per node."""
+    errors = []
+    for node, names in units.items():
+        try:
+            node_units.cancel(cluster, node, names)
+            node_units.forget(cluster, node, names)
+        except Exception as exc:
+            errors.append(f"{node}: kills or sampler not removed: {type(exc).__name__}: {exc}"[:300])
+    return errors
 
 
 def replica_set_uids(cluster: Cluster, namespace: str) -> list[str]:
@@ -91,9 +109,10 @@ def replica_set_pods(cluster: Cluster, namespace: str) -> dict[str, str]:
             if any(o.kind == "ReplicaSet" for o in p.metadata.owner_references or [])}
 
 
-def replaced_by(sample: Sample, pod_uid: str, old_id: str) -> bool:
-    """Whether a node-side sample lists a running container of pod ``pod_uid`` other than ``old_id``."""
-    return any(c["pod_uid"] == pod_uid and cid != old_id and c["state"] == "CONTAINER_RUNNING"
+def replaced_by(sample: Sample, pod_uid: str, name: str, old_id: str) -> bool:
+    """Whether a node-side sample lists a running container ``name`` of pod ``pod_uid`` other than
+    ``old_id`` (the same container restarted, not a sibling of it)."""
+    return any(c["pod_uid"] == pod_uid and c["name"] == name and cid != old_id and c["state"] == "CONTAINER_RUNNING"
                for containers in json.loads(sample.detail).values() for cid, c in containers.items())
 
 
@@ -173,9 +192,10 @@ class OutageWork:
         for i, (pod_uid, node, name) in enumerate(victims):
             if node not in self.workers:
                 raise RuntimeError(f"pod {name} runs on {node}, not a worker: the control-plane nodes are what stops")
-            container = running_container(cluster, node, ns, pod_uid)
+            container, container_name = running_container(cluster, node, ns, pod_uid)
             unit = f"kdrill-cps-{self.token}-kill{i}"
-            self.kills[container] = {"node": node, "unit": unit, "pod_uid": pod_uid, "pod": name, "killed_at": None}
+            self.kills[container] = {"node": node, "unit": unit, "pod_uid": pod_uid, "pod": name,
+                                     "container": container_name, "killed_at": None}
             self.units.setdefault(node, []).append(unit)
         self.clock_offsets = dict(clock_offsets)
         for node in self.workers:
@@ -186,7 +206,7 @@ class OutageWork:
 
     def _kill_now(self, node: str, pod_uid: str) -> None:
         """Kill pod ``pod_uid``'s running container on ``node`` now (the control experiment)."""
-        container = running_container(self.cluster, node, self.namespace, pod_uid)
+        container, _ = running_container(self.cluster, node, self.namespace, pod_uid)
         # With crictl's 30 s runtime deadline (static_pods.CRICTL_KILL), not its 2 s default: the
         # stop failed with DeadlineExceeded through the node agent (2026-12-04).
         self.cluster.node_exec(node, [*static_pods.CRICTL_KILL.split(), container], timeout_seconds=60)
@@ -208,20 +228,29 @@ class OutageWork:
             duration_seconds=stop_at - time.time() + hold_seconds + SAMPLER_AFTER_HOLD_SECONDS,
             clock_offsets=self.clock_offsets, unit=self.sampler_unit).start()
 
-    def collect(self) -> None:
-        """Read the sampler's samples and when each kill ran (the node's own record), then remove
-        every unit from the nodes. Raises what the node channel raises for a kill's record; a
-        node whose samples cannot be read is in the evidence."""
+    def collect(self) -> list[str]:
+        """Stop every unit first (each node on its own: a kill never fires after the revert where
+        the node answers), then read the sampler's samples and when each kill ran (the node's own
+        record), then remove the units and their records. Returns what failed, per node; what
+        could not be read is in the evidence, and its facts are None."""
+        errors = []
+        for node, names in self.units.items():
+            try:
+                node_units.cancel(self.cluster, node, names)
+            except Exception as exc:
+                errors.append(f"{node}: kills or sampler not stopped: {type(exc).__name__}: {exc}"[:300])
         if self.sampler is not None and self.sampler.started_at is not None:
             self.containers = self.sampler.collect()
             if self.sampler.errors:
                 self.evidence["worker_containers_not_read"] = self.sampler.errors
-        for kill in self.kills.values():
-            kill["killed_at"] = node_units.started_at(self.cluster, kill["node"], kill["unit"],
-                                                      self.clock_offsets.get(kill["node"], 0.0))
-        for node, names in self.units.items():
-            node_units.cancel(self.cluster, node, names)
-            node_units.forget(self.cluster, node, names)
+        for container, kill in self.kills.items():
+            try:
+                kill["killed_at"] = node_units.started_at(self.cluster, kill["node"], kill["unit"],
+                                                          self.clock_offsets.get(kill["node"], 0.0))
+            except Exception as exc:  # no record, no kill time: its facts are None
+                self.evidence.setdefault("kill_records_not_read", {})[container[:13]] = \
+                    f"{type(exc).__name__}: {exc}"[:300]
+        return errors + remove_units(self.cluster, self.units)
 
     def facts(self, window: tuple[float, float], api_back_at: float | None, stopped_nodes: list[str]) -> dict[str, Any]:
         """The facts (see ControlPlaneStop.facts_offered) over the outage ``window`` (epoch seconds:
@@ -236,11 +265,14 @@ class OutageWork:
                                            if k["killed_at"] is not None else None} for c, k in self.kills.items()}
         restarts = {}
         for container, kill in self.kills.items():
-            if kill["pod_uid"] == self._job_in_window or not in_window[container]:
+            if kill["pod_uid"] == self._job_in_window:
+                continue
+            if not in_window[container]:
+                restarts[kill["pod"]] = None  # a kill that missed the window measures nothing
                 continue
             back = next((x.t for x in self.containers.samples(start=kill["killed_at"])
                          if x.ok and x.labels.get("node") == kill["node"]
-                         and replaced_by(x, kill["pod_uid"], container)), None)
+                         and replaced_by(x, kill["pod_uid"], kill["container"], container)), None)
             restarts[kill["pod"]] = back - kill["killed_at"] if back is not None else None
         self.evidence["killed_container_restart_seconds"] = restarts
         changed, unsampled = containers_changed(self.containers, self.workers, *window)
@@ -249,11 +281,23 @@ class OutageWork:
                                                      "not_sampled_on": unsampled}
         job_container = next((c for c, k in self.kills.items() if k["pod_uid"] == self._job_in_window), None)
         job_killed_in_window = job_container is not None and in_window[job_container]
+        # The Job pod killed in the window is its second failure: a working controller would
+        # replace it after twice the back-off the control experiment waited, so the window must
+        # leave at least that after the kill, or "none created" could not have failed.
+        needed = 2 * getattr(self, "baseline_job_replaced_seconds", math.inf)
+        left = window[1] - self.kills[job_container]["killed_at"] if job_killed_in_window else None
+        self.evidence["job_kill_left_in_window_seconds"] = {"left": left, "needed": needed}
+        falsifiable = job_killed_in_window and left >= needed
         pods = cluster.core.list_namespaced_pod(ns, _request_timeout=10).items
         created = [p.metadata.name for p in pods if window[0] <= p.metadata.creation_timestamp.timestamp() <= window[1]]
         self.evidence["pods_created_during_outage"] = created
         replacement = running_job_pod(cluster, ns, self.control_job, self._job_killed)
         after_started = replacement[1]["started"] if replacement else None
+        replaced_after = after_started - api_back_at if after_started is not None and api_back_at is not None else None
+        if replaced_after is not None and replaced_after < -1.0:  # started whole seconds: up to 1 s early
+            # Started before the API was back: not the replacement of the pod killed in the window.
+            self.evidence["job_replacement_before_api_back_seconds"] = replaced_after
+            replaced_after = None
         self.evidence["job_pods"] = job_pods(cluster, ns, self.control_job)
         pods_after = replica_set_pods(cluster, ns)
         moved = [u for u, node in self._pods_before.items() if pods_after.get(u) != node]
@@ -270,9 +314,8 @@ class OutageWork:
             "killed_container_restart_seconds": (max(restarts.values()) if restarts and None not in restarts.values()
                                                  else None),
             "worker_container_changes": None if unsampled else len(changed),
-            "pods_created_during_outage": len(created) if job_killed_in_window else None,
-            "job_pod_replaced_after_return_seconds": (after_started - api_back_at
-                                                      if after_started is not None and api_back_at is not None else None),
+            "pods_created_during_outage": len(created) if falsifiable else None,
+            "job_pod_replaced_after_return_seconds": max(0.0, replaced_after) if replaced_after is not None else None,
             "pods_rescheduled_or_replaced": len(moved),
             "new_replicasets": len(set(replica_set_uids(cluster, ns)) - set(self._replica_sets_before)),
             "kube_system_restarts_outside_control_plane": sum(others.values()),

@@ -154,6 +154,18 @@ class Fault(abc.ABC):
         return []
 
     @classmethod
+    def params_problem(cls, params: dict[str, Any], manifests: list[dict[str, Any]]) -> tuple[str, str, str] | None:
+        """What a data-only scenario's ``params`` (a case's merged over the fault's) need of each
+        other and of the declared ``manifests`` (as written) that :attr:`params` cannot say, as
+        (the parameter, what is expected, what was got), or None. Default: None."""
+        return None
+
+    @classmethod
+    def facts_available(cls, params: dict[str, Any]) -> set[str]:
+        """The facts of :attr:`facts_offered` the fault measures with ``params``. Default: all."""
+        return set(cls.facts_offered)
+
+    @classmethod
     def selects_pods(cls, params: dict[str, Any]) -> list[tuple[str, str, str | None]]:
         """The pods ``params`` make this fault act on by their labels, as (the parameter, its label
         selector, namespace: None for the drill's own), for :func:`check_targets`. Default: none."""
@@ -212,6 +224,35 @@ def check_params(scenario) -> None:
     params.check(scenario, fault_type.params)
     check_targets(scenario, fault_type)
     check_windows(scenario, fault_type)
+    check_params_together(scenario, fault_type)
+
+
+def check_params_together(scenario, fault_type: type[Fault]) -> None:
+    """A data-only scenario's params, in each case, as :meth:`Fault.params_problem` wants them, and
+    every fact an expectation of that case reads (``measure.fact``, ``measure.predicted_by``) one the
+    fault measures with them (:meth:`Fault.facts_available`). Raises ScenarioError."""
+    if scenario.runner is None:
+        return
+    from harness.scenario import ScenarioError
+
+    manifests = scenario.workload.get("manifests") or []
+    for index, case in enumerate(scenario.cases or [None]):
+        params = scenario.params_for(case.name if case else None)
+        problem = fault_type.params_problem(params, manifests)
+        if problem is not None:
+            param, expected, got = problem
+            where = f"cases[{index}].params.{param}" if case is not None and param in case.params \
+                else f"fault.params.{param}"
+            raise ScenarioError(scenario.path, where, expected, got)
+        available = fault_type.facts_available(params)
+        for expectation in scenario.expectations_for(case.name if case else None):
+            for key in ("fact", "predicted_by"):
+                fact = (expectation.measure or {}).get(key)
+                if fact is not None and fact not in available:
+                    raise ScenarioError(scenario.path, f"expectation {expectation.name}: measure.{key}",
+                                        f"a fact fault {fault_type.kind} measures with "
+                                        + (f"case {case.name}'s params" if case else "its params") + ": "
+                                        + (", ".join(sorted(available)) or "none with these params"), repr(fact))
 
 
 def check_windows(scenario, fault_type: type[Fault]) -> None:
@@ -298,11 +339,11 @@ def check_targets(scenario, fault_type: type[Fault]) -> None:
 
 
 def _pod_labels(manifest: dict[str, Any]) -> dict[str, Any] | None:
-    """The labels of the pods a declared manifest makes (a Pod's own, a Deployment's or
-    StatefulSet's pod template's), or None for a kind that makes no pod."""
+    """The labels of the pods a declared manifest makes (a Pod's own, a Deployment's, StatefulSet's
+    or Job's pod template's), or None for a kind that makes no pod."""
     if manifest["kind"] == "Pod":
         return dict(manifest["metadata"].get("labels") or {})
-    if manifest["kind"] in ("Deployment", "StatefulSet"):
+    if manifest["kind"] in ("Deployment", "StatefulSet", "Job"):
         spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
         template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
         metadata = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}

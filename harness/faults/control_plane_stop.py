@@ -46,7 +46,7 @@ from typing import Any
 
 from harness import proc
 from harness.components import node_units, static_pods
-from harness.components.outage_work import OutageWork
+from harness.components.outage_work import JOB_FIRST_BACKOFF_SECONDS, OutageWork, remove_units
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -184,13 +184,57 @@ class ControlPlaneStop(Fault):
     @classmethod
     def window_problem(cls, params: dict[str, Any], windows: dict[str, float]) -> str | None:
         """The nodes hold the stop's revert at ``hold_seconds``, so the runner's hold is the same;
-        the kills fire inside it with 20 s of the window left after them."""
+        the kills fire inside it with time left for a working Job controller to replace the Job's
+        pod killed there (its second failure: a back-off of 2 x JOB_FIRST_BACKOFF_SECONDS), twice
+        over, or "nothing was replaced" could not fail."""
         if float(params["hold_seconds"]) != windows["hold_seconds"]:
-            return f"{float(params['hold_seconds']):g}, fault.params.hold_seconds (the nodes revert on their own then)"
-        least = float(params.get("kill_after_seconds", DEFAULT_KILL_AFTER_SECONDS)) + 20
+            return f"{float(params['hold_seconds']):g}, the hold_seconds param (the nodes revert on their own then)"
+        least = float(params.get("kill_after_seconds", DEFAULT_KILL_AFTER_SECONDS)) + 4 * JOB_FIRST_BACKOFF_SECONDS
         if params.get("control_job") and windows["hold_seconds"] < least:
-            return f"at least {least:g} s: kill_after_seconds + 20 s of the window after the kills"
+            return (f"at least {least:g} s: kill_after_seconds + {4 * JOB_FIRST_BACKOFF_SECONDS:g} s, twice the Job "
+                    "controller's back-off after a second failure, so a working one would replace the pod killed "
+                    "in the window")
         return None
+
+    @classmethod
+    def params_problem(cls, params: dict[str, Any], manifests: list[dict[str, Any]]) -> tuple[str, str, str] | None:
+        """kill_selector and kill_after_seconds only with control_job, which names a declared Job
+        whose pod a kill makes Failed and only its controller replaces: restartPolicy Never, one
+        pod at a time (parallelism 1), one container."""
+        if not params.get("control_job"):
+            for param in ("kill_selector", "kill_after_seconds"):
+                if param in params:
+                    return param, "no kill_selector or kill_after_seconds without control_job (the kills are set " \
+                                  "with the control experiment)", repr(params[param])
+            return None
+        name = params["control_job"]
+        job = next((m for m in manifests if m.get("kind") == "Job" and m["metadata"].get("name") == name
+                    and m["metadata"].get("namespace") in (None, "$(namespace)")), None)
+        if job is None:
+            return "control_job", "a Job of workload.manifests in the drill's namespace: " + (", ".join(
+                m["metadata"]["name"] for m in manifests if m.get("kind") == "Job") or "none declared"), repr(name)
+        spec = job.get("spec") if isinstance(job.get("spec"), dict) else {}
+        pod = (spec.get("template") or {}).get("spec") if isinstance(spec.get("template"), dict) else {}
+        pod = pod if isinstance(pod, dict) else {}
+        got = (f"restartPolicy {pod.get('restartPolicy')!r}, parallelism {spec.get('parallelism', 1)!r}, "
+               f"{len(pod.get('containers') or [])} container(s)")
+        if pod.get("restartPolicy") != "Never" or spec.get("parallelism", 1) != 1 or len(pod.get("containers") or []) != 1:
+            return "control_job", ("a Job whose killed pod only its controller replaces, one at a time: restartPolicy "
+                                   "Never, parallelism 1, one container"), got
+        return None
+
+    @classmethod
+    def facts_available(cls, params: dict[str, Any]) -> set[str]:
+        """The workers' side measures them, and runs only with control_job."""
+        return set(cls.facts_offered) if params.get("control_job") else set()
+
+    @classmethod
+    def acts_on(cls, params: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
+        return [("control_job", "Job", params["control_job"], None)] if params.get("control_job") else []
+
+    @classmethod
+    def selects_pods(cls, params: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+        return [("kill_selector", params["kill_selector"], None)] if params.get("kill_selector") else []
 
     def target(self) -> dict[str, Any]:
         work_units = self.work.units if self.work is not None else self.work_units
@@ -260,7 +304,9 @@ class ControlPlaneStop(Fault):
         commands = 2 * len(self.nodes)
         if time.time() + commands * SECONDS_PER_COMMAND_MIN > self.units["stop_at"]:
             raise FaultError(f"control-plane-stop planned for {self.units['stop_at']:.1f} cannot be set on "
-                             f"{len(self.nodes)} nodes in the {self.units['stop_at'] - time.time():.1f} s left: nothing set")
+                             f"{len(self.nodes)} nodes in the {self.units['stop_at'] - time.time():.1f} s left: "
+                             + ("no stop set (the workers' kills and sampler are, and the revert removes them)"
+                                if self.work is not None else "nothing set"))
         self.checkpoint()  # the ledger knows when the nodes revert on their own
         runtime = UNIT_RUNTIME_MAX_SECONDS
         # Every node's revert first: no node ever has a stop without its start.
@@ -384,57 +430,63 @@ class ControlPlaneStop(Fault):
                                   f"to start: {last}")
         else:
             errors += [f"{node}: {exc}" for node, exc in unreachable]
-        # The workers' kills and sampler: read (what they saw is the drill's evidence), then gone.
-        try:
-            if self.work is not None:
-                self.work.collect()
-            for node, names in self.work_units.items():
-                node_units.cancel(self.cluster, node, names)
-                node_units.forget(self.cluster, node, names)
-        except Exception as exc:
-            errors.append(f"the workers' kills and sampler: {type(exc).__name__}: {exc}"[:300])
+        # The workers' kills and sampler: stopped on every node that answers, what they saw read
+        # (the drill's evidence), then removed.
+        if self.work is not None:
+            errors += self.work.collect()
+        else:
+            errors += remove_units(self.cluster, self.work_units)
         if errors:
             raise FaultError("; ".join(errors))
 
     def verify_reverted(self) -> None:
-        from harness.expectations import wait_until
-
-        since = self.reverted_at or time.time()
+        since: dict[str, float] = {}
         problems = []
         for node in self.nodes:
+            since[node] = self.reverted_at or time.time()
             if self.method == "pause-node-containers" or not self.units:
                 running, paused = container_state(node)
                 if not running or paused:
                     problems.append(f"node container {node}: running={running} paused={paused}")
-                    continue
-            else:
-                # The kubelet started at the earlier of its timer and kdrill's own start.
-                offset = (self.units.get("clock_offsets") or {}).get(node, 0.0)
-                fired = {key: node_units.started_at(self.cluster, node, self.units[key], offset)
-                         for key in ("stop", "start")}
-                self.timers_fired[node] = {key: (round(t - self.units[f"{key}_at"], 3) if t else None)
-                                           for key, t in fired.items()}
-                # None of them in a later process's check (kdrill recover's, with the records read and gone).
-                since = min([t for t in (fired["start"], self.kubelet_started_at.get(node), self.reverted_at) if t]
-                            or [time.time()])
-                left_over = [u for u in node_units.pending(self.cluster, node)
-                             if u in (self.units["stop"], self.units["start"])]
-                if left_over:
-                    problems.append(f"{node}: timers still set: {', '.join(left_over)}")
-                node_units.forget(self.cluster, node, [self.units["stop"], self.units["start"]])
-            # Each node's own API server must be ready again, not merely started.
-            check = ["sh", "-c", "curl -sk --max-time 2 https://127.0.0.1:6443/readyz"]
-            left = max(1.0, since + RESTORE_DEADLINE_SECONDS - time.time())
-            ready = wait_until(lambda n=node: self.cluster.node_exec(n, check, check=False).stdout.strip() == "ok",
-                               left, interval_seconds=1.0)
-            self.restore_seconds[node] = ready.became_true_at - since if ready.ok else None
-            if ready.ok:
-                self.api_ready_at[node] = ready.became_true_at
-            if self.method == "stop-components":
+                    del since[node]
+                continue
+            # The kubelet started at the earlier of its timer and kdrill's own start.
+            offset = (self.units.get("clock_offsets") or {}).get(node, 0.0)
+            fired = {key: node_units.started_at(self.cluster, node, self.units[key], offset) for key in ("stop", "start")}
+            self.timers_fired[node] = {key: (round(t - self.units[f"{key}_at"], 3) if t else None)
+                                       for key, t in fired.items()}
+            # None of them in a later process's check (kdrill recover's, with the records read and gone).
+            since[node] = min([t for t in (fired["start"], self.kubelet_started_at.get(node), self.reverted_at) if t]
+                              or [time.time()])
+            left_over = [u for u in node_units.pending(self.cluster, node) if u in (self.units["stop"], self.units["start"])]
+            if left_over:
+                problems.append(f"{node}: timers still set: {', '.join(left_over)}")
+            node_units.forget(self.cluster, node, [self.units["stop"], self.units["start"]])
+        # Each node's own API server must be ready again, not merely started: every node asked in
+        # turn, so the first one ready is seen when it is (the Job controller's leader may be there).
+        check = ["sh", "-c", "curl -sk --max-time 2 https://127.0.0.1:6443/readyz"]
+        deadline = min(since.values(), default=time.time()) + RESTORE_DEADLINE_SECONDS
+        waiting = list(since)
+        while waiting and time.time() < deadline:
+            for node in list(waiting):
+                try:
+                    ready = self.cluster.node_exec(node, check, check=False).stdout.strip() == "ok"
+                except Exception as exc:  # not reachable yet (through the node agent: its API server)
+                    log.debug("control-plane-stop: %s not ready yet: %s", node, exc)
+                    ready = False
+                if ready:
+                    self.api_ready_at[node] = time.time()
+                    self.restore_seconds[node] = self.api_ready_at[node] - since[node]
+                    waiting.remove(node)
+            if waiting:
+                threading.Event().wait(1.0)  # pacing between rounds of checks, not synchronisation
+        for node in since:
+            if self.method == "stop-components" and self.units and node not in waiting:
                 # journalctl --since reads the node's clock.
-                on_node = since - 1 + (self.units.get("clock_offsets") or {}).get(node, 0.0)
+                on_node = since[node] - 1 + (self.units.get("clock_offsets") or {}).get(node, 0.0)
                 self.restore_journal[node] = static_pods.kubelet_journal(self.cluster, node, on_node, JOURNAL_PATTERN)
-            if not ready.ok:
+            if node in waiting:
+                self.restore_seconds[node] = None
                 problems.append(f"{node}: kube-apiserver /readyz not ok {RESTORE_DEADLINE_SECONDS} s after the revert")
         work_units = self.work.units if self.work is not None else self.work_units
         for node, names in work_units.items():

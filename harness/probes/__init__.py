@@ -54,8 +54,9 @@ class Probe(abc.ABC):
         self._thread = threading.Thread(target=self._loop, name=f"probe-{name}", daemon=True)
 
     @abc.abstractmethod
-    def sample(self) -> Sample:
-        """Take one sample. Exceptions are recorded as a failed sample."""
+    def sample(self) -> Sample | None:
+        """Take one sample. Exceptions are recorded as a failed sample; None records nothing (a
+        probe whose read failing says nothing about what it watches)."""
 
     def start(self) -> "Probe":
         self._thread.start()
@@ -77,7 +78,8 @@ class Probe(abc.ABC):
             except Exception as exc:  # a probe never dies of what it measures
                 result = Sample(t=started, ok=False, latency_seconds=time.time() - started,
                                 detail=f"{type(exc).__name__}: {exc}"[:500])
-            self.timeline.add(result)
+            if result is not None:
+                self.timeline.add(result)
             taken += 1
             next_at += self.interval_seconds
             # Pacing between samples, not synchronisation: stop() interrupts it at once.

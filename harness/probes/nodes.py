@@ -10,6 +10,7 @@ https://kubernetes.io/docs/concepts/architecture/nodes/) and "Taints and Tolerat
 from __future__ import annotations
 
 import json
+import logging
 import time
 
 from kubernetes import client
@@ -17,6 +18,8 @@ from kubernetes import client
 from harness.probes import Probe
 from harness.providers import Cluster
 from harness.timeline import Sample, Timeline
+
+log = logging.getLogger("kdrill.probes")
 
 NODE_TAINTS = ("node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")
 
@@ -134,7 +137,10 @@ class NodeReady:
     and no node's Ready condition has a status in ``counted`` (default both ``False``, the
     kubelet's own report, and ``Unknown``, the node lifecycle controller's mark when no heartbeat
     came within its grace period); ``labels["value"]`` is how many nodes do (for ``max_value``),
-    ``detail`` every node's state (:func:`node_states`). A read that failed has no value."""
+    ``detail`` every node's state (:func:`node_states`). A read that fails records nothing: an API
+    that does not answer says nothing of the nodes (the api-read probe and the vital signs say
+    when it did not), so ``longest_failure_seconds`` is the longest run of reads that saw a node
+    not Ready."""
 
     kind = "node-ready"
     in_probe_pod = False
@@ -159,8 +165,12 @@ class NodeNotReadyProbe(NodeReadyProbe):
         super().__init__(name, cluster, **kwargs)
         self.counted = counted
 
-    def sample(self) -> Sample:
-        sample = super().sample()
+    def sample(self) -> Sample | None:
+        try:
+            sample = super().sample()
+        except Exception as exc:
+            log.debug("probe %s: nodes not read: %s", self.name, exc)
+            return None
         down = nodes_counted(json.loads(sample.detail), self.counted)
         return Sample(t=sample.t, ok=not down, latency_seconds=sample.latency_seconds, detail=sample.detail,
                       labels={"value": len(down), "nodes": ",".join(down)})

@@ -27,7 +27,8 @@ def test_a_success_ratio_judged_against_the_share_taken_away(ratio, share_away, 
 
 
 def _containers(node, running, t, ok=True):
-    listing = {cid: {"pod_uid": pod, "state": "CONTAINER_RUNNING"} for cid, pod in running.items()}
+    listing = {cid: {"pod_uid": pod, "name": "http" if cid != "s" else "sidecar", "state": "CONTAINER_RUNNING"}
+               for cid, pod in running.items()}
     return Sample(t=t, ok=ok, detail=json.dumps({node: listing}), labels={"node": node})
 
 
@@ -43,9 +44,11 @@ def test_a_container_gone_in_the_window_is_a_change_and_an_unsampled_node_is_nam
 
 
 def test_a_replacement_is_another_running_container_of_the_same_pod():
-    assert replaced_by(_containers("w1", {"c": "p2"}, 1), "p2", "b")
-    assert not replaced_by(_containers("w1", {"b": "p2"}, 1), "p2", "b")
-    assert not replaced_by(_containers("w1", {"c": "p9"}, 1), "p2", "b")
+    assert replaced_by(_containers("w1", {"c": "p2"}, 1), "p2", "http", "b")
+    assert not replaced_by(_containers("w1", {"b": "p2"}, 1), "p2", "http", "b")
+    assert not replaced_by(_containers("w1", {"c": "p9"}, 1), "p2", "http", "b")
+    # A sibling container of the pod that was never killed is not its restart.
+    assert not replaced_by(_containers("w1", {"s": "p2"}, 1), "p2", "http", "b")
 
 
 def _node_sample(t, states, ok=True):
@@ -191,14 +194,19 @@ def test_the_runners_hold_is_the_one_the_nodes_revert_at(tmp_path):
         d["runner"]["windows"]["hold_seconds"] = 45
     with pytest.raises(ScenarioError) as info:
         check_references(_edited(tmp_path, edit))
-    assert info.value.field == "runner.windows.hold_seconds" and "fault.params.hold_seconds" in info.value.expected
+    assert info.value.field == "runner.windows.hold_seconds" and "60, the hold_seconds param" in info.value.expected
 
     def short(d):
-        d["fault"]["params"].update(hold_seconds=20, kill_after_seconds=10)
-        d["runner"]["windows"]["hold_seconds"] = 20
+        d["fault"]["params"].update(hold_seconds=49, kill_after_seconds=10)
+        d["runner"]["windows"]["hold_seconds"] = 49
     with pytest.raises(ScenarioError) as info:
         check_references(_edited(tmp_path, short))
-    assert "kill_after_seconds + 20 s" in info.value.expected
+    assert "kill_after_seconds + 40 s" in info.value.expected
+
+    def long_enough(d):
+        d["fault"]["params"].update(hold_seconds=50, kill_after_seconds=10)
+        d["runner"]["windows"]["hold_seconds"] = 50
+    check_references(_edited(tmp_path, long_enough))
 
 
 def test_the_workers_units_survive_in_the_ledger_entry():
@@ -213,3 +221,49 @@ def test_the_workers_units_survive_in_the_ledger_entry():
               "work_units": {"w1": ["kdrill-cps-ab-kill0", "kdrill-cps-ab-sampler"]}}
     fault = ControlPlaneStop.from_target(Cluster(), target)
     assert fault.target()["work_units"] == target["work_units"]
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    (lambda d: d["fault"]["params"].update(control_job="restart-me"), "fault.params.control_job",
+     "a Job the drill makes in"),
+    (lambda d: d["workload"]["manifests"][1]["spec"]["template"]["spec"].update(restartPolicy="OnFailure"),
+     "fault.params.control_job", "restartPolicy Never, parallelism 1, one container"),
+    (lambda d: d["workload"]["manifests"][1]["spec"].update(parallelism=2), "fault.params.control_job",
+     "parallelism 1"),
+    (lambda d: d["fault"]["params"].pop("control_job"), "fault.params.kill_selector", "without control_job"),
+    (lambda d: d["fault"]["params"].update(kill_selector="app=nobody"), "fault.params.kill_selector",
+     "labels matching pods the drill makes"),
+])
+def test_the_workers_side_is_checked_before_anything_is_touched(tmp_path, edit, field, expected):
+    from harness.cli import check_references
+
+    with pytest.raises(ScenarioError) as info:
+        check_references(_edited(tmp_path, edit))
+    assert info.value.field == field and expected in info.value.expected, str(info.value)
+
+
+def test_a_fact_the_fault_does_not_measure_with_these_params_is_refused(tmp_path):
+    from harness.cli import check_references
+
+    def no_workers_side(d):
+        for key in ("control_job", "kill_selector", "kill_after_seconds"):
+            d["fault"]["params"].pop(key)
+    with pytest.raises(ScenarioError) as info:
+        check_references(_edited(tmp_path, no_workers_side))
+    assert "measure.fact" in info.value.field and "none with these params" in info.value.expected
+
+
+def test_a_node_read_that_fails_records_nothing():
+    """An API that does not answer says nothing of the nodes: no sample, so a run of not-Ready
+    reads is not lengthened by the API's own outage."""
+    from harness.probes.nodes import NodeNotReadyProbe
+
+    probe = NodeNotReadyProbe.__new__(NodeNotReadyProbe)
+    probe.name, probe.counted = "nodes", ("Unknown",)
+
+    class Down:
+        def list_node(self, **kwargs):
+            raise ConnectionError("refused")
+
+    probe.core, probe.timeout_seconds = Down(), 1.0
+    assert probe.sample() is None

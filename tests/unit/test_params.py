@@ -75,6 +75,6 @@ def test_a_renamed_copy_of_a_data_only_scenario_is_a_drill_of_its_own(tmp_path):
 
     def shorter(d):
         d.update(name="control-plane-stop-short")
-        d["fault"]["params"]["hold_seconds"] = 30
-        d["runner"]["windows"]["hold_seconds"] = 30
+        d["fault"]["params"]["hold_seconds"] = 50
+        d["runner"]["windows"]["hold_seconds"] = 50
     check_references(scenario_with(tmp_path, shorter))
