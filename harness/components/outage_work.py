@@ -291,7 +291,14 @@ class OutageWork:
         pods = cluster.core.list_namespaced_pod(ns, _request_timeout=10).items
         created = [p.metadata.name for p in pods if window[0] <= p.metadata.creation_timestamp.timestamp() <= window[1]]
         self.evidence["pods_created_during_outage"] = created
-        replacement = running_job_pod(cluster, ns, self.control_job, self._job_killed)
+        # The replacement of the Job pod killed in the window, waited for when the drill's windows
+        # ended before it came (a short after window): a deadline, not a measurement.
+        replacement = None
+        if job_killed_in_window:
+            waited = wait_until(lambda: running_job_pod(cluster, ns, self.control_job, self._job_killed),
+                                JOB_REPLACED_DEADLINE_SECONDS)
+            self.evidence["job_replacement_waited_seconds"] = round(waited.elapsed_seconds, 2) if waited.ok else None
+            replacement = waited.value if waited.ok else None
         after_started = replacement[1]["started"] if replacement else None
         replaced_after = after_started - api_back_at if after_started is not None and api_back_at is not None else None
         if replaced_after is not None and replaced_after < -1.0:  # started whole seconds: up to 1 s early
