@@ -43,9 +43,20 @@ class EtcdMember:
 
 
 def etcd_container_id(cluster: Cluster, node: str) -> str:
-    """The running etcd container on ``node`` (``crictl ps --name etcd``). Raises LookupError."""
-    out = cluster.node_exec(node, ["crictl", "ps", "--name", "^etcd$", "--state", "Running", "-q"],
-                            timeout_seconds=15, read_only=True).stdout.split()
+    """The running etcd container on ``node`` (``crictl ps --name etcd``). Raises LookupError when
+    none runs, ProviderError when the listing fails (asked twice when its exec closed with no status)."""
+    command = ["crictl", "ps", "--name", "^etcd$", "--state", "Running", "-q"]
+    result = cluster.node_exec(node, command, timeout_seconds=15, read_only=True, check=False)
+    if result.returncode == -1:
+        # Through the node agent: the exec's stream closed with no exit status (the API server it
+        # went through restarted with its etcd member, seen once in etcd-space-quota's recovery,
+        # 2026-12-05). The listing changes nothing: asked once more, through whichever API server
+        # answers now.
+        result = cluster.node_exec(node, command, timeout_seconds=15, read_only=True, check=False)
+    if result.returncode != 0:
+        raise ProviderError(f"on node {node}: {' '.join(command)} exited {result.returncode}: "
+                            f"{(result.stderr or result.stdout or '').strip()[:500]}")
+    out = result.stdout.split()
     if not out:
         raise LookupError(f"no running etcd container on {node}")
     return out[0]
