@@ -7,6 +7,10 @@ on a cluster it no longer watches: the revert (at the end of the drill, on Ctrl-
 ``kdrill recover`` after a crash) stops every timer and service that has not finished, and
 removes their records from the node's ``/run``. A fault's own timers (control-plane-stop's stop
 and kubelet start) are the fault's, in its own ledger entry.
+
+No built-in drill writes this kind any more: control-plane-stop's kills and sampler on the workers
+are in its own entry (``work_units``). It stays so that ``kdrill recover`` still reverts an entry
+an earlier version wrote, and for a drill file of a team's own.
 """
 
 from __future__ import annotations
