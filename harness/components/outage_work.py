@@ -116,6 +116,19 @@ def replaced_by(sample: Sample, pod_uid: str, name: str, old_id: str) -> bool:
                for containers in json.loads(sample.detail).values() for cid, c in containers.items())
 
 
+def replaced_after_return(pod: dict[str, Any], api_back_at: float | None, returned_at: float) -> float | None:
+    """Seconds from the first API server seen ready (``api_back_at``) to the Job's replacement
+    ``pod`` ({"created", "started"}: epoch seconds, started in whole seconds) running, for a pod
+    made once the control plane was given back (``returned_at``, the revert's start), else None
+    (one made earlier is not the return's replacement: pods_created_during_outage counts it).
+    0 when it ran before the API was seen: the API servers are first asked once the revert is
+    done, and frozen nodes given back one by one (6.7 s for three in one CI run) let the Job
+    controller on the first one replace it before that."""
+    if pod.get("started") is None or api_back_at is None or pod["created"] < returned_at:
+        return None
+    return max(0.0, pod["started"] - api_back_at)
+
+
 def containers_changed(timeline: Timeline, nodes: list[str], start: float, end: float) -> tuple[set[str], list[str]]:
     """(ids of containers running on a node at its last sample before ``start`` that were not
     running at some sample of that node in [start, end], the nodes with no sample before or none
@@ -299,12 +312,12 @@ class OutageWork:
                                 JOB_REPLACED_DEADLINE_SECONDS)
             self.evidence["job_replacement_waited_seconds"] = round(waited.elapsed_seconds, 2) if waited.ok else None
             replacement = waited.value if waited.ok else None
-        after_started = replacement[1]["started"] if replacement else None
-        replaced_after = after_started - api_back_at if after_started is not None and api_back_at is not None else None
-        if replaced_after is not None and replaced_after < -1.0:  # started whole seconds: up to 1 s early
-            # Started before the API was back: not the replacement of the pod killed in the window.
-            self.evidence["job_replacement_before_api_back_seconds"] = replaced_after
-            replaced_after = None
+        replaced_after = None
+        if replacement is not None:
+            replaced_after = replaced_after_return(replacement[1], api_back_at, window[1])
+            if replacement[1]["started"] is not None and api_back_at is not None:
+                self.evidence["job_replacement_started_after_api_seen_seconds"] = \
+                    round(replacement[1]["started"] - api_back_at, 2)
         self.evidence["job_pods"] = job_pods(cluster, ns, self.control_job)
         pods_after = replica_set_pods(cluster, ns)
         moved = [u for u, node in self._pods_before.items() if pods_after.get(u) != node]
@@ -322,7 +335,7 @@ class OutageWork:
                                                  else None),
             "worker_container_changes": None if unsampled else len(changed),
             "pods_created_during_outage": len(created) if falsifiable else None,
-            "job_pod_replaced_after_return_seconds": max(0.0, replaced_after) if replaced_after is not None else None,
+            "job_pod_replaced_after_return_seconds": replaced_after,
             "pods_rescheduled_or_replaced": len(moved),
             "new_replicasets": len(set(replica_set_uids(cluster, ns)) - set(self._replica_sets_before)),
             "kube_system_restarts_outside_control_plane": sum(others.values()),

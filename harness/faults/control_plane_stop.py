@@ -120,8 +120,10 @@ class ControlPlaneStop(Fault):
                                      "and not running at some sample in the window, besides those killed on purpose"),
         "pods_created_during_outage": ("count", "pods of the namespace created between the stop and the revert, "
                                        "though the Job's pod was killed in it (None if that kill missed the window)"),
-        "job_pod_replaced_after_return_seconds": ("seconds", "from the first API server ready again to the Job's "
-                                                  "replacement pod running (its container's start, whole seconds)"),
+        "job_pod_replaced_after_return_seconds": ("seconds", "from the first API server seen ready again to the "
+                                                  "Job's replacement pod running (its container's start, whole "
+                                                  "seconds; 0 when it ran before the API servers were first asked, "
+                                                  "once the revert was done)"),
         "pods_rescheduled_or_replaced": ("count", "pods of the namespace's ReplicaSets gone, moved or new between "
                                          "just before the stop and the end of the drill"),
         "new_replicasets": ("count", "ReplicaSets of the namespace new between just before the stop and the end"),

@@ -267,3 +267,16 @@ def test_a_node_read_that_fails_records_nothing():
 
     probe.core, probe.timeout_seconds = Down(), 1.0
     assert probe.sample() is None
+
+
+def test_the_jobs_replacement_after_the_return_is_timed_from_the_api_seen_back():
+    from harness.components.outage_work import replaced_after_return
+
+    returned, api_back = 100.0, 106.0
+    assert replaced_after_return({"created": 110.0, "started": 112.0}, api_back, returned) == 6.0
+    # Replaced by the Job controller of the first node given back, before the API was first asked.
+    assert replaced_after_return({"created": 104.0, "started": 105.0}, api_back, returned) == 0.0
+    # Made during the outage: not the return's replacement.
+    assert replaced_after_return({"created": 99.0, "started": 107.0}, api_back, returned) is None
+    assert replaced_after_return({"created": 110.0, "started": None}, api_back, returned) is None
+    assert replaced_after_return({"created": 110.0, "started": 112.0}, None, returned) is None
