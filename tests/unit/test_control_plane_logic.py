@@ -280,3 +280,15 @@ def test_the_jobs_replacement_after_the_return_is_timed_from_the_api_seen_back()
     assert replaced_after_return({"created": 99.0, "started": 107.0}, api_back, returned) is None
     assert replaced_after_return({"created": 110.0, "started": None}, api_back, returned) is None
     assert replaced_after_return({"created": 110.0, "started": 112.0}, None, returned) is None
+
+
+def test_steady_state_needs_ten_good_calls_in_a_row_to_every_target():
+    from harness.runner import STEADY_CALLS, steady
+
+    good = [{"target": "name", "ok": True}] * STEADY_CALLS + [{"target": "clusterip", "ok": True}] * STEADY_CALLS
+    assert steady(good, ["name", "clusterip"])
+    # One good answer is not steady: a CoreDNS replica that has not learnt the Service still fails.
+    assert not steady([{"target": "name", "ok": True}] + good[STEADY_CALLS:], ["name", "clusterip"])
+    flapping = good + [{"target": "name", "ok": False}]
+    assert not steady(flapping, ["name", "clusterip"])
+    assert not steady(good, ["name", "clusterip", "pod-ips"])
