@@ -10,8 +10,8 @@ The path a drill takes, in named, timed phases:
    (``workload.manifests``: created in order through the ledger, kind ``drill-objects``, and
    waited on until they serve: a webhook configuration until the API server reaches its
    webhook), and the declared probes: one in-cluster probe pod on the last worker calls the
-   Service by name and/or ClusterIP (or a declared Service by name), proven healthy (every
-   target answered) before the fault, or the drill stops with an error; the other kinds run in
+   Service by name and/or ClusterIP (or a declared Service by name), proven steady (ten good calls
+   in a row to every target, :func:`steady`) before the fault, or the drill stops with an error; the other kinds run in
    this process (harness/probes/: ``object-state``, ``admission``, ``api-read``, ``api-write``,
    ``metric``, and ``image-pulls`` and ``events``, which read a Pod's Events at the end).
 2. ``baseline``: ``runner.windows.baseline_seconds`` of probing with nothing broken.
