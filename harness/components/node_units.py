@@ -254,3 +254,16 @@ def forget(cluster: Cluster, node: str, units: list[str]) -> None:
     files = " ".join(shlex.quote(f"{STATE_DIR}/{check_name(u)}{ext}") for u in units
                      for ext in (".at", ".jsonl", ".rc", ".lock"))
     cluster.node_exec(node, ["sh", "-c", f"rm -f {files}"], timeout_seconds=30)
+
+
+def remove_units(cluster: Cluster, units: dict[str, list[str]]) -> list[str]:
+    """Stop and remove ``units`` (node -> unit names) on every node, each node on its own: one that
+    does not answer does not keep the others' from going. Returns what failed, per node."""
+    errors = []
+    for node, names in units.items():
+        try:
+            cancel(cluster, node, names)
+            forget(cluster, node, names)
+        except Exception as exc:
+            errors.append(f"{node}: {', '.join(names)} not removed: {type(exc).__name__}: {exc}"[:300])
+    return errors

@@ -33,6 +33,7 @@ import uuid
 from typing import Any
 
 from harness.components import node_units, static_pods
+from harness.components.node_units import remove_units
 from harness.expectations import wait_until
 from harness.probes.node_side import NodeContainerSampler
 from harness.probes.pods import (kube_system_snapshot, node_containers, restarts_between,
@@ -83,19 +84,6 @@ def running_container(cluster: Cluster, node: str, namespace: str, pod_uid: str)
     runtime lists it. Raises StopIteration when it has none."""
     return next((cid, c["name"]) for cid, c in node_containers(cluster, node, namespace).items()
                 if c["state"] == "CONTAINER_RUNNING" and c["pod_uid"] == pod_uid)
-
-
-def remove_units(cluster: Cluster, units: dict[str, list[str]]) -> list[str]:
-    """Stop and remove ``units`` (node -> unit names) on every node, each node on its own: one that
-    does not answer does not keep the others' from going. Returns what failed, per node."""
-    errors = []
-    for node, names in units.items():
-        try:
-            node_units.cancel(cluster, node, names)
-            node_units.forget(cluster, node, names)
-        except Exception as exc:
-            errors.append(f"{node}: kills or sampler not removed: {type(exc).__name__}: {exc}"[:300])
-    return errors
 
 
 def replica_set_uids(cluster: Cluster, namespace: str) -> list[str]:
@@ -173,6 +161,7 @@ class OutageWork:
         self._kube_system_before: dict[str, dict] = {}
         self._job_killed: set[str] = set()
         self._job_in_window: str | None = None
+        self.baseline_job_replaced_seconds: float | None = None  # prepare: the control experiment
 
     def prepare(self, clock_offsets: dict[str, float]) -> None:
         """With a working control plane: the control experiment (one Job pod killed and replaced),
@@ -297,7 +286,7 @@ class OutageWork:
         # The Job pod killed in the window is its second failure: a working controller would
         # replace it after twice the back-off the control experiment waited, so the window must
         # leave at least that after the kill, or "none created" could not have failed.
-        needed = 2 * getattr(self, "baseline_job_replaced_seconds", math.inf)
+        needed = 2 * (self.baseline_job_replaced_seconds or math.inf)
         left = window[1] - self.kills[job_container]["killed_at"] if job_killed_in_window else None
         self.evidence["job_kill_left_in_window_seconds"] = {"left": left, "needed": needed}
         falsifiable = job_killed_in_window and left >= needed
@@ -330,7 +319,7 @@ class OutageWork:
         dns_nodes = sorted(p["node"] for p in self._kube_system_before.values() if p["app"] == "kube-dns")
         self.evidence["coredns_nodes"] = dns_nodes
         return {
-            "baseline_job_pod_replaced_seconds": getattr(self, "baseline_job_replaced_seconds", None),
+            "baseline_job_pod_replaced_seconds": self.baseline_job_replaced_seconds,
             "killed_container_restart_seconds": (max(restarts.values()) if restarts and None not in restarts.values()
                                                  else None),
             "worker_container_changes": None if unsampled else len(changed),

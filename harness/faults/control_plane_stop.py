@@ -46,7 +46,7 @@ from typing import Any
 
 from harness import proc
 from harness.components import node_units, static_pods
-from harness.components.outage_work import JOB_FIRST_BACKOFF_SECONDS, OutageWork, remove_units
+from harness.components.outage_work import JOB_FIRST_BACKOFF_SECONDS, OutageWork
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.params import Param
 from harness.providers import Cluster
@@ -437,7 +437,7 @@ class ControlPlaneStop(Fault):
         if self.work is not None:
             errors += self.work.collect()
         else:
-            errors += remove_units(self.cluster, self.work_units)
+            errors += node_units.remove_units(self.cluster, self.work_units)
         if errors:
             raise FaultError("; ".join(errors))
 

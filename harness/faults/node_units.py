@@ -51,13 +51,7 @@ class NodeUnits(Fault):
         """Nothing: the drill sets the units once this entry is in the ledger."""
 
     def revert(self) -> None:
-        errors = []
-        for node, names in self.units.items():  # every node gets its revert, whatever the others did
-            try:
-                node_units.cancel(self.cluster, node, names)
-                node_units.forget(self.cluster, node, names)
-            except Exception as exc:
-                errors.append(f"{node}: {exc}")
+        errors = node_units.remove_units(self.cluster, self.units)  # every node, whatever the others did
         if errors:
             raise FaultError("; ".join(errors))
 

@@ -309,7 +309,7 @@ def test_a_node_units_revert_that_cannot_reach_a_node_keeps_its_entry(tmp_path) 
     ledger = Ledger(tmp_path / "ledger")
     held = NodeUnits(_cluster(), {"w1": ["kdrill-kill-a"], "w2": ["kdrill-kill-b"]})
     held.cluster = Nodes(reachable={"w1"})
-    with pytest.raises(FaultError, match="w2: node w2 not reachable"):
+    with pytest.raises(FaultError, match="w2: kdrill-kill-b not removed: ProviderError: node w2 not reachable"):
         with injected(held, ledger, drill="d"):
             pass
     assert [e.kind for e in ledger.entries()] == ["node-units"]  # kdrill recover tries again
