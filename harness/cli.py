@@ -430,6 +430,10 @@ def run_until_reverted(cmd: list[str]) -> int:
     as SIGTERM. The one command not run through :func:`harness.proc.run`: no time limit, output
     to the terminal.
     """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # Inherited (a background job of a non-interactive shell): Ctrl-C reaches neither kdrill nor pytest.
+        print(f"kdrill: started with SIGINT ignored, so Ctrl-C cannot stop the drills; to stop them (each "
+              f"fault reverted), send SIGTERM: kill -TERM {os.getpid()}", file=sys.stderr)
     proc = subprocess.Popen(cmd, cwd=resources.data_root())
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))
     try:

@@ -29,11 +29,21 @@ def interrupt_main_thread_in(seconds: float, signum: int) -> threading.Timer:
     return timer
 
 
+@pytest.fixture
+def sigint_handled():
+    """SIGINT raises KeyboardInterrupt in this process, whatever disposition the test run inherited
+    (a background job of a non-interactive shell starts with SIGINT ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("from_terminal, says", [
     (True, "kdrill: interrupted; waiting for the drill to revert its fault"),
     (False, "if it was sent to kdrill alone the drills go on to their normal end; to stop them now, send SIGTERM"),
 ])
-def test_a_sigint_is_never_passed_on_and_the_message_says_what_happens(monkeypatch, capfd, from_terminal, says):
+def test_a_sigint_is_never_passed_on_and_the_message_says_what_happens(monkeypatch, capfd, sigint_handled,
+                                                                       from_terminal, says):
     monkeypatch.setattr(cli, "terminal_interrupts_group", lambda: from_terminal)
     timer = interrupt_main_thread_in(1.5, signal.SIGINT)
     try:
@@ -42,6 +52,29 @@ def test_a_sigint_is_never_passed_on_and_the_message_says_what_happens(monkeypat
         timer.cancel()
     assert code == 3  # waited for the child's own end; no signal of kdrill's reached it
     assert says in capfd.readouterr().err
+
+
+def test_started_with_sigint_ignored_it_says_how_to_stop_the_drills(monkeypatch, capfd):
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        timer = interrupt_main_thread_in(1.5, signal.SIGTERM)
+        try:
+            assert cli.run_until_reverted([sys.executable, "-c", CHILD]) == 0
+        finally:
+            timer.cancel()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    err = capfd.readouterr().err
+    assert "started with SIGINT ignored" in err and "kill -TERM" in err, err
+
+
+def test_with_sigint_handled_nothing_is_said_about_it(capfd, sigint_handled):
+    timer = interrupt_main_thread_in(1.5, signal.SIGTERM)
+    try:
+        assert cli.run_until_reverted([sys.executable, "-c", CHILD]) == 0
+    finally:
+        timer.cancel()
+    assert "SIGINT ignored" not in capfd.readouterr().err
 
 
 def test_a_sigterm_is_passed_on(monkeypatch):
