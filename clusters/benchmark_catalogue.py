@@ -2,13 +2,15 @@
 """Benchmark the catalogue: one `kdrill run` from nothing, on one kind cluster or several in
 parallel, and print its figures.
 
-  python3 clusters/benchmark_catalogue.py [--clusters N] [--reports DIR] [SCENARIO ...]
+  python3 clusters/benchmark_catalogue.py [--clusters N] [--reports DIR] [--write-times PATH] [SCENARIO ...]
 
 Deletes the run's kind clusters first when they exist (kdrill-ha, or kdrill-ha-gw0 ... with
 --clusters N), so their creation is in the wall time, then runs `kdrill run` (every scenario, or
 those named) into DIR (default: a new temporary directory) and prints: the wall time, each
-cluster's creation, each drill case's duration, verdict and cluster, the sum of the cases'
-durations, and the machine's peak memory in use (MemTotal - MemAvailable, sampled every 5 s).
+cluster's creation, each drill case's duration, verdict, the seconds inside its phases (what it
+measures) and beyond them (setup, revert, teardown, waits), and cluster, the sums, and the
+machine's peak memory in use (MemTotal - MemAvailable, sampled every 5 s). --write-times merges
+the passed cases' durations into the file harness/tiers.py chooses the presubmit tier by.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ import threading
 import time
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.providers.kind import KindProvider  # noqa: E402
 from harness.report import scan_records  # noqa: E402
+from harness.tiers import case_id, load_times  # noqa: E402
 from harness.workers import cluster_name  # noqa: E402
 
 
@@ -35,10 +40,35 @@ def memory_in_use_mib() -> float:
     return kib / 1024
 
 
+def phase_seconds(record: dict) -> float:
+    """Seconds inside the record's phases (its windows and named steps), overlaps counted once."""
+    spans = sorted((p["started_at"], p["ended_at"]) for p in record.get("phases") or []
+                   if isinstance(p, dict) and isinstance(p.get("started_at"), (int, float))
+                   and isinstance(p.get("ended_at"), (int, float)) and p["ended_at"] > p["started_at"])
+    covered, reach = 0.0, float("-inf")
+    for start, end in spans:
+        if end > reach:
+            covered += end - max(start, reach)
+            reach = end
+    return covered
+
+
+def write_times(path: Path, times: dict[str, float], run_id: str) -> None:
+    """Merge the passed cases' seconds into the times file harness/tiers.py chooses presubmit by."""
+    known = load_times(path)
+    known.update(times)
+    path.write_text(f"# Each catalogue case's duration (seconds) in its last passing benchmark run (run {run_id}),\n"
+                    "# written by clusters/benchmark_catalogue.py --write-times: what harness/tiers.py weighs.\n"
+                    + yaml.safe_dump({"seconds": dict(sorted(known.items()))}, sort_keys=False))
+    print(f"  times of {len(times)} passed case(s) written to {path}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--clusters", type=int, default=1)
     parser.add_argument("--reports", type=Path)
+    parser.add_argument("--write-times", type=Path, metavar="PATH",
+                        help="merge the passed cases' durations into PATH (clusters/catalogue-times.yaml)")
     parser.add_argument("scenarios", nargs="*")
     args = parser.parse_args()
     reports = args.reports or Path(tempfile.mkdtemp(prefix="kdrill-benchmark-"))
@@ -78,16 +108,27 @@ def main() -> int:
     for worker, seen in sorted((meta.get("workers") or {}).items()):
         print(f"  {worker}: cluster {(seen.get('cluster') or {}).get('name')}, created in "
               f"{seen.get('cluster_create_seconds')} s, ran {len(seen.get('ran') or [])} case(s)")
-    total = 0.0
+    total = measured_total = 0.0
+    times: dict[str, float] = {}
     records, unreadable = scan_records(run)
     for path, reason in unreadable:
         print(f"  {path.name}: not a readable record ({reason})")
+    print(f"  {'case':42} {'verdict':8} {'duration':>9} {'phases':>8} {'beyond':>8}")
     for path, record in sorted(records, key=lambda pr: pr[0].name):
-        seconds = (record.get("finished_at") or 0) - (record.get("started_at") or 0)
-        total += max(seconds, 0)
-        print(f"  {path.stem:42} {record.get('verdict', '?'):8} {seconds:6.0f} s  on "
-              f"{(record.get('cluster') or {}).get('name', '?')}")
+        seconds = max((record.get("finished_at") or 0) - (record.get("started_at") or 0), 0)
+        measured = phase_seconds(record)
+        total, measured_total = total + seconds, measured_total + measured
+        if record.get("verdict") == "passed":
+            times[case_id(str(record["drill"]), record.get("case"))] = round(seconds, 1)
+        print(f"  {path.stem:42} {record.get('verdict', '?'):8} {seconds:7.0f} s {measured:6.0f} s "
+              f"{seconds - measured:6.0f} s  on {(record.get('cluster') or {}).get('name', '?')}")
     print(f"  sum of the cases' durations: {total:.0f} s ({total / 60:.1f} min)")
+    if measured_total:
+        print(f"  of which the drills' phases (what they measure): {measured_total:.0f} s; beyond them (setup, "
+              f"revert, teardown, waits): {total - measured_total:.0f} s, "
+              f"{100 * (total - measured_total) / measured_total:.0f} % of the phases")
+    if args.write_times and times:
+        write_times(args.write_times, times, run.name)
     print(f"  peak memory in use on this machine: {peak[0]:.0f} MiB")
     return status
 

@@ -16,6 +16,8 @@ Options (``pytest --help``, group "kdrill"):
   --kdrill-run-id ID             run id (default: a new one)
   --kdrill-scenarios-dir DIR     where drills find their scenario files (default: the built-in
                                  scenarios, harness.resources.scenarios_dir())
+  --kdrill-tier TIER             presubmit (default, $KDRILL_TIER): the representative drill set
+                                 and the tests not marked ``full``; full: everything (harness/tiers.py)
 
 A drill test is marked ``@pytest.mark.scenario("<name>")`` and takes the ``drill`` fixture; one
 test case runs per entry in the scenario's ``cases`` (or one when it has none).
@@ -43,6 +45,7 @@ from harness.ledger import Ledger
 from harness.providers import ProviderError
 from harness.providers.existing import consented_cluster
 from harness.scenario import find_scenario
+from harness.tiers import DEFAULT_TIER, TIERS
 from harness.topology import discover
 from harness.workers import worker_id
 
@@ -74,6 +77,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="who approved breaking this cluster for the drills (recorded in the evidence)")
     group.addoption("--kdrill-scenarios-dir", default=None,
                     help="where drills find their scenario files (default: kdrill's built-in scenarios)")
+    group.addoption("--kdrill-tier", default=os.environ.get("KDRILL_TIER", DEFAULT_TIER), choices=TIERS,
+                    help="presubmit (default): the representative drill set and one SIGKILL case per fault kind "
+                         "(harness/tiers.py); full: every test and every drill of the catalogue. Named "
+                         "scenarios (--kdrill-scenario) run whatever the tier")
 
 
 def _reports_dir(config: pytest.Config) -> Path:
@@ -112,6 +119,10 @@ def pytest_configure(config: pytest.Config) -> None:
                  "node_access: needs the node containers (kind), skipped on an existing cluster"):
         config.addinivalue_line("markers", line)
     config.addinivalue_line("markers", "data_scenarios: the test runs every data-only scenario (harness/runner.py)")
+    config.addinivalue_line("markers", "full: runs in the full tier only (--kdrill-tier full), not in presubmit")
+    if config.getoption("--kdrill-tier") not in TIERS:  # from KDRILL_TIER, which argparse does not check
+        raise pytest.UsageError(f"--kdrill-tier / KDRILL_TIER: expected one of {', '.join(TIERS)}, "
+                                f"got {config.getoption('--kdrill-tier')!r}")
     from harness.evidence import RunIdError, validate_run_id
     from harness.providers.kind import cluster_name_problem
 
@@ -210,12 +221,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             # A scenario that runs only when named (on_request) is not one of "every drill".
             (drop if name and _on_request(config, name) else keep).append(item)
+    if not wanted and config.getoption("--kdrill-tier") == "presubmit":
+        presubmit = _presubmit_cases(config)
+        for item in list(keep):
+            name = _scenario_of(item)
+            case = getattr(item, "callspec", None) and item.callspec.params.get("drill_case")
+            if item.get_closest_marker("full") is not None or (
+                    presubmit is not None and name and (name, case) not in presubmit):
+                keep.remove(item)
+                drop.append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
     # The tests that need no cluster run first (stable order otherwise): a kind cluster this
     # session creates is made meanwhile (_create_cluster_early).
     items.sort(key=lambda item: "kdrill_cluster" in getattr(item, "fixturenames", ()))
+
+
+def _presubmit_cases(config: pytest.Config) -> set[tuple[str, str | None]] | None:
+    """The representative drill set of the built-in catalogue (harness/tiers.py), or None when
+    the drills read another scenarios directory (a team's: the tier does not choose among them)."""
+    if _scenarios_dir(config).resolve() != resources.scenarios_dir().resolve():
+        return None
+    from harness.scenario import load_scenarios
+    from harness.tiers import TIMES_FILE, load_times, presubmit_cases
+
+    times = load_times(resources.clusters_dir() / TIMES_FILE)
+    return set(presubmit_cases(load_scenarios(resources.scenarios_dir()), times))
 
 
 def _on_request(config: pytest.Config, name: str) -> bool:

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -194,6 +195,26 @@ def pause_container(name: str, attempts: int = PAUSE_ATTEMPTS) -> int:
     raise AssertionError("unreachable")
 
 
+# kind asks the kernel for a free host port for each node's API server, closes it, and lets Docker
+# bind it while the other nodes are created in parallel: another node, a just-deleted cluster's
+# proxy or any process can take it in between. Docker says one of these; nothing else is retried.
+TRANSIENT_CREATE_ERRORS = (
+    re.compile(r"Bind for [0-9.:\[\]a-f]+:\d+ failed: port is already allocated"),
+    re.compile(r"listen tcp[46]? [0-9.:\[\]a-f]+:\d+: bind: address already in use"),
+)
+CREATE_ATTEMPTS = 3
+
+
+def transient_create_error(output: str) -> str | None:
+    """The part of a failed ``kind create cluster``'s output that marks it as transient (a host
+    port taken between kind's choice and Docker's bind), or None for any other failure."""
+    for pattern in TRANSIENT_CREATE_ERRORS:
+        found = pattern.search(output or "")
+        if found:
+            return found.group(0)
+    return None
+
+
 DEFAULT_SERVICE_SUBNET = "10.96.0.0/16"  # kind's serviceSubnet when the config sets none
 GUARD_COMMENT = "kdrill: no untranslated ClusterIP traffic leaves the node"
 
@@ -260,10 +281,7 @@ class KindProvider:
                                 "--host-port-offset 100` (with the same --config and --platform)")
         started = time.monotonic()
         log.info("creating kind cluster %s from %s", self.name, self.config)
-        self._run("create", "cluster", "--name", self.name, "--config", str(self.config),
-                  "--image", self.image, "--wait", f"{wait_seconds}s", "--retain",
-                  *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []),
-                  timeout_seconds=wait_seconds + 600)
+        self._create_retrying(wait_seconds, kubeconfig)
         # kind waits for the control plane only; drills need every node and system pod too.
         from harness.health import wait_healthy
 
@@ -278,6 +296,39 @@ class KindProvider:
             self.platform_install_seconds = install(self.platform, self.cluster(), self)
             log.info("platform profile %s installed: %s", self.platform.name, self.platform_install_seconds)
         return time.monotonic() - started
+
+    def _create_retrying(self, wait_seconds: int, kubeconfig: Path | None) -> None:
+        """``kind create cluster``, tried again (at most :data:`CREATE_ATTEMPTS` times in all) when
+        it fails with a transient error (:func:`transient_create_error`), after deleting what it
+        made; one line on stderr says so each time. Raises ProviderError with kind's output for any
+        other failure, or when the last attempt failed too."""
+        for attempt in range(1, CREATE_ATTEMPTS + 1):
+            result = self._run("create", "cluster", "--name", self.name, "--config", str(self.config),
+                               "--image", self.image, "--wait", f"{wait_seconds}s", "--retain",
+                               *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []),
+                               timeout_seconds=wait_seconds + 600, check=False)
+            if result.returncode == 0:
+                return
+            output = (result.stderr or "") + (result.stdout or "")
+            why = transient_create_error(output)
+            if why is None or attempt == CREATE_ATTEMPTS:
+                tries = f" (attempt {attempt} of {CREATE_ATTEMPTS}, each failing transiently)" if why else ""
+                raise ProviderError(f"kind create cluster {self.name} failed{tries}: {output.strip()[-2000:]}")
+            print(f"kdrill: kind create cluster {self.name} failed transiently ({why}); deleting what it made "
+                  f"and trying again (attempt {attempt + 1} of {CREATE_ATTEMPTS})", file=sys.stderr, flush=True)
+            self.remove_half_made()
+
+    def remove_half_made(self) -> None:
+        """Delete what a failed creation left: kind's nodes (``--retain`` keeps them) and any
+        container still labelled with this cluster's name. Raises ProviderError when one remains."""
+        self._run("delete", "cluster", "--name", self.name, timeout_seconds=300, check=False)
+        label = f"label=io.x-k8s.kind.cluster={self.name}"
+        left = proc.run(["docker", "ps", "-aq", "--filter", label], timeout_seconds=60, check=False).stdout.split()
+        if left:
+            proc.run(["docker", "rm", "-f", *left], timeout_seconds=120, check=False)
+        if proc.run(["docker", "ps", "-aq", "--filter", label], timeout_seconds=60, check=False).stdout.split():
+            raise ProviderError(f"kind cluster {self.name}: containers of the failed creation could not be removed "
+                                f"(docker ps -a --filter {label})")
 
     def create_in_background(self) -> "BackgroundCreation":
         """Start the cluster's creation in a child process (so that work needing no cluster, e.g.

@@ -23,6 +23,8 @@ from harness.faults.control_plane_stop import ControlPlaneStop
 from harness.health import wait_healthy
 from harness.kube_objects import Ref
 from harness.ledger import Ledger
+from harness.scenario import load_scenarios
+from harness.tiers import TIMES_FILE, load_times, sigkill_presubmit
 from harness.providers.existing import kind_clusters
 from side_lane import ON_SIDE_CLUSTER, SideLane
 
@@ -145,8 +147,16 @@ def side_lane(request, kdrill_cluster, tmp_path_factory):
     lane.close()
 
 
-@pytest.mark.parametrize("scenario, case, fault_kind, step", SIGKILLED,
-                         ids=[case_id(s, c) for s, c, _, _ in SIGKILLED])
+def _tiered(table: list[tuple]) -> list:
+    """The SIGKILL table as pytest params: one case per fault kind in presubmit (harness/tiers.py),
+    the others marked ``full``."""
+    scenarios = load_scenarios(REPO_ROOT / "scenarios")
+    presubmit = sigkill_presubmit(table, scenarios, load_times(REPO_ROOT / "clusters" / TIMES_FILE))
+    return [pytest.param(*row, id=case_id(row[0], row[1]),
+                         marks=() if (row[0], row[1]) in presubmit else (pytest.mark.full,)) for row in table]
+
+
+@pytest.mark.parametrize("scenario, case, fault_kind, step", _tiered(SIGKILLED))
 def test_sigkill_mid_fault_then_kdrill_recover(kdrill_cluster, platform_cluster_meanwhile, side_lane, tmp_path,
                                                scenario, case, fault_kind, step):
     """SIGKILL of ``kdrill run`` (the whole process group, no cleanup) once the drill's fault is

@@ -1,0 +1,189 @@
+"""Test tiers: which built-in drill cases and SIGKILL cases ``python3 -m pytest`` runs (presubmit)
+and which only the full tier runs (``--kdrill-tier full``; ``kdrill run`` runs the catalogue).
+
+The presubmit tier is chosen by a rule, not by hand: every fault kind, probe kind, measure kind
+and node channel the default catalogue uses (:func:`exercised`) is exercised at least once on a
+real cluster, by the cluster tests that run drills to their end (:data:`RUN_BY_CLUSTER_TESTS`)
+or by a catalogue case. The cases are picked by a greedy weighted set cover: the case that adds
+the most kinds not yet exercised per second of its measured time (``clusters/catalogue-times.yaml``,
+written by ``clusters/benchmark_catalogue.py --write-times``), ties by name, until nothing is left.
+A kind no built-in scenario uses must be named in :data:`NOT_IN_THE_CATALOGUE` with the reason,
+or ``tests/unit/test_tiers.py`` fails: a kind added without a drill that exercises it is caught.
+
+SIGKILL-and-recover (``tests/cluster/test_recovery.py``): presubmit kills one case per fault kind,
+the one whose scenario takes least time; the full tier kills every case of its table.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Iterable
+
+import yaml
+
+TIERS = ("presubmit", "full")
+DEFAULT_TIER = "presubmit"
+TIMES_FILE = "catalogue-times.yaml"
+
+# Drill cases that presubmit cluster tests run to their end on the session's clusters: what they
+# exercise counts as exercised. Each file names these scenarios (tests/unit/test_tiers.py checks).
+RUN_BY_CLUSTER_TESTS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    "tests/cluster/test_node_agent_cluster.py": (
+        ("etcd-defrag", None), ("etcd-space-quota", None), ("etcd-member-loss", None),
+        ("control-plane-stop", "components"), ("etcd-backup-restore", None)),
+    "tests/cluster/test_platform_cluster.py": (("webhook-blast-radius", "refused"), ("webhook-blast-radius", "blackhole")),
+}
+# The node channel each of those tests drills through (a catalogue case on kind: "kind").
+CHANNEL_OF_CLUSTER_TESTS = {"tests/cluster/test_node_agent_cluster.py": "node-agent",
+                            "tests/cluster/test_platform_cluster.py": "api-only"}
+
+# Kinds that presubmit cluster tests exercise directly, with no drill.
+EXERCISED_BY_CLUSTER_TESTS: dict[str, tuple[str, ...]] = {
+    "tests/cluster/test_command_probe_cluster.py": ("probe:command",),
+}
+
+# Kinds installed with kdrill that no built-in scenario uses, each with why it stays.
+NOT_IN_THE_CATALOGUE: dict[str, str] = {
+    "fault:node-units": "kept so that `kdrill recover` reverts older ledger entries and teams' drill files; "
+                        "control-plane-stop's work on the nodes uses its remove_units, exercised there",
+    "fault:webhook-outage": "kept for teams' drill files (a webhook configuration's backend taken away by "
+                            "name); the built-in webhook drills declare their objects and use scale-to-zero",
+    "measure:min_value": "a value measure for teams' metric and node-ready probes; max_value, computed by "
+                         "the same code path (measures._values), is exercised",
+    "measure:rate_per_second": "a counter measure for teams' metric probes; its samples come from the metric "
+                               "probe, exercised by apiservice-unavailable",
+}
+# Kinds the runner itself makes for every drill, whatever its scenario says.
+SCAFFOLDING = ("fault:drill-namespace", "fault:drill-objects")
+
+# A case with no measured time: its declared windows plus this (seconds), or this alone for a
+# Python drill. Only a new drill has none; the benchmark writes its time.
+UNMEASURED_SETUP_SECONDS = 60.0
+UNMEASURED_DRILL_SECONDS = 300.0
+
+
+def case_id(name: str, case: str | None) -> str:
+    """``name`` or ``name[case]``, as the times file and the reports name a case."""
+    return f"{name}[{case}]" if case else name
+
+
+def cases_of(scenario) -> list[str | None]:
+    return [c.name for c in scenario.cases] or [None]
+
+
+def exercised(scenario, case: str | None = None) -> frozenset[str]:
+    """What one case of ``scenario`` exercises on a real cluster: ``fault:KIND`` (its fault, and
+    the registries and drill cluster it makes), ``probe:KIND``, ``measure:KIND`` and, for a case
+    that reaches the nodes, ``channel:kind``."""
+    kinds = {f"fault:{scenario.fault_kind}", *SCAFFOLDING}
+    if (scenario.workload or {}).get("registries"):
+        kinds.add("fault:drill-registry")
+    if case == "encrypted" and scenario.name == "secrets-at-rest":
+        kinds.add("fault:drill-cluster")  # that case makes a kind cluster of its own
+    for probe in (scenario.runner or {}).get("probes") or []:
+        kinds.add(f"probe:{probe['kind']}")
+    chosen = [c for c in scenario.cases if c.name == case]
+    for expectation in (*scenario.expectations, *(chosen[0].expectations if chosen else ())):
+        kind = (expectation.measure or {}).get("kind")
+        if kind:
+            kinds.add(f"measure:{kind}")
+    if scenario.needs_node_access:
+        kinds.add("channel:kind")
+    return frozenset(kinds)
+
+
+def catalogue(scenarios: Iterable) -> list:
+    """The default catalogue: every scenario but those that run only when named."""
+    return [s for s in scenarios if not s.on_request]
+
+
+def credited(scenarios: Iterable) -> frozenset[str]:
+    """What the presubmit cluster tests exercise by running drills to their end."""
+    by_name = {s.name: s for s in scenarios}
+    kinds: set[str] = set()
+    for test, cases in RUN_BY_CLUSTER_TESTS.items():
+        for name, case in cases:
+            if name in by_name:
+                kinds |= exercised(by_name[name], case) - {"channel:kind"}
+        kinds.add(f"channel:{CHANNEL_OF_CLUSTER_TESTS[test]}")
+        if CHANNEL_OF_CLUSTER_TESTS[test] == "node-agent":
+            kinds.add("fault:node-agent")  # the agent's privileged pods, in the ledger like a fault
+    for direct in EXERCISED_BY_CLUSTER_TESTS.values():
+        kinds |= set(direct)
+    return frozenset(kinds)
+
+
+def load_times(path: Path) -> dict[str, float]:
+    """{case id: seconds} from a times file; empty when there is none. Raises ValueError for a
+    file that is not a mapping of case ids to positive seconds."""
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    seconds = data.get("seconds") if isinstance(data, dict) else None
+    if not isinstance(seconds, dict) or not all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+            for k, v in seconds.items()):
+        raise ValueError(f"{path}: expected `seconds: {{case id: seconds > 0}}`, got {data!r}")
+    return {k: float(v) for k, v in seconds.items()}
+
+
+def cost_seconds(scenario, case: str | None, times: dict[str, float]) -> float:
+    """The measured time of a case (seconds), or an estimate for one never measured."""
+    if case_id(scenario.name, case) in times:
+        return times[case_id(scenario.name, case)]
+    windows = (scenario.runner or {}).get("windows")
+    if windows:
+        return sum(float(v) for v in windows.values()) + UNMEASURED_SETUP_SECONDS
+    return UNMEASURED_DRILL_SECONDS
+
+
+def presubmit_cases(scenarios: Iterable, times: dict[str, float]) -> list[tuple[str, str | None]]:
+    """The representative drill set: (scenario name, case) in the order picked (see the module)."""
+    scenarios = list(scenarios)
+    pool = [(s, c) for s in catalogue(scenarios) for c in cases_of(s)]
+    wanted = set().union(*(exercised(s, c) for s, c in pool)) - credited(scenarios)
+    chosen: list[tuple[str, str | None]] = []
+    while wanted:
+        def gain(pair) -> tuple[float, str]:
+            s, c = pair
+            return len(exercised(s, c) & wanted) / cost_seconds(s, c, times), case_id(s.name, c)
+
+        best = max(pool, key=lambda pair: (gain(pair)[0], _reverse(gain(pair)[1])))
+        if not exercised(*best) & wanted:
+            break  # nothing left can add a kind
+        chosen.append((best[0].name, best[1]))
+        wanted -= exercised(*best)
+        pool.remove(best)
+    return chosen
+
+
+def _reverse(text: str) -> tuple[int, ...]:
+    """A key under which max() prefers the alphabetically first text."""
+    return tuple(-ord(ch) for ch in text)
+
+
+def sigkill_presubmit(table: Iterable[tuple], scenarios: Iterable, times: dict[str, float]) -> set[tuple[str, str | None]]:
+    """From test_recovery's SIGKILL table (scenario, case, fault kind, step), the case per fault
+    kind whose scenario case takes least time (seconds), ties by table order."""
+    by_name = {s.name: s for s in scenarios}
+    best: dict[str, tuple[float, tuple[str, str | None]]] = {}
+    for scenario, case, kind, _step in table:
+        seconds = cost_seconds(by_name[scenario], case, times) if scenario in by_name else math.inf
+        if kind not in best or seconds < best[kind][0]:
+            best[kind] = (seconds, (scenario, case))
+    return {pair for _, pair in best.values()}
+
+
+def installed_kinds() -> frozenset[str]:
+    """Every fault, probe and measure kind installed (entry points), prefixed like :func:`exercised`."""
+    from harness.faults import fault_kinds
+    from harness.measures import measure_kinds
+    from harness.probes import probe_types
+
+    return frozenset([f"fault:{k}" for k in fault_kinds()] + [f"probe:{k}" for k in probe_types()]
+                     + [f"measure:{k}" for k in measure_kinds()])
+
+
+def tier_of_case(name: str, case: str | None, presubmit: Iterable[tuple[str, str | None]]) -> str:
+    return "presubmit" if (name, case) in set(presubmit) else "full"
