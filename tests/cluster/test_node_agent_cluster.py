@@ -205,6 +205,7 @@ def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker
     assert read_lease(kdrill_cluster) is None
 
 
+@pytest.mark.full  # presubmit kills control-plane-stop on kind (tests/cluster/test_recovery.py)
 def test_sigkill_mid_control_plane_stop_the_nodes_revert_on_their_own_then_kdrill_recover_cleans_up(kdrill_cluster,
                                                                                                    tmp_path):
     """SIGKILL of ``kdrill run --node-agent`` (the whole process group, no cleanup) once the control

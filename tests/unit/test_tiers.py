@@ -78,13 +78,18 @@ def test_the_choice_is_the_rule_cheapest_kinds_per_second_first(scenarios):
 
 
 def test_the_cluster_tests_credited_run_what_they_are_credited_with_and_are_presubmit():
+    """Each credited scenario is named by a test function of that file that is not marked full."""
     for path, cases in {**tiers.RUN_BY_CLUSTER_TESTS, **{p: () for p in tiers.EXERCISED_BY_CLUSTER_TESTS}}.items():
         source = (REPO_ROOT / path).read_text()
-        for name, case in cases:
-            assert f'"{name}' in source, (path, name)
         module = ast.parse(source)
-        marks = [ast.unparse(n) for n in ast.walk(module) if isinstance(n, ast.Attribute) and n.attr == "full"]
-        assert not marks, f"{path} is credited to presubmit but marked full"
+        assert not any("full" in ast.unparse(n) for n in module.body
+                       if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "pytestmark"), path
+        presubmit = [ast.get_source_segment(source, f) for f in module.body
+                     if isinstance(f, ast.FunctionDef) and f.name.startswith("test_")
+                     and not any("full" in ast.unparse(d) for d in f.decorator_list)]
+        assert presubmit, f"{path} has no presubmit test"
+        for name, _case in cases:
+            assert any(f'"{name}' in text for text in presubmit), (path, name)
     assert set(tiers.CHANNEL_OF_CLUSTER_TESTS) == set(tiers.RUN_BY_CLUSTER_TESTS)
 
 
@@ -107,3 +112,16 @@ def test_the_times_file_refuses_what_is_not_seconds(tmp_path):
     path.write_text("seconds: {pod-delete: 80.5}\n")
     assert tiers.load_times(path) == {"pod-delete": 80.5}
     assert tiers.load_times(tmp_path / "absent.yaml") == {}
+
+
+def test_the_affected_drills_follow_the_imports(scenarios):
+    from harness.affected import affected
+
+    assert affected(scenarios, [Path("harness/faults/node_freeze.py")], REPO_ROOT) == ["worker-node-loss"]
+    assert affected(scenarios, [Path("harness/probes/metric.py")], REPO_ROOT) == ["apiservice-unavailable"]
+    assert affected(scenarios, [Path("scenarios/pod-delete.yaml")], REPO_ROOT) == ["pod-delete"]
+    assert affected(scenarios, [Path("README.md")], REPO_ROOT) == []
+    # The runner's test runs every data-only scenario; a drill file's change reaches only its own.
+    runs = affected(scenarios, [Path("harness/runner.py")], REPO_ROOT)
+    assert {s.name for s in scenarios if s.runner} <= set(runs)
+    assert affected(scenarios, [Path("drills/test_dns_ndots.py")], REPO_ROOT) == ["dns-ndots"]
