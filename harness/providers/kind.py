@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -243,6 +244,8 @@ class KindProvider:
         self.image = image or node_image()
         self.kind = kind_binary()
         self.platform_install_seconds: dict[str, float] = {}
+        self.create_phases: dict[str, float] = {}  # seconds of each step of the last create()
+        self.create_retries = 0  # transient failures the last create() retried
 
     def _run(self, *args: str, timeout_seconds: float = 600, check: bool = True) -> subprocess.CompletedProcess:
         result = proc.run([self.kind, *args], timeout_seconds=timeout_seconds, check=False)
@@ -281,7 +284,8 @@ class KindProvider:
                                 "--host-port-offset 100` (with the same --config and --platform)")
         started = time.monotonic()
         log.info("creating kind cluster %s from %s", self.name, self.config)
-        self._create_retrying(wait_seconds, kubeconfig)
+        self.create_retries = self._create_retrying(wait_seconds, kubeconfig)
+        self.create_phases = {"kind create cluster": time.monotonic() - started}
         # kind waits for the control plane only; drills need every node and system pod too.
         from harness.health import wait_healthy
 
@@ -289,7 +293,10 @@ class KindProvider:
         if not healthy.ok:
             raise ProviderError(f"kind cluster {self.name} not healthy {wait_seconds} s after creation: "
                                 f"{healthy.last_error or 'see kdrill cluster status'}")
+        self.create_phases["every node Ready, every kube-system pod Running"] = \
+            time.monotonic() - started - sum(self.create_phases.values())
         self.guard_service_subnet()
+        self.create_phases["ClusterIP guard on every node"] = time.monotonic() - started - sum(self.create_phases.values())
         if self.platform is not None:
             from harness.platform_profile import install
 
@@ -297,18 +304,18 @@ class KindProvider:
             log.info("platform profile %s installed: %s", self.platform.name, self.platform_install_seconds)
         return time.monotonic() - started
 
-    def _create_retrying(self, wait_seconds: int, kubeconfig: Path | None) -> None:
+    def _create_retrying(self, wait_seconds: int, kubeconfig: Path | None) -> int:
         """``kind create cluster``, tried again (at most :data:`CREATE_ATTEMPTS` times in all) when
         it fails with a transient error (:func:`transient_create_error`), after deleting what it
         made; one line on stderr says so each time. Raises ProviderError with kind's output for any
-        other failure, or when the last attempt failed too."""
+        other failure, or when the last attempt failed too. Returns how many times it retried."""
         for attempt in range(1, CREATE_ATTEMPTS + 1):
             result = self._run("create", "cluster", "--name", self.name, "--config", str(self.config),
                                "--image", self.image, "--wait", f"{wait_seconds}s", "--retain",
                                *(["--kubeconfig", str(kubeconfig)] if kubeconfig else []),
                                timeout_seconds=wait_seconds + 600, check=False)
             if result.returncode == 0:
-                return
+                return attempt - 1
             output = (result.stderr or "") + (result.stdout or "")
             why = transient_create_error(output)
             if why is None or attempt == CREATE_ATTEMPTS:
@@ -361,15 +368,24 @@ class KindProvider:
         Translated traffic never matches: in the filter table the destination is already the
         pod's. Idempotent (``iptables -C`` first). Returns the nodes where a rule was added.
         Raises ProviderError when a node refuses it."""
-        subnet, added = self.service_subnet(), []
+        from concurrent.futures import ThreadPoolExecutor
+
         cluster = self.cluster()
-        for node in cluster.nodes_by_role["control-plane"] + cluster.nodes_by_role["worker"]:
-            for chain in ("OUTPUT", "FORWARD"):
-                rule = [chain, "-d", subnet, "-m", "comment", "--comment", GUARD_COMMENT, "-j", "REJECT"]
-                if cluster.node_exec(node, ["iptables", "-w", "5", "-C", *rule], check=False).returncode != 0:
-                    cluster.node_exec(node, ["iptables", "-w", "5", "-I", chain, "1", *rule[1:]])
-                    added.append(f"{node} {chain}")
-        return added
+        nodes = cluster.nodes_by_role["control-plane"] + cluster.nodes_by_role["worker"]
+        # One exec per node, the nodes at once: part of every creation's time.
+        with ThreadPoolExecutor(max_workers=max(len(nodes), 1)) as pool:
+            chains = list(pool.map(lambda node: self._guard_node(cluster, node), nodes))
+        return [f"{node} {chain}" for node, added in zip(nodes, chains) for chain in added]
+
+    def _guard_node(self, cluster: Cluster, node: str) -> list[str]:
+        """The guard's two rules on one node (see :meth:`guard_service_subnet`); returns the chains
+        where one was added. Raises ProviderError (through node_exec) when the node refuses it."""
+        script = []
+        for chain in ("OUTPUT", "FORWARD"):
+            rule = shlex.join(["-d", self.service_subnet(), "-m", "comment", "--comment", GUARD_COMMENT, "-j", "REJECT"])
+            script.append(f"iptables -w 5 -C {chain} {rule} 2>/dev/null || "
+                          f"{{ iptables -w 5 -I {chain} 1 {rule} && echo {chain}; }} || exit 1")
+        return cluster.node_exec(node, ["sh", "-c", "\n".join(script)]).stdout.split()
 
     def delete(self) -> None:
         """Delete the cluster and the containers kdrill ran beside it (e.g. a drill's registry)."""
