@@ -40,10 +40,15 @@ def memory_in_use_mib() -> float:
     return kib / 1024
 
 
+OVERHEAD_PHASES = ("setup",)  # a drill's own preparation: not what it measures
+
+
 def phase_seconds(record: dict) -> float:
-    """Seconds inside the record's phases (its windows and named steps), overlaps counted once."""
+    """Seconds inside the record's measuring phases (its windows and named steps, not setup),
+    overlaps counted once."""
     spans = sorted((p["started_at"], p["ended_at"]) for p in record.get("phases") or []
-                   if isinstance(p, dict) and isinstance(p.get("started_at"), (int, float))
+                   if isinstance(p, dict) and p.get("name") not in OVERHEAD_PHASES
+                   and isinstance(p.get("started_at"), (int, float))
                    and isinstance(p.get("ended_at"), (int, float)) and p["ended_at"] > p["started_at"])
     covered, reach = 0.0, float("-inf")
     for start, end in spans:
