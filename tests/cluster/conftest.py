@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from platform_example import PlatformClusterBuild
+import side_lane
 from side_lane import ON_SIDE_CLUSTER
 
 
@@ -37,3 +41,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     rest = [i for i in items if i.path.name != "test_platform_cluster.py"]
     at = rest.index(recovery[-1]) + 1
     items[:] = rest[:at] + platform + rest[at:]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The side cluster's creation starts with the HA cluster's (the plugin's early creation),
+    while the tests that need no cluster run, when SIGKILL cases will run on it."""
+    config = session.config
+    if config.option.collectonly or config.getoption("--kdrill-kubeconfig") or config.getoption("--kdrill-context"):
+        return
+    if not any(_on_side(item) for item in session.items):
+        return
+    from harness.doctor import docker_problem
+    from harness.images import Build
+
+    try:
+        if docker_problem() or Build().missing():
+            return  # the lane says why when its tests run
+    except Exception:
+        return
+    side_lane.start_early(Path(tempfile.mkdtemp(prefix="kdrill-side-")))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    side_lane.drop_early()
+
+
+def _on_side(item: pytest.Item) -> bool:
+    return (item.path.name == "test_recovery.py" and getattr(item, "callspec", None) is not None
+            and item.callspec.params.get("scenario") in ON_SIDE_CLUSTER)

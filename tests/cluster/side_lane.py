@@ -48,6 +48,41 @@ kubeadmConfigPatches:
 """
 
 
+_early: tuple[KindProvider, BackgroundCreation] | None = None  # start_early's creation, until a lane takes it
+
+
+def start_early(work: Path) -> None:
+    """Start the side cluster's creation now, in a child process (while the tests that need no
+    cluster run, beside the HA cluster's); the first :class:`SideLane` takes it. A leftover
+    cluster of that name is deleted first. Never raises: on any failure the lane creates it."""
+    global _early
+    try:
+        config = work / "side.yaml"
+        config.write_text(CONFIG)
+        provider = KindProvider(config)
+        if provider.exists():  # left by an interrupted earlier session
+            provider.delete()
+        _early = (provider, provider.create_in_background())
+    except Exception as exc:
+        log.info("side cluster not created early: %s", exc)
+
+
+def drop_early() -> None:
+    """Stop and delete an early creation no lane took (its tests did not run). Never raises."""
+    global _early
+    if _early is None:
+        return
+    provider, creation = _early
+    _early = None
+    try:
+        creation.stop()
+        creation.close()
+        if provider.exists():
+            provider.delete()
+    except Exception as exc:
+        log.warning("could not delete the side cluster %s: %s", NAME, exc)
+
+
 class SideLane:
     """``cases``: case id -> the arguments after ``(cluster, work directory)`` of ``run_case``.
     :meth:`start` creates the side cluster in a child process and then runs every case on it in a
@@ -78,13 +113,17 @@ class SideLane:
         self._thread.start()
 
     def _run(self) -> None:
+        global _early
         try:
-            config = self.work / "side.yaml"
-            config.write_text(CONFIG)
-            self.provider = KindProvider(config)
-            if self.provider.exists():  # left by an interrupted earlier session
-                self.provider.delete()
-            self._creation = self.provider.create_in_background()
+            if _early is not None:  # started while the tests that need no cluster ran
+                (self.provider, self._creation), _early = _early, None
+            else:
+                config = self.work / "side.yaml"
+                config.write_text(CONFIG)
+                self.provider = KindProvider(config)
+                if self.provider.exists():  # left by an interrupted earlier session
+                    self.provider.delete()
+                self._creation = self.provider.create_in_background()
             seconds = self._creation.result()
             log.info("side cluster %s created in %.0f s", NAME, seconds)
             cluster = self.provider.cluster()
