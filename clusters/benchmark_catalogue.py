@@ -123,7 +123,7 @@ def main() -> int:
         seconds = max((record.get("finished_at") or 0) - (record.get("started_at") or 0), 0)
         measured = phase_seconds(record)
         total, measured_total = total + seconds, measured_total + measured
-        if record.get("verdict") == "passed":
+        if record.get("verdict") == "passed" and seconds > 0:
             times[case_id(str(record["drill"]), record.get("case"))] = round(seconds, 1)
         print(f"  {path.stem:42} {record.get('verdict', '?'):8} {seconds:7.0f} s {measured:6.0f} s "
               f"{seconds - measured:6.0f} s  on {(record.get('cluster') or {}).get('name', '?')}")

@@ -7,7 +7,8 @@ its figures against the budgets (50 minutes cold, 35 with the images cached).
 The clone is made beside this checkout (``.ci/run`` finds ``../shared/`` there). --cold first moves
 the image build's cache (~/.cache/kdrill) and Go's caches aside and removes the images the build
 makes from Docker, as on a new machine; the caches the run builds are kept (the ones moved aside
-are deleted once the run has built new ones, put back otherwise). Prints each CI step's seconds
+are deleted when the run passed, put back otherwise). kind clusters must not exist (CI starts with
+none); afterwards this checkout is installed again in editable mode (.ci/run installs the clone). Prints each CI step's seconds
 (from its ``ci: [N s]`` lines), the tests' time by tier part (from its ``ci-times:`` lines), the
 total, and whether it is within budget. Exits with .ci/run's code.
 """
@@ -24,6 +25,10 @@ import time
 from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(CHECKOUT))
+
+from harness.images import cache_dir  # noqa: E402
+
 BUDGET_SECONDS = {"cold": 50 * 60, "warm": 35 * 60}
 # Made by `kdrill images build`, as tagged (harness/images.py); removed for a cold run.
 BUILT_IMAGE_PREFIXES = ("kdrill/", "registry.k8s.io/", "kindest/", "docker.io/kdrill/", "docker.io/kindest/")
@@ -38,8 +43,26 @@ def go_env(name: str) -> Path | None:
 
 
 def caches() -> list[Path]:
-    found = [Path.home() / ".cache" / "kdrill", go_env("GOCACHE"), go_env("GOMODCACHE")]
+    found = [cache_dir(), go_env("GOCACHE"), go_env("GOMODCACHE")]
     return [p for p in found if p is not None and p.exists()]
+
+
+def remove_tree(path: Path) -> None:
+    """Delete a tree, Go's read-only module cache included."""
+    subprocess.run(["chmod", "-R", "u+w", str(path)], capture_output=True, timeout=600)
+    shutil.rmtree(path)
+
+
+def put_back(moved: dict[Path, Path], keep_new: bool) -> None:
+    """After a cold run: keep the caches it built and drop the old ones when it passed; otherwise
+    drop what it built and put the old ones back."""
+    for original, aside in moved.items():
+        if keep_new and original.exists():
+            remove_tree(aside)
+            continue
+        if original.exists():
+            remove_tree(original)
+        shutil.move(str(aside), str(original))
 
 
 def move_aside(paths: list[Path], aside: Path) -> dict[Path, Path]:
@@ -69,23 +92,31 @@ def main() -> int:
     stamp = time.strftime("%Y%m%dT%H%M%S")
     clone = CHECKOUT.parent / f"kdrill-ci-{stamp}"
     subprocess.run(["git", "clone", "--quiet", str(CHECKOUT), str(clone)], check=True, timeout=600)
+    nodes = subprocess.run(["docker", "ps", "-aq", "--filter", "label=io.x-k8s.kind.cluster"], capture_output=True,
+                           text=True, timeout=60).stdout.split()
+    if nodes:
+        raise SystemExit(f"benchmark_ci: {len(nodes)} kind node container(s) exist: CI starts on a machine with no "
+                         "cluster; delete them first (kdrill cluster delete, kind delete clusters --all)")
     moved: dict[Path, Path] = {}
-    if args.cold:
-        moved = move_aside(caches(), CHECKOUT.parent / f"kdrill-ci-aside-{stamp}")
-        print(f"cold: moved aside {', '.join(map(str, moved)) or 'nothing'}; removed {remove_built_images()} image(s)")
     log = clone.parent / f"kdrill-ci-{stamp}.log"
-    env = {**os.environ, "CI": "true"}
-    started = time.monotonic()
-    with log.open("w") as out:
-        code = subprocess.run(["bash", ".ci/run"], cwd=clone, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                              stderr=subprocess.STDOUT).returncode
-    wall = time.monotonic() - started
+    code = 1
+    try:
+        if args.cold:
+            moved = move_aside(caches(), CHECKOUT.parent / f"kdrill-ci-aside-{stamp}")
+            print(f"cold: moved aside {', '.join(map(str, moved)) or 'nothing'}; removed {remove_built_images()} "
+                  "image(s)", flush=True)
+        env = {**os.environ, "CI": "true"}
+        started = time.monotonic()
+        with log.open("w") as out:
+            code = subprocess.run(["bash", ".ci/run"], cwd=clone, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT).returncode
+        wall = time.monotonic() - started
+    finally:
+        put_back(moved, keep_new=code == 0)
+        # .ci/run installed the clone in editable mode: this checkout again.
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", str(CHECKOUT)], capture_output=True,
+                       timeout=600)
     text = log.read_text(errors="replace")
-    for original, target in moved.items():
-        if original.exists():
-            shutil.rmtree(target, ignore_errors=True)
-        else:
-            shutil.move(str(target), str(original))
     kind = "cold" if args.cold else "warm"
     print(f".ci/run on a fresh clone of {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=CHECKOUT, capture_output=True, text=True).stdout.strip()} ({kind}), log {log}")
     steps = [(int(s), name) for s, name in re.findall(r"^ci: \[(\d+) s\] (.*)$", text, re.M)]

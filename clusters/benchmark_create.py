@@ -25,6 +25,7 @@ from harness import proc  # noqa: E402
 from harness.expectations import wait_until  # noqa: E402
 from harness.health import unhealthy  # noqa: E402
 from harness.providers.kind import KindProvider  # noqa: E402
+from harness.session_lock import SessionLock  # noqa: E402
 
 WAIT_SECONDS = 300
 
@@ -48,6 +49,7 @@ def main() -> int:
     parser.add_argument("--kdrill-only", action="store_true")
     args = parser.parse_args()
     provider = KindProvider(args.config)
+    SessionLock(provider.name).acquire()  # never a cluster a running session drills
     kdrill_times, plain_times, retries = [], [], 0
     for round_number in range(1, args.rounds + 1):
         if provider.exists():

@@ -1,8 +1,9 @@
 """Which drills a change affects, from the imports: ``python3 -m harness.affected [--base REV]``.
 
-A scenario depends on its file, its drill file (the runner's test for a data-only scenario), its
-fault kind's module and its probe kinds' modules, and on every module of ``harness`` those import,
-directly or through others (imports inside functions count). A changed file among them affects it.
+A scenario depends on its file, its drill file (the runner's test for a data-only scenario), the
+pytest plugin, its kind config, the report's templates, its fault kind's module and its probe kinds'
+modules, and on every module of ``harness`` those import, directly or through others (imports
+inside functions and relative imports count). A changed file among them affects it.
 Prints the affected scenarios, one a line, and the ``kdrill run`` that runs them; nothing when none.
 """
 
@@ -36,8 +37,9 @@ def imported_modules(path: Path, root: Path) -> set[Path]:
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(node, path, root)
+            names = [module] + [f"{module}.{a.name}" for a in node.names] if module else []
         for name in names:
             if name == PACKAGE or name.startswith(PACKAGE + "."):
                 parts = name.split(".")
@@ -46,6 +48,16 @@ def imported_modules(path: Path, root: Path) -> set[Path]:
                     if file is not None:
                         found.add(file.resolve())
     return found
+
+
+def _absolute(node: ast.ImportFrom, path: Path, root: Path) -> str | None:
+    """The absolute module name of a ``from ... import``, relative ones resolved against ``path``."""
+    if node.level == 0:
+        return node.module
+    package = path.resolve().relative_to(root.resolve()).parent.parts
+    if node.level > 1:
+        package = package[: len(package) - (node.level - 1)]
+    return ".".join([*package, *([node.module] if node.module else [])]) or None
 
 
 def closure(start: set[Path], root: Path) -> set[Path]:
@@ -70,7 +82,11 @@ def _entry_file(group: str, kind: str, root: Path) -> set[Path]:
 
 def depends_on(scenario, root: Path) -> set[Path]:
     """Every file the scenario's drill runs from (see the module)."""
-    start = {scenario.path.resolve(), (root / scenario.drill).resolve()}
+    # Every drill runs through the pytest plugin (an entry point no drill file imports), on a
+    # cluster made from its kind config, and ends in the evidence its templates render.
+    start = {scenario.path.resolve(), (root / scenario.drill).resolve(), (root / PACKAGE / "plugin.py").resolve(),
+             (root / "clusters" / f"{scenario.cluster_config}.yaml").resolve(),
+             *(t.resolve() for t in (root / PACKAGE / "templates").glob("*"))}
     start |= _entry_file("kdrill.faults", scenario.fault_kind, root)
     for probe in (scenario.runner or {}).get("probes") or []:
         start |= _entry_file("kdrill.probes", probe["kind"], root)

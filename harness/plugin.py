@@ -221,21 +221,45 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         else:
             # A scenario that runs only when named (on_request) is not one of "every drill".
             (drop if name and _on_request(config, name) else keep).append(item)
-    if not wanted and config.getoption("--kdrill-tier") == "presubmit":
-        presubmit = _presubmit_cases(config)
-        for item in list(keep):
-            name = _scenario_of(item)
-            case = getattr(item, "callspec", None) and item.callspec.params.get("drill_case")
-            if item.get_closest_marker("full") is not None or (
-                    presubmit is not None and name and (name, case) not in presubmit):
-                keep.remove(item)
-                drop.append(item)
+    tiered = _tier_deselects(config, keep) if not wanted else []
+    if tiered:
+        keep[:] = [item for item in keep if item not in set(tiered)]
+        drop += tiered
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"kdrill: presubmit tier: {len(tiered)} test(s) of the full tier deselected "
+                                "(--kdrill-tier full runs them; harness/tiers.py)")
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
     # The tests that need no cluster run first (stable order otherwise): a kind cluster this
     # session creates is made meanwhile (_create_cluster_early).
     items.sort(key=lambda item: "kdrill_cluster" in getattr(item, "fixturenames", ()))
+
+
+def _tier_deselects(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items the presubmit tier leaves to the full tier: kdrill's own tests marked ``full``
+    and the built-in catalogue's cases outside the representative set. None when the tier is
+    full, or when tests were picked by hand (a file or node id on the command line, -k, -m)."""
+    if config.getoption("--kdrill-tier") != "presubmit":
+        return []
+    picked = any(str(a).endswith(".py") or "::" in str(a) for a in config.args)
+    if picked or config.getoption("keyword") or config.getoption("markexpr"):
+        return []
+    ours = [item for item in items if _in_kdrill(item)]
+    out = [item for item in ours if item.get_closest_marker("full") is not None]
+    if any(_scenario_of(item) for item in ours):
+        presubmit = _presubmit_cases(config)
+        if presubmit is not None:
+            out += [item for item in ours if item not in out and _scenario_of(item)
+                    and (_scenario_of(item), item.callspec.params.get("drill_case")) not in presubmit]
+    return out
+
+
+def _in_kdrill(item: pytest.Item) -> bool:
+    """Whether the item is one of kdrill's own tests or built-in drills (not a team's)."""
+    roots = [resources.data_root()] + ([resources.checkout()] if resources.checkout() else [])
+    return any(Path(item.path).resolve().is_relative_to(root.resolve()) for root in roots)
 
 
 def _presubmit_cases(config: pytest.Config) -> set[tuple[str, str | None]] | None:
@@ -246,8 +270,13 @@ def _presubmit_cases(config: pytest.Config) -> set[tuple[str, str | None]] | Non
     from harness.scenario import load_scenarios
     from harness.tiers import TIMES_FILE, load_times, presubmit_cases
 
-    times = load_times(resources.clusters_dir() / TIMES_FILE)
-    return set(presubmit_cases(load_scenarios(resources.scenarios_dir()), times))
+    from harness.scenario import ScenarioError
+
+    try:
+        times = load_times(resources.clusters_dir() / TIMES_FILE)
+        return set(presubmit_cases(load_scenarios(resources.scenarios_dir()), times))
+    except (ScenarioError, ValueError) as exc:
+        raise pytest.UsageError(f"kdrill: the presubmit tier cannot be chosen: {exc}") from None
 
 
 def _on_request(config: pytest.Config, name: str) -> bool:

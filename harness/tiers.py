@@ -149,18 +149,13 @@ def presubmit_cases(scenarios: Iterable, times: dict[str, float]) -> list[tuple[
             s, c = pair
             return len(exercised(s, c) & wanted) / cost_seconds(s, c, times), case_id(s.name, c)
 
-        best = max(pool, key=lambda pair: (gain(pair)[0], _reverse(gain(pair)[1])))
+        best = min(pool, key=lambda pair: (-gain(pair)[0], gain(pair)[1]))  # most per second, then by name
         if not exercised(*best) & wanted:
             break  # nothing left can add a kind
         chosen.append((best[0].name, best[1]))
         wanted -= exercised(*best)
         pool.remove(best)
     return chosen
-
-
-def _reverse(text: str) -> tuple[int, ...]:
-    """A key under which max() prefers the alphabetically first text."""
-    return tuple(-ord(ch) for ch in text)
 
 
 def sigkill_presubmit(table: Iterable[tuple], scenarios: Iterable, times: dict[str, float]) -> set[tuple[str, str | None]]:
@@ -183,7 +178,3 @@ def installed_kinds() -> frozenset[str]:
 
     return frozenset([f"fault:{k}" for k in fault_kinds()] + [f"probe:{k}" for k in probe_types()]
                      + [f"measure:{k}" for k in measure_kinds()])
-
-
-def tier_of_case(name: str, case: str | None, presubmit: Iterable[tuple[str, str | None]]) -> str:
-    return "presubmit" if (name, case) in set(presubmit) else "full"

@@ -319,7 +319,8 @@ class KindProvider:
             output = (result.stderr or "") + (result.stdout or "")
             why = transient_create_error(output)
             if why is None or attempt == CREATE_ATTEMPTS:
-                tries = f" (attempt {attempt} of {CREATE_ATTEMPTS}, each failing transiently)" if why else ""
+                tries = (f" (attempt {attempt} of {CREATE_ATTEMPTS}, each failing with {why!r}: a host port "
+                         "held for good by another process? `ss -ltnp` names it)") if why else ""
                 raise ProviderError(f"kind create cluster {self.name} failed{tries}: {output.strip()[-2000:]}")
             print(f"kdrill: kind create cluster {self.name} failed transiently ({why}); deleting what it made "
                   f"and trying again (attempt {attempt + 1} of {CREATE_ATTEMPTS})", file=sys.stderr, flush=True)

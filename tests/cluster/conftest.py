@@ -47,7 +47,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """The side cluster's creation starts with the HA cluster's (the plugin's early creation),
     while the tests that need no cluster run, when SIGKILL cases will run on it."""
     config = session.config
-    if config.option.collectonly or config.getoption("--kdrill-kubeconfig") or config.getoption("--kdrill-context"):
+    if (config.option.collectonly or getattr(config.option, "showfixtures", False)
+            or getattr(config.option, "show_fixtures_per_test", False) or getattr(config.option, "setupplan", False)
+            or hasattr(config, "workerinput")  # a pytest-xdist worker: one side cluster per session at most
+            or config.getoption("--kdrill-kubeconfig") or config.getoption("--kdrill-context")):
         return
     if not any(_on_side(item) for item in session.items):
         return

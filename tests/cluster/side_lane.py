@@ -79,8 +79,8 @@ def drop_early() -> None:
         creation.close()
         if provider.exists():
             provider.delete()
-    except Exception as exc:
-        log.warning("could not delete the side cluster %s: %s", NAME, exc)
+    except BaseException as exc:  # a second Ctrl-C too: say what is left
+        log.warning("could not delete the side cluster %s (kind delete cluster --name %s): %s", NAME, NAME, exc)
 
 
 class SideLane:
@@ -115,16 +115,22 @@ class SideLane:
     def _run(self) -> None:
         global _early
         try:
+            seconds = None
             if _early is not None:  # started while the tests that need no cluster ran
                 (self.provider, self._creation), _early = _early, None
-            else:
+                try:
+                    seconds = self._creation.result()
+                except Exception as exc:  # made again below, from nothing
+                    log.warning("the side cluster's early creation failed (%s); creating it again", exc)
+                    self._creation.close()
+            if seconds is None:
                 config = self.work / "side.yaml"
                 config.write_text(CONFIG)
                 self.provider = KindProvider(config)
-                if self.provider.exists():  # left by an interrupted earlier session
+                if self.provider.exists():  # left by an interrupted earlier session or a failed creation
                     self.provider.delete()
                 self._creation = self.provider.create_in_background()
-            seconds = self._creation.result()
+                seconds = self._creation.result()
             log.info("side cluster %s created in %.0f s", NAME, seconds)
             cluster = self.provider.cluster()
         except BaseException as exc:
