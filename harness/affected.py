@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -30,7 +31,8 @@ def module_path(module: str, root: Path) -> Path | None:
     return None
 
 
-def imported_modules(path: Path, root: Path) -> set[Path]:
+@functools.lru_cache(maxsize=None)
+def imported_modules(path: Path, root: Path) -> frozenset[Path]:
     """The files of the ``harness`` modules ``path`` imports (anywhere in it, packages' too)."""
     found: set[Path] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -47,7 +49,7 @@ def imported_modules(path: Path, root: Path) -> set[Path]:
                     file = module_path(".".join(parts[:end]), root)
                     if file is not None:
                         found.add(file.resolve())
-    return found
+    return frozenset(found)
 
 
 def _absolute(node: ast.ImportFrom, path: Path, root: Path) -> str | None:

@@ -38,6 +38,57 @@ RUN_BY_CLUSTER_TESTS: dict[str, tuple[tuple[str, str | None], ...]] = {
 CHANNEL_OF_CLUSTER_TESTS = {"tests/cluster/test_node_agent_cluster.py": "node-agent",
                             "tests/cluster/test_platform_cluster.py": "api-only"}
 
+# tests/cluster/test_recovery.py kills every case here (kdrill run, the whole process group) once its
+# fault is in force, then runs `kdrill recover`: (scenario, case, the fault kind to wait for, and
+# which of its entries). A kill injects the fault on a real cluster with the drill's own params and
+# reverts it through the ledger alone (the same revert and verify_reverted as a drill's finally),
+# so its fault kind counts as exercised in presubmit (sigkill_credit).
+SIGKILLED = [
+    # Killed with a fail-closed webhook whose backend is scaled to zero, and which matches that
+    # backend's own scale-up: recover's first try at scaling it back is refused, the declared
+    # objects (the configuration among them) go, and the retry finds nothing left to scale.
+    ("webhook-outage", None, "scale-to-zero", None),
+    ("registry-outage", None, "registry-outage", None),
+    ("dns-saturation", None, "dns-saturation", "saturate"),
+    # Killed with the drill zone in the Corefile: recover puts the saved Corefile back and waits
+    # until no kube-dns pod serves the zone.
+    ("dns-ndots", None, "dns-drill-zone", None),
+    ("etcd-member-loss", None, "etcd-member", None),
+    ("control-plane-stop", "node-loss", "control-plane-stop", None),
+    # Leaves cluster-scoped objects (FlowSchema, PriorityLevelConfiguration) and a running flood.
+    ("api-overload", "confined", "apf-flood", None),
+    # Killed while every member's data is moved aside: recover must move it back on every node.
+    ("etcd-backup-restore", None, "etcd-restore", None),
+    # Killed mid-inject, once the first member's manifest has the small quota (the kubelet is
+    # restarting that member; the others are untouched): recover restores that one manifest and
+    # leaves the others alone. The kill may come while that node's kubelet is stopped (the fault
+    # stops it for the restart): recover must leave it running.
+    ("etcd-space-quota", None, "etcd-space-quota", "first-member-edited"),
+    # Killed once its own cluster (with an EncryptionConfiguration) is made: recover deletes it.
+    ("secrets-at-rest", "encrypted", "drill-cluster", None),
+    # Killed with the Service's selector matching no pod: recover puts the recorded selector back.
+    ("service-blackhole", None, "service-blackhole", None),
+    # Killed with an APIService's backend scaled to zero: recover scales it back, then deletes the
+    # declared objects (the APIService, a second namespace) before the drill's namespace.
+    ("apiservice-unavailable", None, "scale-to-zero", None),
+    # Killed with a fail-closed webhook on pod DELETE whose backend is down: were the namespace
+    # deleted before the webhook configuration, its pods could never be deleted (nor it finalised).
+    ("webhook-on-pod-delete", None, "scale-to-zero", None),
+    # Killed with one of its two registries paused: recover unpauses it, then removes both
+    # containers, their hosts.toml on every node and what the nodes pulled from them.
+    ("serial-image-pull", None, "registry-outage", None),
+]
+# Not here: leader-failover (its kill is one crictl stop with the kubelet running, which restarts the
+# container at once: nothing is left to undo, its revert only checks the kubelet runs and waits for
+# the new leader; recover's removal of what the drill made is the same as every other case's).
+# control-plane-stop's components case, killed through the node agent instead
+# (tests/cluster/test_node_agent_cluster.py): its control plane must come back from the timers on
+# the nodes alone, then recover cleans up from the same ledger entry as on kind.
+# secrets-at-rest's planted Secret (it lives about 2 s, inside the drill namespace, which
+# recover deletes anyway), etcd-defrag (nothing to undo; its revert only waits for the member) and
+# pod-delete (nothing to undo; its revert only waits for the replacements): a kill inside their
+# windows would race their own reverts.
+
 # Kinds that presubmit cluster tests exercise directly, with no drill.
 EXERCISED_BY_CLUSTER_TESTS: dict[str, tuple[str, ...]] = {
     "tests/cluster/test_command_probe_cluster.py": ("probe:command",),
@@ -98,8 +149,14 @@ def catalogue(scenarios: Iterable) -> list:
     return [s for s in scenarios if not s.on_request]
 
 
+def sigkill_credit(table: Iterable[tuple] = None) -> frozenset[str]:
+    """The fault kinds presubmit's SIGKILL cases inject and recover (one case per kind)."""
+    return frozenset(f"fault:{kind}" for _, _, kind, _ in (SIGKILLED if table is None else table))
+
+
 def credited(scenarios: Iterable) -> frozenset[str]:
-    """What the presubmit cluster tests exercise by running drills to their end."""
+    """What the presubmit cluster tests exercise: drills run to their end, kinds exercised
+    directly, and the fault kinds the SIGKILL cases inject and recover."""
     by_name = {s.name: s for s in scenarios}
     kinds: set[str] = set()
     for test, cases in RUN_BY_CLUSTER_TESTS.items():
@@ -111,7 +168,7 @@ def credited(scenarios: Iterable) -> frozenset[str]:
             kinds.add("fault:node-agent")  # the agent's privileged pods, in the ledger like a fault
     for direct in EXERCISED_BY_CLUSTER_TESTS.values():
         kinds |= set(direct)
-    return frozenset(kinds)
+    return frozenset(kinds | sigkill_credit())
 
 
 def load_times(path: Path) -> dict[str, float]:

@@ -24,7 +24,7 @@ from harness.health import wait_healthy
 from harness.kube_objects import Ref
 from harness.ledger import Ledger
 from harness.scenario import load_scenarios
-from harness.tiers import TIMES_FILE, load_times, sigkill_presubmit
+from harness.tiers import SIGKILLED, TIMES_FILE, load_times, sigkill_presubmit
 from harness.providers.existing import kind_clusters
 from side_lane import ON_SIDE_CLUSTER, SideLane
 
@@ -64,55 +64,6 @@ def run_edited(cluster, tmp_path: Path, scenario: str, edit, run_id: str, timeou
     code = run.wait(timeout=timeout_seconds)
     record = json.loads((reports / run_id / f"{scenario}.json").read_text())
     return code, record, reports / run_id
-
-
-# Every drill, killed while its fault is in force: (scenario, case, the fault kind to wait for, and
-# which of its entries).
-SIGKILLED = [
-    # Killed with a fail-closed webhook whose backend is scaled to zero, and which matches that
-    # backend's own scale-up: recover's first try at scaling it back is refused, the declared
-    # objects (the configuration among them) go, and the retry finds nothing left to scale.
-    ("webhook-outage", None, "scale-to-zero", None),
-    ("registry-outage", None, "registry-outage", None),
-    ("dns-saturation", None, "dns-saturation", "saturate"),
-    # Killed with the drill zone in the Corefile: recover puts the saved Corefile back and waits
-    # until no kube-dns pod serves the zone.
-    ("dns-ndots", None, "dns-drill-zone", None),
-    ("etcd-member-loss", None, "etcd-member", None),
-    ("control-plane-stop", "node-loss", "control-plane-stop", None),
-    # Leaves cluster-scoped objects (FlowSchema, PriorityLevelConfiguration) and a running flood.
-    ("api-overload", "confined", "apf-flood", None),
-    # Killed while every member's data is moved aside: recover must move it back on every node.
-    ("etcd-backup-restore", None, "etcd-restore", None),
-    # Killed mid-inject, once the first member's manifest has the small quota (the kubelet is
-    # restarting that member; the others are untouched): recover restores that one manifest and
-    # leaves the others alone. The kill may come while that node's kubelet is stopped (the fault
-    # stops it for the restart): recover must leave it running.
-    ("etcd-space-quota", None, "etcd-space-quota", "first-member-edited"),
-    # Killed once its own cluster (with an EncryptionConfiguration) is made: recover deletes it.
-    ("secrets-at-rest", "encrypted", "drill-cluster", None),
-    # Killed with the Service's selector matching no pod: recover puts the recorded selector back.
-    ("service-blackhole", None, "service-blackhole", None),
-    # Killed with an APIService's backend scaled to zero: recover scales it back, then deletes the
-    # declared objects (the APIService, a second namespace) before the drill's namespace.
-    ("apiservice-unavailable", None, "scale-to-zero", None),
-    # Killed with a fail-closed webhook on pod DELETE whose backend is down: were the namespace
-    # deleted before the webhook configuration, its pods could never be deleted (nor it finalised).
-    ("webhook-on-pod-delete", None, "scale-to-zero", None),
-    # Killed with one of its two registries paused: recover unpauses it, then removes both
-    # containers, their hosts.toml on every node and what the nodes pulled from them.
-    ("serial-image-pull", None, "registry-outage", None),
-]
-# Not here: leader-failover (its kill is one crictl stop with the kubelet running, which restarts the
-# container at once: nothing is left to undo, its revert only checks the kubelet runs and waits for
-# the new leader; recover's removal of what the drill made is the same as every other case's).
-# control-plane-stop's components case, killed through the node agent instead
-# (tests/cluster/test_node_agent_cluster.py): its control plane must come back from the timers on
-# the nodes alone, then recover cleans up from the same ledger entry as on kind.
-# secrets-at-rest's planted Secret (it lives about 2 s, inside the drill namespace, which
-# recover deletes anyway), etcd-defrag (nothing to undo; its revert only waits for the member) and
-# pod-delete (nothing to undo; its revert only waits for the replacements): a kill inside their
-# windows would race their own reverts.
 
 
 def case_id(scenario: str, case: str | None) -> str:

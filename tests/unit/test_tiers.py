@@ -94,13 +94,14 @@ def test_the_cluster_tests_credited_run_what_they_are_credited_with_and_are_pres
 
 
 def test_presubmit_kills_one_case_per_fault_kind_of_the_sigkill_table(scenarios, times):
-    source = (REPO_ROOT / "tests/cluster/test_recovery.py").read_text()
-    table = ast.literal_eval(next(ast.unparse(n.value) for n in ast.parse(source).body
-                                  if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "SIGKILLED"))
+    table = tiers.SIGKILLED
     chosen = tiers.sigkill_presubmit(table, scenarios, times)
     kinds = {kind for _, _, kind, _ in table}
     assert len(chosen) == len(kinds)
     assert {kind for scenario, case, kind, _ in table if (scenario, case) in chosen} == kinds
+    assert tiers.sigkill_credit() == {f"fault:{kind}" for kind in kinds}
+    names = {s.name for s in scenarios}
+    assert {scenario for scenario, *_ in table} <= names
 
 
 def test_the_times_file_refuses_what_is_not_seconds(tmp_path):
