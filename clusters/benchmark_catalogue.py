@@ -73,7 +73,7 @@ def main() -> int:
     parser.add_argument("--clusters", type=int, default=1)
     parser.add_argument("--reports", type=Path)
     parser.add_argument("--write-times", type=Path, metavar="PATH",
-                        help="merge the passed cases' durations into PATH (clusters/catalogue-times.yaml)")
+                        help="merge the passed cases' durations into PATH (clusters/times/catalogue.yaml)")
     parser.add_argument("scenarios", nargs="*")
     args = parser.parse_args()
     reports = args.reports or Path(tempfile.mkdtemp(prefix="kdrill-benchmark-"))

@@ -5,8 +5,9 @@ The presubmit tier is chosen by a rule, not by hand: every fault kind, probe kin
 and node channel the default catalogue uses (:func:`exercised`) is exercised at least once on a
 real cluster, by the cluster tests that run drills to their end (:data:`RUN_BY_CLUSTER_TESTS`)
 or by a catalogue case. The cases are picked by a greedy weighted set cover: the case that adds
-the most kinds not yet exercised per second of its measured time (``clusters/catalogue-times.yaml``,
-written by ``clusters/benchmark_catalogue.py --write-times``), ties by name, until nothing is left.
+the most kinds not yet exercised per second of its measured time (``clusters/times/catalogue.yaml``,
+written by ``clusters/benchmark_catalogue.py --write-times``), ties by name, until nothing is left;
+then each pick the others make redundant is dropped, costliest first.
 A kind no built-in scenario uses must be named in :data:`NOT_IN_THE_CATALOGUE` with the reason,
 or ``tests/unit/test_tiers.py`` fails: a kind added without a drill that exercises it is caught.
 
@@ -24,7 +25,7 @@ import yaml
 
 TIERS = ("presubmit", "full")
 DEFAULT_TIER = "presubmit"
-TIMES_FILE = "catalogue-times.yaml"
+TIMES_FILE = "times/catalogue.yaml"
 
 # Drill cases that presubmit cluster tests run to their end on the session's clusters: what they
 # exercise counts as exercised. Each file names these scenarios (tests/unit/test_tiers.py checks).
@@ -212,7 +213,19 @@ def presubmit_cases(scenarios: Iterable, times: dict[str, float]) -> list[tuple[
         chosen.append((best[0].name, best[1]))
         wanted -= exercised(*best)
         pool.remove(best)
-    return chosen
+    return _without_redundant(chosen, {s.name: s for s in scenarios}, credited(scenarios), times)
+
+
+def _without_redundant(chosen: list[tuple[str, str | None]], by_name: dict, covered: frozenset[str],
+                       times: dict[str, float]) -> list[tuple[str, str | None]]:
+    """Drop, costliest first, each chosen case whose kinds the others (and the credited tests)
+    exercise already: a greedy pick made early can be made redundant by later ones."""
+    kept = list(chosen)
+    for pair in sorted(chosen, key=lambda p: -cost_seconds(by_name[p[0]], p[1], times)):
+        others = set(covered).union(*(exercised(by_name[n], c) for n, c in kept if (n, c) != pair))
+        if exercised(by_name[pair[0]], pair[1]) <= others:
+            kept.remove(pair)
+    return kept
 
 
 def sigkill_presubmit(table: Iterable[tuple], scenarios: Iterable, times: dict[str, float]) -> set[tuple[str, str | None]]:
