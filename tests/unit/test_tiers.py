@@ -78,7 +78,7 @@ def test_the_choice_is_the_rule_cheapest_kinds_per_second_first(scenarios):
 
 
 def test_the_cluster_tests_credited_run_what_they_are_credited_with_and_are_presubmit():
-    """Each credited scenario is named by a test function of that file that is not marked full."""
+    """Each credited case's record is read by a test function of that file that is not marked full."""
     for path, cases in {**tiers.RUN_BY_CLUSTER_TESTS, **{p: () for p in tiers.EXERCISED_BY_CLUSTER_TESTS}}.items():
         source = (REPO_ROOT / path).read_text()
         module = ast.parse(source)
@@ -88,8 +88,11 @@ def test_the_cluster_tests_credited_run_what_they_are_credited_with_and_are_pres
                      if isinstance(f, ast.FunctionDef) and f.name.startswith("test_")
                      and not any("full" in ast.unparse(d) for d in f.decorator_list)]
         assert presubmit, f"{path} has no presubmit test"
-        for name, _case in cases:
-            assert any(f'"{name}' in text for text in presubmit), (path, name)
+        for name, case in cases:
+            # The test reads that case's record: the run really ran it to its end.
+            record = f"{name}--{case}.json" if case else f"{name}.json"
+            assert any(record in text or (f"{name}--{{case}}.json" in text and f'"{case}"' in text)
+                       for text in presubmit), (path, record)
     assert set(tiers.CHANNEL_OF_CLUSTER_TESTS) == set(tiers.RUN_BY_CLUSTER_TESTS)
 
 
