@@ -78,6 +78,12 @@ SIGKILLED = [
     # Killed with one of its two registries paused: recover unpauses it, then removes both
     # containers, their hosts.toml on every node and what the nodes pulled from them.
     ("serial-image-pull", None, "registry-outage", None),
+    # Killed with a worker frozen (its node container paused): recover unpauses it and waits until
+    # the node is Ready again.
+    ("worker-node-loss", None, "node-freeze", None),
+    # Killed with kube-system's CoreDNS scaled to zero: recover scales it back to the recorded
+    # replicas, so names resolve again for every drill after.
+    ("coredns-scaled-to-zero", None, "scale-to-zero", None),
 ]
 # Not here: leader-failover (its kill is one crictl stop with the kubelet running, which restarts the
 # container at once: nothing is left to undo, its revert only checks the kubelet runs and waits for

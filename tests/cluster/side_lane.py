@@ -27,11 +27,12 @@ log = logging.getLogger(__name__)
 
 # The scenarios whose SIGKILL cases run here: their faults touch nothing outside their drill's
 # namespace, its declared objects and its registry containers, or the side cluster's own CoreDNS
-# (the two DNS drills) and API Priority and Fairness objects (api-overload), and they need no host
+# (the DNS drills) and API Priority and Fairness objects (api-overload), and they need no host
 # port and no second control-plane node. In the presubmit tier (one case per fault kind,
-# harness/tiers.py) that is 6 cases here against 5 on the HA cluster.
+# harness/tiers.py) that is 6 cases here against 6 on the HA cluster.
 ON_SIDE_CLUSTER = ("webhook-outage", "registry-outage", "dns-saturation", "dns-ndots", "apiservice-unavailable",
-                   "webhook-on-pod-delete", "serial-image-pull", "service-blackhole", "api-overload")
+                   "webhook-on-pod-delete", "serial-image-pull", "service-blackhole", "api-overload",
+                   "coredns-scaled-to-zero")
 
 NAME = "kdrill-side"
 CONFIG = f"""kind: Cluster
