@@ -117,8 +117,10 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", str(CHECKOUT)], capture_output=True,
                        timeout=600)
     text = log.read_text(errors="replace")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True,
+                            text=True).stdout.strip()
     kind = "cold" if args.cold else "warm"
-    print(f".ci/run on a fresh clone of {subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], cwd=CHECKOUT, capture_output=True, text=True).stdout.strip()} ({kind}), log {log}")
+    print(f".ci/run on a fresh clone of {commit} ({kind}), log {log}")
     steps = [(int(s), name) for s, name in re.findall(r"^ci: \[(\d+) s\] (.*)$", text, re.M)]
     for (at, name), (following, _) in zip(steps, steps[1:] + [(int(wall), "end")]):
         print(f"  {following - at:6d} s  {name}")
