@@ -44,8 +44,8 @@ from harness.evidence import EvidenceWriter, new_run_id, record_stem, run_metada
 from harness.ledger import Ledger
 from harness.providers import ProviderError
 from harness.providers.existing import consented_cluster
-from harness.scenario import find_scenario
-from harness.tiers import DEFAULT_TIER, TIERS
+from harness.scenario import ScenarioError, find_scenario, load_scenarios
+from harness.tiers import DEFAULT_TIER, TIERS, TIMES_FILE, load_times, presubmit_cases
 from harness.topology import discover
 from harness.workers import worker_id
 
@@ -267,11 +267,6 @@ def _presubmit_cases(config: pytest.Config) -> set[tuple[str, str | None]] | Non
     the drills read another scenarios directory (a team's: the tier does not choose among them)."""
     if _scenarios_dir(config).resolve() != resources.scenarios_dir().resolve():
         return None
-    from harness.scenario import load_scenarios
-    from harness.tiers import TIMES_FILE, load_times, presubmit_cases
-
-    from harness.scenario import ScenarioError
-
     try:
         times = load_times(resources.clusters_dir() / TIMES_FILE)
         return set(presubmit_cases(load_scenarios(resources.scenarios_dir()), times))
