@@ -63,6 +63,8 @@ def put_back(moved: dict[Path, Path], keep_new: bool) -> None:
         if original.exists():
             remove_tree(original)
         shutil.move(str(aside), str(original))
+    for parent in {aside.parent for aside in moved.values()}:
+        parent.rmdir()  # empty by now
 
 
 def move_aside(paths: list[Path], aside: Path) -> dict[Path, Path]:
