@@ -223,7 +223,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             (drop if name and _on_request(config, name) else keep).append(item)
     tiered = _tier_deselects(config, keep) if not wanted else []
     if tiered:
-        keep[:] = [item for item in keep if item not in set(tiered)]
+        leave = set(tiered)
+        keep[:] = [item for item in keep if item not in leave]
         drop += tiered
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
@@ -239,7 +240,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _tier_deselects(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
     """The items the presubmit tier leaves to the full tier: kdrill's own tests marked ``full``
-    and the built-in catalogue's cases outside the representative set. None when the tier is
+    and the built-in catalogue's cases outside the representative set. Empty when the tier is
     full, or when tests were picked by hand (a file or node id on the command line, -k, -m)."""
     if config.getoption("--kdrill-tier") != "presubmit":
         return []
