@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
@@ -327,13 +328,11 @@ class KindProvider:
             self.remove_half_made()
 
     def remove_half_made(self) -> None:
-        """Delete what a failed creation left: kind's nodes (``--retain`` keeps them) and any
-        container still labelled with this cluster's name. Raises ProviderError when one remains."""
-        self._run("delete", "cluster", "--name", self.name, timeout_seconds=300, check=False)
+        """Delete what a failed creation left (:meth:`delete`: kind's nodes, which ``--retain``
+        keeps, and what kdrill ran beside them). Raises ProviderError when a container labelled with
+        this cluster's name remains."""
+        self.delete()
         label = f"label=io.x-k8s.kind.cluster={self.name}"
-        left = proc.run(["docker", "ps", "-aq", "--filter", label], timeout_seconds=60, check=False).stdout.split()
-        if left:
-            proc.run(["docker", "rm", "-f", *left], timeout_seconds=120, check=False)
         if proc.run(["docker", "ps", "-aq", "--filter", label], timeout_seconds=60, check=False).stdout.split():
             raise ProviderError(f"kind cluster {self.name}: containers of the failed creation could not be removed "
                                 f"(docker ps -a --filter {label})")
@@ -369,8 +368,6 @@ class KindProvider:
         Translated traffic never matches: in the filter table the destination is already the
         pod's. Idempotent (``iptables -C`` first). Returns the nodes where a rule was added.
         Raises ProviderError when a node refuses it."""
-        from concurrent.futures import ThreadPoolExecutor
-
         cluster = self.cluster()
         nodes = cluster.nodes_by_role["control-plane"] + cluster.nodes_by_role["worker"]
         # One exec per node, the nodes at once: part of every creation's time.
@@ -382,8 +379,8 @@ class KindProvider:
         """The guard's two rules on one node (see :meth:`guard_service_subnet`); returns the chains
         where one was added. Raises ProviderError (through node_exec) when the node refuses it."""
         script = []
+        rule = shlex.join(["-d", self.service_subnet(), "-m", "comment", "--comment", GUARD_COMMENT, "-j", "REJECT"])
         for chain in ("OUTPUT", "FORWARD"):
-            rule = shlex.join(["-d", self.service_subnet(), "-m", "comment", "--comment", GUARD_COMMENT, "-j", "REJECT"])
             script.append(f"iptables -w 5 -C {chain} {rule} 2>/dev/null || "
                           f"{{ iptables -w 5 -I {chain} 1 {rule} && echo {chain}; }} || exit 1")
         return cluster.node_exec(node, ["sh", "-c", "\n".join(script)]).stdout.split()
