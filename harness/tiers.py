@@ -30,9 +30,8 @@ TIMES_FILE = "times/catalogue.yaml"
 # Drill cases that presubmit cluster tests run to their end on the session's clusters: what they
 # exercise counts as exercised. Each file names these scenarios (tests/unit/test_tiers.py checks).
 RUN_BY_CLUSTER_TESTS: dict[str, tuple[tuple[str, str | None], ...]] = {
-    "tests/cluster/test_node_agent_cluster.py": (
-        ("etcd-defrag", None), ("etcd-space-quota", None), ("etcd-member-loss", None),
-        ("control-plane-stop", "components"), ("etcd-backup-restore", None)),
+    # One drill through the agent; its full test runs the other four node drills through it.
+    "tests/cluster/test_node_agent_cluster.py": (("etcd-defrag", None),),
     "tests/cluster/test_platform_cluster.py": (("webhook-blast-radius", "refused"), ("webhook-blast-radius", "blackhole")),
 }
 # The node channel each of those tests drills through (a catalogue case on kind: "kind").

@@ -79,47 +79,62 @@ def without_docker(tmp_path: Path) -> tuple[Path, dict]:
     return bin_dir, env
 
 
-def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker_drills_say_why_not(kdrill_cluster,
-                                                                                                    tmp_path):
-    """etcd-defrag, etcd-space-quota (each member restarted from its edited manifest by a script the
-    node runs to its end, kubelet stop and start included), etcd-member-loss (each stopped member's
-    kubelet start held on its node, set before the stop), etcd-backup-restore (every node's loss
-    and restore held on it, set before the loss), and control-plane-stop's components case
-    (its stop, its revert and its in-window work held on the nodes as timers), pass through the node
-    agent; the node-loss case (docker pause) is skipped with the level it needs. control-plane-stop's
-    windows are shortened here (hold 50 s, 10 s after: CI time); its expectations are the
-    scenario's."""
-    scenarios = shortened_control_plane_stop(tmp_path)
-    shutil.copy(REPO_ROOT / "scenarios" / "etcd-defrag.yaml", scenarios)
-    shutil.copy(REPO_ROOT / "scenarios" / "etcd-space-quota.yaml", scenarios)
-    shutil.copy(REPO_ROOT / "scenarios" / "etcd-member-loss.yaml", scenarios)
-    shutil.copy(REPO_ROOT / "scenarios" / "etcd-backup-restore.yaml", scenarios)
+def run_through_agent(kdrill_cluster, tmp_path: Path, scenarios: Path, names: list[str], select: str | None = None):
+    """``kdrill run NAMES --node-agent`` on the session's cluster reached through its kubeconfig
+    alone, ``docker`` refused; returns (the completed process, its output, the run directory, the
+    refusing docker's directory). ``select``: a pytest ``-k`` expression for the cases."""
     bin_dir, env = without_docker(tmp_path)
-    state, reports = tmp_path / "state", tmp_path / "reports"
     context = kdrill_cluster.context
     run = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "--reports", str(reports), "run", "etcd-defrag", "etcd-space-quota",
-         "etcd-member-loss", "control-plane-stop", "etcd-backup-restore",
-         "--scenarios-dir", str(scenarios), "--kubeconfig", str(kdrill_cluster.kubeconfig), "--context", context, "--allow-context", context,
-         "--node-agent", "--run-id", "node-agent"],
+        [sys.executable, "-m", "harness.cli", "--reports", str(tmp_path / "reports"), "run", *names,
+         "--scenarios-dir", str(scenarios), "--kubeconfig", str(kdrill_cluster.kubeconfig), "--context", context,
+         "--allow-context", context, "--node-agent", "--run-id", "node-agent", *(["--", "-k", select] if select else [])],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800)
-    out = run.stdout + run.stderr
-    # A skipped drill makes the run exit 1; the others must pass.
+    return run, run.stdout + run.stderr, tmp_path / "reports" / "node-agent", bin_dir
+
+
+def assert_nothing_of_kdrill_left(kdrill_cluster, tmp_path: Path, run_dir: Path, bin_dir: Path) -> None:
+    """No timer or record on any node, no docker call but kind's read-only discovery, no agent
+    namespace, an empty ledger, and the session's Lease held alone and released."""
+    for node in kdrill_cluster.nodes_by_role["control-plane"] + kdrill_cluster.nodes_by_role.get("worker", []):
+        assert node_units.pending(kdrill_cluster, node) == [], node
+        left = kdrill_cluster.node_exec(node, ["sh", "-c", f"ls {node_units.STATE_DIR} 2>/dev/null; true"]).stdout
+        assert left.strip() == "", (node, left)
+    calls = (bin_dir / "calls").read_text().splitlines() if (bin_dir / "calls").exists() else []
+    assert all(c.startswith(KIND_DISCOVERY) for c in calls), calls
+    with pytest.raises(ApiException) as gone:
+        kdrill_cluster.core.read_namespace(NAMESPACE, _request_timeout=10)
+    assert gone.value.status == 404
+    assert Ledger(tmp_path / "state" / "ledger").entries() == []
+    held = json.loads((run_dir / "run.json").read_text())["session_lease"]
+    assert held["lease"] == "kube-system/kdrill-session" and held["lost"] is None and not held["inherited"], held
+    assert read_lease(kdrill_cluster) is None
+
+
+def test_etcd_defrag_runs_through_the_node_agent_and_a_docker_drill_says_why_not(kdrill_cluster, tmp_path):
+    """etcd-defrag (etcdctl through crictl exec on a node, via the agent) passes through the node
+    agent; control-plane-stop's node-loss case (docker pause) is skipped with the level it needs.
+    The presubmit tier's node-agent drill (harness/tiers.py); the full tier runs the others."""
+    scenarios = tmp_path / "scenarios"
+    scenarios.mkdir()
+    for name in ("etcd-defrag", "control-plane-stop"):
+        shutil.copy(REPO_ROOT / "scenarios" / f"{name}.yaml", scenarios)
+    run, out, run_dir, bin_dir = run_through_agent(kdrill_cluster, tmp_path, scenarios,
+                                                   ["etcd-defrag", "control-plane-stop"], "defrag or node-loss")
+    # A skipped drill makes the run exit 1; the other must pass.
     assert run.returncode == 1, out[-3000:]
-    run_dir = reports / "node-agent"
 
     defrag = json.loads((run_dir / "etcd-defrag.json").read_text())
     assert defrag["verdict"] == "passed", out[-3000:]
     assert defrag["cluster"]["provider"] == "existing" and defrag["cluster"]["node_channel"] == "agent"
-    # The defragmentation really ran on a node (etcdctl through crictl exec, via the agent) and stalled
-    # that member: the drill's own expectations say so, measured.
+    # The defragmentation really ran on a node and stalled that member: the drill's own
+    # expectations say so, measured.
     measured = {e["name"]: e for e in defrag["expectations"]}
     assert measured["defrag_seconds"]["verdict"] == "passed" and measured["defrag_seconds"]["measured"] > 0
     assert measured["member_stall_share_of_defrag"]["verdict"] == "passed"
     # The node agent's exec does not disturb the probes sharing the cluster's API client (it did,
     # through the client library's stream(), before the agent had a client of its own: vital signs
-    # "not readable: Handshake status 200 OK"). What the platform itself does stays flagged: a
-    # defragmentation that outlasts a co-located leader's renew deadline (10 s) restarts it.
+    # "not readable: Handshake status 200 OK").
     signs = defrag["vital_signs"]["signs"]
     unread = {name: sign for name, sign in signs.items()
               if sign.get("unmeasured") or "not readable" in json.dumps(sign)}
@@ -128,6 +143,31 @@ def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker
     offsets = defrag["cluster"]["clock_offsets"]
     assert offsets and all("offset_seconds" in o for o in offsets.values()), offsets
 
+    pause = json.loads((run_dir / "control-plane-stop--node-loss.json").read_text())
+    assert pause["verdict"] == "skipped", pause["verdict"]
+    why = " ".join(str(e) for e in pause.get("errors") or []) + json.dumps(pause.get("observations"))
+    assert "(needs node access: container)" in why and "node agent" in why, why[:2000]
+    assert not (run_dir / "control-plane-stop--components.json").exists(), "the -k selection was not applied"
+    assert_nothing_of_kdrill_left(kdrill_cluster, tmp_path, run_dir, bin_dir)
+
+
+@pytest.mark.full  # presubmit drills etcd-defrag through the agent, and kills these faults on kind
+def test_the_etcd_and_control_plane_drills_run_through_the_node_agent(kdrill_cluster, tmp_path):
+    """etcd-space-quota (each member restarted from its edited manifest by a script the node runs
+    to its end, kubelet stop and start included), etcd-member-loss (each stopped member's kubelet
+    start held on its node, set before the stop), etcd-backup-restore (every node's loss and
+    restore held on it, set before the loss), and control-plane-stop's components case (its stop,
+    its revert and its in-window work held on the nodes as timers) pass through the node agent.
+    control-plane-stop's windows are shortened here (hold 50 s, 10 s after: CI time); its
+    expectations are the scenario's."""
+    scenarios = shortened_control_plane_stop(tmp_path)
+    for name in ("etcd-space-quota", "etcd-member-loss", "etcd-backup-restore"):
+        shutil.copy(REPO_ROOT / "scenarios" / f"{name}.yaml", scenarios)
+    run, out, run_dir, bin_dir = run_through_agent(
+        kdrill_cluster, tmp_path, scenarios,
+        ["etcd-space-quota", "etcd-member-loss", "control-plane-stop", "etcd-backup-restore"], "not node-loss")
+    assert run.returncode == 0, out[-3000:]
+    control_plane = kdrill_cluster.nodes_by_role["control-plane"]
     quota = json.loads((run_dir / "etcd-space-quota.json").read_text())
     failed = [e for e in quota["expectations"] if e["verdict"] != "passed"]
     assert quota["verdict"] == "passed", (failed, quota.get("errors"), out[-3000:])
@@ -135,7 +175,6 @@ def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker
     # Every member was restarted twice (quota set, quota back) through a script held on its node.
     (injection,) = quota["observations"]["injections"]
     restarted = injection["member_restarted_after_seconds"]
-    control_plane = kdrill_cluster.nodes_by_role["control-plane"]
     assert all(set(restarted[when]) == set(control_plane) for when in ("inject", "revert")), restarted
 
     members = json.loads((run_dir / "etcd-member-loss.json").read_text())
@@ -181,28 +220,7 @@ def test_the_etcd_and_control_plane_drills_run_through_the_node_agent_and_docker
     # The in-window kills ran on the worker, inside the window.
     kills = stop["observations"]["fault_facts"]["seen"]["kills"]
     assert len(kills) == 2 and all(k["in_window"] for k in kills.values()), kills
-    pause = json.loads((run_dir / "control-plane-stop--node-loss.json").read_text())
-    assert pause["verdict"] == "skipped", pause["verdict"]
-    why = " ".join(str(e) for e in pause.get("errors") or []) + json.dumps(pause.get("observations"))
-    assert "(needs node access: container)" in why and "node agent" in why, why[:2000]
-    # Nothing of kdrill's is left on the nodes: no timer, no record.
-    for node in kdrill_cluster.nodes_by_role["control-plane"] + kdrill_cluster.nodes_by_role.get("worker", []):
-        assert node_units.pending(kdrill_cluster, node) == [], node
-        left = kdrill_cluster.node_exec(node, ["sh", "-c", f"ls {node_units.STATE_DIR} 2>/dev/null; true"]).stdout
-        assert left.strip() == "", (node, left)
-
-    calls = (bin_dir / "calls").read_text().splitlines() if (bin_dir / "calls").exists() else []
-    assert all(c.startswith(KIND_DISCOVERY) for c in calls), calls
-
-    # Nothing privileged stays behind: the agents' namespace is gone and the ledger is empty.
-    with pytest.raises(ApiException) as gone:
-        kdrill_cluster.core.read_namespace(NAMESPACE, _request_timeout=10)
-    assert gone.value.status == 404
-    assert Ledger(state / "ledger").entries() == []
-    # ... and the session's Lease (harness.session_lock.ContextLease) was released, held alone throughout.
-    held = json.loads((run_dir / "run.json").read_text())["session_lease"]
-    assert held["lease"] == "kube-system/kdrill-session" and held["lost"] is None and not held["inherited"], held
-    assert read_lease(kdrill_cluster) is None
+    assert_nothing_of_kdrill_left(kdrill_cluster, tmp_path, run_dir, bin_dir)
 
 
 @pytest.mark.full  # presubmit kills control-plane-stop on kind (tests/cluster/test_recovery.py)
