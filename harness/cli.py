@@ -20,7 +20,8 @@
 
 Exit status: 0 success; 1 a drill failed, a regression, or (verify, history, report) evidence that
 is not intact; 2 bad input refused before anything is touched (a run id or directory that is not a
-run, a bad --fingerprint or --public-key, an empty or wrong --reports, a bad `new` name or --dir).
+run, a bad --fingerprint or --public-key, an empty or wrong --reports, a bad `new` name or --dir);
+3 an internal error of kdrill's (one line; the traceback with -v); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from harness import resources
+from harness import __version__, resources
 
 
 class Refused(SystemExit):
@@ -1076,9 +1077,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--reports", default=os.environ.get("KDRILL_REPORTS"),
                    help="evidence root; each run writes <reports>/<run-id>/ (default: $KDRILL_REPORTS, else "
                    "reports/ in the checkout kdrill runs from, or in the current directory for an installed kdrill)")
-    p.add_argument("-v", "--verbose", action="store_true")
-    sub = p.add_subparsers(dest="command", required=True,
-                           parser_class=functools.partial(argparse.ArgumentParser, allow_abbrev=False))
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging, and the traceback of an internal error")
+    p.add_argument("--version", action="version", version=f"kdrill {__version__}")
+    # The global options after the subcommand too (`kdrill history --reports DIR`), as kubectl takes
+    # its flags anywhere; SUPPRESS keeps a subcommand's default from overwriting the value given before.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--reports", default=argparse.SUPPRESS, help="as before the subcommand")
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="as before the subcommand")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=functools.partial(
+        argparse.ArgumentParser, allow_abbrev=False, parents=[common]))
 
     run = sub.add_parser("run", help="run drills and write the evidence")
     run.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="scenario names or files (default: all)")
@@ -1239,7 +1247,21 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, OSError) and exc.filename:  # e.g. a scenario path that is a directory
             print(f"kdrill: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
             return 2
-        raise
+        return internal_error(exc, args.verbose)
+
+
+INTERNAL_ERROR = 3  # distinct from 1 (a drill failed, a regression) and 2 (input refused)
+
+
+def internal_error(exc: Exception, verbose: bool) -> int:
+    """One line for an error of kdrill's own (the traceback only with -v); returns the exit status."""
+    if verbose:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
+    print(f"kdrill: internal error: {type(exc).__name__}: {exc}" + ("" if verbose else " (-v for the traceback)"),
+          file=sys.stderr)
+    return INTERNAL_ERROR
 
 
 if __name__ == "__main__":

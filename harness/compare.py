@@ -199,6 +199,8 @@ def _load(run_dir: Path, trusted_fingerprints: Iterable[str] = ()
         meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise CompareError(f"{run_dir}/run.json cannot be read: {exc}") from None
+    if not isinstance(meta, dict):
+        raise CompareError(f"{run_dir}/run.json: expected a JSON object, got {type(meta).__name__}")
     records, unreadable = scan_records(run_dir)
     if unreadable:
         raise CompareError(f"{run_dir} has unreadable records: {', '.join(p.name for p, _ in unreadable)}")

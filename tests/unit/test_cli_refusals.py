@@ -250,3 +250,44 @@ def test_a_linked_run_is_not_verified_by_id_as_if_it_were_this_directorys(report
         assert "is a symbolic link" in refused(capsys, "--reports", str(reports), command, "r1")
     assert main(["verify", str(elsewhere)]) == 0  # where it lives, it verifies
 
+
+
+def test_compare_refuses_a_sealed_run_whose_run_json_is_not_an_object(reports: Path, capsys: pytest.CaptureFixture):
+    for run_id in ("r1", "r2"):
+        run_dir = reports / run_id
+        run_dir.mkdir(parents=True)
+        (run_dir / "run.json").write_text("[1, 2]")  # intact as sealed, but not what a run writes
+        (run_dir / "dns-saturation.json").write_text(json.dumps(
+            {"run_id": run_id, "drill": "dns-saturation", "verdict": "passed", "started_at": T0, "expectations": []}))
+        report_and_manifest(run_dir)
+    err = refused(capsys, "--reports", str(reports), "compare", "r1", "r2")
+    assert "r1/run.json: expected a JSON object, got list" in err
+
+
+def test_version_and_the_global_options_after_the_subcommand(reports: Path, capsys: pytest.CaptureFixture):
+    from harness import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"kdrill {__version__}"
+    # --reports after the subcommand means what it means before it: here, a directory that is not there.
+    before = refused(capsys, "--reports", str(reports / "none"), "history")
+    after = refused(capsys, "history", "--reports", str(reports / "none"))
+    assert before == after and str(reports / "none") in after
+
+
+def test_an_internal_error_exits_3_with_one_line_and_the_traceback_only_with_v(monkeypatch: pytest.MonkeyPatch,
+                                                                            capsys: pytest.CaptureFixture):
+    """3 is neither "a drill failed" (1) nor "input refused" (2): a bug of kdrill's."""
+    import harness.cli as cli
+
+    def broken(args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(cli, "cmd_doctor", broken)
+    assert main(["doctor"]) == 3
+    err = capsys.readouterr().err
+    assert err.strip() == "kdrill: internal error: RuntimeError: a bug (-v for the traceback)"
+    assert main(["doctor", "-v"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().endswith("kdrill: internal error: RuntimeError: a bug")
