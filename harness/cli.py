@@ -129,6 +129,20 @@ def _cluster_count(args: argparse.Namespace) -> int:
     return count
 
 
+def _contexts_read(kubeconfig: str | None, contexts: list[str]) -> list[str]:
+    """The contexts drilled (the current one when none is given), each read from ``kubeconfig``
+    (default: $KUBECONFIG, else ~/.kube/config); nothing is sent to a cluster. Raises Refused for a
+    file that is missing or not a kubeconfig, or a context it does not have: the plan would
+    otherwise name a cluster the run cannot reach."""
+    from harness.providers import ProviderError
+    from harness.providers.existing import existing_cluster
+
+    try:
+        return [existing_cluster(kubeconfig, context).context for context in contexts or [None]]
+    except ProviderError as exc:
+        raise Refused(f"kdrill: {'--kubeconfig' if kubeconfig else 'kubeconfig'}: {exc}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.evidence import RunIdError, create_run_dir, new_run_id, validate_run_id
     from harness.manifest import SigningKeyError, load_signing_key
@@ -222,7 +236,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         with refusing():
             _check_platform_names(profile, configs)
     clusters = _cluster_count(args)
-    target = (f"context {', '.join(args.context) or 'current'}" if args.kubeconfig or args.context
+    target = (f"context {', '.join(_contexts_read(args.kubeconfig, args.context))}" if args.kubeconfig or args.context
               else _kind_target(configs[0], profile, args.cluster_name, clusters))
     if args.plan:
         from harness.plan import EXISTING_NO_AGENT, EXISTING_NODE_AGENT, plan
@@ -1070,6 +1084,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def path_value(value: str) -> str:
+    """An option's path; refuses an empty one, which Path() would take for the current directory."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty value")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     # No abbreviations: `run --scenario X` must not silently mean `--scenarios-dir X`.
     p = argparse.ArgumentParser(prog="kdrill", description=__doc__.split("\n")[0], allow_abbrev=False,
@@ -1090,15 +1111,16 @@ def parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run drills and write the evidence")
     run.add_argument("scenarios", nargs="*", metavar="SCENARIO", help="scenario names or files (default: all)")
-    run.add_argument("--run-id")
-    run.add_argument("--scenarios-dir", metavar="DIR",
+    run.add_argument("--run-id", help="the run's directory name under --reports (default: UTC time and a random suffix)")
+    run.add_argument("--scenarios-dir", metavar="DIR", type=path_value,
                      help="read the scenarios from DIR (*.yaml) instead of the built-in ones (`kdrill list`): a "
                      "team's own, or a copy with other bounds; their `drill: drills/<file>` is one of kdrill's "
                      "built-in drills. Default: the built-in scenarios")
     run.add_argument("--cluster-name", help="kind cluster name: lowercase letters, digits, '-', '.', at most 50 characters "
                      "(default: the config's, with --platform's name after it; reused if it exists)")
     run.add_argument("--keep-cluster", action="store_true", help="keep the kind cluster this run creates")
-    run.add_argument("--kubeconfig", help="run against an existing cluster (node access only with --node-agent); "
+    run.add_argument("--kubeconfig", type=path_value,
+                     help="run against an existing cluster (node access only with --node-agent); "
                      "$KUBECONFIG works too with --context")
     run.add_argument("--context", action="append", default=[],
                      help="context in --kubeconfig (default: current); repeated, the contexts are drilled in "
@@ -1130,8 +1152,9 @@ def parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     new = sub.add_parser("new", help="write a commented data-only scenario skeleton")
-    new.add_argument("name")
-    new.add_argument("--dir", default=".", help="where to write NAME.yaml (default: the current directory)")
+    new.add_argument("name", help="the scenario's name: lowercase letters, digits and '-'")
+    new.add_argument("--dir", default=".", type=path_value,
+                     help="where to write NAME.yaml (default: the current directory)")
     new.set_defaults(func=cmd_new)
 
     val = sub.add_parser("validate", help="check scenario files (schema, fault parameters, references); no cluster")
@@ -1154,12 +1177,14 @@ def parser() -> argparse.ArgumentParser:
     his.set_defaults(func=cmd_history)
 
     ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")
-    ls.add_argument("--claims", action="store_true")
-    ls.add_argument("--scenarios-dir", help="a team's scenarios directory, as for kdrill run (default: the built-in ones)")
+    ls.add_argument("--claims", action="store_true", help="the documented claims and which drill checks each")
+    ls.add_argument("--scenarios-dir", type=path_value,
+                    help="a team's scenarios directory, as for kdrill run (default: the built-in ones)")
     ls.set_defaults(func=cmd_list)
 
     rec = sub.add_parser("recover", help="revert every fault still in the ledger")
-    rec.add_argument("--ledger-dir")
+    rec.add_argument("--ledger-dir", type=path_value,
+                     help="the ledger to revert (default: $KDRILL_STATE_DIR/ledger, else ~/.local/state/kdrill/ledger)")
     rec.add_argument("--force", action="store_true",
                      help="also revert entries whose recording process still seems alive (its pid may be reused)")
     rec.set_defaults(func=cmd_recover)
@@ -1225,6 +1250,10 @@ def main(argv: list[str] | None = None) -> int:
                           "an empty value (leave both unset for the default)")
         if args.reports is None:
             args.reports = str(resources.default_reports_dir())
+        if os.environ.get("KDRILL_STATE_DIR") is not None and not os.environ["KDRILL_STATE_DIR"].strip():
+            # An empty value would mean ~/.local/state/kdrill: another ledger than the one meant.
+            raise Refused("kdrill: KDRILL_STATE_DIR: expected kdrill's state directory, got an empty value "
+                          "(unset it for ~/.local/state/kdrill)")
         return args.func(args)
     except Refused as exc:
         print(exc.code, file=sys.stderr)

@@ -182,7 +182,12 @@ def check_ledger() -> Check:
 
     from harness.faults import _owner_alive
 
-    entries = Ledger().entries()
+    ledger = Ledger()
+    if os.environ.get("KDRILL_STATE_DIR") and not ledger.directory.parent.is_dir():
+        # A mistyped state directory would otherwise read as an empty ledger and hide a crash's faults.
+        return Check("fault ledger", False, f"KDRILL_STATE_DIR={os.environ['KDRILL_STATE_DIR']} is not a directory: "
+                     "no ledger was read there", "set KDRILL_STATE_DIR to kdrill's state directory, or unset it")
+    entries = ledger.entries()
     live = [e for e in entries if _owner_alive(e)]
     if live and len(live) == len(entries):
         return Check("fault ledger", True, f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} held by running "

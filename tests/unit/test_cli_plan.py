@@ -24,6 +24,21 @@ def nothing_may_be_touched(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli.subprocess, "Popen", touched)
 
 
+TWO_CONTEXTS = ("apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+                "clusters: [{name: s, cluster: {server: 'https://10.0.0.1:6443'}}]\n"
+                "users: [{name: u, user: {}}]\n"
+                "contexts: [{name: a, context: {cluster: s, user: u}}, {name: b, context: {cluster: s, user: u}}]\n")
+
+
+@pytest.fixture(autouse=True)
+def kubeconfig_of_this_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """$KUBECONFIG: a file with contexts a and b (never the machine's own ~/.kube/config)."""
+    path = tmp_path / "kubeconfig-ab"
+    path.write_text(TWO_CONTEXTS)
+    monkeypatch.setenv("KUBECONFIG", str(path))
+    return path
+
+
 def test_validate_accepts_the_shipped_scenarios(capsys, tree_entry_points) -> None:
     files = sorted(str(p) for p in (REPO / "scenarios").glob("*.yaml"))
     assert main(["validate", *files]) == 0

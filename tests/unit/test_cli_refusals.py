@@ -291,3 +291,46 @@ def test_an_internal_error_exits_3_with_one_line_and_the_traceback_only_with_v(m
     assert main(["doctor", "-v"]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and err.strip().endswith("kdrill: internal error: RuntimeError: a bug")
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--plan", "--scenarios-dir", ""], ["list", "--scenarios-dir", " "], ["new", "x", "--dir", ""],
+    ["recover", "--ledger-dir", ""], ["run", "--plan", "--kubeconfig", ""],
+])
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(tmp_path: Path, monkeypatch, capsys, argv):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as refused_:
+        main(argv)
+    assert refused_.value.code == 2
+    assert "expected a path, got an empty value" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # nothing written here
+
+
+def test_an_empty_state_directory_is_refused_and_a_missing_one_is_not_read_as_an_empty_ledger(
+        tmp_path: Path, monkeypatch, capsys):
+    from harness.doctor import check_ledger
+
+    monkeypatch.setenv("KDRILL_STATE_DIR", "")
+    assert "KDRILL_STATE_DIR: expected kdrill's state directory, got an empty value" in refused(capsys, "list")
+    monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "typo"))
+    check = check_ledger()
+    assert not check.ok and "is not a directory" in check.detail, check
+    (tmp_path / "typo").mkdir()
+    assert check_ledger().ok  # there, and no ledger yet: empty
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--kubeconfig", "{tmp}/none"], "does not exist"),
+    (["--kubeconfig", "{tmp}"], "cannot be read"),
+    (["--kubeconfig", "{tmp}/kc", "--context", "nope"], "context 'nope' is not in"),
+])
+def test_plan_refuses_a_kubeconfig_or_context_the_run_could_not_reach(tmp_path: Path, capsys, args, says):
+    (tmp_path / "kc").write_text("apiVersion: v1\nkind: Config\ncurrent-context: a\n"
+                                 "clusters: [{name: s, cluster: {server: 'https://10.0.0.1:6443'}}]\n"
+                                 "users: [{name: u, user: {}}]\ncontexts: [{name: a, context: {cluster: s, user: u}}]\n")
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert says in refused(capsys, "--reports", str(tmp_path / "reports"), "run", "--plan", *args, "pod-delete")
+    capsys.readouterr()
+    assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", "--kubeconfig", str(tmp_path / "kc"),
+                 "pod-delete"]) == 0
+    assert "on context a" in capsys.readouterr().out
