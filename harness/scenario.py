@@ -1007,6 +1007,19 @@ def _check_no_todo(path: Path, data: dict) -> None:
             raise ScenarioError(path, field_name, "your own text in place of the TODO", repr(text[:80]))
 
 
+WORKLOAD_KEYS = ("replicas", "node_port", "manifests", "tls", "registries")  # what the runner reads
+
+
+def _check_workload_keys(path: Path, data: dict) -> None:
+    """A data-only scenario's workload has only the keys the runner reads: a misspelt one
+    (``manifest:``) would silently drop what it declares. (A drill file may read keys of its own.)"""
+    for key in (data.get("workload") or {}):
+        if key not in WORKLOAD_KEYS:
+            close = difflib.get_close_matches(str(key), WORKLOAD_KEYS, n=1)
+            raise ScenarioError(path, f"workload.{key}", "one of " + ", ".join(WORKLOAD_KEYS)
+                                + (f" (did you mean {close[0]}?)" if close else ""), repr(key))
+
+
 def _check_runner(path: Path, data: dict) -> None:
     """A scenario has a drill file or a runner section (data-only), not both; a data-only one says
     for each expectation what the runner measures, on a probe it declares."""
@@ -1029,6 +1042,7 @@ def _check_runner(path: Path, data: dict) -> None:
                     raise ScenarioError(path, f"{where}[{i}].measure", "no measure: the drill file measures "
                                         "(measure is for data-only scenarios)", repr(item["measure"]))
         return
+    _check_workload_keys(path, data)
     _check_objects(path, data)
     replicas = (data.get("workload") or {}).get("replicas", 2)
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not 1 <= replicas <= 20:

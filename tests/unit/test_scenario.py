@@ -652,3 +652,18 @@ def test_an_unknown_scenario_name_gets_the_nearest_and_a_case_suffix_is_explaine
         find_scenario("pod-delet")
     with pytest.raises(ScenarioError, match="'leader-failover' runs every one of its cases"):
         find_scenario("leader-failover[scheduler]")
+
+
+@pytest.mark.parametrize("typo, meant", [("manifest", "manifests"), ("replica", "replicas"), ("registry", "registries")])
+def test_a_misspelt_workload_key_of_a_data_only_scenario_is_refused(tmp_path, typo, meant):
+    """Read silently past, ``manifest:`` would drop every object it declares from the drill."""
+    data = yaml.safe_load((resources.scenarios_dir() / "webhook-outage-blackhole.yaml").read_text())
+    data["workload"][typo] = data["workload"].pop(meant, 2)
+    error = load_error(tmp_path, data)
+    assert error.field == f"workload.{typo}" and f"did you mean {meant}?" in error.expected, error
+
+
+def test_a_drill_files_own_workload_keys_still_load():
+    """dns-ndots's drill reads workload.drill_zone and its lookups: not the runner's keys, not refused."""
+    scenario = load_scenario(resources.scenarios_dir() / "dns-ndots.yaml")
+    assert "drill_zone" in scenario.workload
