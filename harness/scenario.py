@@ -663,6 +663,7 @@ def load_scenario(path: Path | str) -> Scenario:
     errors = sorted(_schema_errors(path, data), key=lambda e: (_sort_key(e.field_path), e.expected))
     if errors:
         raise errors[0].as_error()
+    _check_no_control_characters(path, data)
     _check_rules(path, data)
     scenario = _build(path, data)
     if scenario.runner is not None:  # before what its fault needs: a fault it cannot use at all comes first
@@ -681,8 +682,25 @@ def load_scenario(path: Path | str) -> Scenario:
     return scenario
 
 
+# C0 controls but tab and newline, DEL and C1: in a title, claim or name they would reach the
+# terminal (list, --plan) and the report as escape sequences.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _check_no_control_characters(path: Path, data: Any, field: str = "") -> None:
+    """Raises ScenarioError at the first string (key or value) holding a control character."""
+    items = (data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ())
+    for key, value in items:
+        where = f"{field}[{key}]" if isinstance(data, list) else f"{field}.{key}" if field else str(key)
+        if isinstance(key, str) and _CONTROL.search(key) or isinstance(value, str) and _CONTROL.search(value):
+            bad = key if isinstance(key, str) and _CONTROL.search(key) else value
+            raise ScenarioError(path, where, "text without control characters (terminal escape sequences)",
+                                ascii(bad)[:120])
+        _check_no_control_characters(path, value, where)
+
+
 def load_scenarios(directory: Path | str) -> list[Scenario]:
-    """Load every ``*.yaml``/``*.yml`` file directly in ``directory``, sorted by name.
+    """Load every ``*.yaml``/``*.yml`` file directly in ``directory`` but hidden ones, sorted by name.
 
     Raises ScenarioError for an invalid file or for two files sharing a name
     (naming both), FileNotFoundError if ``directory`` is not a directory.
@@ -693,7 +711,9 @@ def load_scenarios(directory: Path | str) -> list[Scenario]:
             raise NotADirectoryError(errno.ENOTDIR, "not a directory (a scenarios directory holds *.yaml files)",
                                      str(directory))
         raise FileNotFoundError(errno.ENOENT, "scenario directory not found", str(directory))
-    files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    # Hidden files (.gitlab-ci.yml, an editor's .x.yaml) are not scenarios.
+    files = sorted(p for p in directory.iterdir()
+                   if p.suffix in (".yaml", ".yml") and not p.name.startswith(".") and p.is_file())
     by_name: dict[str, Scenario] = {}
     for file in files:
         scenario = load_scenario(file)
@@ -713,7 +733,11 @@ def find_scenario(name_or_path: str | Path, directory: Path | str | None = None)
     invalid file, FileNotFoundError for a missing path or directory.
     """
     text = str(name_or_path)
-    if isinstance(name_or_path, Path) or "/" in text or os.sep in text or text.endswith((".yaml", ".yml")):
+    if isinstance(name_or_path, Path) or "/" in text or os.sep in text or "." in text:  # a name has no dot
+        if not text.endswith((".yaml", ".yml")):
+            # Taken for a name, `drill.txt` would be planned from the file and run from the built-in one.
+            raise ScenarioError(Path(text), "<file>", "a scenario file ending .yaml or .yml, or a scenario name",
+                                repr(Path(text).name))
         return load_scenario(Path(name_or_path))
     directory = Path(directory) if directory is not None else resources.scenarios_dir()
     scenarios = load_scenarios(directory)

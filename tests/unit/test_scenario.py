@@ -667,3 +667,33 @@ def test_a_drill_files_own_workload_keys_still_load():
     """dns-ndots's drill reads workload.drill_zone and its lookups: not the runner's keys, not refused."""
     scenario = load_scenario(resources.scenarios_dir() / "dns-ndots.yaml")
     assert "drill_zone" in scenario.workload
+
+
+@pytest.mark.parametrize("where", ["title", "claim", "expectations"])
+def test_a_terminal_escape_in_any_text_is_refused(tmp_path, where):
+    """list, --plan and the report print these: an escape sequence would reach the terminal."""
+    data = example_data()
+    if where == "expectations":
+        data["expectations"][0]["description"] = "ok \x1b]0;pwned\x07"
+    else:
+        data[where] = "Looks fine\x1b[2K\x1b[1A"
+    error = load_error(tmp_path, data)
+    assert error.field.startswith(where) and "control characters" in error.expected, error
+    assert "\x1b" not in str(error)
+
+
+@pytest.mark.parametrize("name", ["pod-delete.txt", "pod-delete.YAML", "pod-delete.yaml.bak"])
+def test_a_scenario_file_not_ending_yaml_is_refused_not_taken_for_a_name(tmp_path, name):
+    """Taken for the name pod-delete, the copy would be planned and the built-in one run."""
+    path = tmp_path / name
+    path.write_text((resources.scenarios_dir() / "pod-delete.yaml").read_text())
+    for given in (str(path), name):
+        with pytest.raises(ScenarioError) as info:
+            find_scenario(given)
+        assert "ending .yaml or .yml" in info.value.expected and name in str(info.value)
+
+
+def test_hidden_yaml_files_beside_scenarios_are_not_read_as_scenarios(tmp_path):
+    (tmp_path / "pod-delete.yaml").write_text((resources.scenarios_dir() / "pod-delete.yaml").read_text())
+    (tmp_path / ".gitlab-ci.yml").write_text("stages: [test]\n")
+    assert [s.name for s in load_scenarios(tmp_path)] == ["pod-delete"]
