@@ -1202,6 +1202,7 @@ def _check_runner(path: Path, data: dict) -> None:
                 raise ScenarioError(path, f"{where}[{i}].measure.probe", f"a probe that records values: "
                                     f"{', '.join(valued)} ({item['measure']['kind']} reads them)",
                                     f"{item['measure']['probe']!r}, a {probe_kind} probe")
+            _check_measure_narrowing(path, f"{where}[{i}].measure", item["measure"], data["runner"]["windows"])
             window = item["measure"]["window"]
             in_window = {a["name"]: a for a in data["runner"].get("actions") or [] if a["window"] == window}
             for key in ("from_action", "until_action"):
@@ -1213,6 +1214,27 @@ def _check_runner(path: Path, data: dict) -> None:
                     >= in_window[item["measure"]["until_action"]]["after_seconds"]:
                 raise ScenarioError(path, f"{where}[{i}].measure.until_action", "an action later than from_action "
                                     f"({item['measure']['from_action']})", repr(item["measure"]["until_action"]))
+
+
+LATENCY_MEASURES = ("max_latency_seconds", "median_latency_seconds", "p99_latency_seconds", "min_latency_seconds")
+WINDOW_SECONDS = {"baseline": "baseline_seconds", "fault": "hold_seconds", "after": "after_seconds"}
+
+
+def _check_measure_narrowing(path: Path, field: str, measure: dict, windows: dict) -> None:
+    """``within_seconds`` only where a slow success counted as failed means something (not on a
+    latency or value measure, whose value would silently leave the slow samples out), and
+    ``settle_seconds`` shorter than the window it starts in. Raises ScenarioError."""
+    from harness.measures import VALUE_MEASURES
+
+    if "within_seconds" in measure and measure["kind"] in (*LATENCY_MEASURES, *VALUE_MEASURES):
+        raise ScenarioError(path, f"{field}.within_seconds", f"no within_seconds on {measure['kind']}: it makes "
+                            "slow successes failures, which a latency or value measure then leaves out",
+                            repr(measure["within_seconds"]))
+    seconds = windows.get(WINDOW_SECONDS.get(measure["window"], ""))
+    if "settle_seconds" in measure and isinstance(seconds, (int, float)) and measure["settle_seconds"] >= seconds:
+        raise ScenarioError(path, f"{field}.settle_seconds", f"fewer seconds than the {measure['window']} window's "
+                            f"{seconds} (runner.windows.{WINDOW_SECONDS[measure['window']]}): something left to "
+                            "measure", repr(measure["settle_seconds"]))
 
 
 def _check_objects(path: Path, data: dict) -> None:

@@ -697,3 +697,18 @@ def test_hidden_yaml_files_beside_scenarios_are_not_read_as_scenarios(tmp_path):
     (tmp_path / "pod-delete.yaml").write_text((resources.scenarios_dir() / "pod-delete.yaml").read_text())
     (tmp_path / ".gitlab-ci.yml").write_text("stages: [test]\n")
     assert [s.name for s in load_scenarios(tmp_path)] == ["pod-delete"]
+
+
+@pytest.mark.parametrize("edit, field, says", [
+    ({"kind": "median_latency_seconds", "within_seconds": 1.0}, "within_seconds", "no within_seconds on median"),
+    ({"settle_seconds": 50}, "settle_seconds", "fewer seconds than the fault window's 50"),
+])
+def test_a_measure_narrowed_to_nothing_or_to_a_biased_value_is_refused(tmp_path, edit, field, says):
+    data = yaml.safe_load((resources.scenarios_dir() / "dns-saturation.yaml").read_text())
+    data["runner"]["windows"]["hold_seconds"] = 50
+    expectation = next(e for e in data["expectations"] if (e.get("measure") or {}).get("settle_seconds"))
+    expectation["measure"].update(edit)
+    if edit.get("kind"):
+        expectation["unit"] = "seconds"
+    error = load_error(tmp_path, data)
+    assert error.field.endswith(f"measure.{field}") and says in error.expected, error
