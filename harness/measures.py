@@ -73,6 +73,7 @@ import math
 import statistics
 from typing import Callable
 
+from harness.entry_points import installed
 from harness.timeline import Sample, latency_percentile
 
 
@@ -242,17 +243,13 @@ ENTRY_POINTS = "kdrill.measures"
 
 def measure_kinds() -> list[str]:
     """Every measure installed: the ``kdrill.measures`` entry points (kdrill's own and plug-ins')."""
-    from importlib.metadata import entry_points
-
-    return sorted(ep.name for ep in entry_points(group=ENTRY_POINTS))
+    return sorted(ep.name for ep in installed(group=ENTRY_POINTS))
 
 
 def measure_function(kind: str) -> Callable[[list[Sample], float, float], float | None]:
     """The function registered for ``kind``: (samples, start, end) -> value or None. Raises
     KeyError naming the known kinds."""
-    from importlib.metadata import entry_points
-
-    found = [ep for ep in entry_points(group=ENTRY_POINTS) if ep.name == kind]
+    found = [ep for ep in installed(group=ENTRY_POINTS) if ep.name == kind]
     if not found:
         raise KeyError(f"no measure {kind!r} is installed (known: {', '.join(measure_kinds())})")
     return found[0].load()

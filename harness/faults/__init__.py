@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator
 
+from harness.entry_points import installed
 from harness.ledger import Ledger
 from harness.params import Param
 from harness.providers import NODE_ACCESS_LEVELS, Cluster, ClusterGone
@@ -177,9 +178,7 @@ ENTRY_POINTS = "kdrill.faults"
 
 def fault_kinds() -> list[str]:
     """Every fault kind installed: the ``kdrill.faults`` entry points (kdrill's own and plug-ins')."""
-    from importlib.metadata import entry_points
-
-    return sorted(ep.name for ep in entry_points(group=ENTRY_POINTS))
+    return sorted(ep.name for ep in installed(group=ENTRY_POINTS))
 
 
 def data_usable(fault_type: type[Fault]) -> bool:
@@ -192,9 +191,7 @@ def data_usable(fault_type: type[Fault]) -> bool:
 def fault_class(kind: str) -> type[Fault]:
     """The Fault subclass registered for ``kind`` in the ``kdrill.faults`` entry points. Raises
     FaultError naming the known kinds, or what is wrong with the one registered."""
-    from importlib.metadata import entry_points
-
-    found = [ep for ep in entry_points(group=ENTRY_POINTS) if ep.name == kind]
+    found = [ep for ep in installed(group=ENTRY_POINTS) if ep.name == kind]
     if not found:
         import difflib
 

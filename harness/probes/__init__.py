@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from harness.entry_points import installed
 from harness.timeline import Sample, Timeline
 
 log = logging.getLogger("kdrill.probes")
@@ -131,10 +132,8 @@ def probe_types() -> dict[str, type]:
     """Every probe kind a data-only scenario may declare: kind -> class, from the
     ``kdrill.probes`` entry points. Raises TypeError for an entry whose class is not one (its
     ``kind`` not the entry's name, or no ``fields``/``required``)."""
-    from importlib.metadata import entry_points
-
     found = {}
-    for ep in entry_points(group=ENTRY_POINTS):
+    for ep in installed(group=ENTRY_POINTS):
         cls = ep.load()
         if getattr(cls, "kind", None) != ep.name or not isinstance(getattr(cls, "fields", None), dict) \
                 or not set(getattr(cls, "required", ())) <= set(cls.fields):
