@@ -187,6 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if profile is not None and (args.kubeconfig or args.context):
         raise Refused("kdrill: --platform builds a kind cluster; an existing cluster (--kubeconfig, --context) is "
                          "drilled as it is (its record, if any, is in the evidence)")
+    clusters = _cluster_count(args)
     # The drills run in a pytest process that inherits these (harness/workloads.py reads them).
     if args.toolbox_image:
         os.environ["KDRILL_TOOLBOX_IMAGE"] = args.toolbox_image
@@ -235,7 +236,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if profile is not None and not args.cluster_name:  # the kind config is the scenarios' one
         with refusing():
             _check_platform_names(profile, configs)
-    clusters = _cluster_count(args)
     target = (f"context {', '.join(_contexts_read(args.kubeconfig, args.context))}" if args.kubeconfig or args.context
               else _kind_target(configs[0], profile, args.cluster_name, clusters))
     if args.plan:
