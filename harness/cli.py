@@ -627,7 +627,8 @@ def cmd_new(args: argparse.Namespace) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("x", encoding="utf-8") as out:
         out.write(text)
-    print(f"wrote {path}: fill in the TODOs, then `kdrill validate {path}`")
+    print(f"wrote {path}: fill in the TODOs, then `kdrill validate {path}` and "
+          f"`kdrill run --plan --scenarios-dir {directory} {args.name}`")
     return 0
 
 
@@ -1153,8 +1154,9 @@ def parser() -> argparse.ArgumentParser:
 
     new = sub.add_parser("new", help="write a commented data-only scenario skeleton")
     new.add_argument("name", help="the scenario's name: lowercase letters, digits and '-'")
-    new.add_argument("--dir", default=".", type=path_value,
-                     help="where to write NAME.yaml (default: the current directory)")
+    new.add_argument("--dir", default="scenarios", type=path_value,
+                     help="where to write NAME.yaml (default: scenarios/, made if missing: a directory of "
+                     "scenarios alone, as `kdrill run --scenarios-dir` reads every *.yaml in it)")
     new.set_defaults(func=cmd_new)
 
     val = sub.add_parser("validate", help="check scenario files (schema, fault parameters, references); no cluster")

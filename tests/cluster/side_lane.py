@@ -8,7 +8,7 @@ each cluster still has one kdrill session at a time (harness/session_lock.py), a
 cluster reaches the other.
 
 The cluster has one control-plane node and two workers (registry-outage and serial-image-pull
-place pods on two workers) and no host port mappings (none of these scenarios uses one), so it
+place pods on two workers; worker-node-loss freezes one) and no host port mappings (none of these scenarios uses one), so it
 runs beside the HA cluster.
 """
 
@@ -26,13 +26,14 @@ from harness.providers.kind import BackgroundCreation, KindProvider
 log = logging.getLogger(__name__)
 
 # The scenarios whose SIGKILL cases run here: their faults touch nothing outside their drill's
-# namespace, its declared objects and its registry containers, or the side cluster's own CoreDNS
-# (the DNS drills) and API Priority and Fairness objects (api-overload), and they need no host
-# port and no second control-plane node. In the presubmit tier (one case per fault kind,
-# harness/tiers.py) that is 6 cases here against 6 on the HA cluster.
+# namespace, its declared objects and its registry containers, the side cluster's own CoreDNS
+# (the DNS drills), API Priority and Fairness objects (api-overload) and workers (worker-node-loss
+# freezes one of its two), or a drill cluster of their own (secrets-at-rest's encrypted case); they
+# need no host port and no second control-plane node. In the presubmit tier (one case per fault
+# kind, harness/tiers.py) that is 8 cases here against 4 on the HA cluster.
 ON_SIDE_CLUSTER = ("webhook-outage", "registry-outage", "dns-saturation", "dns-ndots", "apiservice-unavailable",
                    "webhook-on-pod-delete", "serial-image-pull", "service-blackhole", "api-overload",
-                   "coredns-scaled-to-zero")
+                   "coredns-scaled-to-zero", "worker-node-loss", "secrets-at-rest")
 
 NAME = "kdrill-side"
 CONFIG = f"""kind: Cluster

@@ -334,3 +334,12 @@ def test_plan_refuses_a_kubeconfig_or_context_the_run_could_not_reach(tmp_path: 
     assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", "--kubeconfig", str(tmp_path / "kc"),
                  "pod-delete"]) == 0
     assert "on context a" in capsys.readouterr().out
+
+
+def test_new_writes_into_a_scenarios_directory_of_its_own_by_default(tmp_path: Path, monkeypatch, capsys):
+    """Not the current directory, often a repository root whose other YAML files a run would read."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "my-drill"]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["scenarios"]
+    assert (tmp_path / "scenarios" / "my-drill.yaml").is_file()
+    assert "--scenarios-dir scenarios my-drill" in capsys.readouterr().out
