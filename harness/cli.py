@@ -639,6 +639,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise Refused(f"kdrill list: --scenarios-dir {directory} is not a directory")
     if not any(directory.glob("*.yaml")) and not any(directory.glob("*.yml")):
         raise Refused(f"kdrill list: --scenarios-dir {directory}: expected scenario files (*.yaml), got none")
+    if args.claims and args.output:
+        raise Refused("kdrill list: --claims is a table for people; -o gives the scenarios, claims included")
     if args.claims:
         from harness.claims import format_claims, list_claims
 
@@ -646,10 +648,26 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     from harness.scenario import load_scenarios
 
+    if args.output:
+        print_as(args.output, [{"path": str(s.path), **s.to_dict()} for s in load_scenarios(directory)])
+        return 0
     for s in load_scenarios(directory):
         node = (" (needs node access)" if s.needs_node_access else "") + (" (runs only when named)" if s.on_request else "")
         print(f"{s.name:28} {s.title}{node}\n{'':28} fault {s.fault_kind}; cluster {s.cluster_config}; {s.drill}")
     return 0
+
+
+OUTPUT_FORMATS = ("json", "yaml")
+
+
+def print_as(output: str, data: object) -> None:
+    """``data`` as JSON (indented, keys sorted) or YAML on stdout, for -o."""
+    if output == "json":
+        print(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        import yaml
+
+        print(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=True), end="")
 
 
 def entry_cluster_problem(entry_cluster: dict) -> str | None:
@@ -1039,6 +1057,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with refusing():
         trusted = _trusted_fingerprints(args)
     if args.history is not None:
+        if args.output:
+            raise Refused("kdrill verify: -o is for one run; --history prints its table")
         if args.run:
             raise Refused("kdrill verify: give a run or --history [REPORTS_DIR], not both")
         root = Path(args.history or args.reports)
@@ -1070,6 +1090,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     with refusing():
         run_dir = _run_dir(args.reports, args.run)
     result = verify_run(run_dir, trusted_fingerprints=trusted)
+    if args.output:
+        print_as(args.output, verification_data(result))
+        return 0 if result.ok else 1
     if result.ok:
         print(f"kdrill verify {run_dir}: intact ({_count(result.files, 'file')}, "
               f"{_count(result.directories, 'directory', 'directories')}; run {result.run_id}, "
@@ -1083,6 +1106,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"previous run: {result.previous.run_id} (manifest sha256 {result.previous.manifest_sha256})"
               if result.previous else "previous run: none (the first sealed run in its reports directory)")
     return 0 if result.ok else 1
+
+
+def verification_data(result) -> dict:
+    """What ``kdrill verify RUN`` prints, as data for -o: intact or not, every problem, the signer."""
+    return {"run_dir": str(result.run_dir), "intact": result.ok, "run_id": result.run_id,
+            "sealed_at": result.sealed_at, "files": result.files, "directories": result.directories,
+            "problems": [{"kind": p.kind, "subject": p.subject, "text": str(p)} for p in result.problems],
+            "signer_sha256": result.signer.fingerprint if result.signer else None, "pinned": result.pinned,
+            "previous": result.previous.to_dict() if result.previous else None,
+            "manifest_sha256": result.manifest_sha256}
 
 
 def path_value(value: str) -> str:
@@ -1180,6 +1213,7 @@ def parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")
     ls.add_argument("--claims", action="store_true", help="the documented claims and which drill checks each")
+    ls.add_argument("-o", "--output", choices=OUTPUT_FORMATS, help="every scenario as JSON or YAML, as loaded")
     ls.add_argument("--scenarios-dir", type=path_value,
                     help="a team's scenarios directory, as for kdrill run (default: the built-in ones)")
     ls.set_defaults(func=cmd_list)
@@ -1229,6 +1263,7 @@ def parser() -> argparse.ArgumentParser:
                      help="require a signature by this Ed25519 public key (repeatable)")
     ver.add_argument("--fingerprint", action="append", default=[], metavar="HEX",
                      help="require a signature by the key with this SHA-256 fingerprint (repeatable)")
+    ver.add_argument("-o", "--output", choices=OUTPUT_FORMATS, help="one run's verification as JSON or YAML")
     ver.set_defaults(func=cmd_verify)
     return p
 

@@ -343,3 +343,25 @@ def test_new_writes_into_a_scenarios_directory_of_its_own_by_default(tmp_path: P
     assert [p.name for p in tmp_path.iterdir()] == ["scenarios"]
     assert (tmp_path / "scenarios" / "my-drill.yaml").is_file()
     assert "--scenarios-dir scenarios my-drill" in capsys.readouterr().out
+
+
+def test_list_and_verify_print_json_and_yaml(reports: Path, capsys: pytest.CaptureFixture):
+    import yaml
+
+    capsys.readouterr()
+    assert main(["list", "-o", "json"]) == 0
+    scenarios = json.loads(capsys.readouterr().out)
+    assert {"pod-delete", "control-plane-stop"} <= {s["name"] for s in scenarios}
+    assert all(s["path"].endswith(".yaml") and s["claim"] and s["fault"]["kind"] for s in scenarios)
+    assert main(["list", "-o", "yaml"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == scenarios
+
+    run_dir = make_sealed_run(reports, "r1")
+    assert main(["--reports", str(reports), "verify", "r1", "-o", "json"]) == 0
+    intact = json.loads(capsys.readouterr().out)
+    assert intact["intact"] is True and intact["run_id"] == "r1" and intact["problems"] == []
+    (run_dir / "dns-saturation.json").write_text("{}")  # changed after the seal
+    assert main(["--reports", str(reports), "verify", "r1", "-o", "yaml"]) == 1
+    broken = yaml.safe_load(capsys.readouterr().out)
+    assert broken["intact"] is False and {"kind": "changed", "subject": "dns-saturation.json"} in [
+        {k: p[k] for k in ("kind", "subject")} for p in broken["problems"]]
