@@ -392,8 +392,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise Refused(f"kdrill history: --reports {reports}: expected a directory, got a file")
     _check_reports_not_a_run(reports, "history")
     runs = list_runs(reports)
-    print(format_runs(runs))
     intact, chain = chain_status(reports)
+    if args.output:  # data only: the index is written by the table form
+        import dataclasses
+
+        print_as(args.output, {"runs": [dataclasses.asdict(r) for r in runs], "intact": intact, "chain": chain})
+        return 0 if intact else 1
+    print(format_runs(runs))
     print(f"seal: each run's own; {chain}")
     index = write_history_index(reports, chain)
     if index is not None:
@@ -1209,6 +1214,8 @@ def parser() -> argparse.ArgumentParser:
     cmp_.set_defaults(func=cmd_compare)
 
     his = sub.add_parser("history", help="list every run with verdicts, platform and seal; write reports/index.html")
+    his.add_argument("-o", "--output", choices=OUTPUT_FORMATS,
+                     help="every run as JSON or YAML (index.html is not written)")
     his.set_defaults(func=cmd_history)
 
     ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")

@@ -365,3 +365,13 @@ def test_list_and_verify_print_json_and_yaml(reports: Path, capsys: pytest.Captu
     broken = yaml.safe_load(capsys.readouterr().out)
     assert broken["intact"] is False and {"kind": "changed", "subject": "dns-saturation.json"} in [
         {k: p[k] for k in ("kind", "subject")} for p in broken["problems"]]
+
+
+def test_history_prints_json_and_writes_no_index(reports: Path, capsys: pytest.CaptureFixture):
+    make_sealed_run(reports, "r1")
+    capsys.readouterr()
+    assert main(["--reports", str(reports), "history", "-o", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["intact"] is True and [r["run_id"] for r in data["runs"]] == ["r1"]
+    assert data["runs"][0]["seal"] == "intact" and sum(data["runs"][0]["verdicts"].values()) == 1
+    assert not (reports / "index.html").exists()
