@@ -1198,7 +1198,7 @@ def parser() -> argparse.ArgumentParser:
     new.set_defaults(func=cmd_new)
 
     val = sub.add_parser("validate", help="check scenario files (schema, fault parameters, references); no cluster")
-    val.add_argument("files", nargs="+", metavar="FILE")
+    val.add_argument("files", nargs="+", metavar="FILE", help="scenario files (*.yaml, *.yml)")
     val.set_defaults(func=cmd_validate)
 
     cmp_ = sub.add_parser("compare", help="put every expectation of two runs side by side; exit 1 on a regression")
@@ -1236,7 +1236,7 @@ def parser() -> argparse.ArgumentParser:
     doc.set_defaults(func=cmd_doctor)
 
     img = sub.add_parser("images", help="build the offline kind images")
-    img.add_argument("action", choices=["build", "status"])
+    img.add_argument("action", choices=["build", "status"], help="build what is missing, or say what is built")
     from harness.images import ON_REQUEST
     # No argparse choices: with nargs="*" it refuses the empty list too (checked in cmd_images).
     img.add_argument("targets", nargs="*", metavar="TARGET",
@@ -1244,7 +1244,8 @@ def parser() -> argparse.ArgumentParser:
     img.set_defaults(func=cmd_images)
 
     clu = sub.add_parser("cluster", help="create, delete or check a kind cluster from clusters/")
-    clu.add_argument("action", choices=["create", "delete", "status"])
+    clu.add_argument("action", choices=["create", "delete", "status"],
+                     help="create (reused if it exists), delete, or say whether it exists and is healthy")
     clu.add_argument("--config", default="ha", help="clusters/<config>.yaml (default: ha)")
     clu.add_argument("--name", help="kind cluster name: lowercase letters, digits, '-', '.', at most 50 characters "
                      "(default: the config's, with --platform's name after it)")

@@ -375,3 +375,21 @@ def test_history_prints_json_and_writes_no_index(reports: Path, capsys: pytest.C
     assert data["intact"] is True and [r["run_id"] for r in data["runs"]] == ["r1"]
     assert data["runs"][0]["seal"] == "intact" and sum(data["runs"][0]["verdicts"].values()) == 1
     assert not (reports / "index.html").exists()
+
+
+def test_every_option_and_argument_has_help():
+    import argparse
+
+    from harness.cli import parser
+
+    def without_help(p: argparse.ArgumentParser, prefix: str) -> list[str]:
+        found = []
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found += without_help(sub, f"{prefix} {name}")
+            elif not action.help:
+                found.append(f"{prefix} {'/'.join(action.option_strings) or action.dest}")
+        return found
+
+    assert without_help(parser(), "kdrill") == []
