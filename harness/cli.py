@@ -177,6 +177,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         problem = cluster_name_problem(args.cluster_name)
         if problem:
             raise Refused(f"kdrill: --cluster-name: {problem}")
+    if args.output and not args.plan:
+        raise Refused("kdrill run: -o is for --plan; a run's evidence is in its run directory (kdrill verify -o)")
     if args.node_agent and not (args.kubeconfig or args.context):
         raise Refused("kdrill: --node-agent is for a cluster reached through its kubeconfig (--kubeconfig, "
                          "--context); on kind kdrill reaches the nodes itself")
@@ -244,6 +246,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         existing = None
         if args.kubeconfig or args.context:
             existing = EXISTING_NODE_AGENT if args.node_agent else EXISTING_NO_AGENT
+        if args.output:
+            from harness.plan import plan_data
+
+            print_as(args.output, plan_data(scenarios, Path(args.reports), target, existing))
+            return 0
         print(plan(scenarios, Path(args.reports), target, clusters, existing)[0])
         if args.node_agent and not args.allow_context:
             print("note: the run itself is refused without --allow-context CONTEXT: --node-agent runs privileged "
@@ -1188,6 +1195,7 @@ def parser() -> argparse.ArgumentParser:
                      "exist; refused when it exists from another version of the profile); see kdrill cluster --help")
     run.add_argument("--plan", action="store_true",
                      help="print what would run (faults, windows, access, expected duration) and touch nothing")
+    run.add_argument("-o", "--output", choices=OUTPUT_FORMATS, help="with --plan: the plan as JSON or YAML")
     run.set_defaults(func=cmd_run)
 
     new = sub.add_parser("new", help="write a commented data-only scenario skeleton")

@@ -77,6 +77,40 @@ def _access(s: Scenario, case: str | None = None, existing: str | None = None) -
     return f"the API and node access: {', '.join(levels)} ({gives}{': skipped there' if skipped else ''})"
 
 
+def _case_facts(s: Scenario, case: str | None, durations: dict) -> tuple[str, dict, dict, tuple | None]:
+    """(label, the fault's params but its windows, the windows in seconds, (expected seconds,
+    from what) or None) of one case."""
+    fault = fault_class(s.fault_kind)
+    params: dict[str, Any] = s.params_for(case)
+    # Windows: the fault's declared durations (not its timeouts), or the runner's.
+    windows = {k: v for k, v in params.items() if getattr(fault.params.get(k), "kind", None) == "seconds"
+               and "timeout" not in k}
+    if s.runner is not None:
+        windows.update(s.runner["windows"])
+    others = {k: v for k, v in params.items() if k not in windows}
+    return s.name + (f"[{case}]" if case else ""), others, windows, expected_seconds(s, case, durations)
+
+
+def plan_data(scenarios: list[Scenario], reports: Path, target: str, existing: str | None = None) -> dict:
+    """The plan as data (``kdrill run --plan -o json``): the target and, per case, its scenario
+    file, fault and params, windows (seconds), node access, checks and expected seconds (None
+    when no intact past run says)."""
+    durations = past_durations(reports)
+    cases = []
+    for s in scenarios:
+        for case in [c.name for c in s.cases] or [None]:
+            label, others, windows, past = _case_facts(s, case, durations)
+            cases.append({"case": label, "scenario": s.name, "title": s.title, "file": str(s.path),
+                          "fault": {"kind": s.fault_kind, "params": others}, "windows_seconds": windows,
+                          "access": _access(s, case, existing),
+                          "cluster_config": None if existing else s.cluster_config,
+                          "expectations": len(s.expectations_for(case)),
+                          "expected_seconds": past[0] if past else None, "expected_from": past[1] if past else None})
+    known = [c["expected_seconds"] for c in cases]
+    return {"target": target, "touches_nothing": True, "cases": cases,
+            "expected_seconds": None if None in known else sum(known)}
+
+
 def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 1,
          existing: str | None = None) -> tuple[str, float | None]:
     """The plan as text, and the expected total in seconds (None when a drill has no past run).
@@ -88,17 +122,8 @@ def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 
     lines = [f"kdrill run --plan: {len(scenarios)} scenario(s) on {target}; nothing is touched"]
     total, unknown, from_windows, longest = 0.0, [], 0, 0.0
     for s in scenarios:
-        fault = fault_class(s.fault_kind)
         for case in [c.name for c in s.cases] or [None]:
-            label = s.name + (f"[{case}]" if case else "")
-            params: dict[str, Any] = s.params_for(case)
-            # Windows: the fault's declared durations (not its timeouts), or the runner's.
-            windows = {k: v for k, v in params.items() if getattr(fault.params.get(k), "kind", None) == "seconds"
-                       and "timeout" not in k}
-            if s.runner is not None:
-                windows.update(s.runner["windows"])
-            others = {k: v for k, v in params.items() if k not in windows}
-            past = expected_seconds(s, case, durations)
+            label, others, windows, past = _case_facts(s, case, durations)
             if past is not None and label not in durations:  # at least its windows
                 from_windows += 1
             if past is None:

@@ -393,3 +393,15 @@ def test_every_option_and_argument_has_help():
         return found
 
     assert without_help(parser(), "kdrill") == []
+
+
+def test_plan_prints_json_and_o_without_plan_is_refused(reports: Path, capsys: pytest.CaptureFixture):
+    capsys.readouterr()
+    assert main(["--reports", str(reports), "run", "--plan", "-o", "json", "pod-delete", "control-plane-stop"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [c["case"] for c in data["cases"]] == ["pod-delete", "control-plane-stop[components]",
+                                                  "control-plane-stop[node-loss]"]
+    pod_delete = data["cases"][0]
+    assert pod_delete["fault"]["kind"] == "pod-delete" and pod_delete["windows_seconds"]["hold_seconds"] > 0
+    assert data["touches_nothing"] is True and not reports.exists()
+    assert "-o is for --plan" in refused(capsys, "--reports", str(reports), "run", "-o", "json", "pod-delete")
