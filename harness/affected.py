@@ -14,10 +14,10 @@ import ast
 import functools
 import subprocess
 import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 
 from harness import resources
+from harness.entry_points import installed
 
 PACKAGE = "harness"
 
@@ -75,7 +75,7 @@ def closure(start: set[Path], root: Path) -> set[Path]:
 
 
 def _entry_file(group: str, kind: str, root: Path) -> set[Path]:
-    for ep in entry_points(group=group):
+    for ep in installed(group):
         if ep.name == kind:
             file = module_path(ep.value.split(":")[0], root)
             return {file.resolve()} if file else set()

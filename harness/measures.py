@@ -237,6 +237,8 @@ def rate_per_second(samples: list[Sample], start: float, end: float) -> float | 
 
 # Measures over a metric probe's values: a probe of another kind has none to give.
 VALUE_MEASURES = ("max_value", "min_value", "rate_per_second")
+# Measures of the successful samples' latencies (seconds): a failure is not among them.
+LATENCY_MEASURES = ("max_latency_seconds", "median_latency_seconds", "p99_latency_seconds", "min_latency_seconds")
 
 ENTRY_POINTS = "kdrill.measures"
 

@@ -692,10 +692,10 @@ def _check_no_control_characters(path: Path, data: Any, field: str = "") -> None
     items = (data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ())
     for key, value in items:
         where = f"{field}[{key}]" if isinstance(data, list) else f"{field}.{key}" if field else str(key)
-        if isinstance(key, str) and _CONTROL.search(key) or isinstance(value, str) and _CONTROL.search(value):
-            bad = key if isinstance(key, str) and _CONTROL.search(key) else value
-            raise ScenarioError(path, where, "text without control characters (terminal escape sequences)",
-                                ascii(bad)[:120])
+        for text in (key, value):
+            if isinstance(text, str) and _CONTROL.search(text):
+                raise ScenarioError(path, where, "text without control characters (terminal escape sequences)",
+                                    ascii(text)[:120])
         _check_no_control_characters(path, value, where)
 
 
@@ -1216,7 +1216,6 @@ def _check_runner(path: Path, data: dict) -> None:
                                     f"({item['measure']['from_action']})", repr(item["measure"]["until_action"]))
 
 
-LATENCY_MEASURES = ("max_latency_seconds", "median_latency_seconds", "p99_latency_seconds", "min_latency_seconds")
 WINDOW_SECONDS = {"baseline": "baseline_seconds", "fault": "hold_seconds", "after": "after_seconds"}
 
 
@@ -1224,7 +1223,7 @@ def _check_measure_narrowing(path: Path, field: str, measure: dict, windows: dic
     """``within_seconds`` only where a slow success counted as failed means something (not on a
     latency or value measure, whose value would silently leave the slow samples out), and
     ``settle_seconds`` shorter than the window it starts in. Raises ScenarioError."""
-    from harness.measures import VALUE_MEASURES
+    from harness.measures import LATENCY_MEASURES, VALUE_MEASURES
 
     if "within_seconds" in measure and measure["kind"] in (*LATENCY_MEASURES, *VALUE_MEASURES):
         raise ScenarioError(path, f"{field}.within_seconds", f"no within_seconds on {measure['kind']}: it makes "

@@ -93,9 +93,9 @@ def run_through_agent(kdrill_cluster, tmp_path: Path, scenarios: Path, names: li
     return run, run.stdout + run.stderr, tmp_path / "reports" / "node-agent", bin_dir
 
 
-def assert_nothing_of_kdrill_left(kdrill_cluster, tmp_path: Path, run_dir: Path, bin_dir: Path) -> None:
-    """No timer or record on any node, no docker call but kind's read-only discovery, no agent
-    namespace, an empty ledger, and the session's Lease held alone and released."""
+def assert_no_agent_left(kdrill_cluster, bin_dir: Path) -> None:
+    """No timer or record on any node, no docker call but kind's read-only discovery, and no agent
+    namespace."""
     for node in kdrill_cluster.nodes_by_role["control-plane"] + kdrill_cluster.nodes_by_role.get("worker", []):
         assert node_units.pending(kdrill_cluster, node) == [], node
         left = kdrill_cluster.node_exec(node, ["sh", "-c", f"ls {node_units.STATE_DIR} 2>/dev/null; true"]).stdout
@@ -105,6 +105,11 @@ def assert_nothing_of_kdrill_left(kdrill_cluster, tmp_path: Path, run_dir: Path,
     with pytest.raises(ApiException) as gone:
         kdrill_cluster.core.read_namespace(NAMESPACE, _request_timeout=10)
     assert gone.value.status == 404
+
+
+def assert_nothing_of_kdrill_left(kdrill_cluster, tmp_path: Path, run_dir: Path, bin_dir: Path) -> None:
+    """:func:`assert_no_agent_left`, an empty ledger, and the session's Lease held alone and released."""
+    assert_no_agent_left(kdrill_cluster, bin_dir)
     assert Ledger(tmp_path / "state" / "ledger").entries() == []
     held = json.loads((run_dir / "run.json").read_text())["session_lease"]
     assert held["lease"] == "kube-system/kdrill-session" and held["lost"] is None and not held["inherited"], held
@@ -284,12 +289,4 @@ def test_sigkill_mid_control_plane_stop_the_nodes_revert_on_their_own_then_kdril
     # The killed session could not release its Lease; recover removes it (its holder is gone).
     assert f"removed  the Lease {LEASE_NAMESPACE}/{LEASE_NAME}" in recover.stdout, recover.stdout[-2000:]
     assert read_lease(kdrill_cluster) is None
-    with pytest.raises(ApiException) as gone:
-        kdrill_cluster.core.read_namespace(NAMESPACE, _request_timeout=10)
-    assert gone.value.status == 404
-    for node in control_plane + kdrill_cluster.nodes_by_role.get("worker", []):
-        assert node_units.pending(kdrill_cluster, node) == [], node
-        left = kdrill_cluster.node_exec(node, ["sh", "-c", f"ls {node_units.STATE_DIR} 2>/dev/null; true"]).stdout
-        assert left.strip() == "", (node, left)
-    calls = (bin_dir / "calls").read_text().splitlines() if (bin_dir / "calls").exists() else []
-    assert all(c.startswith(KIND_DISCOVERY) for c in calls), calls
+    assert_no_agent_left(kdrill_cluster, bin_dir)
