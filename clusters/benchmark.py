@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import proc  # noqa: E402
-from harness.expectations import wait_until  # noqa: E402
-from harness.health import unhealthy  # noqa: E402
-from harness.images import Build, image_sizes  # noqa: E402
-from harness.providers.kind import KindProvider  # noqa: E402
+from harness.core import proc  # noqa: E402
+from harness.engine.expectations import wait_until  # noqa: E402
+from harness.kube.health import unhealthy  # noqa: E402
+from harness.kube.images import Build, image_sizes  # noqa: E402
+from harness.kube.providers.kind import KindProvider  # noqa: E402
 
 
 def mib(text: str) -> float:

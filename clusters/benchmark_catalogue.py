@@ -10,7 +10,7 @@ those named) into DIR (default: a new temporary directory) and prints: the wall 
 cluster's creation, each drill case's duration, verdict, the seconds inside its phases (what it
 measures) and beyond them (setup, revert, teardown, waits), and cluster, the sums, and the
 machine's peak memory in use (MemTotal - MemAvailable, sampled every 5 s). --write-times merges
-the passed cases' durations into the file harness/tiers.py chooses the presubmit tier by.
+the passed cases' durations into the file harness/plugin/tiers.py chooses the presubmit tier by.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.providers.kind import KindProvider  # noqa: E402
-from harness.report import scan_records  # noqa: E402
-from harness.tiers import case_id, load_times  # noqa: E402
-from harness.workers import cluster_name  # noqa: E402
+from harness.kube.providers.kind import KindProvider  # noqa: E402
+from harness.evidence.report import scan_records  # noqa: E402
+from harness.plugin.tiers import case_id, load_times  # noqa: E402
+from harness.core.workers import cluster_name  # noqa: E402
 
 
 def memory_in_use_mib() -> float:
@@ -59,11 +59,11 @@ def phase_seconds(record: dict) -> float:
 
 
 def write_times(path: Path, times: dict[str, float], run_id: str) -> None:
-    """Merge the passed cases' seconds into the times file harness/tiers.py chooses presubmit by."""
+    """Merge the passed cases' seconds into the times file harness/plugin/tiers.py chooses presubmit by."""
     known = load_times(path)
     known.update(times)
     path.write_text(f"# Each catalogue case's duration (seconds) in its last passing benchmark run (run {run_id}),\n"
-                    "# written by clusters/benchmark_catalogue.py --write-times: what harness/tiers.py weighs.\n"
+                    "# written by clusters/benchmark_catalogue.py --write-times: what harness/plugin/tiers.py weighs.\n"
                     + yaml.safe_dump({"seconds": dict(sorted(known.items()))}, sort_keys=False))
     print(f"  times of {len(times)} passed case(s) written to {path}")
 

@@ -27,10 +27,10 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(CHECKOUT))
 
-from harness.images import cache_dir  # noqa: E402
+from harness.kube.images import cache_dir  # noqa: E402
 
 BUDGET_SECONDS = {"cold": 50 * 60, "warm": 35 * 60}
-# Made by `kdrill images build`, as tagged (harness/images.py); removed for a cold run.
+# Made by `kdrill images build`, as tagged (harness/kube/images.py); removed for a cold run.
 BUILT_IMAGE_PREFIXES = ("kdrill/", "registry.k8s.io/", "kindest/", "docker.io/kdrill/", "docker.io/kindest/")
 
 

@@ -21,11 +21,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import proc  # noqa: E402
-from harness.expectations import wait_until  # noqa: E402
-from harness.health import unhealthy  # noqa: E402
-from harness.providers.kind import KindProvider  # noqa: E402
-from harness.session_lock import SessionLock  # noqa: E402
+from harness.core import proc  # noqa: E402
+from harness.engine.expectations import wait_until  # noqa: E402
+from harness.kube.health import unhealthy  # noqa: E402
+from harness.kube.providers.kind import KindProvider  # noqa: E402
+from harness.core.session_lock import SessionLock  # noqa: E402
 
 WAIT_SECONDS = 300
 

@@ -20,13 +20,13 @@ import threading
 import pytest
 from kubernetes import client
 
-from harness.expectations import wait_until
+from harness.engine.expectations import wait_until
 from harness.faults.apf_flood import NAME, POD, ApfFlood
-from harness.measures import success_ratio
+from harness.engine.measures import success_ratio
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe
 from harness.probes.nodes import NodeLeaseProbe, NodeReadyProbe, oldest_lease_age_seconds
-from harness.vitals import nodes_ready_in
+from harness.engine.vitals import nodes_ready_in
 
 # A deadline, not a measurement: the flood pod scheduled, started (image already on the node)
 # and finished its bounded flood.

@@ -1,11 +1,11 @@
-"""Every data-only scenario (a ``runner`` section, no drill file), run by harness/runner.py: one
+"""Every data-only scenario (a ``runner`` section, no drill file), run by harness/engine/runner.py: one
 test case per scenario case, each marked with its scenario (see the plugin)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness import runner
+from harness.engine import runner
 
 
 @pytest.mark.cluster

@@ -20,9 +20,9 @@ import pytest
 from kubernetes import client
 
 from harness.components import dns
-from harness.expectations import wait_until, wait_until_or_raise
+from harness.engine.expectations import wait_until, wait_until_or_raise
 from harness.faults.dns_drill_zone import RELOAD_TIMEOUT_SECONDS, DrillZone
-from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, delete_namespace
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, delete_namespace
 
 LOOKUP = ("import json, socket, sys; "
           "print(json.dumps(sorted({a[4][0] for a in socket.getaddrinfo(sys.argv[1], 80, socket.AF_INET, "

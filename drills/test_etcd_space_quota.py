@@ -19,14 +19,14 @@ import time
 import pytest
 
 from harness.components.etcd import db_size, defragment, etcdctl, revision, running_member_node
-from harness.expectations import wait_until
-from harness.health import api_accepts_write
+from harness.engine.expectations import wait_until
+from harness.kube.health import api_accepts_write
 from harness.faults.etcd_space_quota import FILL_LABEL, EtcdSpaceQuota, alarms
-from harness.measures import success_ratio
+from harness.engine.measures import success_ratio
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiWriteProbe
 from harness.probes.http import HttpProbe
-from harness.workloads import FILL_OBJECT_KIB, deploy_http_server, fill_configmaps
+from harness.kube.workloads import FILL_OBJECT_KIB, deploy_http_server, fill_configmaps
 
 APP = "web"
 NOSPACE_MESSAGE = "database space exceeded"

@@ -20,9 +20,9 @@ import time
 import pytest
 from kubernetes import client
 
-from harness.expectations import wait_until
+from harness.engine.expectations import wait_until
 from harness.faults.leader_kill import LeaderKill, holder, lease
-from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
 APP = "web"
 

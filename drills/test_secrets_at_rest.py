@@ -28,11 +28,11 @@ import base64
 import pytest
 
 from harness.components.etcd import RevisionCompacted, get_key, running_member_node
-from harness.expectations import wait_until
-from harness.faults.drill_cluster import DrillCluster, expected_prefix
+from harness.engine.expectations import wait_until
+from harness.scaffolding.drill_cluster import DrillCluster, expected_prefix
 from harness.faults.planted_secret import DATA_KEY, PlantedSecret, value_digest
-from harness.topology import discover
-from harness.workloads import ensure_namespace
+from harness.components.topology import discover
+from harness.kube.workloads import ensure_namespace
 
 ENCRYPTED_PREFIX = b"k8s:enc:"  # "<prefix>:<provider>:<version>:<key name>:" ahead of the ciphertext
 PROTOBUF_PREFIX = b"k8s\x00"  # the API server's protobuf envelope, unencrypted
@@ -66,7 +66,7 @@ def test_secrets_at_rest(drill):
 def _on_an_encrypted_cluster(drill, provider: str) -> None:
     """The planted Secret on a cluster of the drill's own whose kube-apiserver encrypts Secrets
     with ``provider``, with that cluster's vital signs watched throughout."""
-    from harness.vitals import VitalSigns
+    from harness.engine.vitals import VitalSigns
 
     made = DrillCluster(drill.cluster, f"{drill.cluster.name}-enc", provider)
     with drill.inject(made):
@@ -98,7 +98,7 @@ def _plant_and_read(drill, cluster, ns: str, control_plane: list[str], members, 
     """Plant the Secret in ``cluster``, read it back through the API and from every etcd member,
     then read its history after the deletion. ``encrypted_by``: the provider of the cluster's
     EncryptionConfiguration, or None for a cluster without one; ``vitals``: that cluster's own
-    vital signs (:class:`harness.vitals.DrillVitals`) when it is not the session's."""
+    vital signs (:class:`harness.engine.vitals.DrillVitals`) when it is not the session's."""
     with drill.phase("read-config"):
         via = running_member_node(cluster, control_plane)
         apiserver = cluster.node_exec(via, ["cat", "/etc/kubernetes/manifests/kube-apiserver.yaml"],

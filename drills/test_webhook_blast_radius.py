@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 
 from harness.components import admission
-from harness.expectations import wait_until
+from harness.engine.expectations import wait_until
 from harness.faults import injected
-from harness.faults.drill_objects import DrillObjects
+from harness.scaffolding.drill_objects import DrillObjects
 from harness.faults.webhook_backend_down import WebhookBackendDown
 from harness.probes import blast_radius
-from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 BLACKHOLE_POD = "kdrill-webhook-blackhole"
 BLACKHOLE_LABELS = {"app.kubernetes.io/name": "kdrill-webhook-blackhole"}

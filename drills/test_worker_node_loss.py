@@ -20,14 +20,14 @@ import time
 import pytest
 from kubernetes import client
 
-from harness.expectations import wait_until
+from harness.engine.expectations import wait_until
 from harness.faults.node_freeze import NodeFreeze
 from harness.probes import Probes
 from harness.probes.endpoints import EndpointReadyProbe
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.nodes import NODE_TAINTS, NodeReadyProbe, node_transitions
-from harness.timeline import success_ratio
-from harness.workloads import http_server_deployment, http_service, wait_deployment_available
+from harness.core.timeline import success_ratio
+from harness.kube.workloads import http_server_deployment, http_service, wait_deployment_available
 
 APP = "web"
 UNREACHABLE = "node.kubernetes.io/unreachable"

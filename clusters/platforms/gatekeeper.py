@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from harness import proc  # noqa: E402
-from harness.files import write_text_atomic  # noqa: E402
-from harness.images import GATEKEEPER_VERSION, Build, BuildError, ensure_built  # noqa: E402
+from harness.core import proc  # noqa: E402
+from harness.core.files import write_text_atomic  # noqa: E402
+from harness.kube.images import GATEKEEPER_VERSION, Build, BuildError, ensure_built  # noqa: E402
 
 PROFILE = Path(__file__).resolve().parent / "gatekeeper"
 PUBLISHED_IMAGE = f"openpolicyagent/gatekeeper:{GATEKEEPER_VERSION}"

@@ -51,7 +51,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.providers import Cluster
+from harness.kube.providers import Cluster
 
 TYPES = {"validating": "ValidatingWebhookConfiguration", "mutating": "MutatingWebhookConfiguration"}
 OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")

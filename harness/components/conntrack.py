@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.providers import Cluster
+from harness.kube.providers import Cluster
 
 NODE_COMMAND_SECONDS = 15
 

@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from harness.providers import Cluster, NoNodeAccess, ProviderError
+from harness.kube.providers import Cluster, NoNodeAccess, ProviderError
 
 TLS = ["--cacert=/etc/kubernetes/pki/etcd/ca.crt",
        "--cert=/etc/kubernetes/pki/etcd/healthcheck-client.crt",

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from harness.providers import Cluster
+from harness.kube.providers import Cluster
 
 DOCKER_HUB = "docker.io"
 NODE_STATUS_MAX_IMAGES = 50  # the kubelet's default cap on status.images

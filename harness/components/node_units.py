@@ -26,7 +26,7 @@ import subprocess
 import time
 from typing import Any, Callable
 
-from harness.providers import Cluster, NoNodeAccess, ProviderError
+from harness.kube.providers import Cluster, NoNodeAccess, ProviderError
 
 STATE_DIR = "/run/kdrill-units"
 PREFIX = "kdrill-"
@@ -138,7 +138,7 @@ def exit_status(cluster: Cluster, node: str, unit: str) -> int | str | None:
 
 def ended(cluster: Cluster, node: str, unit: str) -> tuple[int | str] | None:
     """:func:`exit_status` as a one-tuple once the unit has ended (exit status 0 is an answer),
-    else None: a condition for :func:`harness.expectations.wait_until`. Raises as exit_status."""
+    else None: a condition for :func:`harness.engine.expectations.wait_until`. Raises as exit_status."""
     status = exit_status(cluster, node, unit)
     return None if status is None else (status,)
 
@@ -194,7 +194,7 @@ def once_reachable(action: Callable[[], Any], due: float, deadline_seconds: floa
     ``due``) every second until it goes through, at most ``deadline_seconds`` after ``due``: through
     the node agent the node cannot be reached before. Returns None once it went through, else
     the last error."""
-    from harness.expectations import wait_until
+    from harness.engine.expectations import wait_until
 
     last: list[Exception | None] = [None]
 
@@ -225,7 +225,7 @@ def pending(cluster: Cluster, node: str) -> list[str]:
 def started_at(cluster: Cluster, node: str, unit: str, clock_offset_seconds: float = 0.0) -> float | None:
     """When ``unit``'s script started on ``node``, or None if it has not: epoch seconds on the
     host's clock, the node's record minus ``clock_offset_seconds`` (the node's clock minus the
-    host's, :func:`harness.topology.clock_offset`; 0 leaves the node's clock). Raises
+    host's, :func:`harness.components.topology.clock_offset`; 0 leaves the node's clock). Raises
     ProviderError/NoNodeAccess when the node cannot be reached."""
     out = cluster.node_exec(node, ["sh", "-c", f"cat {STATE_DIR}/{check_name(unit)}.at 2>/dev/null; true"],
                             timeout_seconds=30).stdout.strip()

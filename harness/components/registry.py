@@ -31,10 +31,10 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness import proc
-from harness.expectations import wait_until_or_raise
-from harness.providers import Cluster
-from harness.workloads import TOOLBOX_IMAGE
+from harness.core import proc
+from harness.engine.expectations import wait_until_or_raise
+from harness.kube.providers import Cluster
+from harness.kube.workloads import TOOLBOX_IMAGE
 
 log = logging.getLogger("kdrill.registry")
 

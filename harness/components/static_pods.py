@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import shlex
 
-from harness.providers import Cluster
+from harness.kube.providers import Cluster
 
 # Container names of the kubeadm control-plane static pods, as the container runtime shows them.
 CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler")
@@ -114,8 +114,8 @@ def rerun_with_edit(cluster: Cluster, node: str, edit: str, component: str) -> N
     import uuid
 
     from harness.components import node_units
-    from harness.expectations import wait_until
-    from harness.providers import ProviderError
+    from harness.engine.expectations import wait_until
+    from harness.kube.providers import ProviderError
 
     names = shlex.quote(f"^({component}|kube-apiserver)$")
     script = (f"systemctl stop kubelet; ( {edit} ); rc=$?; "

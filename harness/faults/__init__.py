@@ -21,10 +21,10 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator
 
-from harness.entry_points import installed
-from harness.ledger import Ledger
-from harness.params import Param
-from harness.providers import NODE_ACCESS_LEVELS, Cluster, ClusterGone
+from harness.core.entry_points import installed
+from harness.core.ledger import Ledger
+from harness.spec.params import Param
+from harness.kube.providers import NODE_ACCESS_LEVELS, Cluster, ClusterGone
 
 log = logging.getLogger("kdrill.faults")
 
@@ -51,7 +51,7 @@ class Fault(abc.ABC):
     # With needs_node_access: what the fault does on the nodes, as a phrase after "it" (the reason
     # a cluster without node access skips the drill).
     node_capability: ClassVar[str] = ""
-    # With needs_node_access: the level it needs (harness.providers.NODE_ACCESS_LEVELS): "exec"
+    # With needs_node_access: the level it needs (harness.kube.providers.NODE_ACCESS_LEVELS): "exec"
     # through any channel, "kubelet" when it stops what the node agent's exec goes through (and
     # has no revert held on the node, harness.components.node_units),
     # "container" when it needs this machine's Docker engine. Unsaid, the strongest.
@@ -215,7 +215,7 @@ def fault_class(kind: str) -> type[Fault]:
 def check_params(scenario) -> None:
     """Check a scenario's fault params (and its cases') against its fault's declared ``params``.
     Raises ScenarioError naming the file and field (FaultError for an unknown fault kind)."""
-    from harness import params
+    from harness.spec import params
 
     fault_type = fault_class(scenario.fault_kind)
     params.check(scenario, fault_type.params)
@@ -230,7 +230,7 @@ def check_params_together(scenario, fault_type: type[Fault]) -> None:
     fault measures with them (:meth:`Fault.facts_available`). Raises ScenarioError."""
     if scenario.runner is None:
         return
-    from harness.scenario import ScenarioError
+    from harness.spec.scenario import ScenarioError
 
     manifests = scenario.workload.get("manifests") or []
     for index, case in enumerate(scenario.cases or [None]):
@@ -257,7 +257,7 @@ def check_windows(scenario, fault_type: type[Fault]) -> None:
     (:meth:`Fault.window_problem`). Raises ScenarioError at ``runner.windows.hold_seconds``."""
     if scenario.runner is None:
         return
-    from harness.scenario import ScenarioError
+    from harness.spec.scenario import ScenarioError
 
     windows = {k: float(v) for k, v in scenario.runner["windows"].items()}
     for case in scenario.cases or [None]:
@@ -281,10 +281,10 @@ def check_targets(scenario, fault_type: type[Fault]) -> None:
     case sets it, else ``fault.params.X``)."""
     if scenario.runner is None:
         return  # a drill file makes its own objects
-    from harness.kube_objects import KINDS, expand
-    from harness.params import selector_matches
-    from harness.runner import APP, OWN_OBJECTS
-    from harness.scenario import ScenarioError, drill_namespace
+    from harness.kube.objects import KINDS, expand
+    from harness.spec.params import selector_matches
+    from harness.engine.runner import APP, OWN_OBJECTS
+    from harness.spec.scenario import ScenarioError, drill_namespace
 
     manifests = scenario.workload.get("manifests") or []
     outside = "; or a target_namespace outside the drill's" if "target_namespace" in fault_type.params else ""

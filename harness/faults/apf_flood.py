@@ -24,9 +24,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.faults import Fault, FaultNotReverted
-from harness.params import Param
-from harness.providers import Cluster
-from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.spec.params import Param
+from harness.kube.providers import Cluster
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 NAME = "kdrill-flood"  # FlowSchema and PriorityLevelConfiguration (cluster-scoped)
 POD = SERVICE_ACCOUNT = "flood"
@@ -175,7 +175,7 @@ class ApfFlood(Fault):
                     raise
 
     def verify_reverted(self) -> None:
-        from harness.expectations import wait_until
+        from harness.engine.expectations import wait_until
 
         def absent(read) -> bool:
             try:

@@ -24,7 +24,7 @@ pod placed there; ``docker unpause`` undoes it exactly. Workers and kind's API l
 keep running.
 
 With ``control_job`` (a data-only scenario's), the fault also does the workers' side of the outage
-(:mod:`harness.components.outage_work`): with the control plane working, a Job pod is killed and
+(:mod:`harness.faults.outage_work`): with the control plane working, a Job pod is killed and
 its replacement timed (the control experiment); then, before the stop's time is fixed, kills of
 chosen pods' containers and a sampler of the workers' containers are put in the fault's ledger
 entry (``work_units``) and set on the workers, against that time. The revert reads and removes
@@ -44,12 +44,12 @@ import time
 import uuid
 from typing import Any
 
-from harness import proc
+from harness.core import proc
 from harness.components import node_units, static_pods
-from harness.components.outage_work import JOB_FIRST_BACKOFF_SECONDS, OutageWork
+from harness.faults.outage_work import JOB_FIRST_BACKOFF_SECONDS, OutageWork
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param
-from harness.providers import Cluster
+from harness.spec.params import Param
+from harness.kube.providers import Cluster
 
 METHODS = ("stop-components", "pause-node-containers")
 
@@ -109,7 +109,7 @@ class ControlPlaneStop(Fault):
         "kill_after_seconds": Param("seconds", "how far into the window the kills fire (after the API is seen down: "
                                     "1.1 to 3.9 s after the stop here)", minimum=1, maximum=300, required=False),
     }
-    # With control_job: what the workers' side of the outage measured (harness.components.outage_work).
+    # With control_job: what the workers' side of the outage measured (harness.faults.outage_work).
     facts_offered = {
         "baseline_job_pod_replaced_seconds": ("seconds", "before the stop, from killing the Job's pod to its "
                                               "replacement Running (the control experiment)"),
@@ -149,7 +149,7 @@ class ControlPlaneStop(Fault):
                              "before anything stops")
         self.method = method
         self.hold_seconds = hold_seconds
-        self.pause_attempts: dict[str, int] = {}  # node -> docker pause attempts (harness.providers.kind.pause_container)
+        self.pause_attempts: dict[str, int] = {}  # node -> docker pause attempts (harness.kube.providers.kind.pause_container)
         self.nodes = list(nodes or cluster.nodes_by_role.get("control-plane", []))
         if not self.nodes:
             raise FaultError(f"cluster {cluster.name} has no control-plane nodes")
@@ -172,7 +172,7 @@ class ControlPlaneStop(Fault):
     @classmethod
     def for_scenario(cls, cluster: Cluster, namespace: str, params: dict[str, Any]) -> "ControlPlaneStop":
         """The fault of a data-only scenario: with ``control_job``, the workers' side of the outage
-        too (:class:`harness.components.outage_work.OutageWork`)."""
+        too (:class:`harness.faults.outage_work.OutageWork`)."""
         work = None
         if params.get("control_job"):
             workers = list(cluster.nodes_by_role.get("worker", []))
@@ -293,7 +293,7 @@ class ControlPlaneStop(Fault):
             if self.planned_stop_at is not None:
                 threading.Event().wait(max(0.0, self.planned_stop_at - time.time()))
             self.injected_at = time.time()
-            from harness.providers.kind import pause_container
+            from harness.kube.providers.kind import pause_container
 
             for node in self.nodes:
                 try:
@@ -338,7 +338,7 @@ class ControlPlaneStop(Fault):
         """The workers' side, with the control plane working: the control experiment, then the
         kills and the sampler in the ledger (checkpoint) before they are set, then the stop's time
         fixed after their commands, and they are set against it."""
-        from harness.topology import clock_offset, least_offset_seconds
+        from harness.components.topology import clock_offset, least_offset_seconds
 
         offsets = {}
         for node in self.work.workers:
@@ -362,9 +362,9 @@ class ControlPlaneStop(Fault):
         first (its own timers). One command is timed on every node (through the node agent it
         also starts the node's agent pod, seconds the first time) and each command is given
         three times the slowest. For ``stop-components`` each node's clock offset is measured
-        too (:func:`harness.topology.clock_offset`): the nodes record when their timers ran on
+        too (:func:`harness.components.topology.clock_offset`): the nodes record when their timers ran on
         their own clocks. Raises what the node channel raises."""
-        from harness.topology import clock_offset, least_offset_seconds
+        from harness.components.topology import clock_offset, least_offset_seconds
 
         slowest = 0.0
         for node in self.nodes:

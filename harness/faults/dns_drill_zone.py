@@ -19,9 +19,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from harness.components import dns
-from harness.expectations import wait_until
+from harness.engine.expectations import wait_until
 from harness.faults import Fault, FaultNotReverted
-from harness.providers import Cluster
+from harness.kube.providers import Cluster
 
 # reload checks every 30 s +/- 15 s (coredns.io/plugins/reload), after the kubelet has synced the
 # ConfigMap volume (its periodic pod sync, 1 min by default, which the pod annotation hurries).

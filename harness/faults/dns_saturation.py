@@ -40,11 +40,11 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.components import dns
-from harness.expectations import wait_until
+from harness.engine.expectations import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param
-from harness.providers import Cluster
-from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.spec.params import Param
+from harness.kube.providers import Cluster
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 # Deadlines on platform paths, not expectations: how long to wait before calling a setup or a
 # revert failed. Both sit well above the slowest seen on this 2-core machine, because a fresh,

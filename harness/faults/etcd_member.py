@@ -37,8 +37,8 @@ from typing import Any
 
 from harness.components import node_units, static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param
-from harness.providers import Cluster
+from harness.spec.params import Param
+from harness.kube.providers import Cluster
 
 # Left by the method used before ``stop-kubelet-kill-container``; a ledger entry from that
 # time is still reverted by moving the parked manifest back.
@@ -171,7 +171,7 @@ class EtcdMember(Fault):
         if self.hold_seconds is None:
             raise FaultError("through the node agent etcd-member needs hold_seconds: the kubelets' start is set on "
                              "the nodes before the members stop")
-        from harness.topology import clock_offset, least_offset_seconds
+        from harness.components.topology import clock_offset, least_offset_seconds
 
         token = uuid.uuid4().hex[:8]
         # The nodes record when their timers ran on their own clocks (kept for kdrill recover too).
@@ -246,7 +246,7 @@ class EtcdMember(Fault):
 
     def verify_reverted(self) -> None:
         from harness.components.etcd import member_healthy
-        from harness.expectations import wait_until
+        from harness.engine.expectations import wait_until
 
         started = time.time()
         problems = []

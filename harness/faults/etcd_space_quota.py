@@ -32,8 +32,8 @@ from typing import Any
 from harness.components.etcd import etcdctl, member_healthy
 from harness.components.static_pods import apiserver_ready, kubelet_active, rerun_with_edit, start_kubelet
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param
-from harness.providers import Cluster
+from harness.spec.params import Param
+from harness.kube.providers import Cluster
 
 MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"
 ORIGINAL = "/etc/kubernetes/kdrill-etcd.yaml.orig"
@@ -115,7 +115,7 @@ class EtcdSpaceQuota(Fault):
         are down at once. Judged by the running process, not by a new container: after a crash
         mid-inject the kubelet may never have run the edited manifest the revert puts back.
         Raises FaultError."""
-        from harness.expectations import wait_until
+        from harness.engine.expectations import wait_until
 
         want = when == "inject"
         started = time.time()
@@ -167,8 +167,8 @@ class EtcdSpaceQuota(Fault):
             raise FaultError("; ".join(errors))
 
     def verify_reverted(self) -> None:
-        from harness.expectations import wait_until
-        from harness.health import api_accepts_write
+        from harness.engine.expectations import wait_until
+        from harness.kube.health import api_accepts_write
 
         problems = []
         for node in self.nodes:

@@ -23,8 +23,8 @@ from kubernetes import client
 
 from harness.components import static_pods
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param
-from harness.providers import Cluster
+from harness.spec.params import Param
+from harness.kube.providers import Cluster
 
 COMPONENTS = ("kube-controller-manager", "kube-scheduler")
 # A deadline for the verification, not an expectation: the kubelet restarts a crashed static-pod
@@ -109,7 +109,7 @@ class LeaderKill(Fault):
             static_pods.start_kubelet(self.cluster, self.node)
 
     def verify_reverted(self) -> None:
-        from harness.expectations import wait_until
+        from harness.engine.expectations import wait_until
 
         if self.node is None:
             return  # nothing was killed

@@ -1,7 +1,7 @@
 """Fault ``network-policy``: a NetworkPolicy that allows nothing is created for the pods that
 carry some labels, isolating them for ingress, egress or both.
 
-A generic fault for data-only scenarios (harness/runner.py): it needs no node access, only the
+A generic fault for data-only scenarios (harness/engine/runner.py): it needs no node access, only the
 API. The policy's name and namespace are recorded in the ledger before it is created, and its UID
 once it exists. The policy has the pod selector's ``matchLabels``, the policy types asked for and
 no rule, which is how the documentation writes "deny all" (a pod selected by a policy of a given
@@ -29,8 +29,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param, labels
-from harness.providers import Cluster
+from harness.spec.params import Param, labels
+from harness.kube.providers import Cluster
 
 POLICY_TYPES = ("Ingress", "Egress", "Ingress,Egress")
 DEFAULT_NAME = "kdrill-deny-all"

@@ -16,10 +16,10 @@ import subprocess
 import time
 from typing import Any
 
-from harness import proc
+from harness.core import proc
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param
-from harness.providers import Cluster
+from harness.spec.params import Param
+from harness.kube.providers import Cluster
 
 # A deadline for the verification, not an expectation: a thawed kubelet reports Ready within a
 # status update or two; well above that on a loaded 2-core machine.
@@ -70,7 +70,7 @@ class NodeFreeze(Fault):
         return {"ready_after_revert_seconds": self.ready_after_seconds}
 
     def inject(self) -> None:
-        from harness.providers.kind import pause_container
+        from harness.kube.providers.kind import pause_container
 
         try:
             pause_container(self.node)
@@ -82,7 +82,7 @@ class NodeFreeze(Fault):
             _docker("unpause", self.node)
 
     def verify_reverted(self) -> None:
-        from harness.expectations import wait_until
+        from harness.engine.expectations import wait_until
 
         if paused(self.node):
             raise FaultNotReverted(f"node container {self.node} is still paused")

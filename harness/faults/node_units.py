@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.components import node_units
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.providers import Cluster
+from harness.kube.providers import Cluster
 
 
 class NodeUnits(Fault):

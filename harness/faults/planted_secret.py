@@ -21,8 +21,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.faults import Fault, FaultNotReverted
-from harness.params import Param
-from harness.providers import Cluster
+from harness.spec.params import Param
+from harness.kube.providers import Cluster
 
 DATA_KEY = "token"
 # A deadline for the verification, not a measurement: a Secret's deletion is one API write.
@@ -41,7 +41,7 @@ class PlantedSecret(Fault):
     params = {
         "secret_name": Param("name", "the Secret's name in the drill namespace", required=False),
         # The drill's, not the Secret's: plant it in a cluster of its own whose kube-apiserver
-        # encrypts Secrets with this provider (harness/faults/drill_cluster.py).
+        # encrypts Secrets with this provider (harness/scaffolding/drill_cluster.py).
         "encryption_provider": Param("choice", "plant the Secret in a cluster made with an EncryptionConfiguration "
                                      "using this provider", choices=("secretbox", "aescbc"), required=False),
     }
@@ -88,7 +88,7 @@ class PlantedSecret(Fault):
                 raise
 
     def verify_reverted(self) -> None:
-        from harness.expectations import wait_until
+        from harness.engine.expectations import wait_until
 
         def gone() -> bool:
             try:

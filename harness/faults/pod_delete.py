@@ -1,6 +1,6 @@
 """Fault ``pod-delete``: some of the pods a label selector matches are deleted through the API.
 
-A generic fault for data-only scenarios (harness/runner.py): it needs no node access, only the
+A generic fault for data-only scenarios (harness/engine/runner.py): it needs no node access, only the
 API. Before anything is deleted, the pods chosen (name, UID, node, owner) and the ready replicas
 of each owning workload are recorded in the ledger. Each delete carries a UID precondition, so it
 can only ever remove the pod that was recorded (a StatefulSet's replacement has the same name).
@@ -27,8 +27,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param, label_selector
-from harness.providers import Cluster
+from harness.spec.params import Param, label_selector
+from harness.kube.providers import Cluster
 
 # The workloads whose ready count tells when a deleted pod has been replaced. A pod of a
 # ReplicaSet that a Deployment owns is counted on the Deployment.
@@ -235,7 +235,7 @@ class PodDelete(Fault):
         """Wait until each deleted pod is gone (or terminating) and each owner has its ready
         replicas of before; raises FaultNotReverted after :data:`READY_DEADLINE_SECONDS` (plus
         the deleted pods' grace period, seconds)."""
-        from harness.expectations import wait_until
+        from harness.engine.expectations import wait_until
 
         if not self.deleted:
             return  # nothing was chosen, so nothing was deleted

@@ -1,6 +1,6 @@
 """Fault ``scale-to-zero``: a Deployment (or StatefulSet) is scaled to zero replicas.
 
-A generic fault for data-only scenarios (harness/runner.py): it needs no node access, only the
+A generic fault for data-only scenarios (harness/engine/runner.py): it needs no node access, only the
 API. The number of replicas before is recorded (in the ledger) before the scale; the revert
 scales back to it and the verification waits until that many replicas are ready again.
 
@@ -15,8 +15,8 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param
-from harness.providers import Cluster
+from harness.spec.params import Param
+from harness.kube.providers import Cluster
 
 KINDS = ("Deployment", "StatefulSet")
 # A deadline for the verification, not an expectation: pods of a small workload ready again.
@@ -97,7 +97,7 @@ class ScaleToZero(Fault):
                 raise
 
     def verify_reverted(self) -> None:
-        from harness.expectations import wait_until
+        from harness.engine.expectations import wait_until
 
         if self.original_replicas is None:
             return

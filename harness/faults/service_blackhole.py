@@ -1,7 +1,7 @@
 """Fault ``service-blackhole``: a Service's selector is changed so that it matches no pod, or
 (``reroute_to``) other pods, e.g. a backend that accepts connections and never answers.
 
-A generic fault for data-only scenarios (harness/runner.py): it needs no node access, only the
+A generic fault for data-only scenarios (harness/engine/runner.py): it needs no node access, only the
 API. The Service's ``spec.selector`` is recorded in the ledger, then replaced by the same selector
 plus the label ``kdrill.io/blackhole: <random>``, which no pod carries (or by ``reroute_to``). The
 EndpointSlice controller then lists no endpoint for the Service (or the other pods'), while its
@@ -29,9 +29,9 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param, labels
-from harness.providers import Cluster
-from harness.workloads import ready_endpoints
+from harness.spec.params import Param, labels
+from harness.kube.providers import Cluster
+from harness.kube.workloads import ready_endpoints
 
 log = logging.getLogger("kdrill.faults.service_blackhole")
 BLACKHOLE_LABEL = "kdrill.io/blackhole"
@@ -148,7 +148,7 @@ class ServiceBlackhole(Fault):
         """Check the selector is exactly the recorded one (FaultNotReverted at once otherwise),
         then wait until a ready endpoint is listed; raises FaultNotReverted after
         :data:`ENDPOINTS_DEADLINE_SECONDS` (seconds)."""
-        from harness.expectations import wait_until
+        from harness.engine.expectations import wait_until
 
         if self.original_selector is None:
             return

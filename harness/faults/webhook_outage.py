@@ -33,10 +33,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness.expectations import wait_until
+from harness.engine.expectations import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.params import Param
-from harness.providers import Cluster
+from harness.spec.params import Param
+from harness.kube.providers import Cluster
 
 log = logging.getLogger("kdrill.faults.webhook_outage")
 

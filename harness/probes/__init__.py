@@ -1,4 +1,4 @@
-"""Probes: background samplers that record a timestamped :class:`~harness.timeline.Sample`
+"""Probes: background samplers that record a timestamped :class:`~harness.core.timeline.Sample`
 at a fixed interval (0.5 s by default, so measured times are good to about a second).
 
 Each probe is bounded: it stops by itself after ``max_seconds`` (and ``max_samples``) even if
@@ -34,8 +34,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from harness.entry_points import installed
-from harness.timeline import Sample, Timeline
+from harness.core.entry_points import installed
+from harness.core.timeline import Sample, Timeline
 
 log = logging.getLogger("kdrill.probes")
 
@@ -157,7 +157,7 @@ class Declared:
 class ProbeContext:
     """What a data probe is built with: the cluster, the drill's namespace, the scenario's
     sampling interval and the probes' bound (seconds), and ``ref(object_spec)``: a probe's
-    ``object`` as a :class:`harness.kube_objects.Ref` (placeholders expanded)."""
+    ``object`` as a :class:`harness.kube.objects.Ref` (placeholders expanded)."""
 
     cluster: Any
     namespace: str

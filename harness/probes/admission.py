@@ -37,13 +37,13 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from harness import kube_objects
-from harness.kube_objects import Ref, api_message
+from harness.kube import objects as kube_objects
+from harness.kube.objects import Ref, api_message
 from harness.probes import Probe
 from harness.probes.api import failed
-from harness.providers import Cluster
-from harness.scenario import OBJECT_REF_SCHEMA
-from harness.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.spec.scenario import OBJECT_REF_SCHEMA
+from harness.core.timeline import Sample
 
 ADMITTED = "admitted"
 # How the API server names a webhook in a refusal: 'failed calling webhook "NAME": ...' and
@@ -86,7 +86,7 @@ class AdmissionProbe(Probe):
 
     kind = "admission"
     in_probe_pod = False
-    writes = True  # scenario.py: only where the drill may write (harness/scenario.py, _check_probe_writes)
+    writes = True  # scenario.py: only where the drill may write (harness/spec/scenario.py, _check_probe_writes)
     required = ("object",)
     fields = {
         "object": OBJECT_REF_SCHEMA,

@@ -17,8 +17,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.probes import Probe
-from harness.providers import Cluster
-from harness.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.core.timeline import Sample
 
 
 def classify(exc: BaseException) -> str:

@@ -25,20 +25,20 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from harness import kube_objects
+from harness.kube import objects as kube_objects
 from harness.components.admission import Write, label_selector_matches
-from harness.kube_objects import Kind, Ref
-from harness.params import _LABEL_KEY, _LABEL_VALUE
-from harness.providers import Cluster
-from harness.vitals import NAMESPACE as VITALS_NAMESPACE
-from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.kube.objects import Kind, Ref
+from harness.spec.params import _LABEL_KEY, _LABEL_VALUE
+from harness.kube.providers import Cluster
+from harness.engine.vitals import NAMESPACE as VITALS_NAMESPACE
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 FAILED_CALLING = re.compile(r'failed calling webhook "([^"]+)"')
 DRY_RUN_LABEL = "kdrill.io/dry-run"
 # Written here as dry runs only: never kinds a scenario may declare, or a ledger entry delete.
 DRY_RUN_KINDS = {k.kind: k for k in [Kind("v1", "Event", "events", True), Kind("v1", "Node", "nodes", False),
                                      Kind("coordination.k8s.io/v1", "Lease", "leases", True)]}
-VITALS_OBJECT = "vitals-write"  # the ConfigMap the api_write vital sign updates (harness/vitals.py)
+VITALS_OBJECT = "vitals-write"  # the ConfigMap the api_write vital sign updates (harness/engine/vitals.py)
 
 
 @dataclass(frozen=True)

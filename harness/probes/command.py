@@ -4,7 +4,7 @@ command exits 0 within ``timeout_seconds`` (and, with ``stdout_contains``, print
 Where it runs (``where``):
 
 - ``{pod: NAME}`` (in the drill's namespace unless ``namespace`` is given), optionally
-  ``container``: through the API server's pod exec (:mod:`harness.pod_exec`), so with the API
+  ``container``: through the API server's pod exec (:mod:`harness.kube.pod_exec`), so with the API
   server down every sample fails: it measures the path through the control plane, as
   ``kubectl exec`` would;
 - ``{node: NAME}`` or ``{node_role: control-plane | worker}`` (the first node of that role, by
@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from harness.probes import Probe
-from harness.timeline import Sample
+from harness.core.timeline import Sample
 
 _NAME_253 = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253}
 _NAME_63 = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
@@ -103,7 +103,7 @@ class CommandProbe(Probe):
     def _run(self) -> subprocess.CompletedProcess:
         if self.node is not None:
             return self.cluster.node_exec(self.node, self.command, timeout_seconds=self.timeout_seconds, check=False)
-        from harness import pod_exec
+        from harness.kube import pod_exec
 
         return pod_exec.run(self.cluster, self.namespace, self.where["pod"], self.command, self.timeout_seconds,
                             container=self.where.get("container"))

@@ -11,8 +11,8 @@ import time
 from kubernetes import client
 
 from harness.probes import Probe
-from harness.providers import Cluster
-from harness.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.core.timeline import Sample
 
 
 class EndpointReadyProbe(Probe):

@@ -8,8 +8,8 @@ import time
 
 from harness.components import etcd
 from harness.probes import Probe
-from harness.providers import Cluster
-from harness.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.core.timeline import Sample
 
 
 class EtcdQuorumProbe(Probe):

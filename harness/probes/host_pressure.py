@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from harness.probes import Probe
-from harness.timeline import Sample
+from harness.core.timeline import Sample
 
 PRESSURE_FILE = Path("/proc/pressure/cpu")
 

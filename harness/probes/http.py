@@ -8,7 +8,7 @@ import time
 import urllib.parse
 
 from harness.probes import Probe
-from harness.timeline import Sample
+from harness.core.timeline import Sample
 
 
 class HttpProbe(Probe):

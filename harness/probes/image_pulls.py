@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness.probes.events import PodEventsProbe
-from harness.scenario import OBJECT_REF_SCHEMA
-from harness.timeline import Sample
+from harness.spec.scenario import OBJECT_REF_SCHEMA
+from harness.core.timeline import Sample
 
 
 def pull_samples(events: list[dict]) -> list[Sample]:

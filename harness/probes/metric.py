@@ -34,9 +34,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from harness.probes import Probe
 from harness.probes.api import failed
-from harness.providers import Cluster
-from harness.scenario import OPS
-from harness.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.spec.scenario import OPS
+from harness.core.timeline import Sample
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
@@ -90,7 +90,7 @@ DEFAULT_INTERVAL_SECONDS = 2.0
 
 class MetricProbe(Probe):
     """Read ``metric`` (with ``labels``) from ``source`` every ``interval_seconds``; ``ok`` when
-    its value meets ``ok_when`` (a :class:`harness.scenario.Bound`)."""
+    its value meets ``ok_when`` (a :class:`harness.spec.scenario.Bound`)."""
 
     kind = "metric"
     records_values = True  # max_value, min_value and rate_per_second read them
@@ -127,7 +127,7 @@ class MetricProbe(Probe):
 
     @classmethod
     def for_scenario(cls, spec: dict[str, Any], context) -> "MetricProbe":
-        from harness.scenario import Bound
+        from harness.spec.scenario import Bound
 
         return cls(spec["name"], context.cluster, spec["metric"], spec.get("labels") or {},
                    Bound(spec["ok_when"]["op"], spec["ok_when"]["value"]), source=spec.get("source", "apiserver"),

@@ -15,8 +15,8 @@ import shlex
 import threading
 import uuid
 
-from harness.providers import Cluster
-from harness.timeline import Sample, Timeline
+from harness.kube.providers import Cluster
+from harness.core.timeline import Sample, Timeline
 
 
 class NodeHttpProbe:

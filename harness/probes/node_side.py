@@ -9,7 +9,7 @@ node's ``/run``, and :meth:`NodeContainerSampler.collect` reads them once the no
 The same on every node channel, so a drill has one path.
 
 Sample times are put on the host's clock with each node's measured clock offset
-(:func:`harness.topology.clock_offset`, node minus host), where one is given; otherwise they are
+(:func:`harness.components.topology.clock_offset`, node minus host), where one is given; otherwise they are
 the node's clock (on kind, this machine's). Each sample of the returned timeline
 is one node's listing: ``detail`` is JSON ``{node: {container id: info}}`` as
 :func:`harness.probes.pods.running_container_ids` reads it, ``labels`` ``{"node": node}``; a
@@ -25,8 +25,8 @@ import uuid
 
 from harness.components import node_units
 from harness.probes.pods import containers_of, crictl_ps_command
-from harness.providers import Cluster
-from harness.timeline import Sample, Timeline
+from harness.kube.providers import Cluster
+from harness.core.timeline import Sample, Timeline
 
 # A sample's script (crictl ps) takes about 0.05 s on a node here; started this long ahead.
 START_LEAD_SECONDS = 1.0

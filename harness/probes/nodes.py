@@ -16,8 +16,8 @@ import time
 from kubernetes import client
 
 from harness.probes import Probe
-from harness.providers import Cluster
-from harness.timeline import Sample, Timeline
+from harness.kube.providers import Cluster
+from harness.core.timeline import Sample, Timeline
 
 log = logging.getLogger("kdrill.probes")
 

@@ -12,8 +12,8 @@ import re
 import time
 
 from harness.probes import Probe
-from harness.providers import Cluster
-from harness.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.core.timeline import Sample
 
 
 def pod_snapshot(cluster: Cluster, namespace: str, selector: str, timeout_seconds: float = 5.0) -> dict[str, dict]:

@@ -14,7 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Callable
 
-from harness.report import build_report
+from harness.evidence.report import build_report
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Kept for a person to look at, outside reports/ (which holds only runs, sealed into one chain).

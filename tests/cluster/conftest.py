@@ -54,8 +54,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     if not any(_on_side(item) for item in session.items):
         return
-    from harness.doctor import docker_problem
-    from harness.images import Build
+    from harness.cli.doctor import docker_problem
+    from harness.kube.images import Build
 
     try:
         if docker_problem() or Build().missing():

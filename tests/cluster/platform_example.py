@@ -13,9 +13,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import resources
-from harness.platform_profile import load
-from harness.providers.kind import BackgroundCreation, KindProvider
+from harness.core import resources
+from harness.platform.profile import load
+from harness.kube.providers.kind import BackgroundCreation, KindProvider
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ namespace, its declared objects and its registry containers (:data:`ON_SIDE_CLUS
 The SIGKILL matrix times nothing: it asserts what ``kdrill recover`` leaves, not how fast anything
 happens. Run one case after another on the session's HA cluster, they would add up. So these cases
 run here, in a background thread, one at a time, while the node-level cases run on the HA cluster:
-each cluster still has one kdrill session at a time (harness/session_lock.py), and no fault of one
+each cluster still has one kdrill session at a time (harness/core/session_lock.py), and no fault of one
 cluster reaches the other.
 
 The cluster has one control-plane node and two workers (registry-outage and serial-image-pull
@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from harness.providers.kind import BackgroundCreation, KindProvider
+from harness.kube.providers.kind import BackgroundCreation, KindProvider
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # (the DNS drills), API Priority and Fairness objects (api-overload) and workers (worker-node-loss
 # freezes one of its two), or a drill cluster of their own (secrets-at-rest's encrypted case); they
 # need no host port and no second control-plane node. In the presubmit tier (one case per fault
-# kind, harness/tiers.py) that is 8 cases here against 4 on the HA cluster.
+# kind, harness/plugin/tiers.py) that is 8 cases here against 4 on the HA cluster.
 ON_SIDE_CLUSTER = ("webhook-outage", "registry-outage", "dns-saturation", "dns-ndots", "apiservice-unavailable",
                    "webhook-on-pod-delete", "serial-image-pull", "service-blackhole", "api-overload",
                    "coredns-scaled-to-zero", "worker-node-loss", "secrets-at-rest")

@@ -14,10 +14,10 @@ import pytest
 from kubernetes import client
 
 from harness.components.etcd import etcd_members
-from harness.expectations import wait_until_or_raise
-from harness.images import Build
+from harness.engine.expectations import wait_until_or_raise
+from harness.kube.images import Build
 from harness.probes.incluster import InClusterProbe
-from harness.workloads import delete_namespace, deploy_http_server, ensure_namespace
+from harness.kube.workloads import delete_namespace, deploy_http_server, ensure_namespace
 
 pytestmark = [pytest.mark.cluster]
 

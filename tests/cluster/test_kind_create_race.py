@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.providers.kind import KindProvider
+from harness.kube.providers.kind import KindProvider
 
 pytestmark = [pytest.mark.cluster, pytest.mark.full]
 

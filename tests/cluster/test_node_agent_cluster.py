@@ -1,5 +1,5 @@
 """Issue 15, item 3: drills that run commands on nodes run on a cluster reached only through its
-kubeconfig, through the node agent (harness/providers/node_agent.py), with no ``docker`` at all.
+kubeconfig, through the node agent (harness/kube/providers/node_agent.py), with no ``docker`` at all.
 
 The session's kind cluster is addressed as if it were not kind: the real ``kdrill run`` gets its
 kubeconfig and context, and a ``docker`` on its PATH that refuses every call and logs it. kind is
@@ -22,9 +22,9 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from harness.components import node_units
-from harness.ledger import Ledger
-from harness.providers.node_agent import NAMESPACE
-from harness.session_lock import LEASE_NAME, LEASE_NAMESPACE
+from harness.core.ledger import Ledger
+from harness.kube.providers.node_agent import NAMESPACE
+from harness.core.session_lock import LEASE_NAME, LEASE_NAMESPACE
 from test_context_lease_cluster import read_lease
 
 pytestmark = [pytest.mark.cluster, pytest.mark.destructive]
@@ -119,7 +119,7 @@ def assert_nothing_of_kdrill_left(kdrill_cluster, tmp_path: Path, run_dir: Path,
 def test_etcd_defrag_runs_through_the_node_agent_and_a_docker_drill_says_why_not(kdrill_cluster, tmp_path):
     """etcd-defrag (etcdctl through crictl exec on a node, via the agent) passes through the node
     agent; control-plane-stop's node-loss case (docker pause) is skipped with the level it needs.
-    The presubmit tier's node-agent drill (harness/tiers.py); the full tier runs the others."""
+    The presubmit tier's node-agent drill (harness/plugin/tiers.py); the full tier runs the others."""
     scenarios = tmp_path / "scenarios"
     scenarios.mkdir()
     for name in ("etcd-defrag", "control-plane-stop"):
@@ -239,7 +239,7 @@ def test_sigkill_mid_control_plane_stop_the_nodes_revert_on_their_own_then_kdril
     import signal
 
     from harness.components import static_pods
-    from harness.expectations import wait_until
+    from harness.engine.expectations import wait_until
 
     scenarios = shortened_control_plane_stop(tmp_path)
     bin_dir, env = without_docker(tmp_path)

@@ -1,4 +1,4 @@
-"""A platform profile built into a real kind cluster (harness/platform_profile.py): the example
+"""A platform profile built into a real kind cluster (harness/platform/profile.py): the example
 profile, plus an image archive, on a one-node cluster beside the session's. Each part of the
 profile is checked where the platform shows it: the API server's audit log (kubeadm patch and
 files/), a write refused by the profile's policy (manifests/), a name answered by the profile's
@@ -19,9 +19,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness.expectations import wait_until
-from harness.platform_profile import load, recorded
-from harness.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.engine.expectations import wait_until
+from harness.platform.profile import load, recorded
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 from platform_example import ARCHIVE_IMAGE, BASE_CONFIG
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node_access]

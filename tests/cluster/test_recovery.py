@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import kube_objects
+from harness.kube import objects as kube_objects
 from harness.components.registry import LocalRegistry
-from harness.expectations import wait_until
+from harness.engine.expectations import wait_until
 from harness.faults import fault_class
 from harness.faults.control_plane_stop import ControlPlaneStop
-from harness.health import wait_healthy
-from harness.kube_objects import Ref
-from harness.ledger import Ledger
-from harness.scenario import load_scenarios
-from harness.tiers import SIGKILLED, TIMES_FILE, load_times, sigkill_presubmit
-from harness.providers.existing import kind_clusters
+from harness.kube.health import wait_healthy
+from harness.kube.objects import Ref
+from harness.core.ledger import Ledger
+from harness.spec.scenario import load_scenarios
+from harness.plugin.tiers import SIGKILLED, TIMES_FILE, load_times, sigkill_presubmit
+from harness.kube.providers.existing import kind_clusters
 from side_lane import ON_SIDE_CLUSTER, SideLane
 
 pytestmark = [pytest.mark.cluster, pytest.mark.destructive, pytest.mark.node_access]
@@ -99,7 +99,7 @@ def side_lane(request, kdrill_cluster, tmp_path_factory):
 
 
 def _tiered(table: list[tuple]) -> list:
-    """The SIGKILL table as pytest params: one case per fault kind in presubmit (harness/tiers.py),
+    """The SIGKILL table as pytest params: one case per fault kind in presubmit (harness/plugin/tiers.py),
     the others marked ``full``."""
     scenarios = load_scenarios(REPO_ROOT / "scenarios")
     presubmit = sigkill_presubmit(table, scenarios, load_times(REPO_ROOT / "clusters" / TIMES_FILE))

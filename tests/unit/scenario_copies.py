@@ -7,8 +7,8 @@ from typing import Any, Callable
 
 import yaml
 
-from harness import resources
-from harness.scenario import Scenario, load_scenario
+from harness.core import resources
+from harness.spec.scenario import Scenario, load_scenario
 
 
 def load_edited(tmp_path: Path, name: str, edit: Callable[[dict[str, Any]], Any]) -> Scenario:

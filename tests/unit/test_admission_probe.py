@@ -8,13 +8,13 @@ import json
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from harness import measures
-from harness.kube_objects import Ref
+from harness.engine import measures
+from harness.kube.objects import Ref
 from harness.probes.admission import api_message, create_manifest, holds
 from harness.probes.object_state import holds as state_holds
-from harness.runner import narrow
-from harness.scenario import RUNNER_DRILL, ScenarioError
-from harness.timeline import Sample
+from harness.engine.runner import narrow
+from harness.spec.scenario import RUNNER_DRILL, ScenarioError
+from harness.core.timeline import Sample
 from scenario_copies import load_edited
 
 NAME = "webhook-outage"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.scenario import ScenarioError
+from harness.spec.scenario import ScenarioError
 from scenario_copies import load_edited
 
 NAME = "webhook-outage"

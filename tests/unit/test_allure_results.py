@@ -1,4 +1,4 @@
-"""harness/allure_results.py: environment, categories and the history Allure's trend widgets read."""
+"""harness/evidence/allure_results.py: environment, categories and the history Allure's trend widgets read."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from harness import allure_results
+from harness.evidence import allure_results
 
 
 def result(results: Path, name: str, status: str, start: int, message: str = "") -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from harness import kube_objects
+from harness.kube import objects as kube_objects
 from harness.components.admission import label_selector_matches
 from harness.probes import blast_radius
 
@@ -132,7 +132,7 @@ def test_a_dry_run_of_a_kind_only_the_blast_radius_writes_goes_to_its_path(monke
     {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": ["not a value!", "ok"]}]},
 ])
 def test_opt_out_labels_are_valid_labels_that_defeat_odd_selectors(selector):
-    from harness.params import _LABEL_KEY, _LABEL_VALUE
+    from harness.spec.params import _LABEL_KEY, _LABEL_VALUE
 
     labels = blast_radius.excluding_labels(selector)
     assert labels and not label_selector_matches(selector, labels)

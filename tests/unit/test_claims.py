@@ -1,4 +1,4 @@
-"""Unit tests for harness.claims: the catalogue behind ``kdrill list --claims``."""
+"""Unit tests for harness.spec.claims: the catalogue behind ``kdrill list --claims``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.claims import Claim, ClaimsError, ClaimSource, format_claims, list_claims
+from harness.spec.claims import Claim, ClaimsError, ClaimSource, format_claims, list_claims
 
 SCENARIO = textwrap.dedent(
     """\
@@ -64,9 +64,9 @@ def scenarios(tmp_path: Path) -> Path:
 
 @pytest.fixture(params=["scenario-module", "plain-yaml"])
 def loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Runs a test through harness.scenario and through the PyYAML fallback."""
+    """Runs a test through harness.spec.scenario and through the PyYAML fallback."""
     if request.param == "plain-yaml":
-        monkeypatch.setitem(sys.modules, "harness.scenario", None)  # import now raises ImportError
+        monkeypatch.setitem(sys.modules, "harness.spec.scenario", None)  # import now raises ImportError
     return request.param
 
 
@@ -137,7 +137,7 @@ def test_missing_directory(tmp_path: Path, loader: str) -> None:
 
 
 def test_fallback_names_the_bad_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "harness.scenario", None)
+    monkeypatch.setitem(sys.modules, "harness.spec.scenario", None)
     (tmp_path / "broken.yaml").write_text("name: [unclosed\n")
     with pytest.raises(ClaimsError, match="broken.yaml"):
         list_claims(tmp_path)
@@ -147,7 +147,7 @@ def test_fallback_names_the_bad_file(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_scenario_module_errors_propagate(tmp_path: Path) -> None:
-    scenario = pytest.importorskip("harness.scenario")
+    scenario = pytest.importorskip("harness.spec.scenario")
     (tmp_path / "bad.yaml").write_text("name: x\nclaim: y\n")  # valid YAML, invalid scenario
     with pytest.raises(scenario.ScenarioError, match="bad.yaml"):
         list_claims(tmp_path)

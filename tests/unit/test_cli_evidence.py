@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.cli import main, report_and_manifest
-from harness.manifest import MANIFEST_NAME, SIGNATURE_NAME, SIGNING_KEY_ENV, PublicKeyInfo, load_signing_key
+from harness.evidence.manifest import MANIFEST_NAME, SIGNATURE_NAME, SIGNING_KEY_ENV, PublicKeyInfo, load_signing_key
 
 T0 = 1_700_000_000.0
 
@@ -116,7 +116,7 @@ def test_report_refuses_when_a_rendering_would_change_the_sealed_page(
         reports: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     run = make_sealed_run(reports, "r1")
     before = seal_files(run)
-    monkeypatch.setattr("harness.report.__version__", "9.9.9")  # a newer kdrill renders differently
+    monkeypatch.setattr("harness.evidence.report.__version__", "9.9.9")  # a newer kdrill renders differently
     assert kdrill(reports, "report", "r1") == 1
     assert "sealed evidence" in capsys.readouterr().err
     assert seal_files(run) == before

@@ -176,7 +176,7 @@ def test_run_with_the_node_agent_and_no_consent_is_refused_before_a_run_director
 
 def test_run_on_a_cluster_without_consent_is_refused_before_a_run_directory_is_made(tmp_path: Path, capsys,
                                                                                     monkeypatch) -> None:
-    import harness.providers.existing as existing
+    import harness.kube.providers.existing as existing
 
     monkeypatch.setattr(existing, "kind_clusters", lambda: [])  # no kind cluster on this "machine"
     reports, kubeconfig = tmp_path / "reports", tmp_path / "kubeconfig"
@@ -209,7 +209,7 @@ def test_every_refusal_of_run_and_run_plan_exits_2_as_a_refused_scenario_does(tm
 
 def test_a_refused_run_in_the_unit_tests_keeps_its_signing_key_out_of_the_users_state(tmp_path: Path,
                                                                                       private_state_dir: Path) -> None:
-    from harness.manifest import default_key_path
+    from harness.evidence.manifest import default_key_path
 
     # The key is loaded before the refusal (bad input is refused before anything is touched, the
     # key included), so it is made where this test's state is, not in ~/.local/state/kdrill.
@@ -300,7 +300,7 @@ def test_plan_refuses_a_platform_profile_that_would_name_another_configs_cluster
 
 
 def test_plan_names_the_platform_profile_its_hash_and_the_cluster(tmp_path: Path, capsys) -> None:
-    from harness.platform_profile import load
+    from harness.platform.profile import load
 
     example = REPO / "clusters" / "platforms" / "example"
     reports = str(tmp_path / "reports")
@@ -329,7 +329,7 @@ def test_a_cluster_name_kind_would_refuse_is_refused_with_and_without_plan(tmp_p
 
 @pytest.mark.parametrize("name", ["kdrill-ha", "my.cluster-2", "0a", "x" * 50])
 def test_a_kind_cluster_name_is_accepted(tmp_path: Path, capsys, name) -> None:
-    from harness.providers.kind import cluster_name_problem
+    from harness.kube.providers.kind import cluster_name_problem
 
     assert cluster_name_problem(name) is None
     assert main(["--reports", str(tmp_path / "reports"), "run", "--plan", "--cluster-name", name, "pod-delete"]) == 0

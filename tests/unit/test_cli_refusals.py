@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main, report_and_manifest, write_history_index
-from harness.manifest import SIGNING_KEY_ENV
+from harness.evidence.manifest import SIGNING_KEY_ENV
 
 T0 = 1_700_000_000.0
 
@@ -76,7 +76,7 @@ def test_verify_and_report_refuse_bad_input_with_2(reports: Path, capsys: pytest
 
 def test_report_refuses_a_sealed_directory_that_holds_no_run(reports: Path, capsys: pytest.CaptureFixture) -> None:
     # It verifies (sealed as it is), but holds no run.json and no record: a ReportError traceback, exit 1.
-    from harness.manifest import load_signing_key, seal_run
+    from harness.evidence.manifest import load_signing_key, seal_run
 
     run = reports / "r1"
     run.mkdir(parents=True)
@@ -308,7 +308,7 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_directory(tmp_path: 
 
 def test_an_empty_state_directory_is_refused_and_a_missing_one_is_not_read_as_an_empty_ledger(
         tmp_path: Path, monkeypatch, capsys):
-    from harness.doctor import check_ledger
+    from harness.cli.doctor import check_ledger
 
     monkeypatch.setenv("KDRILL_STATE_DIR", "")
     assert "KDRILL_STATE_DIR: expected kdrill's state directory, got an empty value" in refused(capsys, "list")

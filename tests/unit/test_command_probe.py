@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from harness.probes.command import CommandProbe, node_of
-from harness.scenario import ScenarioError
+from harness.spec.scenario import ScenarioError
 from scenario_copies import load_edited
 
 

@@ -12,9 +12,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.cli import main, report_and_manifest
-from harness.compare import CompareError, compare_expectation, compare_runs
-from harness.history import list_runs
-from harness.manifest import MANIFEST_NAME, SIGNATURE_NAME, SIGNING_KEY_ENV
+from harness.evidence.compare import CompareError, compare_expectation, compare_runs
+from harness.evidence.history import list_runs
+from harness.evidence.manifest import MANIFEST_NAME, SIGNATURE_NAME, SIGNING_KEY_ENV
 
 T0 = 1_700_000_000.0
 BASE, RUN, FORGED = "20250101T000000Z-aaaaaa", "20250102T000000Z-bbbbbb", "20250103T000000Z-cccccc"
@@ -180,8 +180,8 @@ def test_history_lists_runs_with_seal_and_the_index_draws_trends(tmp_path: Path,
 def test_the_sealed_run_carries_its_measurements_as_openmetrics(tmp_path: Path) -> None:
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-    from harness.manifest import verify_run
-    from harness.openmetrics import METRICS_NAME
+    from harness.evidence.manifest import verify_run
+    from harness.evidence.openmetrics import METRICS_NAME
 
     run = sealed_run(tmp_path / "reports", BASE, api_recovery=3.5)
     text = (run / METRICS_NAME).read_text()
@@ -257,7 +257,7 @@ def test_duplicate_records_or_expectations_cannot_be_compared(tmp_path: Path, mo
 
 
 def test_a_trusted_key_is_required_when_given(tmp_path: Path, monkeypatch, capsys) -> None:
-    from harness.manifest import verify_run
+    from harness.evidence.manifest import verify_run
 
     reports = tmp_path / "reports"
     base = sealed_run(reports, BASE)
@@ -272,7 +272,7 @@ def test_a_record_saying_passed_against_its_bound_is_not_passed_in_the_metrics_o
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
     from harness.cli import summary
-    from harness.openmetrics import METRICS_NAME
+    from harness.evidence.openmetrics import METRICS_NAME
 
     # Every verdict in the record says passed; api_recovery_seconds measured 200 against <= 90.
     run = sealed_run(tmp_path / "reports", BASE, api_recovery=200.0)
@@ -289,8 +289,8 @@ def test_history_and_plan_read_no_linked_run_or_record_and_a_fifo_blocks_nothing
     import os
     import threading
 
-    from harness.plan import past_durations
-    from harness.report import scan_records
+    from harness.cli.plan import past_durations
+    from harness.evidence.report import scan_records
 
     reports = tmp_path / "reports"
     base = sealed_run(reports, BASE)

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from harness.components.outage_work import containers_changed, replaced_by
-from harness.measures import as_predicted
+from harness.faults.outage_work import containers_changed, replaced_by
+from harness.engine.measures import as_predicted
 from harness.probes.nodes import node_transitions
 from harness.probes.pods import restarts_between
-from harness.scenario import ScenarioError, load_scenario
-from harness.timeline import Sample, Timeline
+from harness.spec.scenario import ScenarioError, load_scenario
+from harness.core.timeline import Sample, Timeline
 
 CP = ["cp1", "cp2", "cp3"]
 
@@ -270,7 +270,7 @@ def test_a_node_read_that_fails_records_nothing():
 
 
 def test_the_jobs_replacement_after_the_return_is_timed_from_the_api_seen_back():
-    from harness.components.outage_work import replaced_after_return
+    from harness.faults.outage_work import replaced_after_return
 
     returned, api_back = 100.0, 106.0
     assert replaced_after_return({"created": 110.0, "started": 112.0}, api_back, returned) == 6.0
@@ -283,7 +283,7 @@ def test_the_jobs_replacement_after_the_return_is_timed_from_the_api_seen_back()
 
 
 def test_steady_state_needs_ten_good_calls_in_a_row_to_every_target():
-    from harness.runner import STEADY_CALLS, steady
+    from harness.engine.runner import STEADY_CALLS, steady
 
     good = [{"target": "name", "ok": True}] * STEADY_CALLS + [{"target": "clusterip", "ok": True}] * STEADY_CALLS
     assert steady(good, ["name", "clusterip"])

@@ -13,17 +13,18 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from harness import kube_objects, measures
+from harness.kube import objects as kube_objects
+from harness.engine import measures
 from harness.faults import FaultError, FaultNotReverted, injected
-from harness.faults.drill_objects import OWNER_LABEL, DrillObjects
-from harness.kube_objects import Ref
-from harness.ledger import Ledger
+from harness.scaffolding.drill_objects import OWNER_LABEL, DrillObjects
+from harness.kube.objects import Ref
+from harness.core.ledger import Ledger
 from harness.probes.object_state import holds
-from harness.providers import Cluster
-from harness.runner import declared_manifests, object_ref
-from harness import resources
-from harness.scenario import ScenarioError
-from harness.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.engine.runner import declared_manifests, object_ref
+from harness.core import resources
+from harness.spec.scenario import ScenarioError
+from harness.core.timeline import Sample
 from scenario_copies import load_edited
 
 ORIGINAL = resources.scenarios_dir() / "apiservice-unavailable.yaml"
@@ -275,7 +276,7 @@ def test_recover_rebuilds_from_the_ledger_and_leaves_an_unlabelled_namesake(clus
 
 
 def test_an_object_that_stays_fails_the_verification(cluster, fake, monkeypatch):
-    import harness.faults.drill_objects as module
+    import harness.scaffolding.drill_objects as module
 
     monkeypatch.setattr(module, "GONE_DEADLINE_SECONDS", 0.3)
     monkeypatch.setattr(module, "POLL_SECONDS", 0.1)
@@ -551,7 +552,7 @@ class StubDrill:
 
 def run_action(cluster, objects, target, verb="delete"):
     """Run one action (``verb``: delete or evict) on ``target`` now, as the runner would."""
-    from harness.runner import Actions
+    from harness.engine.runner import Actions
 
     actions = Actions(StubDrill(cluster), [{"name": "a", "window": "fault", "after_seconds": 0, verb: target}],
                       "fault")

@@ -1,4 +1,4 @@
-"""The pure parts of the drill-cluster ledger kind (harness/faults/drill_cluster.py): the
+"""The pure parts of the drill-cluster ledger kind (harness/scaffolding/drill_cluster.py): the
 EncryptionConfiguration it writes, the kind config it renders, and what its ledger entry names.
 Creating and deleting the cluster is exercised on a real kind cluster by the secrets-at-rest
 drill's `encrypted` case and tests/cluster/test_recovery.py."""
@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from harness.faults import fault_class
-from harness.faults.drill_cluster import (CONFIG_FILE, KEY_NAME, NODE_DIR, DrillCluster, encryption_configuration,
+from harness.scaffolding.drill_cluster import (CONFIG_FILE, KEY_NAME, NODE_DIR, DrillCluster, encryption_configuration,
                                           expected_prefix, render_kind_config)
-from harness.providers import Cluster
+from harness.kube.providers import Cluster
 
 
 def test_the_encryption_configuration_encrypts_secrets_first_and_reads_plaintext_last():
@@ -103,7 +103,7 @@ class FakeKind:
 
 @pytest.fixture
 def fake_kind(tmp_path, monkeypatch):
-    import harness.providers.kind as kind
+    import harness.kube.providers.kind as kind
 
     monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("KDRILL_CACHE", str(tmp_path / "cache"))

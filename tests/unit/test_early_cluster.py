@@ -1,5 +1,5 @@
 """A kind cluster this session creates is made in the background while the tests that need no
-cluster run (harness/plugin.py, harness/providers/kind.py BackgroundCreation): the order of the
+cluster run (harness/plugin.py, harness/kube/providers/kind.py BackgroundCreation): the order of the
 tests, the hand-over of the creation's result, and the clean-up of a creation no test took.
 A stand-in command and fakes take kind's place; the real creation runs in the cluster tests and CI."""
 
@@ -14,9 +14,9 @@ from types import SimpleNamespace
 import pytest
 
 from harness import plugin
-from harness.expectations import wait_until
-from harness.providers import ProviderError
-from harness.providers.kind import BackgroundCreation
+from harness.engine.expectations import wait_until
+from harness.kube.providers import ProviderError
+from harness.kube.providers.kind import BackgroundCreation
 
 pytest_plugins = ["pytester"]
 
@@ -156,7 +156,7 @@ def test_a_failed_delete_is_logged_with_what_to_do_and_the_lock_still_released(c
 
 
 def test_nothing_is_created_early_when_collection_failed(monkeypatch):
-    monkeypatch.setattr("harness.doctor.docker_problem", lambda: pytest.fail("asked Docker after a collection error"))
+    monkeypatch.setattr("harness.cli.doctor.docker_problem", lambda: pytest.fail("asked Docker after a collection error"))
     item = SimpleNamespace(fixturenames=["kdrill_cluster"])
     config = SimpleNamespace(option=SimpleNamespace(collectonly=False, showfixtures=False, show_fixtures_per_test=False,
                                                     continue_on_collection_errors=False),

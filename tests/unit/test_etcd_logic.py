@@ -9,7 +9,7 @@ def test_an_etcd_listing_whose_exec_closed_with_no_status_is_asked_once_more():
     import pytest
 
     from harness.components.etcd import etcd_container_id
-    from harness.providers import ProviderError
+    from harness.kube.providers import ProviderError
 
     class Channel:
         def __init__(self, codes):

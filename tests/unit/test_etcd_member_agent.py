@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from harness.faults.etcd_member import STOP_TOO_LATE, EtcdMember
-from harness.providers import ProviderError
+from harness.kube.providers import ProviderError
 
 
 class SimNodes:

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.faults.etcd_space_quota import EtcdSpaceQuota
-from harness.providers import Cluster
+from harness.kube.providers import Cluster
 
 QUOTA = 123456789
 WITH = f"etcd --advertise-client-urls=https://172.18.0.3:2379 --quota-backend-bytes={QUOTA} --data-dir=/var/lib/etcd"
@@ -52,7 +52,7 @@ def test_the_running_member_is_read_from_its_command_line(tmp_path, ps, expected
 ])
 def test_a_roll_waits_for_the_member_the_edited_manifest_describes(tmp_path, monkeypatch, when, running, apiserver,
                                                                    done):
-    import harness.expectations as expectations
+    import harness.engine.expectations as expectations
     from harness.faults import FaultError
 
     cluster = PsNode(name="unit", provider="kind", kubeconfig=Path(tmp_path / "kubeconfig"), context="kind-unit",

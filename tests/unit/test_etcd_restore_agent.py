@@ -14,7 +14,7 @@ import pytest
 from harness.faults import FaultError
 from harness.faults.etcd_restore import (LOSS_TOO_LATE, NOTHING_LOST, RESTORED, RETURNED, EtcdRestore,
                                          return_original_script)
-from harness.providers import ProviderError
+from harness.kube.providers import ProviderError
 
 NODES = ["cp1", "cp2", "cp3"]
 MANIFEST = "    - --name={n}\n    - --initial-advertise-peer-urls=https://{n}:2380\n"

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.evidence import (DrillRecord, EvidenceWriter, RunExistsError, RunIdError, SealedRunError, create_run_dir,
+from harness.evidence.records import (DrillRecord, EvidenceWriter, RunExistsError, RunIdError, SealedRunError, create_run_dir,
                               new_run_id, run_metadata, validate_run_id)
-from harness.expectations import Expectations
-from harness.scenario import load_scenario
-from harness.timeline import Sample, Timeline, summarize
+from harness.engine.expectations import Expectations
+from harness.spec.scenario import load_scenario
+from harness.core.timeline import Sample, Timeline, summarize
 
 EXAMPLE = Path(__file__).parent / "data" / "example-drill.yaml"
 

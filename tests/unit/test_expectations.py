@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from harness.expectations import (
+from harness.engine.expectations import (
     ConditionTimeout,
     ExpectationFailed,
     Expectations,
@@ -15,7 +15,7 @@ from harness.expectations import (
     wait_until_or_raise,
     worst_verdict,
 )
-from harness.scenario import Bound, ExpectationSpec
+from harness.spec.scenario import Bound, ExpectationSpec
 
 SPECS = [
     ExpectationSpec("success_ratio", "probes succeed", Bound(">=", 0.99), "ratio", phase="down"),
@@ -228,7 +228,7 @@ def test_wait_until_or_raise():
 
 
 def test_a_wait_log_keeps_how_each_wait_ended_and_its_last_error():
-    from harness.expectations import WaitLog, log_waits
+    from harness.engine.expectations import WaitLog, log_waits
 
     log = WaitLog(limit=3)
     log_waits(log)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.faults import check_params
-from harness.scenario import ScenarioError, drill_namespace
+from harness.spec.scenario import ScenarioError, drill_namespace
 from scenario_copies import load_edited
 
 

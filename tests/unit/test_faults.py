@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.faults import Fault, FaultNotReverted, injected, recover
-from harness.ledger import Ledger
-from harness.providers import Cluster, ClusterGone
+from harness.core.ledger import Ledger
+from harness.kube.providers import Cluster, ClusterGone
 
 STATE: dict[str, bool] = {}
 
@@ -220,12 +220,15 @@ def test_every_fault_module_is_registered_as_a_plug_in(tree_entry_points):
     import importlib
     import pkgutil
 
-    import harness.faults as package
+    import harness.faults
+    import harness.scaffolding
     from harness.faults import FaultError, fault_class, fault_kinds
 
     defined = {}
-    for info in pkgutil.iter_modules(package.__path__):
-        module = importlib.import_module(f"harness.faults.{info.name}")
+    modules = [f"{package.__name__}.{info.name}" for package in (harness.faults, harness.scaffolding)
+               for info in pkgutil.iter_modules(package.__path__)]
+    for name in modules:
+        module = importlib.import_module(name)
         for value in vars(module).values():
             if isinstance(value, type) and issubclass(value, Fault) and value.__module__ == module.__name__:
                 defined.setdefault(value.kind, value)  # the first class of a kind is the registered one
@@ -256,7 +259,7 @@ def test_the_installed_entry_points_are_this_trees():
 
 
 def test_every_measure_is_registered_as_a_plug_in():
-    from harness import measures
+    from harness.engine import measures
 
     assert measures.measure_kinds() == sorted(["success_ratio", "first_failure_seconds", "first_success_seconds", "recovery_seconds",
                                                "longest_failure_seconds", "longest_unanswered_seconds", "max_latency_seconds",
@@ -373,7 +376,7 @@ def test_a_fault_needing_a_node_access_level_no_channel_gives_is_refused_when_lo
 def test_validate_refuses_an_unknown_fault_kind_with_file_and_field_not_a_traceback(tmp_path, capsys):
     import yaml
 
-    from harness import resources
+    from harness.core import resources
     from harness.cli import main
 
     data = yaml.safe_load((resources.scenarios_dir() / "pod-delete.yaml").read_text())

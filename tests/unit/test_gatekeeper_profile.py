@@ -1,6 +1,6 @@
 """The example profile clusters/platforms/gatekeeper: what its preparation changes in Gatekeeper's
 published manifest (clusters/platforms/gatekeeper.py, pure text), and a profile's ``prepare``
-files (harness/platform_profile.py). The profile itself is built and drilled on a cluster."""
+files (harness/platform/profile.py). The profile itself is built and drilled on a cluster."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import resources
-from harness.platform_profile import ProfileError, load
+from harness.core import resources
+from harness.platform.profile import ProfileError, load
 
 PROFILE = resources.clusters_dir() / "platforms" / "gatekeeper"
 SCRIPT = resources.clusters_dir() / "platforms" / "gatekeeper.py"
@@ -130,7 +130,8 @@ def test_a_bad_prepare_is_refused(prepared, prepare):
     (["images", "status", "gatekeeper"], "kdrill images status: TARGET: expected none, got gatekeeper"),
 ])
 def test_an_unknown_image_target_is_refused_before_docker(monkeypatch, capsys, argv, said):
-    from harness import cli, doctor
+    from harness import cli
+    from harness.cli import doctor
 
     monkeypatch.setattr(doctor, "docker_problem", lambda: pytest.fail("Docker must not be asked"))
     assert cli.main(argv) == 2
@@ -138,7 +139,8 @@ def test_an_unknown_image_target_is_refused_before_docker(monkeypatch, capsys, a
 
 
 def test_doctor_does_not_ask_for_the_on_request_image(monkeypatch):
-    from harness import doctor, images
+    from harness.cli import doctor
+    from harness.kube import images
 
     monkeypatch.setattr(images.Step, "done", lambda step: step.name not in ("go-gatekeeper", "gatekeeper"))
     assert doctor.check_images().ok
@@ -148,7 +150,8 @@ def test_doctor_does_not_ask_for_the_on_request_image(monkeypatch):
 
 
 def test_building_gatekeeper_without_go_says_go_is_missing(monkeypatch):
-    from harness import doctor, images
+    from harness.cli import doctor
+    from harness.kube import images
 
     monkeypatch.setattr(images.Step, "done", lambda step: step.name not in ("go-gatekeeper", "gatekeeper"))
     asked = {}

@@ -23,9 +23,9 @@ from harness.faults import network_policy
 from harness.faults.network_policy import DEFAULT_NAME, FAULT_LABEL, NetworkPolicyDeny
 from harness.faults.pod_delete import PodDelete
 from harness.faults.service_blackhole import BLACKHOLE_LABEL, ServiceBlackhole
-from harness.ledger import Ledger
-from harness.params import Param, label_selector
-from harness.providers import Cluster
+from harness.core.ledger import Ledger
+from harness.spec.params import Param, label_selector
+from harness.kube.providers import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "drill-ns"
@@ -71,7 +71,7 @@ def test_label_selectors_are_read_as_kubernetes_writes_them(selector, parsed):
 
 def test_the_scenario_check_refuses_an_empty_selector_before_anything_runs(tmp_path, tree_entry_points):
     from harness.faults import check_params
-    from harness.scenario import ScenarioError, load_scenario
+    from harness.spec.scenario import ScenarioError, load_scenario
 
     data = yaml.safe_load((REPO / "scenarios" / "pod-delete.yaml").read_text())
     data["fault"]["params"]["selector"] = ""
@@ -261,7 +261,7 @@ def test_the_verification_deadline_takes_at_most_the_parameter_range_of_grace(cl
         waited.append(timeout_seconds)
         return SimpleNamespace(ok=True, became_true_at=0.0, last_error=None)
 
-    monkeypatch.setattr("harness.expectations.wait_until", fake_wait)
+    monkeypatch.setattr("harness.engine.expectations.wait_until", fake_wait)
     pods_api(FakePodsApi([]))
     fault = PodDelete.from_target(cluster, {
         "namespace": NS, "selector": "app=web", "deleted_at": 1.0, "owners": [],
@@ -308,7 +308,7 @@ class FakeServiceApi:
 
 @pytest.fixture
 def service_api(monkeypatch):
-    import harness.workloads as workloads
+    import harness.kube.workloads as workloads
 
     def install(api):
         monkeypatch.setattr(Cluster, "core", property(lambda self: api), raising=False)
@@ -350,7 +350,7 @@ def test_a_reroute_sends_the_service_to_other_pods_and_comes_back_whole(cluster,
 
 
 def test_a_reroute_is_labels_only(tmp_path):
-    from harness.params import Param
+    from harness.spec.params import Param
 
     problem = ServiceBlackhole.params["reroute_to"].problem("app in (a, b)")
     assert problem and "what a Service's selector holds" in problem

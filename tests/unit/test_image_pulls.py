@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness import measures
-from harness.kube_objects import Ref
+from harness.engine import measures
+from harness.kube.objects import Ref
 from harness.probes.image_pulls import ImagePullsProbe, pull_samples
 from harness.probes.pods import pulled_seconds
-from harness.scenario import ScenarioError
-from harness.timeline import Sample
+from harness.spec.scenario import ScenarioError
+from harness.core.timeline import Sample
 from scenario_copies import load_edited
 
 

@@ -9,9 +9,9 @@ import subprocess
 
 import pytest
 
-from harness.providers import ProviderError
-from harness.providers import kind as kind_module
-from harness.providers.kind import CREATE_ATTEMPTS, KindProvider, transient_create_error
+from harness.kube.providers import ProviderError
+from harness.kube.providers import kind as kind_module
+from harness.kube.providers.kind import CREATE_ATTEMPTS, KindProvider, transient_create_error
 
 PORT_RACE = ("ERROR: failed to create cluster: command \"docker run --name kdrill-ha-control-plane2 ...\" failed "
              "with error: exit status 125\ndocker: Error response from daemon: driver failed programming external "

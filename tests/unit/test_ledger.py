@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from harness import ledger as ledger_mod
-from harness.ledger import Ledger, LedgerEntry, default_ledger_dir, write_json_atomic
+from harness.core import ledger as ledger_mod
+from harness.core.ledger import Ledger, LedgerEntry, default_ledger_dir, write_json_atomic
 
 CLUSTER = {"provider": "kind", "name": "kdrill-ha", "kubeconfig": "/tmp/kc", "context": "kind-kdrill-ha"}
 

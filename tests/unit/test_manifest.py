@@ -1,4 +1,4 @@
-"""Unit tests for harness.manifest: sealing a run's evidence, verifying it, and the chain of runs.
+"""Unit tests for harness.evidence.manifest: sealing a run's evidence, verifying it, and the chain of runs.
 
 Every sealed run here is made by the real sealing function, ``harness.cli.report_and_manifest``
 (what ``kdrill run`` and the pytest plugin call at the end of a run), with a signing key in a
@@ -18,10 +18,10 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 
-from harness import manifest as manifest_mod
+from harness.evidence import manifest as manifest_mod
 from harness.cli import report_and_manifest
-from harness.evidence import RunIdError
-from harness.manifest import (
+from harness.evidence.records import RunIdError
+from harness.evidence.manifest import (
     FORMAT,
     MANIFEST_NAME,
     MAX_DEPTH,
@@ -250,12 +250,12 @@ def test_deleting_both_seal_files_of_a_past_run_does_not_allow_resealing(reports
 
 
 def test_report_failure_still_seals_and_records_why(reports: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import harness.report
+    import harness.evidence.report
 
     def broken(*args, **kwargs):
         raise RuntimeError("renderer exploded")
 
-    monkeypatch.setattr(harness.report, "build_report", broken)
+    monkeypatch.setattr(harness.evidence.report, "build_report", broken)
     run = make_run(reports / "r1")
     assert report_and_manifest(run) is False
     assert "renderer exploded" in manifest_of(run)["report_error"]
@@ -733,7 +733,7 @@ def test_seal_files_are_created_exclusively(tmp_path: Path) -> None:
 
 
 def test_exported_node_logs_hold_no_link_so_a_failed_run_is_still_sealed(reports: Path, tmp_path: Path) -> None:
-    from harness.providers.kind import replace_links
+    from harness.kube.providers.kind import replace_links
 
     run = make_run(reports / "r1")
     node = run / "logs" / "kdrill-ha-worker"

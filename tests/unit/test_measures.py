@@ -1,4 +1,4 @@
-"""harness/measures.py and the data-only scenario schema: pure logic, no cluster."""
+"""harness/engine/measures.py and the data-only scenario schema: pure logic, no cluster."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import measures, resources
-from harness.scenario import RUNNER_DRILL, ScenarioError, load_scenario
-from harness.timeline import Sample
+from harness.engine import measures
+from harness.core import resources
+from harness.spec.scenario import RUNNER_DRILL, ScenarioError, load_scenario
+from harness.core.timeline import Sample
 
 T = 1000.0
 
@@ -113,7 +114,7 @@ def _read(t: float, value) -> Sample:
 
 
 def test_value_measures_read_the_metric_values_and_skip_reads_without_one():
-    from harness.measures import max_value, min_value
+    from harness.engine.measures import max_value, min_value
 
     samples = [_read(100, 0), _read(102, None), _read(104, 1), _read(106, "nan"), _read(108, 1), _read(120, 7)]
     assert max_value(samples, 100, 110) == 1 and min_value(samples, 100, 110) == 0
@@ -121,7 +122,7 @@ def test_value_measures_read_the_metric_values_and_skip_reads_without_one():
 
 
 def test_rate_per_second_counts_a_drop_as_a_counter_reset_and_needs_two_values_apart_in_time():
-    from harness.measures import rate_per_second
+    from harness.engine.measures import rate_per_second
 
     assert rate_per_second([_read(100, 10), _read(110, 30)], 0, 200) == 2.0
     # 10 -> 30 (+20), reset to 5 (+5 counted since the restart), 5 -> 15 (+10): 35 over 30 s.
@@ -132,7 +133,7 @@ def test_rate_per_second_counts_a_drop_as_a_counter_reset_and_needs_two_values_a
 
 
 def test_a_value_measure_over_a_probe_that_is_not_a_metric_probe_is_refused(tmp_path):
-    from harness.scenario import ScenarioError
+    from harness.spec.scenario import ScenarioError
     from scenario_copies import load_edited
 
     def edit(data):
@@ -150,7 +151,7 @@ def _labelled(t: float, value) -> Sample:
 
 
 def test_value_measures_skip_flags_and_keep_what_is_past_float_s_range_as_an_infinite_read():
-    from harness.measures import max_value, min_value, rate_per_second
+    from harness.engine.measures import max_value, min_value, rate_per_second
 
     # True is not a value read (float(True) would make it 1).
     assert max_value([_labelled(100, True), _labelled(101, False)], 0, 200) is None
@@ -162,7 +163,7 @@ def test_value_measures_skip_flags_and_keep_what_is_past_float_s_range_as_an_inf
 
 
 def test_an_infinite_read_is_the_extreme_it_is_not_skipped_for_a_smaller_one():
-    from harness.measures import max_value, min_value
+    from harness.engine.measures import max_value, min_value
 
     # The metric said +Inf: "the largest value read was 1" would claim what the reads deny.
     samples = [_read(100, 1), _read(101, "+Inf"), _read(102, "-inf"), _read(103, "nan")]
@@ -171,7 +172,7 @@ def test_an_infinite_read_is_the_extreme_it_is_not_skipped_for_a_smaller_one():
 
 
 def test_rate_per_second_is_none_for_reads_that_cannot_be_a_counter_s():
-    from harness.measures import rate_per_second
+    from harness.engine.measures import rate_per_second
 
     # Negative: -5 then -10 is no counter reset to -10 (a rate of -10/s).
     assert rate_per_second([_read(100, -5), _read(101, -10)], 0, 200) is None
@@ -187,7 +188,7 @@ def test_rate_per_second_is_none_for_reads_that_cannot_be_a_counter_s():
 # --- a fault's marks and facts, and "slower than N s" ------------------------------------------------
 
 def test_a_window_narrowed_to_the_faults_marks_then_settled() -> None:
-    from harness.runner import narrow
+    from harness.engine.runner import narrow
 
     marks = {"flood_started": 110.0, "flood_stopped": 150.0, "never": None}
     how = {"window": "fault", "from_mark": "flood_started", "until_mark": "flood_stopped", "settle_seconds": 5}

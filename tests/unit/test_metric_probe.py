@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from harness.probes.metric import MetricProbe, metric_value, metrics_path
-from harness.scenario import Bound, ScenarioError
+from harness.spec.scenario import Bound, ScenarioError
 from scenario_copies import load_edited
 
 EXPOSITION = """\

@@ -12,9 +12,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import harness.faults as faults
-from harness.faults.drill_namespace import DrillNamespace, PendingDeletion, settle
-from harness.ledger import Ledger
-from harness.providers import Cluster
+from harness.scaffolding.drill_namespace import DrillNamespace, PendingDeletion, settle
+from harness.core.ledger import Ledger
+from harness.kube.providers import Cluster
 
 
 class FakeCore:
@@ -169,7 +169,7 @@ def test_a_deletion_the_api_refused_stays_pending_and_is_asked_again(cluster, co
 
 
 def test_the_drill_hands_over_every_namespace_even_when_one_deletion_is_refused(cluster, core, tmp_path, monkeypatch):
-    from harness.drill import Drill
+    from harness.plugin.drill import Drill
 
     ledger = Ledger(tmp_path / "ledger")
     drill = Drill.__new__(Drill)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import resources
-from harness.providers import Cluster, NoNodeAccess
-from harness.providers.node_agent import LIFETIME_SECONDS, NAMESPACE, pod_manifest, pod_name
-from harness.scenario import load_scenarios
+from harness.core import resources
+from harness.kube.providers import Cluster, NoNodeAccess
+from harness.kube.providers.node_agent import LIFETIME_SECONDS, NAMESPACE, pod_manifest, pod_name
+from harness.spec.scenario import load_scenarios
 from stand_ins import Nothing, OnNodes
 
 DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -105,12 +105,12 @@ def test_a_cases_own_fault_that_needs_more_than_the_agent_skips_the_drill_before
     the node agent that case is skipped at its fault, with the level, and nothing is recorded."""
     import json
 
-    from harness.drill import Drill
-    from harness.evidence import EvidenceWriter
-    from harness.faults.drill_cluster import DrillCluster
-    from harness.ledger import Ledger
-    from harness.scenario import find_scenario
-    from harness.topology import Topology
+    from harness.plugin.drill import Drill
+    from harness.evidence.records import EvidenceWriter
+    from harness.scaffolding.drill_cluster import DrillCluster
+    from harness.core.ledger import Ledger
+    from harness.spec.scenario import find_scenario
+    from harness.components.topology import Topology
 
     c = cluster("agent")
     topology = Topology(kubernetes_version="v1.35.4", control_plane=["cp1"], workers=[], kubelet_versions={})
@@ -142,12 +142,12 @@ def test_recover_refuses_a_malformed_entry_cluster_before_reaching_any_cluster_a
     # No kubeconfig would be $KUBECONFIG's current context (another cluster: the agent's namespace
     # deleted, its nodes listed there); a kind name that is no cluster reads as gone and drops the entry.
     import harness.faults as faults
-    import harness.providers.existing as existing
-    import harness.providers.kind as kind
+    import harness.kube.providers.existing as existing
+    import harness.kube.providers.kind as kind
     from harness.cli import cluster_for_entry
     from harness.faults import recover
-    from harness.faults.node_agent import NodeAgentPods
-    from harness.ledger import Ledger
+    from harness.scaffolding.node_agent import NodeAgentPods
+    from harness.core.ledger import Ledger
 
     def reached(*args, **kwargs):
         raise AssertionError("a cluster was looked for")
@@ -170,11 +170,11 @@ def test_recover_waits_for_a_node_agent_clusters_api_once_and_keeps_its_entries_
     import argparse
 
     import harness.faults as faults
-    import harness.providers.existing as existing
-    import harness.providers.node_agent as node_agent
+    import harness.kube.providers.existing as existing
+    import harness.kube.providers.node_agent as node_agent
     from harness.cli import cmd_recover
-    from harness.faults.node_agent import NodeAgentPods
-    from harness.ledger import Ledger
+    from harness.scaffolding.node_agent import NodeAgentPods
+    from harness.core.ledger import Ledger
 
     asked = []
     monkeypatch.setattr(existing, "existing_cluster", lambda kubeconfig, context: cluster(""))
@@ -198,10 +198,10 @@ def test_recovers_retry_pass_looks_a_cluster_up_again(tmp_path, monkeypatch, cap
     import argparse
 
     import harness.faults as faults
-    import harness.providers.existing as existing
-    import harness.providers.node_agent as node_agent
+    import harness.kube.providers.existing as existing
+    import harness.kube.providers.node_agent as node_agent
     from harness.cli import cmd_recover
-    from harness.ledger import Ledger
+    from harness.core.ledger import Ledger
 
     asked = []
 
@@ -234,7 +234,7 @@ def test_a_well_formed_entry_cluster_has_no_problem():
 
 
 def test_the_plan_names_the_node_access_levels_each_drill_needs(tmp_path) -> None:
-    from harness.plan import plan
+    from harness.cli.plan import plan
 
     scenarios = {s.name: s for s in load_scenarios(resources.scenarios_dir())}
     text, _ = plan([scenarios["control-plane-stop"], scenarios["etcd-defrag"], scenarios["pod-delete"],
@@ -257,7 +257,7 @@ def test_a_read_only_exec_whose_handshake_is_never_answered_is_given_up(monkeypa
 
     from kubernetes import client
 
-    from harness import pod_exec
+    from harness.kube import pod_exec
 
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
@@ -290,10 +290,10 @@ def test_recover_removes_a_node_agent_it_started_itself_and_only_that(tmp_path, 
     from kubernetes.client.exceptions import ApiException
 
     import harness.faults as faults
-    import harness.providers.existing as existing
-    import harness.providers.node_agent as node_agent
+    import harness.kube.providers.existing as existing
+    import harness.kube.providers.node_agent as node_agent
     from harness.cli import cmd_recover
-    from harness.ledger import Ledger
+    from harness.core.ledger import Ledger
 
     class Api:
         def __init__(self):
@@ -353,10 +353,10 @@ def test_after_a_failed_exec_the_agent_pod_is_looked_up_again_only_when_the_api_
 
     from kubernetes import client
 
-    from harness import pod_exec
-    from harness.providers import ProviderError
-    from harness.providers import node_agent
-    from harness.providers.node_agent import NodeAgent
+    from harness.kube import pod_exec
+    from harness.kube.providers import ProviderError
+    from harness.kube.providers import node_agent
+    from harness.kube.providers.node_agent import NodeAgent
 
     class Api(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 - the handler's name

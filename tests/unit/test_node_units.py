@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.components import node_units, static_pods
-from harness.providers import Cluster, NoNodeAccess, ProviderError
+from harness.kube.providers import Cluster, NoNodeAccess, ProviderError
 
 
 class Nodes:
@@ -133,7 +133,7 @@ def test_the_pause_method_keeps_the_planned_stop_the_drills_node_timers_were_set
     from harness.faults.control_plane_stop import ControlPlaneStop
 
     paused: list[tuple[str, float]] = []
-    monkeypatch.setattr("harness.providers.kind.pause_container",
+    monkeypatch.setattr("harness.kube.providers.kind.pause_container",
                         lambda name: paused.append((name, time.time())) or 1)
     monkeypatch.setattr(control_plane_stop, "SCHEDULE_LEAD_SECONDS", 0.4)
     monkeypatch.setattr(control_plane_stop, "SECONDS_PER_COMMAND_MIN", 0.05)
@@ -185,13 +185,13 @@ def test_a_second_check_of_a_reverted_control_plane_stop_needs_no_record_of_the_
     ({"offset_seconds": -3.0, "uncertainty_seconds": 0.5}, -2.5),
 ])
 def test_a_clock_is_corrected_only_by_the_offset_its_read_proves(read, least) -> None:
-    from harness.topology import least_offset_seconds
+    from harness.components.topology import least_offset_seconds
 
     assert least_offset_seconds(read) == pytest.approx(least)
 
 
 def test_clock_corrections_take_what_the_runs_reads_prove_and_nothing_from_a_failed_read() -> None:
-    from harness.topology import clock_corrections
+    from harness.components.topology import clock_corrections
 
     reads = {"w1": {"offset_seconds": 2.0, "uncertainty_seconds": 0.1},
              "w2": {"error": "ProviderError: node w2 not reachable"},
@@ -227,7 +227,7 @@ def test_a_pause_with_no_planned_stop_comes_at_once_and_a_late_one_is_in_the_evi
     from harness.faults.control_plane_stop import ControlPlaneStop
 
     paused: list[float] = []
-    monkeypatch.setattr("harness.providers.kind.pause_container", lambda name: paused.append(time.time()) or 1)
+    monkeypatch.setattr("harness.kube.providers.kind.pause_container", lambda name: paused.append(time.time()) or 1)
     fault = ControlPlaneStop(_cluster(), method="pause-node-containers")
     fault.cluster = Nodes()
     began = time.time()
@@ -278,7 +278,7 @@ def test_the_drills_node_units_are_a_ledger_entry_whose_revert_stops_and_removes
     """kdrill recover after a crash: the entry alone names every unit on every node."""
     from harness.faults import FaultError, injected
     from harness.faults.node_units import NodeUnits
-    from harness.ledger import Ledger
+    from harness.core.ledger import Ledger
 
     with pytest.raises(FaultError, match="at least one unit per node"):
         NodeUnits(_cluster(), {"w1": []})
@@ -304,7 +304,7 @@ def test_the_drills_node_units_are_a_ledger_entry_whose_revert_stops_and_removes
 def test_a_node_units_revert_that_cannot_reach_a_node_keeps_its_entry(tmp_path) -> None:
     from harness.faults import FaultError, injected
     from harness.faults.node_units import NodeUnits
-    from harness.ledger import Ledger
+    from harness.core.ledger import Ledger
 
     ledger = Ledger(tmp_path / "ledger")
     held = NodeUnits(_cluster(), {"w1": ["kdrill-kill-a"], "w2": ["kdrill-kill-b"]})
@@ -625,7 +625,7 @@ def _closed_stream(channels: dict[int, str]):
 def test_a_start_cut_by_the_kubelets_stop_through_the_node_agent_is_waited_for(monkeypatch, error_channel) -> None:
     import kubernetes.stream
 
-    from harness.providers.node_agent import NodeAgent
+    from harness.kube.providers.node_agent import NodeAgent
 
     def answer(fn, *args, command, **kwargs):
         if "systemd-run" in command:  # cut by the script's own `systemctl stop kubelet`

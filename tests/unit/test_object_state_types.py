@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from harness.probes.object_state import ObjectStateProbe, holds
-from harness.scenario import ScenarioError
+from harness.spec.scenario import ScenarioError
 from scenario_copies import load_edited
 
 NAME = "registry-outage"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario import ScenarioError
+from harness.spec.scenario import ScenarioError
 from scenario_copies import load_edited
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

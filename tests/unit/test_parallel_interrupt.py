@@ -1,4 +1,4 @@
-"""A SIGTERM to a parallel run (pytest-xdist, harness/workers.py) waits for every worker's
+"""A SIGTERM to a parallel run (pytest-xdist, harness/core/workers.py) waits for every worker's
 ``finally`` to end: xdist alone would tear the workers down and execnet would end one still
 reverting 15 s later. Runs a real pytest -n 2 session with kdrill's plugin; no cluster."""
 

@@ -3,7 +3,7 @@
 import pytest
 
 from harness.faults import check_params
-from harness.scenario import ScenarioError
+from harness.spec.scenario import ScenarioError
 from scenario_copies import load_edited
 
 
@@ -46,7 +46,7 @@ def test_a_required_parameter_missing_everywhere_is_refused(tmp_path):
 
 
 def test_local_kind_means_listed_by_kind_and_served_on_loopback():
-    from harness.providers.existing import ContextNotAllowed, check_destructive_allowed, local_kind_cluster
+    from harness.kube.providers.existing import ContextNotAllowed, check_destructive_allowed, local_kind_cluster
 
     assert local_kind_cluster("kind-a", "https://127.0.0.1:39000", ["a"])
     assert not local_kind_cluster("kind-prod", "https://127.0.0.1:6443", ["a"])  # not a kind cluster here

@@ -1,12 +1,12 @@
 """docker pause of a kind node container tries again when runc's cgroup v1 freezer gives up
-(harness.providers.kind.pause_container); any other error is raised at once."""
+(harness.kube.providers.kind.pause_container); any other error is raised at once."""
 
 import subprocess
 
 import pytest
 
-from harness import proc
-from harness.providers import kind
+from harness.core import proc
+from harness.kube.providers import kind
 
 FREEZE = ("Error response from daemon: Cannot pause container x: OCI runtime pause failed: unable to freeze: "
           "unknown")

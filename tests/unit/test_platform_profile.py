@@ -1,4 +1,4 @@
-"""Platform profiles (harness/platform_profile.py): what a profile directory may hold, its hash,
+"""Platform profiles (harness/platform/profile.py): what a profile directory may hold, its hash,
 the kind config built from it, and why a cluster is refused as not the profile's. Pure logic: the
 cluster test (tests/cluster/test_platform_cluster.py) builds one."""
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import resources
-from harness.platform_profile import NODE_FILES_DIR, ProfileError, kind_config, load, mismatch, recorded
+from harness.core import resources
+from harness.platform.profile import NODE_FILES_DIR, ProfileError, kind_config, load, mismatch, recorded
 
 EXAMPLE = resources.clusters_dir() / "platforms" / "example"
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: {ns}}}\n"
@@ -402,7 +402,7 @@ def test_the_pytest_plugin_refuses_a_bad_profile_before_touching_docker(tmp_path
 def test_node_roles_are_read_after_the_cluster_name(tmp_path):
     # A profile named control-plane makes the cluster kdrill-ha-control-plane: its workers were
     # taken for control-plane nodes, since every node name held "-control-plane".
-    from harness.providers.kind import KindProvider
+    from harness.kube.providers.kind import KindProvider
 
     provider = object.__new__(KindProvider)
     provider.name = "kdrill-ha-control-plane"
@@ -420,7 +420,7 @@ def test_node_roles_are_read_after_the_cluster_name(tmp_path):
 def test_a_profile_naming_another_configs_cluster_is_refused_before_docker(tmp_path):
     # single.yaml's cluster is kdrill: a profile named ha made kdrill-ha, ha.yaml's plain cluster.
     # That one, existing, was called a failed installation of the profile and its delete offered.
-    from harness.platform_profile import check_cluster_name
+    from harness.platform.profile import check_cluster_name
 
     profile_dir = tmp_path / "profile"
     shutil.copytree(EXAMPLE, profile_dir)
@@ -483,8 +483,8 @@ def test_a_record_whose_hash_is_not_that_of_its_files_is_refused_as_forged(profi
 def test_a_profile_changed_during_its_installation_is_not_recorded(profile_dir):
     # The record was written from the hash read before the install, whatever the manifests
     # applied (read again meanwhile) and files/ (mounted live) then held.
-    from harness.platform_profile import install
-    from harness.providers import ProviderError
+    from harness.platform.profile import install
+    from harness.kube.providers import ProviderError
 
     profile = load(profile_dir)
     core = _ConfigMaps({})
@@ -510,7 +510,7 @@ def test_a_profile_changed_during_its_installation_is_not_recorded(profile_dir):
 def test_the_report_says_whether_the_record_was_checked_against_a_directory(profile_dir):
     # A run through a kubeconfig carries the cluster's record unchecked: the report showed it as
     # the platform all the same.
-    from harness.report import _Run, _run_view
+    from harness.evidence.report import _Run, _run_view
 
     profile = load(profile_dir)
     unchecked = _run_view(_Run(run_dir=profile_dir, meta={"platform": profile.record()}, records=[]))["platform"]
@@ -522,7 +522,7 @@ def test_the_report_says_whether_the_record_was_checked_against_a_directory(prof
 
 def test_webhook_tls_fills_the_three_placeholders_and_leaves_kubernetes_own(profile_dir):
     from harness.components.webhook import generate_webhook_tls
-    from harness.platform_profile import manifest_text
+    from harness.platform.profile import manifest_text
 
     path = profile_dir / "manifests" / "policy-webhook.yaml"
     with path.open("a") as f:  # a dependent environment variable: Kubernetes expands it, kdrill must not

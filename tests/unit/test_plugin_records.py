@@ -87,12 +87,12 @@ TWO_CONTEXTS = KUBECONFIG.replace(
 
 
 def run_parallel(pytester, tmp_path, monkeypatch, *args):
-    """Two pytest-xdist workers (harness/workers.py)."""
+    """Two pytest-xdist workers (harness/core/workers.py)."""
     return start_session(pytester, tmp_path, monkeypatch, TWO_CONTEXTS, "-p", "xdist", "-n", "2", *args)
 
 
 def test_parallel_workers_write_one_run_with_one_seal(pytester, tmp_path, monkeypatch):
-    from harness.manifest import verify_run
+    from harness.evidence.manifest import verify_run
 
     result, reports = run_parallel(pytester, tmp_path, monkeypatch, "--kdrill-context=kind-unreachable",
                                    "--kdrill-context=kind-unreachable-2", "--kdrill-allow-context=kind-unreachable",

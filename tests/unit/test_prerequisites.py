@@ -12,8 +12,9 @@ import subprocess
 
 import pytest
 
-from harness import doctor, images
-from harness.images import (COLD_SECONDS, BuildError, Progress, Step, ensure_built, expected_seconds,
+from harness.cli import doctor
+from harness.kube import images
+from harness.kube.images import (COLD_SECONDS, BuildError, Progress, Step, ensure_built, expected_seconds,
                             format_seconds, recorded_seconds, run, seconds_left)
 
 
@@ -283,7 +284,7 @@ def test_kdrill_commands_stop_with_that_line_before_using_docker(monkeypatch, ca
 
 def test_toolbox_image_and_pull_policy_are_checked_settings():
     """Issue 15: the drills' image and pull policy are settings, refused with what was expected."""
-    from harness.workloads import toolbox_problem
+    from harness.kube.workloads import toolbox_problem
 
     assert toolbox_problem(None, None) is None
     assert toolbox_problem("registry.example.com:5000/platform/kdrill-toolbox:v0.1.0", "IfNotPresent") is None
@@ -298,7 +299,7 @@ def test_toolbox_image_and_pull_policy_are_checked_settings():
                                    "host.io:99999/kdrill/toolbox", "r.io/" + "a" * 300,
                                    "registry.example.com/kdrill/toolbox:v0.1.0\n"])
 def test_malformed_toolbox_images_a_review_found_are_refused(image):
-    from harness.workloads import toolbox_problem
+    from harness.kube.workloads import toolbox_problem
 
     assert toolbox_problem(image, None) is not None
 

@@ -1,4 +1,4 @@
-"""harness.proc.run: a required timeout, captured text, and one error naming the command, its exit
+"""harness.core.proc.run: a required timeout, captured text, and one error naming the command, its exit
 code and the tail of its stderr. Real child processes (this Python), no Docker."""
 
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness import proc
+from harness.core import proc
 
 
 def py(code: str) -> list[str]:

@@ -1,8 +1,8 @@
-"""Progress lines (harness/progress.py): drill i of N, the expected duration, the time left."""
+"""Progress lines (harness/core/progress.py): drill i of N, the expected duration, the time left."""
 
 from __future__ import annotations
 
-from harness.progress import RunProgress, minutes
+from harness.core.progress import RunProgress, minutes
 
 
 class Clock:
@@ -51,7 +51,7 @@ def test_the_session_plans_every_drill_with_the_figures_the_plan_would_give(tmp_
     """The plugin's RunProgress: the planned drills in order, a data-only scenario expected for
     its windows (no past run under an empty reports directory), a drill file's unknown."""
     from harness.plugin import _run_progress
-    from harness.scenario import find_scenario
+    from harness.spec.scenario import find_scenario
 
     class Config:
         _kdrill_planned = [(None, "pod-delete", None), (None, "leader-failover", "scheduler")]

@@ -1,4 +1,4 @@
-"""Unit tests for harness.report on a hand-written run directory.
+"""Unit tests for harness.evidence.report on a hand-written run directory.
 
 The report is a pure function of the evidence files, so synthetic records are
 enough here; tests/browser renders the same kind of report in Chromium.
@@ -16,7 +16,7 @@ import pytest
 
 from datetime import datetime, timezone
 
-from harness.report import (MAX_MARKS, REPORT_NAME, ReportError, build_report, load_drill_records, render_report,
+from harness.evidence.report import (MAX_MARKS, REPORT_NAME, ReportError, build_report, load_drill_records, render_report,
                             scan_records, timeline_svg)
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
@@ -565,7 +565,7 @@ def test_rendering_is_reproducible(run_dir: Path) -> None:
 
 
 def vital_signs(start: float, **signs: dict) -> dict:
-    """A ``record["vital_signs"]`` as harness/vitals.py writes it; ``signs`` override the healthy defaults."""
+    """A ``record["vital_signs"]`` as harness/engine/vitals.py writes it; ``signs`` override the healthy defaults."""
     healthy = {"baseline": 1.0, "fault": 1.0, "after": 1.0, "degraded": False, "flagged": False, "covered_by": None}
     all_signs = {
         "api_read": dict(healthy),
@@ -655,8 +655,8 @@ def test_a_degraded_ratio_is_never_rounded_up_to_100_percent(tmp_path: Path) -> 
 
 
 def test_report_threshold_matches_the_vital_signs_threshold() -> None:
-    from harness import report
-    from harness.vitals import HEALTHY_RATIO
+    from harness.evidence import report
+    from harness.engine.vitals import HEALTHY_RATIO
 
     assert report._HEALTHY_RATIO == HEALTHY_RATIO
 
@@ -809,7 +809,7 @@ def test_odd_vital_signs_do_not_break_the_report(tmp_path: Path, vs: object) -> 
 def test_a_planned_drill_without_a_record_is_not_passed(tmp_path):
     import json as _json
 
-    from harness.report import render_report
+    from harness.evidence.report import render_report
 
     run = tmp_path / "r1"
     run.mkdir()
@@ -932,7 +932,7 @@ def test_html_in_the_evidence_is_shown_as_text_never_as_markup(tmp_path: Path) -
 
 
 def test_report_templates_are_autoescaped_and_mark_nothing_safe() -> None:
-    from harness.report import _environment
+    from harness.evidence.report import _environment
 
     env = _environment()
     names = [n for n in env.list_templates() if n.startswith("report")]
@@ -961,7 +961,7 @@ def test_rendering_is_the_same_bytes_in_fresh_interpreters(tmp_path: Path) -> No
     write_json(run_dir / "dns-outage.json", rec)
     (run_dir / "broken.json").write_text("{", encoding="utf-8")
     seal = {"public_key": "PEM", "fingerprint_sha256": "ab" * 32, "previous": {"run_id": "run-0", "manifest_sha256": "cd"}}
-    code = ("import json, sys\nfrom datetime import datetime, timezone\nfrom harness.report import render_report\n"
+    code = ("import json, sys\nfrom datetime import datetime, timezone\nfrom harness.evidence.report import render_report\n"
             "page = render_report(sys.argv[1], seal=json.loads(sys.argv[2]),"
             " generated_at=datetime(2025, 1, 1, 12, tzinfo=timezone.utc))\nsys.stdout.buffer.write(page.encode())\n")
     repo = Path(__file__).resolve().parents[2]  # the harness under test, whatever is installed
@@ -1047,7 +1047,7 @@ def test_forged_numbers_sizes_and_node_lists_in_the_new_tables(tmp_path: Path) -
     an integer past float's range is no crash, a huge map is not copied whole into the page, a
     table shows at most TABLE_MAX_ROWS rows and counts the rest, "none" is said only of an empty
     node list, and writes recorded for a backend 'not taken down' are shown, not hidden."""
-    from harness.report import TABLE_MAX_ROWS
+    from harness.evidence.report import TABLE_MAX_ROWS
 
     run_dir = tmp_path / "run"
     images = [{"image": f"registry.example/app-{i}:1", "pull_policies": ["IfNotPresent"], "workloads": ["a/Pod/p"],

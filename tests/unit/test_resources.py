@@ -1,4 +1,4 @@
-"""harness/resources.py: kdrill's own scenarios, drills and cluster configs, from a checkout or from
+"""harness/core/resources.py: kdrill's own scenarios, drills and cluster configs, from a checkout or from
 the installed package (tests/unit/test_wheel.py installs a real wheel), and `kdrill run` handing
 the drills' pytest absolute paths, as it runs in kdrill's directory rather than the caller's."""
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, resources
+from harness import cli
+from harness.core import resources
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,13 +53,13 @@ def test_neither_place_is_one_clear_error(tmp_path, monkeypatch, capsys, fresh_l
 def test_run_hands_pytest_absolute_paths_and_the_built_in_drills(tmp_path, monkeypatch) -> None:
     """A team's relative --scenarios-dir and --reports are the caller's directories, though the
     drills' pytest runs in kdrill's; the team's scenario's drill is kdrill's own."""
-    import harness.manifest
+    import harness.evidence.manifest
 
     team = tmp_path / "team"
     team.mkdir()
     (team / "control-plane-stop.yaml").write_text((REPO / "scenarios" / "control-plane-stop.yaml").read_text())
     commands = []
-    monkeypatch.setattr(harness.manifest, "load_signing_key", lambda: None)
+    monkeypatch.setattr(harness.evidence.manifest, "load_signing_key", lambda: None)
     monkeypatch.setattr(cli, "prepare_kind", lambda: None)
     monkeypatch.setattr(cli, "run_until_reverted", lambda cmd: commands.append(cmd) or 0)
     monkeypatch.setattr(cli, "report_and_manifest", lambda run_dir: True)

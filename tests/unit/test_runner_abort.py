@@ -1,4 +1,4 @@
-"""The runner's abort guard (harness/runner.py): when a failure run begins, and that a guarded
+"""The runner's abort guard (harness/engine/runner.py): when a failure run begins, and that a guarded
 hold stops early only once its probe has failed without a break for longer than allowed. The
 guard reverting a real fault is shown on a cluster by tests/cluster/test_abort_guard.py."""
 
@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from harness import runner
-from harness.scenario import ScenarioError, load_scenario
-from harness.timeline import Sample
+from harness.engine import runner
+from harness.spec.scenario import ScenarioError, load_scenario
+from harness.core.timeline import Sample
 
 
 def samples(*points):

@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from harness import runner
-from harness.timeline import Sample, Timeline
+from harness.engine import runner
+from harness.core.timeline import Sample, Timeline
 from scenario_copies import load_edited
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import resources
-from harness.scenario import (
+from harness.core import resources
+from harness.spec.scenario import (
     SCHEMA,
     Bound,
     ScenarioError,
@@ -101,7 +101,7 @@ def test_node_access_follows_what_the_drill_does_on_the_nodes(tmp_path):
 
 
 def test_every_built_in_drill_with_node_access_says_what_it_does_there():
-    from harness.scenario import load_scenarios
+    from harness.spec.scenario import load_scenarios
 
     for s in load_scenarios(resources.scenarios_dir()):
         if s.needs_node_access:
@@ -324,7 +324,7 @@ def test_probe_interval_from_a_tenth_to_half_a_second_is_accepted(tmp_path, inte
 
 
 def test_no_shipped_scenario_samples_faster_than_the_minimum():
-    from harness.scenario import MIN_PROBE_INTERVAL_SECONDS
+    from harness.spec.scenario import MIN_PROBE_INTERVAL_SECONDS
 
     for scenario in load_scenarios(resources.scenarios_dir()):
         assert scenario.probe_interval_seconds >= MIN_PROBE_INTERVAL_SECONDS, scenario.path
@@ -391,7 +391,7 @@ def test_an_expectation_named_in_seconds_or_as_a_ratio_has_that_unit(tmp_path, n
 
 
 def test_the_unit_vocabulary_holds_every_unit_the_rules_and_measures_use():
-    from harness.scenario import BOOL_UNITS, MEASURE_UNITS, UNITS
+    from harness.spec.scenario import BOOL_UNITS, MEASURE_UNITS, UNITS
 
     assert set(MEASURE_UNITS.values()) | set(BOOL_UNITS) | {"seconds", "ratio"} <= set(UNITS)
     shipped = {e.unit for s in load_scenarios(resources.scenarios_dir())
@@ -596,7 +596,7 @@ def test_yaml_1_1_booleans_stay_strings_and_are_refused(tmp_path):
 
 
 def test_yaml_1_2_numbers_and_booleans_still_read():
-    from harness.scenario import _StrictLoader
+    from harness.spec.scenario import _StrictLoader
 
     read = yaml.load("[10, -3, 0, 0.5, 5., .5, 1e3, -2.5e-1, true, False, ~, 2026-11-30]", Loader=_StrictLoader)
     assert read == [10, -3, 0, 0.5, 5.0, 0.5, 1000.0, -0.25, True, False, None, "2026-11-30"]
@@ -626,7 +626,7 @@ def test_a_bound_must_fit_its_unit(tmp_path):
 
 def test_a_misspelt_field_is_refused_with_the_nearest_known_one(tmp_path):
     """A window key one letter off is named with the key it was meant to be (nothing close: no guess)."""
-    from harness.scenario import ScenarioError, load_scenario
+    from harness.spec.scenario import ScenarioError, load_scenario
 
     data = yaml.safe_load((resources.scenarios_dir() / "service-without-endpoints.yaml").read_text())
     windows = data["runner"]["windows"]
@@ -646,7 +646,7 @@ def test_a_misspelt_field_is_refused_with_the_nearest_known_one(tmp_path):
 
 
 def test_an_unknown_scenario_name_gets_the_nearest_and_a_case_suffix_is_explained() -> None:
-    from harness.scenario import find_scenario
+    from harness.spec.scenario import find_scenario
 
     with pytest.raises(ScenarioError, match="did you mean 'pod-delete'"):
         find_scenario("pod-delet")

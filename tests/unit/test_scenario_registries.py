@@ -9,11 +9,11 @@ import pytest
 
 from harness.components.registry import REGISTRY_HOST, container_name, hosts_dir, registry_host
 from harness.faults import FaultError
-from harness.faults.drill_registry import DrillRegistry
+from harness.scaffolding.drill_registry import DrillRegistry
 from harness.faults.registry_outage import RegistryOutage
 from harness.probes.pods import go_duration_seconds, pulled_seconds
-from harness.runner import declared_manifests, manifest_only_values
-from harness.scenario import ScenarioError
+from harness.engine.runner import declared_manifests, manifest_only_values
+from harness.spec.scenario import ScenarioError
 from scenario_copies import load_edited
 
 
@@ -184,7 +184,7 @@ def action(d, name):
 
 
 def test_the_refused_registry_outage_loads_with_its_image_on_the_toolbox(tmp_path):
-    from harness.scenario import registry_images
+    from harness.spec.scenario import registry_images
 
     scenario = load_edited(tmp_path, "registry-outage", lambda d: None)
     assert registry_images(scenario.workload["registries"][0]) == [("web", "toolbox")]

@@ -1,5 +1,5 @@
 """The presubmit tier exercises every fault, probe and measure kind installed, every node channel
-and the SIGKILL-and-recover path of every fault kind the SIGKILL table holds (harness/tiers.py):
+and the SIGKILL-and-recover path of every fault kind the SIGKILL table holds (harness/plugin/tiers.py):
 a kind added with no presubmit drill or test to exercise it fails here."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import resources, tiers
-from harness.scenario import load_scenarios
+from harness.core import resources
+from harness.plugin import tiers
+from harness.spec.scenario import load_scenarios
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,13 +120,13 @@ def test_the_times_file_refuses_what_is_not_seconds(tmp_path):
 
 
 def test_the_affected_drills_follow_the_imports(scenarios):
-    from harness.affected import affected
+    from harness.cli.affected import affected
 
     assert affected(scenarios, [Path("harness/faults/node_freeze.py")], REPO_ROOT) == ["worker-node-loss"]
     assert affected(scenarios, [Path("harness/probes/metric.py")], REPO_ROOT) == ["apiservice-unavailable"]
     assert affected(scenarios, [Path("scenarios/pod-delete.yaml")], REPO_ROOT) == ["pod-delete"]
     assert affected(scenarios, [Path("README.md")], REPO_ROOT) == []
     # The runner's test runs every data-only scenario; a drill file's change reaches only its own.
-    runs = affected(scenarios, [Path("harness/runner.py")], REPO_ROOT)
+    runs = affected(scenarios, [Path("harness/engine/runner.py")], REPO_ROOT)
     assert {s.name for s in scenarios if s.runner} <= set(runs)
     assert affected(scenarios, [Path("drills/test_dns_ndots.py")], REPO_ROOT) == ["dns-ndots"]

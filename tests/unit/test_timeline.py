@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from harness.timeline import (
+from harness.core.timeline import (
     Sample,
     Timeline,
     first_time,
@@ -157,7 +157,7 @@ def test_timeline_summary_with_window():
 
 
 def test_failure_reasons_counts_the_commonest_failures_in_the_window_only():
-    from harness.timeline import Sample, failure_reasons
+    from harness.core.timeline import Sample, failure_reasons
 
     samples = [Sample(1, False, detail="dns: [Errno -3] Temporary failure"), Sample(2, True),
                Sample(3, False, detail="dns: [Errno -3] Temporary failure"), Sample(4, False, detail="timeout"),

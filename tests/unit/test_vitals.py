@@ -2,8 +2,8 @@
 
 import json
 
-from harness.timeline import Sample
-from harness.vitals import assess, drill_windows, nodes_ready_in, ratio_in
+from harness.core.timeline import Sample
+from harness.engine.vitals import assess, drill_windows, nodes_ready_in, ratio_in
 
 
 def test_windows_from_injections():
@@ -88,8 +88,8 @@ def test_a_paused_probe_pods_samples_are_kept():
 
     from kubernetes.client.exceptions import ApiException
 
-    from harness.timeline import Timeline
-    from harness.vitals import VitalSigns
+    from harness.core.timeline import Timeline
+    from harness.engine.vitals import VitalSigns
 
     def timelines(points):
         out = {}

@@ -1,5 +1,5 @@
 """The wheel works outside the checkout: it carries the built-in scenarios, drills and cluster
-configs (harness/_data/, harness/resources.py), and an installed kdrill finds them from any
+configs (harness/_data/, harness/core/resources.py), and an installed kdrill finds them from any
 directory.
 
 One module-scoped build: the checkout is copied to a temporary directory (so the build leaves
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.scenario import load_scenarios
+from harness.spec.scenario import load_scenarios
 
 REPO = Path(__file__).resolve().parents[2]
 # Not copied for the build: version control, build output, caches, local environments, evidence
@@ -106,17 +106,17 @@ def test_the_wheel_holds_the_harness_scenarios_drills_and_cluster_configs_and_no
 def test_the_installed_kdrill_is_the_wheels_and_finds_its_files_there(installed):
     _, python, env, elsewhere = installed
     venv = python.parent.parent
-    out = _run([str(python), "-c", "import harness, harness.resources as r; print(harness.__file__); "
+    out = _run([str(python), "-c", "import harness, harness.core.resources as r; print(harness.__file__); "
                 "print(r.data_root()); print(r.checkout()); print(r.default_reports_dir())"], elsewhere, env).stdout
     package, data_root, checkout, reports = out.splitlines()
     assert Path(package).is_relative_to(venv) and Path(data_root) == Path(package).parent / "_data"
     assert checkout == "None" and Path(reports) == elsewhere / "reports"
     # The offline image build reads its inputs there, to the same content keys: an installed kdrill
     # and the checkout share ~/.cache/kdrill and the built images.
-    from harness.images import Build
+    from harness.kube.images import Build
 
     here = Build()
-    keys = _run([str(python), "-c", "from harness.images import Build; b = Build(); "
+    keys = _run([str(python), "-c", "from harness.kube.images import Build; b = Build(); "
                  "print('\\n'.join(f'{n} {b.step(n).key}' for n in b._steps))"], elsewhere, env).stdout
     assert dict(line.split() for line in keys.splitlines()) == {n: here.step(n).key for n in here._steps}
     # The image build's scripts and entrypoints keep their executable bit (copied into images as is).
@@ -134,7 +134,7 @@ def test_list_validate_and_plan_work_from_outside_the_checkout(installed, tmp_pa
     listed = _run([kdrill, "list"], elsewhere, env).stdout
     assert sorted(line.split()[0] for line in listed.splitlines() if line and not line[0].isspace()) == expected
 
-    scenarios = Path(_run([str(python), "-c", "from harness import resources; print(resources.scenarios_dir())"],
+    scenarios = Path(_run([str(python), "-c", "from harness.core import resources; print(resources.scenarios_dir())"],
                           elsewhere, env).stdout.strip())
     files = sorted(str(p) for p in scenarios.glob("*.yaml"))
     assert [Path(f).name for f in files] == sorted(p.name for p in (REPO / "scenarios").glob("*.yaml"))
@@ -160,7 +160,7 @@ def test_the_installed_drills_collect_with_the_installed_plugin_and_scenarios(in
     outside the checkout: every drill imports and finds its scenario. Everything is deselected
     (-m "not cluster"), so nothing runs and no evidence is written."""
     _, python, env, elsewhere = installed
-    data_root = Path(_run([str(python), "-c", "from harness import resources; print(resources.data_root())"],
+    data_root = Path(_run([str(python), "-c", "from harness.core import resources; print(resources.data_root())"],
                           elsewhere, env).stdout.strip())
     done = _run([str(python), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
                  "--rootdir", str(data_root), str(data_root / "drills"), "-m", "not cluster"], elsewhere, env, ok=(5,))

@@ -1,13 +1,13 @@
-"""pytest-xdist workers, one cluster each (harness/workers.py): names, host ports, contexts, and
+"""pytest-xdist workers, one cluster each (harness/core/workers.py): names, host ports, contexts, and
 the merge of what the workers hand back."""
 
 import pytest
 import yaml
 
-from harness.providers import Cluster, ProviderError
-from harness.providers.kind import host_ports, offset_host_ports, write_offset_config
-from harness.resources import clusters_dir
-from harness.workers import (MAX_WORKERS, WorkerError, cluster_name, host_port_offset, merge_worker_outputs,
+from harness.kube.providers import Cluster, ProviderError
+from harness.kube.providers.kind import host_ports, offset_host_ports, write_offset_config
+from harness.core.resources import clusters_dir
+from harness.core.workers import (MAX_WORKERS, WorkerError, cluster_name, host_port_offset, merge_worker_outputs,
                              worker_context, worker_id, worker_index)
 
 
@@ -107,7 +107,7 @@ def test_merge_says_when_a_worker_handed_nothing_back_or_platforms_differ():
 
 
 def test_host_ports_are_read_from_dockers_mappings():
-    from harness.providers.kind import docker_node_ports
+    from harness.kube.providers.kind import docker_node_ports
 
     column = ("127.0.0.1:30180->30080/tcp, 127.0.0.1:30181->30081/tcp\n"
               "127.0.0.1:34089->6443/tcp\n\n0.0.0.0:30500->30500/tcp\n")
@@ -143,7 +143,7 @@ PS = ("kdrill-ha-worker 127.0.0.1:30080-30081->30080-30081/tcp\n"
 
 
 def test_published_host_ports_reads_ranges_and_every_address():
-    from harness.providers.kind import published_host_ports
+    from harness.kube.providers.kind import published_host_ports
 
     assert published_host_ports(PS) == {30080: "kdrill-ha-worker", 30081: "kdrill-ha-worker",
                                         41223: "kdrill-ha-external-load-balancer", 5000: "some-registry"}
@@ -152,9 +152,9 @@ def test_published_host_ports_reads_ranges_and_every_address():
 def test_a_cluster_whose_host_ports_are_taken_is_refused_before_kind_runs(monkeypatch, tmp_path):
     import subprocess
 
-    from harness.providers import ProviderError
-    from harness.providers import kind as kind_module
-    from harness.providers.kind import KindProvider, conflicting_host_ports
+    from harness.kube.providers import ProviderError
+    from harness.kube.providers import kind as kind_module
+    from harness.kube.providers.kind import KindProvider, conflicting_host_ports
 
     config = yaml.safe_load((clusters_dir() / "ha.yaml").read_text())
     assert conflicting_host_ports(config, PS) == {30080: "kdrill-ha-worker", 30081: "kdrill-ha-worker"}

@@ -1,0 +1,1 @@
+"""The drill engine: the runner in phases, measures, expectations, vital signs."""

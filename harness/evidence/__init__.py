@@ -1,0 +1,1 @@
+"""Evidence: drill records, the seal and its verification, the report, exports, compare and history."""

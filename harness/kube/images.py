@@ -1,0 +1,676 @@
+"""Build every image a kind cluster needs, offline, from Go modules and Debian packages.
+
+``kdrill images build`` runs the steps below. Each step's output is cached under
+``$KDRILL_CACHE`` (default ``~/.cache/kdrill``), outside the checkout, keyed by the SHA-256 of
+everything that goes into it (its scripts, files, pinned versions and the keys of the steps it
+builds on); a Docker image carries that key in the label ``org.kdrill.content-key``. A step
+whose key is already there is not run again, so a second build with nothing changed takes
+seconds.
+
+Steps (``clusters/images/``):
+  go-kubernetes   kube-apiserver, -controller-manager, -scheduler, -proxy, kubelet, kubeadm, kubectl
+  go-tools        kind, etcd, etcdctl, CoreDNS, crictl, local-path-provisioner, pause, netd
+  go-etcdutl      etcdutl (not in the etcd image): the etcd-restore drill copies it onto nodes
+  go-gatekeeper   OPA Gatekeeper's manager and the manifest its module publishes (only for the
+                  example profile clusters/platforms/gatekeeper: ``kdrill images build gatekeeper``)
+  gatekeeper      its image, FROM scratch
+  rootfs-*        debootstrap root filesystems (node, net, toolbox, haproxy)
+  images          the component images under the exact tags kubeadm and the manifests use
+  preload         containerd's ``k8s.io`` namespace holding every component image
+  node            the kind node image
+
+``ensure_built()`` is what ``kdrill run`` and the pytest plugin call before a kind cluster is
+created: nothing when every step is built (a fraction of a second), otherwise the missing steps
+with progress lines and an estimate of the time left.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import fcntl
+import hashlib
+import inspect
+import json
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from harness.core import proc, resources
+
+log = logging.getLogger("kdrill.images")
+
+IMAGES_DIR = resources.clusters_dir() / "images"
+LABEL = "org.kdrill.content-key"
+
+# Debian packages per root filesystem. The node's list is what a kind node runs on.
+ROOTFS_PACKAGES = {
+    "node": "systemd,systemd-sysv,dbus,containerd,runc,containernetworking-plugins,iptables,nftables,"
+    "conntrack,iproute2,ethtool,util-linux,mount,kmod,ca-certificates,bash,procps,socat,"
+    "libseccomp2,iputils-ping,curl,less",
+    # kube-proxy, netd and the local-path helper: packet filtering tools and a shell.
+    "net": "iptables,nftables,conntrack,ipset,iproute2",
+    # The drills' workloads and probes (python3), DNS load (dnsperf), registry (docker-registry).
+    "toolbox": "python3,dnsperf,dnsutils,curl,docker-registry,ca-certificates,iproute2,procps",
+    "haproxy": "haproxy,procps",
+}
+
+
+# What a kind cluster needs: the node image (with every component preloaded), kind's HA load
+# balancer and the drills' toolbox; everything else is built on the way.
+TARGETS = ["node", "haproxy", "toolbox", "go-etcdutl"]
+# Built only when asked for (`kdrill images build gatekeeper`): a real policy engine for the
+# example profile clusters/platforms/gatekeeper, kept out of a cold machine's default build.
+ON_REQUEST = ["gatekeeper"]
+GATEKEEPER_VERSION = "v3.23.1"
+
+# Seconds each step takes in a cold build, measured on this project's 2-core machine (Go 1.24,
+# Debian mirror over the network). The three lanes of build_all run side by side: the two Go
+# builds share the cores (Kubernetes ~14 min while the tools take ~12 min), and the debootstraps
+# (node 2.5 min, net 107 s, toolbox 159 s, haproxy 101 s) run one after another meanwhile. The
+# image steps run after them, one at a time: components, preload and node 44 to 78 s each on a
+# fresh Docker engine, the small imports and builds a few seconds. Whole cold build: about 15 to
+# 18 minutes (10 minutes with Go's own build cache warm). A step's time from the last build that
+# ran it (durations.json in the cache) takes precedence. go-etcdutl (built after go-tools, from
+# the same etcd modules and dependency versions, so from Go's build cache) took 1 s warm; 60 s
+# allows for the few packages only etcdutl has. go-gatekeeper (on request only) took 169 s, its
+# downloads included, with the kind images' Go module and build caches already warm.
+COLD_SECONDS = {
+    "go-kubernetes": 840, "go-tools": 720, "go-etcdutl": 60,
+    "rootfs-node": 150, "rootfs-net": 107, "rootfs-toolbox": 159, "rootfs-haproxy": 101,
+    "base-net": 5, "node-base": 10, "components": 44, "toolbox": 10, "preload": 60, "node": 78,
+    "haproxy": 5, "go-gatekeeper": 170, "gatekeeper": 2,
+}
+HEARTBEAT_SECONDS = 60  # a progress line at least this often while a long Go build runs
+# A bound for one build command, not an estimate: far above the longest step measured (Kubernetes,
+# ~14 min cold), so it only stops a command that hangs (e.g. a fetch that never completes), which
+# would otherwise hold `kdrill run` and the pytest plugin forever.
+STEP_TIMEOUT_SECONDS = 2 * 3600
+DOCKER_QUERY_SECONDS = 60  # `docker image inspect`: seconds on a busy machine
+
+
+class BuildError(RuntimeError):
+    """A build step failed, or cannot run here; the message names the step and where its log
+    is, or what is missing and how to get it."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("KDRILL_CACHE", Path.home() / ".cache" / "kdrill"))
+
+
+def read_versions() -> dict[str, str]:
+    versions = {}
+    for line in (IMAGES_DIR / "versions.env").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            versions[key] = value
+    return versions
+
+
+def _files_under(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file())
+
+
+def content_key(name: str, inputs: list[Path], extra: list[str]) -> str:
+    """SHA-256 over a step's name, input files (path and bytes) and extra strings; 16 hex digits."""
+    digest = hashlib.sha256(name.encode())
+    for root in inputs:
+        for f in _files_under(root):
+            # "clusters/images/...": the same in a checkout and an installed wheel (harness.core.resources)
+            digest.update(str(f.relative_to(resources.data_root())).encode() + b"\0")
+            digest.update(f.read_bytes() + b"\0")
+    for item in extra:
+        digest.update(item.encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def run(cmd: list[str], log_file: Path, extra_env: dict[str, str] | None = None) -> None:
+    """Run a build command, ``extra_env`` added to its environment, with its output appended to
+    ``log_file`` as it comes, for at most STEP_TIMEOUT_SECONDS seconds. Raises BuildError (exit
+    code, log file, the log's last lines) when it fails, subprocess.TimeoutExpired when it runs
+    longer."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("ab") as out:
+        out.write(f"\n$ {' '.join(cmd)}\n".encode())
+        out.flush()
+        try:
+            proc.run(cmd, timeout_seconds=STEP_TIMEOUT_SECONDS, output=out, extra_env=extra_env)
+            return
+        except proc.CommandFailed as exc:
+            returncode = exc.returncode
+    tail = log_file.read_text(errors="replace").splitlines()[-25:]
+    raise BuildError(f"{' '.join(cmd[:3])} failed (exit {returncode}); log: {log_file}\n" + "\n".join(tail))
+
+
+_durations_lock = threading.Lock()
+
+
+def recorded_seconds() -> dict[str, float]:
+    """Seconds each step took the last time it was built here (step name -> seconds; empty
+    when nothing was recorded or the file is unreadable)."""
+    try:
+        data = json.loads((cache_dir() / "durations.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))} if isinstance(data, dict) else {}
+
+
+def record_seconds(name: str, seconds: float) -> None:
+    """Remember that step ``name`` took ``seconds`` to build (for the next build's estimate)."""
+    from harness.core.files import write_text_atomic
+
+    with _durations_lock:  # the build lanes finish steps from several threads
+        data = recorded_seconds()
+        data[name] = round(seconds, 1)
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        write_text_atomic(cache_dir() / "durations.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def expected_seconds(names: list[str], recorded: dict[str, float]) -> dict[str, float]:
+    """Estimated seconds per step: its ``recorded`` time (see recorded_seconds), else its
+    COLD_SECONDS figure (60 s for a step with neither)."""
+    return {n: recorded.get(n, COLD_SECONDS.get(n, 60.0)) for n in names}
+
+
+def lane_of(name: str) -> str | None:
+    """The parallel lane a step runs in (see Build.build_all), or None for the steps that run
+    one at a time after the lanes."""
+    if name in ("go-kubernetes", "go-tools"):
+        return name
+    if name == "go-etcdutl":  # after go-tools, whose Go build cache it mostly reuses
+        return "go-tools"
+    if name == "go-gatekeeper":
+        return name
+    return "rootfs" if name.startswith("rootfs-") else None
+
+
+def seconds_left(todo: list[str], expected: dict[str, float], elapsed: dict[str, float] | None = None) -> float:
+    """Estimated seconds until the steps in ``todo`` are built.
+
+    ``expected``: seconds per step; ``elapsed``: seconds already spent on the steps running now.
+    The lanes run side by side (the longest one counts), the other steps one after another after
+    them. A running step that overran its estimate counts as 0 s left.
+    """
+    elapsed = elapsed or {}
+
+    def left(name: str) -> float:
+        return max(expected[name] - elapsed.get(name, 0.0), 0.0)
+
+    lanes: dict[str, float] = {}
+    after = 0.0
+    for name in todo:
+        lane = lane_of(name)
+        if lane is None:
+            after += left(name)
+        else:
+            lanes[lane] = lanes.get(lane, 0.0) + left(name)
+    return max(lanes.values(), default=0.0) + after
+
+
+def format_seconds(seconds: float) -> str:
+    """``45 s``, ``3 min``, ``14 min``: how long, for a person (rounded, never negative)."""
+    seconds = max(seconds, 0.0)
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+class Progress:
+    """Progress lines of one build, passed to ``say``: a step starts (with its log), a step is
+    built (its seconds, the steps left, the estimated time left), and while steps run a line
+    every ``heartbeat_seconds``. A context manager: the heartbeat runs inside the ``with``.
+    Thread-safe: the build lanes report from their own threads."""
+
+    def __init__(self, todo: list[str], expected: dict[str, float], say: Callable[[str], None],
+                 heartbeat_seconds: float = HEARTBEAT_SECONDS, clock: Callable[[], float] = time.monotonic):
+        self.todo = list(todo)  # not built yet, in build order
+        self.expected = expected
+        self.say = say
+        self.clock = clock
+        self.heartbeat_seconds = heartbeat_seconds
+        self.started_at = clock()
+        self.running: dict[str, float] = {}  # step -> clock() when it started
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def left_seconds(self) -> float:
+        now = self.clock()
+        return seconds_left(self.todo, self.expected, {n: now - t for n, t in self.running.items()})
+
+    def _line(self, text: str) -> None:
+        minutes, seconds = divmod(int(self.clock() - self.started_at), 60)
+        self.say(f"[{minutes:2d}:{seconds:02d}] {text}")
+
+    def _left(self) -> str:
+        if not self.todo:
+            return "nothing left"
+        return f"{len(self.todo)} step(s) left, about {format_seconds(self.left_seconds())} left"
+
+    def start(self, name: str, log_file: Path) -> None:
+        with self._lock:
+            self.running[name] = self.clock()
+            self._line(f"{name}: building (usually {format_seconds(self.expected.get(name, 0))}); log: {log_file}")
+
+    def built(self, name: str, seconds: float) -> None:
+        with self._lock:
+            self.running.pop(name, None)
+            if name in self.todo:
+                self.todo.remove(name)
+            self._line(f"{name}: built in {seconds:.0f} s; {self._left()}")
+
+    def cached(self, name: str) -> None:
+        """``name`` turned out to be built already (e.g. by another build meanwhile)."""
+        with self._lock:
+            if name in self.todo:
+                self.todo.remove(name)
+
+    def failed(self, name: str, seconds: float, log_file: Path) -> None:
+        with self._lock:
+            self.running.pop(name, None)
+            still = f"; waiting for {', '.join(self.running)} to stop" if self.running else ""
+            self._line(f"{name}: FAILED after {seconds:.0f} s; log: {log_file}{still}")
+
+    def heartbeat(self) -> None:
+        with self._lock:
+            if self.running:
+                now = self.clock()
+                doing = ", ".join(f"{n} ({format_seconds(now - t)} so far)" for n, t in self.running.items())
+                self._line(f"building {doing}; {self._left()}")
+
+    def __enter__(self) -> "Progress":
+        def beat() -> None:
+            while not self._stop.wait(self.heartbeat_seconds):
+                self.heartbeat()
+
+        self._beat = threading.Thread(target=beat, name="kdrill-build-progress", daemon=True)
+        self._beat.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._beat.join()  # no heartbeat line after the build's last line
+
+
+def docker_image_key(tag: str) -> str | None:
+    result = proc.run(
+        ["docker", "image", "inspect", "--format", "{{ index .Config.Labels \"" + LABEL + "\" }}", tag],
+        timeout_seconds=DOCKER_QUERY_SECONDS, check=False)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+@dataclass
+class Step:
+    name: str
+    inputs: list[Path]
+    build: Callable[["Step"], None]
+    deps: list["Step"] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    image: str | None = None  # set for steps whose output is a Docker image
+
+    @property
+    def key(self) -> str:
+        return content_key(self.name, self.inputs, self.extra + [d.key for d in self.deps])
+
+    @property
+    def out(self) -> Path:
+        return cache_dir() / "steps" / f"{self.name}-{self.key}"
+
+    @property
+    def log_file(self) -> Path:
+        return cache_dir() / "logs" / f"{self.name}-{self.key}.log"
+
+    def done(self) -> bool:
+        if self.image:
+            return docker_image_key(self.image) == self.key
+        return (self.out / ".complete").exists()
+
+    def ensure(self, progress: Progress | None = None) -> float:
+        """Build unless cached; returns the seconds spent (0.0 when cached). Raises BuildError
+        naming this step and its log file."""
+        # With progress lines on the terminal, the log repeats them only at debug level.
+        level = logging.DEBUG if progress else logging.INFO
+        if self.done():
+            log.log(level, "%-16s cached (%s)", self.name, self.key)
+            if progress:
+                progress.cached(self.name)
+            return 0.0
+        log.log(level, "%-16s building (%s), log: %s", self.name, self.key, self.log_file)
+        if progress:
+            progress.start(self.name, self.log_file)
+        started = time.monotonic()
+        try:
+            if not self.image:
+                shutil.rmtree(self.out, ignore_errors=True)
+                self.out.mkdir(parents=True)
+            self.build(self)
+            if not self.image:
+                (self.out / ".complete").write_text(self.key)
+        except (BuildError, OSError, subprocess.SubprocessError) as exc:
+            if progress:
+                progress.failed(self.name, time.monotonic() - started, self.log_file)
+            detail = str(exc) if isinstance(exc, BuildError) else f"{exc}; log: {self.log_file}"
+            raise BuildError(f"image build step {self.name} failed: {detail}") from None
+        spent = time.monotonic() - started
+        log.log(level, "%-16s built in %.0f s", self.name, spent)
+        record_seconds(self.name, spent)
+        if progress:
+            progress.built(self.name, spent)
+        return spent
+
+
+# --- the steps --------------------------------------------------------------------------------
+
+def _go_kubernetes(step: Step) -> None:
+    run(["bash", str(IMAGES_DIR / "go" / "build-kubernetes.sh"), str(step.out)], step.log_file)
+
+
+def _go_tools(step: Step) -> None:
+    run(["bash", str(IMAGES_DIR / "go" / "build-tools.sh"), str(step.out)], step.log_file)
+
+
+def _go_etcdutl(step: Step) -> None:
+    run(["bash", str(IMAGES_DIR / "go" / "build-etcdutl.sh"), str(step.out)], step.log_file)
+
+
+def _go_gatekeeper(step: Step) -> None:
+    run(["bash", str(IMAGES_DIR / "go" / "build-gatekeeper.sh"), str(step.out), GATEKEEPER_VERSION], step.log_file)
+
+
+def _rootfs(flavour: str) -> Callable[[Step], None]:
+    def build(step: Step) -> None:
+        run(["bash", str(IMAGES_DIR / "rootfs.sh"), str(step.out / "rootfs.tar"),
+             ROOTFS_PACKAGES[flavour]], step.log_file)
+    return build
+
+
+def _docker_build(step: Step, dockerfile: str, context: Path, image: str | None = None) -> None:
+    """``docker build`` from a Dockerfile text, labelled with the step's key; never pulls
+    (every FROM is a local image or scratch)."""
+    (context / "Dockerfile").write_text(dockerfile)
+    cmd = ["docker", "build", "--pull=false", "--label", f"{LABEL}={step.key}", "-t", image or step.image]
+    run(cmd + [str(context)], step.log_file, extra_env={"DOCKER_BUILDKIT": "0"})
+
+
+def _import_rootfs(step: Step, tar: Path, changes: list[str] = ()) -> None:
+    cmd = ["docker", "import", "--change", f"LABEL {LABEL}={step.key}"]
+    for change in changes:
+        cmd += ["--change", change]
+    run(cmd + [str(tar), step.image], step.log_file)
+
+
+@dataclass
+class Build:
+    """The whole build graph, with the tags every manifest and kubeadm refers to."""
+
+    versions: dict[str, str] = field(default_factory=read_versions)
+
+    def __post_init__(self) -> None:
+        v = self.versions
+        self.k8s_tag = v["KUBERNETES_VERSION"].replace("+", "_")
+        self.tags = {
+            "kube-apiserver": f"registry.k8s.io/kube-apiserver:{self.k8s_tag}",
+            "kube-controller-manager": f"registry.k8s.io/kube-controller-manager:{self.k8s_tag}",
+            "kube-scheduler": f"registry.k8s.io/kube-scheduler:{self.k8s_tag}",
+            "kube-proxy": f"registry.k8s.io/kube-proxy:{self.k8s_tag}",
+            "etcd": f"registry.k8s.io/etcd:{v['ETCD_IMAGE_TAG']}",
+            "coredns": f"registry.k8s.io/coredns/coredns:{v['COREDNS_VERSION']}",
+            "pause": f"registry.k8s.io/pause:{v['PAUSE_IMAGE_TAG']}",
+            "netd": "docker.io/kdrill/netd:v0.1.0",
+            "local-path-provisioner": f"docker.io/kdrill/local-path-provisioner:{v['LOCAL_PATH_PROVISIONER_VERSION']}",
+            "local-path-helper": "docker.io/kdrill/local-path-helper:bookworm",
+            "toolbox": "docker.io/kdrill/toolbox:v0.1.0",
+        }
+        self.node_image = f"kdrill/node:{v['KUBERNETES_VERSION']}"
+        # kind v0.31.0 runs its HA load balancer from exactly this tag.
+        self.haproxy_image = "docker.io/kindest/haproxy:v20251211-v0.29.0-alpha-100-g82a92c5d"
+        # Not in self.tags (those are preloaded into every node): a profile's images/ carries it.
+        self.gatekeeper_image = f"docker.io/kdrill/gatekeeper:{GATEKEEPER_VERSION}"
+        self._steps = self._graph()
+
+    # The graph: leaves first. Each lambda closes over self for tags and dependencies.
+    def _graph(self) -> dict[str, Step]:
+        d = IMAGES_DIR
+        versions = [d / "versions.env"]
+        s: dict[str, Step] = {}
+        s["go-kubernetes"] = Step("go-kubernetes", versions + [d / "go" / "build-kubernetes.sh", d / "go" / "kubernetes"],
+                                  _go_kubernetes)
+        s["go-tools"] = Step("go-tools", versions + [d / "go" / "build-tools.sh", d / "go" / "etcd", d / "src"], _go_tools)
+        s["go-etcdutl"] = Step("go-etcdutl", [d / "go" / "build-etcdutl.sh", d / "go" / "etcdutl"], _go_etcdutl)
+        for flavour, packages in ROOTFS_PACKAGES.items():
+            s[f"rootfs-{flavour}"] = Step(f"rootfs-{flavour}", versions + [d / "rootfs.sh"], _rootfs(flavour),
+                                          extra=[packages])
+        s["base-net"] = Step("base-net", [], lambda st: _import_rootfs(st, s["rootfs-net"].out / "rootfs.tar"),
+                             deps=[s["rootfs-net"]], image="kdrill/base-net:bookworm")
+        s["toolbox"] = Step("toolbox", [d / "toolbox"], self._toolbox, deps=[s["rootfs-toolbox"]],
+                            image=self.tags["toolbox"])
+        # The component recipe lives in _components itself: its source is part of the key.
+        s["components"] = Step("components", [], self._components,
+                               deps=[s["go-kubernetes"], s["go-tools"], s["base-net"]],
+                               extra=sorted(self.tags.values()) + [inspect.getsource(Build._components)],
+                               image=self.tags["kube-apiserver"])
+        s["preload"] = Step("preload", [d / "preload.sh"], self._preload, deps=[s["components"], s["toolbox"]],
+                            extra=sorted(self.tags.values()))
+        s["node-base"] = Step("node-base", [d / "node"], self._node_base,
+                              deps=[s["rootfs-node"], s["go-tools"]], image="kdrill/node-base:bookworm")
+        s["node"] = Step("node", [d / "manifests"], self._node, extra=[inspect.getsource(Build._node)],
+                         deps=[s["node-base"], s["go-kubernetes"], s["preload"]], image=self.node_image)
+        s["haproxy"] = Step("haproxy", [d / "haproxy"], self._haproxy, deps=[s["rootfs-haproxy"]],
+                            image=self.haproxy_image)
+        s["go-gatekeeper"] = Step("go-gatekeeper", [d / "go" / "build-gatekeeper.sh"], _go_gatekeeper,
+                                  extra=[GATEKEEPER_VERSION])
+        s["gatekeeper"] = Step("gatekeeper", [], self._gatekeeper, deps=[s["go-gatekeeper"]],
+                               extra=[inspect.getsource(Build._gatekeeper)], image=self.gatekeeper_image)
+        return s
+
+    def step(self, name: str) -> Step:
+        return self._steps[name]
+
+    # --- image builders ---
+
+    def _toolbox(self, step: Step) -> None:
+        self._image_from_rootfs(step, "toolbox")
+
+    def _image_from_rootfs(self, step: Step, flavour: str) -> None:
+        """``docker build`` of clusters/images/<flavour>/Dockerfile.in over rootfs-<flavour>."""
+        with tempfile.TemporaryDirectory(prefix=f"kdrill-{flavour}-") as ctx:
+            shutil.copytree(IMAGES_DIR / flavour, ctx, dirs_exist_ok=True)
+            shutil.copy(self.step(f"rootfs-{flavour}").out / "rootfs.tar", Path(ctx) / "rootfs.tar")
+            _docker_build(step, (IMAGES_DIR / flavour / "Dockerfile.in").read_text(), Path(ctx))
+
+    def _components(self, step: Step) -> None:
+        """One small image per component, FROM scratch unless it needs packet filtering tools."""
+        kube = self.step("go-kubernetes").out
+        tools = self.step("go-tools").out
+        plain = {  # image -> (binary dir, binary, entrypoint or None when kubeadm gives the command)
+            "kube-apiserver": (kube, ["kube-apiserver"], None),
+            "kube-controller-manager": (kube, ["kube-controller-manager"], None),
+            "kube-scheduler": (kube, ["kube-scheduler"], None),
+            "etcd": (tools, ["etcd", "etcdctl"], None),
+            "coredns": (tools, ["coredns"], "/usr/local/bin/coredns"),
+            "pause": (tools, ["pause"], "/usr/local/bin/pause"),
+            "local-path-provisioner": (tools, ["local-path-provisioner"], "/usr/local/bin/local-path-provisioner"),
+        }
+        on_net = {"kube-proxy": (kube, ["kube-proxy"], None), "netd": (tools, ["netd"], "/usr/local/bin/netd")}
+        # kube-apiserver goes last: its label marks the whole group as built.
+        ordered = sorted({**plain, **on_net}.items(), key=lambda item: item[0] == "kube-apiserver")
+        for name, (bindir, binaries, entrypoint) in ordered:
+            base = "kdrill/base-net:bookworm" if name in on_net else "scratch"
+            lines = [f"FROM {base}"] + [f"COPY {b} /usr/local/bin/{b}" for b in binaries]
+            lines.append("ENV PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+            if entrypoint:
+                lines.append(f'ENTRYPOINT ["{entrypoint}"]')
+            with tempfile.TemporaryDirectory(prefix=f"kdrill-{name}-") as ctx:
+                for b in binaries:
+                    shutil.copy(bindir / b, Path(ctx) / b)
+                # kube-apiserver is the step's own image: built here, it marks the group as done.
+                _docker_build(step, "\n".join(lines) + "\n", Path(ctx), image=self.tags[name])
+        # The local-path helper needs only sh, mkdir and rm: the net base has them.
+        run(["docker", "tag", "kdrill/base-net:bookworm", self.tags["local-path-helper"]], step.log_file)
+
+    def _preload(self, step: Step) -> None:
+        images = sorted(self.tags.values())
+        run(["bash", str(IMAGES_DIR / "preload.sh"), str(step.out)] + images, step.log_file)
+
+    def _node_base(self, step: Step) -> None:
+        rootfs = self.step("rootfs-node").out / "rootfs.tar"
+        tools = self.step("go-tools").out
+        run(["bash", str(IMAGES_DIR / "node" / "build-base.sh"), str(rootfs), str(tools / "crictl"),
+             step.image, f"{LABEL}={step.key}"], step.log_file)
+
+    def _node(self, step: Step) -> None:
+        kube = self.step("go-kubernetes").out
+        preload = self.step("preload").out
+        with tempfile.TemporaryDirectory(prefix="kdrill-node-", dir="/var/tmp") as tmp:
+            ctx = Path(tmp)
+            for b in ("kubeadm", "kubelet", "kubectl"):
+                shutil.copy(kube / b, ctx / b)
+            manifests = ctx / "manifests"
+            manifests.mkdir()
+            for src in sorted((IMAGES_DIR / "manifests").glob("*.yaml")):
+                text = src.read_text()
+                for name, tag in self.tags.items():
+                    text = text.replace("@IMAGE_" + name.upper().replace("-", "_") + "@", tag)
+                (manifests / src.name).write_text(text)
+            (ctx / "version").write_text(self.versions["KUBERNETES_VERSION"] + "\n")
+            shutil.copy(preload / "containerd.tar", ctx / "containerd.tar")
+            dockerfile = "\n".join([
+                "FROM kdrill/node-base:bookworm",
+                "COPY kubeadm kubelet kubectl /usr/bin/",
+                "COPY version /kind/version",
+                "COPY manifests/ /kind/manifests/",
+                # containerd's state with every image imported (not unpacked: it unpacks on first use).
+                "ADD containerd.tar /var/lib/containerd/",
+                "STOPSIGNAL SIGRTMIN+3",
+                "ENV container=docker",
+                'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]',
+            ]) + "\n"
+            _docker_build(step, dockerfile, ctx)
+
+    def _haproxy(self, step: Step) -> None:
+        self._image_from_rootfs(step, "haproxy")
+
+    def _gatekeeper(self, step: Step) -> None:
+        """The manager alone, as upstream's image has it (/manager), FROM scratch: the published
+        manifest runs it as a non-root user with a read-only root filesystem and needs nothing else."""
+        with tempfile.TemporaryDirectory(prefix="kdrill-gatekeeper-") as ctx:
+            shutil.copy(self.step("go-gatekeeper").out / "manager", Path(ctx) / "manager")
+            _docker_build(step, 'FROM scratch\nCOPY manager /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]\n',
+                          Path(ctx))
+
+    # --- driving ---
+
+    def order(self, targets: list[str] | None = None) -> list[Step]:
+        """``targets`` (default: TARGETS) and every step they build on, dependencies first."""
+        order: list[Step] = []
+
+        def visit(st: Step) -> None:
+            for dep in st.deps:
+                visit(dep)
+            if st not in order:
+                order.append(st)
+
+        for t in targets or TARGETS:
+            visit(self.step(t))
+        return order
+
+    def missing(self, targets: list[str] | None = None) -> list[str]:
+        """Names of the steps ``targets`` need that are not built (or out of date), in build order."""
+        return [st.name for st in self.order(targets) if not st.done()]
+
+    def build_all(self, targets: list[str] | None = None, progress: Progress | None = None) -> dict[str, float]:
+        """Build ``targets`` (default: node, haproxy, toolbox) and what they need.
+
+        Go builds (CPU-bound) and debootstraps (network- and disk-bound) run side by side.
+        One build at a time per cache: a second one waits for the first (a lock file).
+        Returns seconds spent per step (0.0 for cached ones). Raises BuildError.
+        """
+        order = self.order(targets)
+        spent: dict[str, float] = {}
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        with (cache_dir() / "build.lock").open("w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                (progress.say if progress else log.info)(
+                    f"another kdrill image build is running (lock {cache_dir() / 'build.lock'}); waiting for it")
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            # Three lanes: the two Go builds (compile is parallel, linking is not, so two builds
+            # keep both cores busier) and the debootstraps (network and disk).
+            lanes: dict[str, list[Step]] = {}
+            for st in order:
+                if lane_of(st.name):
+                    lanes.setdefault(lane_of(st.name), []).append(st)
+            with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+                futures = [pool.submit(lambda lane: [(st.name, st.ensure(progress)) for st in lane], lane)
+                           for lane in lanes.values()]
+                for f in futures:
+                    spent.update(dict(f.result()))
+            for st in order:
+                if st.name not in spent:
+                    spent[st.name] = st.ensure(progress)
+        return spent
+
+    def status(self) -> list[dict]:
+        return [{"step": st.name, "key": st.key, "built": st.done(), "image": st.image}
+                for st in self._steps.values()]
+
+
+def ensure_built(progress: Callable[[str], None] = print, targets: list[str] | None = None) -> dict[str, float]:
+    """Build whatever a kind cluster needs that is not built yet; what ``kdrill run`` and the
+    pytest plugin do before creating a kind cluster (Docker must be up: see
+    harness.cli.doctor.docker_problem).
+
+    ``progress`` receives one line when everything is built already (a fraction of a second),
+    otherwise a line per step started and built, with the steps left and the estimated time
+    left, and a heartbeat line every HEARTBEAT_SECONDS. Returns seconds spent per step built
+    (empty when nothing was missing). Raises BuildError naming the failed step and its log file,
+    or, before building anything, what is missing to build (Go, debootstrap) and how to get it.
+    """
+    from harness.cli.doctor import missing_build_tools
+
+    build = Build()
+    todo = build.missing(targets)
+    if not todo:
+        progress(f"kdrill: {', '.join(targets)} built and current" if targets and set(targets) <= set(ON_REQUEST)
+                 else f"kdrill: kind images built and current (node image {build.node_image})")
+        return {}
+    lacking = missing_build_tools(go=any((lane_of(n) or "").startswith("go-") for n in todo),
+                                  debootstrap=any(lane_of(n) == "rootfs" for n in todo))
+    if lacking:
+        raise BuildError(f"the kind images are not built ({', '.join(todo)}) and cannot be built here: "
+                         f"missing {'; '.join(lacking)}")
+    recorded = recorded_seconds()
+    expected = expected_seconds(todo, recorded)
+    source = "the last build's step times" if any(n in recorded for n in todo) else "cold-build figures"
+    progress(f"kdrill: building {len(todo)} kind image step(s) not built yet: {', '.join(todo)}; "
+             f"about {format_seconds(seconds_left(todo, expected))} (estimate from {source}); "
+             f"cached in {cache_dir()} afterwards")
+    started = time.monotonic()
+    with Progress(todo, expected, progress) as lines:
+        spent = build.build_all(targets, progress=lines)
+    progress(f"kdrill: kind images built in {format_seconds(time.monotonic() - started)}")
+    return {name: seconds for name, seconds in spent.items() if seconds}
+
+
+def image_sizes(tags: list[str]) -> dict[str, int]:
+    """Bytes per local image tag (as ``docker image inspect`` reports them)."""
+    sizes = {}
+    for tag in tags:
+        out = proc.run(["docker", "image", "inspect", "--format", "{{.Size}}", tag],
+                       timeout_seconds=DOCKER_QUERY_SECONDS, check=False)
+        if out.returncode == 0:
+            sizes[tag] = int(out.stdout.strip())
+    return sizes
+
+
+if __name__ == "__main__":  # pragma: no cover
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    print(json.dumps(Build().build_all(), indent=2))

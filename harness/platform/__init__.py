@@ -1,0 +1,1 @@
+"""Platform profiles: what a cluster is built with (admission, DNS, encryption) and how it is installed."""

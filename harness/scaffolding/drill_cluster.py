@@ -1,0 +1,208 @@
+"""Ledger kind ``drill-cluster``: not a failure, but a kind cluster a drill creates for itself.
+
+A claim that holds only on another cluster configuration (Secrets with an EncryptionConfiguration)
+is checked on a cluster made for it: one node, created from ``clusters/encryption-at-rest.yaml.j2``
+beside the session's cluster, and deleted by the revert. It is in the ledger before ``kind create
+cluster`` starts, so ``kdrill recover`` deletes it after a crash or ``kill -9`` like a drill's
+namespace; the entry names the new cluster itself, so recover reaches it even when the session's
+cluster is gone.
+
+Its kube-apiserver is given ``--encryption-provider-config`` through the kind config's kubeadm
+patches. The EncryptionConfiguration encrypts ``secrets`` with one provider (``secretbox`` or
+``aescbc``) and a 32-byte key made for this cluster only (:mod:`secrets`), then ``identity`` so
+what was stored before stays readable. The key lives in a 0700 directory under kdrill's state
+directory (``$KDRILL_STATE_DIR/clusters/<name>``), bind-mounted read-only into the node, and is
+deleted with the cluster; it never enters evidence.
+
+Source: "Encrypting Confidential Data at Rest"
+(https://kubernetes.io/docs/tasks/administer-cluster/encrypt-data/).
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.core import resources
+from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.core.ledger import state_dir
+from harness.kube.providers import Cluster
+
+log = logging.getLogger("kdrill.faults.drill_cluster")
+
+TEMPLATE = resources.clusters_dir() / "encryption-at-rest.yaml.j2"
+NODE_DIR = "/etc/kubernetes/kdrill-encryption"  # where the node and kube-apiserver see the directory
+CONFIG_FILE = "encryption-config.yaml"
+PROVIDERS = ("secretbox", "aescbc")  # both take a 32-byte key ("Encrypting Confidential Data at Rest")
+KEY_NAME = "kdrill-key1"
+# `kind create cluster` of one node took 26 s here, with kdrill-ha running beside it; the health
+# wait is the provider's (every node Ready, every kube-system pod running).
+CREATE_WAIT_SECONDS = 300
+
+
+NAME_SUFFIX = "-enc"  # every cluster of this kind is called <session cluster>-enc: nothing else is deleted
+
+
+def check_name(name: str) -> None:
+    """Raise ValueError unless ``name`` is a kind cluster name this kind may create and delete:
+    lowercase letters, digits and '-', ending in :data:`NAME_SUFFIX`."""
+    import re
+
+    if not (isinstance(name, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,40})" + re.escape(NAME_SUFFIX), name)):
+        raise ValueError(f"drill cluster name {name!r}: expected lowercase letters, digits and '-' ending in "
+                         f"{NAME_SUFFIX!r}")
+
+
+def directory_of(name: str) -> Path:
+    """The cluster's key directory, always derived from its name (never read from a ledger):
+    ``<state dir>/clusters/<name>``, absolute."""
+    return (state_dir() / "clusters" / name).absolute()
+
+
+def encryption_configuration(provider: str, key: bytes) -> dict[str, Any]:
+    """The EncryptionConfiguration (apiserver.config.k8s.io/v1) that encrypts Secrets with
+    ``provider`` and ``key`` (32 bytes), falling back to ``identity`` for reads of what was stored
+    in plain text. Raises ValueError for another provider or key length."""
+    if provider not in PROVIDERS:
+        raise ValueError(f"encryption provider {provider!r}: expected one of {', '.join(PROVIDERS)}")
+    if len(key) != 32:
+        raise ValueError(f"{provider} needs a 32-byte key, got {len(key)} bytes")
+    return {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "EncryptionConfiguration",
+            "resources": [{"resources": ["secrets"],
+                           "providers": [{provider: {"keys": [{"name": KEY_NAME,
+                                                               "secret": base64.b64encode(key).decode()}]}},
+                                         {"identity": {}}]}]}
+
+
+def render_kind_config(encryption_dir: Path) -> str:
+    """The kind config of the cluster, reading its EncryptionConfiguration from ``encryption_dir``
+    (an absolute host path). Raises ValueError for a relative path (kind would resolve it
+    against its own working directory)."""
+    from jinja2 import Environment, StrictUndefined
+
+    if not encryption_dir.is_absolute():
+        raise ValueError(f"encryption directory {encryption_dir} is not an absolute path")
+    if ":" in str(encryption_dir) or not str(encryption_dir).isprintable():
+        # Docker's volume syntax splits at ':'; a control character has no business in a path.
+        raise ValueError(f"encryption directory {str(encryption_dir)!r}: a path without ':' or control characters "
+                         "(set KDRILL_STATE_DIR to one)")
+    env = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    return env.from_string(TEMPLATE.read_text()).render(encryption_dir=str(encryption_dir), node_dir=NODE_DIR,
+                                                        config_file=CONFIG_FILE)
+
+
+def expected_prefix(provider: str) -> bytes:
+    """What kube-apiserver writes ahead of a value this configuration encrypted:
+    ``k8s:enc:<provider>:v1:<key name>:``."""
+    return f"k8s:enc:{provider}:v1:{KEY_NAME}:".encode()
+
+
+class DrillCluster(Fault):
+    """The kind cluster ``name`` with Secrets encrypted at rest by ``provider``: :meth:`inject`
+    creates it (:attr:`created` is its :class:`Cluster` afterwards), :meth:`revert` deletes it and
+    its key directory. ``cluster`` (the session's) is only where the drill runs from: the ledger
+    entry names the new cluster."""
+
+    kind = "drill-cluster"
+    needs_node_access = True
+    node_access_level = "container"
+    node_capability = "creates and deletes a kind cluster of its own beside the session's (docker)"
+
+    def __init__(self, cluster: Cluster, name: str, provider: str = "secretbox") -> None:
+        if provider not in PROVIDERS:
+            raise ValueError(f"encryption provider {provider!r}: expected one of {', '.join(PROVIDERS)}")
+        check_name(name)
+        from harness.kube.providers.kind import kubeconfig_cache_path
+
+        self.name, self.provider = name, provider
+        self.directory = directory_of(name)
+        # The ledger records the new cluster: recover deletes it whatever became of the session's.
+        super().__init__(Cluster(name=name, provider="kind", kubeconfig=kubeconfig_cache_path(name),
+                                 context=f"kind-{name}", node_access=True))
+        self.host = cluster
+        self.created: Cluster | None = None
+        self.create_seconds: float | None = None
+
+    def target(self) -> dict[str, Any]:
+        return {"name": self.name, "provider": self.provider, "directory": str(self.directory)}
+
+    def where(self) -> list[Any]:
+        return [f"kind cluster {self.name} (EncryptionConfiguration: {self.provider})"]
+
+    def evidence(self) -> dict[str, Any]:
+        return {"cluster": self.name, "encryption_provider": self.provider, "key_name": KEY_NAME,
+                "create_seconds": None if self.create_seconds is None else round(self.create_seconds, 1)}
+
+    def _ours(self) -> bool:
+        """Whether kind cluster :attr:`name` is the one this fault made: its node mounts
+        :attr:`directory` (a cluster of that name made otherwise is never deleted here)."""
+        from harness.kube.providers.kind import KindProvider
+
+        return bool({str(self.directory), str(self.directory.resolve())} & KindProvider(name=self.name).host_mounts())
+
+    def inject(self) -> None:
+        from harness.kube.providers.kind import KindProvider
+
+        if KindProvider(name=self.name).exists():
+            # Before anything is touched: a leftover of a crashed run is `kdrill recover`'s to
+            # delete, and a cluster of that name made otherwise is not kdrill's to delete at all.
+            raise FaultError(f"kind cluster {self.name} already exists; `kdrill recover` deletes one a crashed "
+                             f"drill left, otherwise delete it yourself (kind delete cluster --name {self.name})")
+        if self.directory.exists():  # an earlier run's, whose cluster recover found gone
+            shutil.rmtree(self.directory)
+        self.directory.mkdir(parents=True, mode=0o700)
+        config = encryption_configuration(self.provider, secrets.token_bytes(32))
+        key_file = self.directory / CONFIG_FILE
+        key_file.touch(mode=0o600)
+        key_file.write_text(yaml.safe_dump(config, sort_keys=False))
+        kind_config = self.directory / "kind.yaml"
+        kind_config.write_text(render_kind_config(self.directory))
+        # Before kind runs, so `kdrill recover` finds a kubeconfig path even mid-creation (the
+        # revert needs only `kind delete cluster`); creation writes the real one over it.
+        kubeconfig = self.cluster.kubeconfig
+        kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+        if not kubeconfig.exists():
+            kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
+            kubeconfig.chmod(0o600)
+        provider = KindProvider(kind_config, name=self.name)
+        # Its own kubeconfig file: the user's current context is left alone.
+        self.create_seconds = provider.create(wait_seconds=CREATE_WAIT_SECONDS, kubeconfig=kubeconfig)
+        self.created = provider.cluster()
+
+    def revert(self) -> None:
+        from harness.kube.providers.kind import KindProvider
+
+        provider = KindProvider(name=self.name)
+        if provider.exists():
+            if not self._ours():
+                # e.g. inject refused because the name was taken: that cluster is left alone.
+                log.warning("kind cluster %s does not mount %s: not made by this drill, left alone",
+                            self.name, self.directory)
+                return
+            provider.delete()
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self.cluster.kubeconfig.unlink(missing_ok=True)
+
+    def verify_reverted(self) -> None:
+        from harness.kube.providers.kind import KindProvider
+
+        left = []
+        if KindProvider(name=self.name).exists() and self._ours():
+            left.append(f"kind cluster {self.name} still exists")
+        if self.directory.exists():
+            left.append(f"{self.directory} (its encryption key) still exists")
+        if left:
+            raise FaultNotReverted("; ".join(left))
+
+    @classmethod
+    def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "DrillCluster":
+        # The name is checked and the directory derived from it, not taken from the entry: a
+        # forged or corrupt entry can name only a *-enc cluster this kind made (see _ours).
+        provider = target.get("provider", "secretbox")
+        return cls(cluster, target["name"], provider if provider in PROVIDERS else "secretbox")

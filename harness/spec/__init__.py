@@ -1,0 +1,1 @@
+"""The scenario specification: schema, model, loading and every rule a scenario must keep."""
