@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.core import proc  # noqa: E402
-from harness.engine.expectations import wait_until  # noqa: E402
+from harness.core.waiting import wait_until  # noqa: E402
 from harness.kube.health import unhealthy  # noqa: E402
 from harness.kube.images import Build, image_sizes  # noqa: E402
 from harness.kube.providers.kind import KindProvider  # noqa: E402

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.core import proc  # noqa: E402
-from harness.engine.expectations import wait_until  # noqa: E402
+from harness.core.waiting import wait_until  # noqa: E402
 from harness.kube.health import unhealthy  # noqa: E402
 from harness.kube.providers.kind import KindProvider  # noqa: E402
 from harness.core.session_lock import SessionLock  # noqa: E402

@@ -20,7 +20,7 @@ import threading
 import pytest
 from kubernetes import client
 
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults.apf_flood import NAME, POD, ApfFlood
 from harness.engine.measures import success_ratio
 from harness.probes import Probes

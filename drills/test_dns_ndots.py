@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 
 from harness.components import dns
-from harness.engine.expectations import wait_until, wait_until_or_raise
+from harness.core.waiting import wait_until, wait_until_or_raise
 from harness.faults.dns_drill_zone import RELOAD_TIMEOUT_SECONDS, DrillZone
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, delete_namespace
 

@@ -34,7 +34,7 @@ from kubernetes import client
 from harness.core import proc
 from harness.components import node_units
 from harness.components.etcd import etcd_members, etcdctl, member_healthy, running_member_node
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults.etcd_restore import EtcdRestore
 from harness.kube.health import api_accepts_write, wait_healthy
 from harness.kube.images import Build

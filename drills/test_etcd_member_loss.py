@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness.components import etcd
 from harness.components.etcd import etcd_members
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults.etcd_member import EtcdMember
 from harness.kube.health import wait_healthy
 from harness.probes import Probes

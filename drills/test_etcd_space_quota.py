@@ -19,7 +19,7 @@ import time
 import pytest
 
 from harness.components.etcd import db_size, defragment, etcdctl, revision, running_member_node
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.kube.health import api_accepts_write
 from harness.faults.etcd_space_quota import FILL_LABEL, EtcdSpaceQuota, alarms
 from harness.engine.measures import success_ratio

@@ -20,7 +20,7 @@ import time
 import pytest
 from kubernetes import client
 
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults.leader_kill import LeaderKill, holder, lease
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 

@@ -28,7 +28,7 @@ import base64
 import pytest
 
 from harness.components.etcd import RevisionCompacted, get_key, running_member_node
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.scaffolding.drill_cluster import DrillCluster, expected_prefix
 from harness.faults.planted_secret import DATA_KEY, PlantedSecret, value_digest
 from harness.components.topology import discover

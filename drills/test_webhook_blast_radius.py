@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from harness.components import admission
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults import injected
 from harness.scaffolding.drill_objects import DrillObjects
 from harness.faults.webhook_backend_down import WebhookBackendDown

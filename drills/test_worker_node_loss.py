@@ -20,7 +20,7 @@ import time
 import pytest
 from kubernetes import client
 
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults.node_freeze import NodeFreeze
 from harness.probes import Probes
 from harness.probes.endpoints import EndpointReadyProbe

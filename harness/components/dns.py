@@ -365,7 +365,7 @@ def steady_scrape(cluster: Cluster, requests: bool = True, timeout_seconds: floa
     ``coredns_dns_requests_total``) have held still for ``STEADY_SECONDS``: a reload's or a start's
     own loop-detection query is behind us and, with ``requests``, nothing else is querying, so the
     next change is the caller's. Raises ConditionTimeout after ``timeout_seconds``."""
-    from harness.engine.expectations import wait_until_or_raise
+    from harness.core.waiting import wait_until_or_raise
 
     readings: list[tuple[float, object, dict]] = []
 

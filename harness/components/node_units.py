@@ -138,7 +138,7 @@ def exit_status(cluster: Cluster, node: str, unit: str) -> int | str | None:
 
 def ended(cluster: Cluster, node: str, unit: str) -> tuple[int | str] | None:
     """:func:`exit_status` as a one-tuple once the unit has ended (exit status 0 is an answer),
-    else None: a condition for :func:`harness.engine.expectations.wait_until`. Raises as exit_status."""
+    else None: a condition for :func:`harness.core.waiting.wait_until`. Raises as exit_status."""
     status = exit_status(cluster, node, unit)
     return None if status is None else (status,)
 
@@ -194,7 +194,7 @@ def once_reachable(action: Callable[[], Any], due: float, deadline_seconds: floa
     ``due``) every second until it goes through, at most ``deadline_seconds`` after ``due``: through
     the node agent the node cannot be reached before. Returns None once it went through, else
     the last error."""
-    from harness.engine.expectations import wait_until
+    from harness.core.waiting import wait_until
 
     last: list[Exception | None] = [None]
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import proc
-from harness.engine.expectations import wait_until_or_raise
+from harness.core.waiting import wait_until_or_raise
 from harness.kube.providers import Cluster
 from harness.kube.workloads import TOOLBOX_IMAGE
 

@@ -114,7 +114,7 @@ def rerun_with_edit(cluster: Cluster, node: str, edit: str, component: str) -> N
     import uuid
 
     from harness.components import node_units
-    from harness.engine.expectations import wait_until
+    from harness.core.waiting import wait_until
     from harness.kube.providers import ProviderError
 
     names = shlex.quote(f"^({component}|kube-apiserver)$")

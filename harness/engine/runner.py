@@ -54,7 +54,7 @@ from harness.kube import objects as kube_objects
 from harness.engine import measures
 from harness.components.registry import container_name, image_tag, registry_host
 from harness.components.webhook import WebhookTLS, generate_webhook_tls
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults import FaultError, data_usable, fault_class, injected
 from harness.scaffolding.drill_objects import OWNER_LABEL, DrillObjects
 from harness.scaffolding.drill_registry import DrillRegistry

@@ -31,7 +31,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from harness.engine.expectations import wait_until_or_raise
+from harness.core.waiting import wait_until_or_raise
 from harness.faults import revert_and_verify
 from harness.scaffolding.drill_namespace import DrillNamespace
 from harness.core.ledger import Ledger
@@ -134,7 +134,7 @@ class DrillVitals:
     def await_samples(self, since: float, samples: int, timeout_seconds: float, description: str) -> bool:
         """Wait until every host-side vital sign has ``samples`` answers timed at or after
         ``since`` (epoch seconds); returns whether they did within ``timeout_seconds``."""
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         def enough() -> bool:
             return all(sum(1 for x in tl.samples() if x.t >= since) >= samples
@@ -229,7 +229,7 @@ class VitalSigns:
                                     max_requests=int(3 * self.max_seconds / self.interval_seconds), node=self.node)
         try:
             self.cluster.core.delete_namespaced_pod(PROBE_POD, NAMESPACE, grace_period_seconds=0, _request_timeout=10)
-            from harness.engine.expectations import wait_until
+            from harness.core.waiting import wait_until
 
             wait_until(lambda: not self._probe_exists(), 60)
         except ApiException as exc:
@@ -254,7 +254,7 @@ class VitalSigns:
                 raise  # the pod, and its log, are still there: nothing kept twice
         for target, samples in kept.items():
             self._kept.setdefault(target, []).extend(samples)
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         wait_until(lambda: not self._probe_exists(), 60)
         self.probe = None

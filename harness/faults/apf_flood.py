@@ -175,7 +175,7 @@ class ApfFlood(Fault):
                     raise
 
     def verify_reverted(self) -> None:
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         def absent(read) -> bool:
             try:

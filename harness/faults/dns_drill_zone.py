@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from harness.components import dns
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultNotReverted
 from harness.kube.providers import Cluster
 

@@ -40,7 +40,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.components import dns
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.spec.params import Param
 from harness.kube.providers import Cluster

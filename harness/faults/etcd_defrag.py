@@ -67,7 +67,7 @@ class EtcdDefrag(Fault):
         """Nothing to undo: wait until the member answers (see :meth:`verify_reverted`)."""
 
     def verify_reverted(self) -> None:
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         if not wait_until(lambda: member_healthy(self.cluster, self.node), HEALTHY_DEADLINE_SECONDS,
                           interval_seconds=1.0, description=f"etcd member on {self.node} healthy").ok:

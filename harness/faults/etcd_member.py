@@ -246,7 +246,7 @@ class EtcdMember(Fault):
 
     def verify_reverted(self) -> None:
         from harness.components.etcd import member_healthy
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         started = time.time()
         problems = []

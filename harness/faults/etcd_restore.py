@@ -368,7 +368,7 @@ class EtcdRestore(Fault):
         """The revert through the node agent (module doc): the losses cancelled if none is due
         yet; else every node's restore outcome read once it answers, and the originals moved
         back everywhere when the outcomes differ. Raises FaultError."""
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         if self.units.get("resolved"):  # an earlier revert (kdrill recover after it failed) acted on them
             self.outcomes = dict(self.units["resolved"])
@@ -405,7 +405,7 @@ class EtcdRestore(Fault):
         """:func:`return_original_script` on ``node`` as a unit of its own, waited for. Raises FaultError."""
         import uuid
 
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         unit = f"kdrill-etcd-return-{uuid.uuid4().hex[:8]}"
         cut = node_units.run_now(self.cluster, node, unit, return_original_script(), UNIT_RUNTIME_MAX_SECONDS,
@@ -441,7 +441,7 @@ class EtcdRestore(Fault):
         restored (else none is left aside: the data is never moved here, as the kubelets run), and
         the units' records, removed from every node; each asked until it answers (the control
         plane may just have restarted). Raises FaultError."""
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         # Not restored: the moved-aside directory is empty once its data went back (a member still
         # there would be left, for the verification to name).
@@ -461,7 +461,7 @@ class EtcdRestore(Fault):
 
     def verify_reverted(self) -> None:
         from harness.components.etcd import member_healthy
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         started = time.time()
         problems = []

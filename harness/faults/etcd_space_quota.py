@@ -115,7 +115,7 @@ class EtcdSpaceQuota(Fault):
         are down at once. Judged by the running process, not by a new container: after a crash
         mid-inject the kubelet may never have run the edited manifest the revert puts back.
         Raises FaultError."""
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         want = when == "inject"
         started = time.time()
@@ -167,7 +167,7 @@ class EtcdSpaceQuota(Fault):
             raise FaultError("; ".join(errors))
 
     def verify_reverted(self) -> None:
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
         from harness.kube.health import api_accepts_write
 
         problems = []

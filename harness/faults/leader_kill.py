@@ -109,7 +109,7 @@ class LeaderKill(Fault):
             static_pods.start_kubelet(self.cluster, self.node)
 
     def verify_reverted(self) -> None:
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         if self.node is None:
             return  # nothing was killed

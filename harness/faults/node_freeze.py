@@ -82,7 +82,7 @@ class NodeFreeze(Fault):
             _docker("unpause", self.node)
 
     def verify_reverted(self) -> None:
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         if paused(self.node):
             raise FaultNotReverted(f"node container {self.node} is still paused")

@@ -34,7 +34,7 @@ from typing import Any
 
 from harness.components import node_units, static_pods
 from harness.components.node_units import remove_units
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.probes.node_side import NodeContainerSampler
 from harness.probes.pods import (kube_system_snapshot, node_containers, restarts_between,
                                  restarts_outside_control_plane, running_container_ids)

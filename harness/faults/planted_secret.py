@@ -88,7 +88,7 @@ class PlantedSecret(Fault):
                 raise
 
     def verify_reverted(self) -> None:
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         def gone() -> bool:
             try:

@@ -235,7 +235,7 @@ class PodDelete(Fault):
         """Wait until each deleted pod is gone (or terminating) and each owner has its ready
         replicas of before; raises FaultNotReverted after :data:`READY_DEADLINE_SECONDS` (plus
         the deleted pods' grace period, seconds)."""
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         if not self.deleted:
             return  # nothing was chosen, so nothing was deleted

@@ -97,7 +97,7 @@ class ScaleToZero(Fault):
                 raise
 
     def verify_reverted(self) -> None:
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         if self.original_replicas is None:
             return

@@ -148,7 +148,7 @@ class ServiceBlackhole(Fault):
         """Check the selector is exactly the recorded one (FaultNotReverted at once otherwise),
         then wait until a ready endpoint is listed; raises FaultNotReverted after
         :data:`ENDPOINTS_DEADLINE_SECONDS` (seconds)."""
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         if self.original_selector is None:
             return

@@ -33,7 +33,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.spec.params import Param
 from harness.kube.providers import Cluster

@@ -3,7 +3,7 @@ healthy cluster: every node Ready, every kube-system pod Running and Ready."""
 
 from __future__ import annotations
 
-from harness.engine.expectations import WaitResult, wait_until
+from harness.core.waiting import WaitResult, wait_until
 from harness.kube.providers import Cluster
 
 
@@ -29,7 +29,7 @@ def wait_healthy(cluster: Cluster, timeout_seconds: float = 180) -> WaitResult:
 def api_accepts_write(cluster: Cluster, namespace: str, keep: bool = True) -> float:
     """Create one ConfigMap (``kdrill-write-check-*``) in ``namespace``; returns when the API
     acknowledged it (epoch seconds), deleting it afterwards unless ``keep``. Raises what the API
-    raises: a condition for :func:`harness.engine.expectations.wait_until`."""
+    raises: a condition for :func:`harness.core.waiting.wait_until`."""
     import time
 
     from kubernetes import client

@@ -16,7 +16,7 @@ import re
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness.engine.expectations import wait_until_or_raise
+from harness.core.waiting import wait_until_or_raise
 from harness.kube.providers import Cluster
 
 log = logging.getLogger("kdrill.workloads")

@@ -792,7 +792,7 @@ def install(profile: PlatformProfile, cluster, kind_provider) -> dict[str, float
     manifests (retried until accepted) and wait for their rollouts, replace CoreDNS's Corefile
     and roll CoreDNS out, then record the profile. Returns seconds per step. Raises
     ProviderError naming the file and the API server's or kubectl's message."""
-    from harness.engine.expectations import wait_until
+    from harness.core.waiting import wait_until
     from harness.kube.providers import ProviderError
 
     node = cluster.nodes_by_role["control-plane"][0]

@@ -25,7 +25,8 @@ import pytest
 from harness.evidence.records import DrillRecord, EvidenceWriter
 from harness.probes import host_pressure
 from harness.probes.host_pressure import HostCpuPressure
-from harness.engine.expectations import ExpectationFailed, Expectations, WaitLog, log_waits
+from harness.core.waiting import WaitLog, log_waits
+from harness.engine.expectations import ExpectationFailed, Expectations
 from harness.faults import Fault, injected
 from harness.core.ledger import Ledger
 from harness.kube.providers import Cluster

@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes import client
 
-from harness.engine.expectations import wait_until_or_raise
+from harness.core.waiting import wait_until_or_raise
 from harness.kube.providers import Cluster
 from harness.spec.scenario import PROBE_POD_MAX_REQUESTS
 from harness.core.timeline import Sample, Timeline

@@ -76,7 +76,7 @@ class DrillNamespace(Fault):
             raise
 
     def revert(self) -> None:
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
         from harness.kube.workloads import delete_namespace
 
         def deleted() -> bool:
@@ -90,7 +90,7 @@ class DrillNamespace(Fault):
     def verify_reverted(self) -> None:
         from kubernetes.client.exceptions import ApiException
 
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         def gone() -> bool:
             try:
@@ -127,7 +127,7 @@ class PendingDeletion:
         """Ask for the deletion (again), retrying API errors for up to ``retry_seconds`` (right
         after a control-plane fault the API may still be settling). Returns whether it went
         through; the last error stays in ``error``."""
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         def attempt() -> bool:
             try:
@@ -147,7 +147,7 @@ def settle(pending: list[PendingDeletion], ledger, wait_seconds: float = 0.0) ->
     for the deletions that did not go through, and waiting up to ``wait_seconds`` for the rest
     (0: look once). Returns those still there (their entries stay, for the next call or
     ``kdrill recover``). An API error counts as "still there"."""
-    from harness.engine.expectations import wait_until
+    from harness.core.waiting import wait_until
 
     left = list(pending)
 

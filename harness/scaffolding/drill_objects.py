@@ -193,7 +193,7 @@ class DrillObjects(Fault):
             raise FaultError("could not delete: " + "; ".join(errors))
 
     def verify_reverted(self) -> None:
-        from harness.engine.expectations import wait_until
+        from harness.core.waiting import wait_until
 
         started = time.monotonic()
         for ref in self._newest_first():

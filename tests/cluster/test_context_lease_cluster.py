@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.core.session_lock import (HOST, LEASE_ENV, LEASE_NAME, LEASE_NAMESPACE, PID, PID_NAMESPACE, PID_START,
                                   ContextLease, format_micro_time, pid_namespace)
 
@@ -31,7 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import sys
 from harness.kube.providers.existing import existing_cluster
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.core.session_lock import ClusterBusy, ContextLease
 try:
     lease = ContextLease(existing_cluster(sys.argv[1], sys.argv[2])).acquire()

@@ -239,7 +239,7 @@ def test_sigkill_mid_control_plane_stop_the_nodes_revert_on_their_own_then_kdril
     import signal
 
     from harness.components import static_pods
-    from harness.engine.expectations import wait_until
+    from harness.core.waiting import wait_until
 
     scenarios = shortened_control_plane_stop(tmp_path)
     bin_dir, env = without_docker(tmp_path)

@@ -19,7 +19,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.platform.profile import load, recorded
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 from platform_example import ARCHIVE_IMAGE, BASE_CONFIG

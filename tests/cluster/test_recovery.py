@@ -17,7 +17,7 @@ import yaml
 
 from harness.kube import objects as kube_objects
 from harness.components.registry import LocalRegistry
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.faults import fault_class
 from harness.faults.control_plane_stop import ControlPlaneStop
 from harness.kube.health import wait_healthy

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.core.session_lock import (HOST, PID, PID_NAMESPACE, PID_START, busy_message, format_micro_time, holder_state,
                                   micro_time, process_start, start_of)
 

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness import plugin
-from harness.engine.expectations import wait_until
+from harness.core.waiting import wait_until
 from harness.kube.providers import ProviderError
 from harness.kube.providers.kind import BackgroundCreation
 

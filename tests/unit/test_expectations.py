@@ -5,16 +5,8 @@ import time
 
 import pytest
 
-from harness.engine.expectations import (
-    ConditionTimeout,
-    ExpectationFailed,
-    Expectations,
-    Outcome,
-    WaitResult,
-    wait_until,
-    wait_until_or_raise,
-    worst_verdict,
-)
+from harness.core.waiting import ConditionTimeout, WaitResult, wait_until, wait_until_or_raise
+from harness.engine.expectations import ExpectationFailed, Expectations, Outcome, worst_verdict
 from harness.spec.scenario import Bound, ExpectationSpec
 
 SPECS = [
@@ -228,7 +220,7 @@ def test_wait_until_or_raise():
 
 
 def test_a_wait_log_keeps_how_each_wait_ended_and_its_last_error():
-    from harness.engine.expectations import WaitLog, log_waits
+    from harness.core.waiting import WaitLog, log_waits
 
     log = WaitLog(limit=3)
     log_waits(log)
