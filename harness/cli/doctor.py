@@ -9,13 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import proc, resources
+from harness.core.ledger import Ledger
+from harness.faults import _owner_alive
+from harness.kube.build_tools import VERSION_QUERY_SECONDS, missing_build_tools
+from harness.kube.images import Build
+from harness.kube.providers import ProviderError
+from harness.kube.providers.kind import kind_binary
 
 # This project's machines start Debian's Docker with this script, beside the checkout (none for
 # an installed kdrill).
 _CHECKOUT = resources.checkout()
 DOCKER_UP = _CHECKOUT.parent / "shared" / "env" / "docker-up" if _CHECKOUT is not None else None
 DOCKER_INFO_TIMEOUT_SECONDS = 20  # a daemon that accepts and never answers must not hang kdrill
-VERSION_QUERY_SECONDS = 60  # `kind version`, `go env GOVERSION` answer at once; a hung one must not hang kdrill
 
 MIN_MEMORY_GIB = 8  # the HA cluster idles at a few GiB; drills add load generators and probes
 MIN_INOTIFY_INSTANCES = 512
@@ -103,9 +108,6 @@ def check_docker() -> Check:
 
 
 def check_kind() -> Check:
-    from harness.kube.providers import ProviderError
-    from harness.kube.providers.kind import kind_binary
-
     try:
         path = kind_binary()
     except ProviderError as exc:
@@ -115,8 +117,6 @@ def check_kind() -> Check:
 
 
 def check_images() -> Check:
-    from harness.kube.images import Build
-
     build = Build()
     # What a kind cluster needs (images.TARGETS), not the images built only when asked (gatekeeper).
     missing = [step.name for step in build.order() if step.image and not step.done()]
@@ -146,29 +146,6 @@ def check_inotify() -> Check:
                  f"fs.inotify.max_user_watches={MIN_INOTIFY_WATCHES} (many kubelets share one kernel)")
 
 
-def missing_build_tools(go: bool = True, debootstrap: bool = True) -> list[str]:
-    """What the offline image build needs and this machine lacks, each with how to get it:
-    Go 1.24 or later (the Kubernetes and tool builds) when ``go``, ``debootstrap`` (the root
-    filesystems) when ``debootstrap``. Empty when nothing is missing."""
-    missing = []
-    found = shutil.which("go")
-    if go and not found:
-        missing.append("go 1.24 or later (https://go.dev/doc/install)")
-    elif go:
-        version = proc.run([found, "env", "GOVERSION"], timeout_seconds=VERSION_QUERY_SECONDS,
-                           check=False).stdout.strip()
-        parts = version.removeprefix("go").split(".")
-        try:
-            too_old = (int(parts[0]), int(parts[1].split("rc")[0])) < (1, 24)
-        except (IndexError, ValueError):
-            too_old = True
-        if too_old:
-            missing.append(f"go 1.24 or later, found {version or 'none'} (https://go.dev/doc/install)")
-    if debootstrap and not shutil.which("debootstrap"):
-        missing.append("debootstrap (apt-get install -y debootstrap)")
-    return missing
-
-
 def check_build_tools() -> Check:
     """Go (1.24 or later) and debootstrap build the offline images."""
     missing = missing_build_tools()
@@ -178,10 +155,6 @@ def check_build_tools() -> Check:
 
 
 def check_ledger() -> Check:
-    from harness.core.ledger import Ledger
-
-    from harness.faults import _owner_alive
-
     ledger = Ledger()
     if os.environ.get("KDRILL_STATE_DIR") and not ledger.directory.parent.is_dir():
         # A mistyped state directory would otherwise read as an empty ledger and hide a crash's faults.

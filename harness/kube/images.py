@@ -22,32 +22,34 @@ Steps (``clusters/images/``):
 ``ensure_built()`` is what ``kdrill run`` and the pytest plugin call before a kind cluster is
 created: nothing when every step is built (a fraction of a second), otherwise the missing steps
 with progress lines and an estimate of the time left.
+
+A step's machinery (its content key, its place in the cache, the command runner) is
+harness.kube.build_steps; the estimates and progress lines harness.kube.build_progress; what the
+machine must have to build, harness.kube.build_tools.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import fcntl
-import hashlib
 import inspect
 import json
 import logging
-import os
 import shutil
-import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from harness.core import proc, resources
+from harness.kube.build_progress import Progress, expected_seconds, format_seconds, lane_of, seconds_left
+from harness.kube.build_steps import DOCKER_QUERY_SECONDS, LABEL, BuildError, Step, cache_dir, recorded_seconds, run
+from harness.kube.build_tools import missing_build_tools
 
 log = logging.getLogger("kdrill.images")
 
 IMAGES_DIR = resources.clusters_dir() / "images"
-LABEL = "org.kdrill.content-key"
 
 # Debian packages per root filesystem. The node's list is what a kind node runs on.
 ROOTFS_PACKAGES = {
@@ -70,39 +72,6 @@ TARGETS = ["node", "haproxy", "toolbox", "go-etcdutl"]
 ON_REQUEST = ["gatekeeper"]
 GATEKEEPER_VERSION = "v3.23.1"
 
-# Seconds each step takes in a cold build, measured on this project's 2-core machine (Go 1.24,
-# Debian mirror over the network). The three lanes of build_all run side by side: the two Go
-# builds share the cores (Kubernetes ~14 min while the tools take ~12 min), and the debootstraps
-# (node 2.5 min, net 107 s, toolbox 159 s, haproxy 101 s) run one after another meanwhile. The
-# image steps run after them, one at a time: components, preload and node 44 to 78 s each on a
-# fresh Docker engine, the small imports and builds a few seconds. Whole cold build: about 15 to
-# 18 minutes (10 minutes with Go's own build cache warm). A step's time from the last build that
-# ran it (durations.json in the cache) takes precedence. go-etcdutl (built after go-tools, from
-# the same etcd modules and dependency versions, so from Go's build cache) took 1 s warm; 60 s
-# allows for the few packages only etcdutl has. go-gatekeeper (on request only) took 169 s, its
-# downloads included, with the kind images' Go module and build caches already warm.
-COLD_SECONDS = {
-    "go-kubernetes": 840, "go-tools": 720, "go-etcdutl": 60,
-    "rootfs-node": 150, "rootfs-net": 107, "rootfs-toolbox": 159, "rootfs-haproxy": 101,
-    "base-net": 5, "node-base": 10, "components": 44, "toolbox": 10, "preload": 60, "node": 78,
-    "haproxy": 5, "go-gatekeeper": 170, "gatekeeper": 2,
-}
-HEARTBEAT_SECONDS = 60  # a progress line at least this often while a long Go build runs
-# A bound for one build command, not an estimate: far above the longest step measured (Kubernetes,
-# ~14 min cold), so it only stops a command that hangs (e.g. a fetch that never completes), which
-# would otherwise hold `kdrill run` and the pytest plugin forever.
-STEP_TIMEOUT_SECONDS = 2 * 3600
-DOCKER_QUERY_SECONDS = 60  # `docker image inspect`: seconds on a busy machine
-
-
-class BuildError(RuntimeError):
-    """A build step failed, or cannot run here; the message names the step and where its log
-    is, or what is missing and how to get it."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("KDRILL_CACHE", Path.home() / ".cache" / "kdrill"))
-
 
 def read_versions() -> dict[str, str]:
     versions = {}
@@ -112,258 +81,6 @@ def read_versions() -> dict[str, str]:
             key, _, value = line.partition("=")
             versions[key] = value
     return versions
-
-
-def _files_under(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file())
-
-
-def content_key(name: str, inputs: list[Path], extra: list[str]) -> str:
-    """SHA-256 over a step's name, input files (path and bytes) and extra strings; 16 hex digits."""
-    digest = hashlib.sha256(name.encode())
-    for root in inputs:
-        for f in _files_under(root):
-            # "clusters/images/...": the same in a checkout and an installed wheel (harness.core.resources)
-            digest.update(str(f.relative_to(resources.data_root())).encode() + b"\0")
-            digest.update(f.read_bytes() + b"\0")
-    for item in extra:
-        digest.update(item.encode() + b"\0")
-    return digest.hexdigest()[:16]
-
-
-def run(cmd: list[str], log_file: Path, extra_env: dict[str, str] | None = None) -> None:
-    """Run a build command, ``extra_env`` added to its environment, with its output appended to
-    ``log_file`` as it comes, for at most STEP_TIMEOUT_SECONDS seconds. Raises BuildError (exit
-    code, log file, the log's last lines) when it fails, subprocess.TimeoutExpired when it runs
-    longer."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    with log_file.open("ab") as out:
-        out.write(f"\n$ {' '.join(cmd)}\n".encode())
-        out.flush()
-        try:
-            proc.run(cmd, timeout_seconds=STEP_TIMEOUT_SECONDS, output=out, extra_env=extra_env)
-            return
-        except proc.CommandFailed as exc:
-            returncode = exc.returncode
-    tail = log_file.read_text(errors="replace").splitlines()[-25:]
-    raise BuildError(f"{' '.join(cmd[:3])} failed (exit {returncode}); log: {log_file}\n" + "\n".join(tail))
-
-
-_durations_lock = threading.Lock()
-
-
-def recorded_seconds() -> dict[str, float]:
-    """Seconds each step took the last time it was built here (step name -> seconds; empty
-    when nothing was recorded or the file is unreadable)."""
-    try:
-        data = json.loads((cache_dir() / "durations.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))} if isinstance(data, dict) else {}
-
-
-def record_seconds(name: str, seconds: float) -> None:
-    """Remember that step ``name`` took ``seconds`` to build (for the next build's estimate)."""
-    from harness.core.files import write_text_atomic
-
-    with _durations_lock:  # the build lanes finish steps from several threads
-        data = recorded_seconds()
-        data[name] = round(seconds, 1)
-        cache_dir().mkdir(parents=True, exist_ok=True)
-        write_text_atomic(cache_dir() / "durations.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
-
-
-def expected_seconds(names: list[str], recorded: dict[str, float]) -> dict[str, float]:
-    """Estimated seconds per step: its ``recorded`` time (see recorded_seconds), else its
-    COLD_SECONDS figure (60 s for a step with neither)."""
-    return {n: recorded.get(n, COLD_SECONDS.get(n, 60.0)) for n in names}
-
-
-def lane_of(name: str) -> str | None:
-    """The parallel lane a step runs in (see Build.build_all), or None for the steps that run
-    one at a time after the lanes."""
-    if name in ("go-kubernetes", "go-tools"):
-        return name
-    if name == "go-etcdutl":  # after go-tools, whose Go build cache it mostly reuses
-        return "go-tools"
-    if name == "go-gatekeeper":
-        return name
-    return "rootfs" if name.startswith("rootfs-") else None
-
-
-def seconds_left(todo: list[str], expected: dict[str, float], elapsed: dict[str, float] | None = None) -> float:
-    """Estimated seconds until the steps in ``todo`` are built.
-
-    ``expected``: seconds per step; ``elapsed``: seconds already spent on the steps running now.
-    The lanes run side by side (the longest one counts), the other steps one after another after
-    them. A running step that overran its estimate counts as 0 s left.
-    """
-    elapsed = elapsed or {}
-
-    def left(name: str) -> float:
-        return max(expected[name] - elapsed.get(name, 0.0), 0.0)
-
-    lanes: dict[str, float] = {}
-    after = 0.0
-    for name in todo:
-        lane = lane_of(name)
-        if lane is None:
-            after += left(name)
-        else:
-            lanes[lane] = lanes.get(lane, 0.0) + left(name)
-    return max(lanes.values(), default=0.0) + after
-
-
-def format_seconds(seconds: float) -> str:
-    """``45 s``, ``3 min``, ``14 min``: how long, for a person (rounded, never negative)."""
-    seconds = max(seconds, 0.0)
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
-
-
-class Progress:
-    """Progress lines of one build, passed to ``say``: a step starts (with its log), a step is
-    built (its seconds, the steps left, the estimated time left), and while steps run a line
-    every ``heartbeat_seconds``. A context manager: the heartbeat runs inside the ``with``.
-    Thread-safe: the build lanes report from their own threads."""
-
-    def __init__(self, todo: list[str], expected: dict[str, float], say: Callable[[str], None],
-                 heartbeat_seconds: float = HEARTBEAT_SECONDS, clock: Callable[[], float] = time.monotonic):
-        self.todo = list(todo)  # not built yet, in build order
-        self.expected = expected
-        self.say = say
-        self.clock = clock
-        self.heartbeat_seconds = heartbeat_seconds
-        self.started_at = clock()
-        self.running: dict[str, float] = {}  # step -> clock() when it started
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
-
-    def left_seconds(self) -> float:
-        now = self.clock()
-        return seconds_left(self.todo, self.expected, {n: now - t for n, t in self.running.items()})
-
-    def _line(self, text: str) -> None:
-        minutes, seconds = divmod(int(self.clock() - self.started_at), 60)
-        self.say(f"[{minutes:2d}:{seconds:02d}] {text}")
-
-    def _left(self) -> str:
-        if not self.todo:
-            return "nothing left"
-        return f"{len(self.todo)} step(s) left, about {format_seconds(self.left_seconds())} left"
-
-    def start(self, name: str, log_file: Path) -> None:
-        with self._lock:
-            self.running[name] = self.clock()
-            self._line(f"{name}: building (usually {format_seconds(self.expected.get(name, 0))}); log: {log_file}")
-
-    def built(self, name: str, seconds: float) -> None:
-        with self._lock:
-            self.running.pop(name, None)
-            if name in self.todo:
-                self.todo.remove(name)
-            self._line(f"{name}: built in {seconds:.0f} s; {self._left()}")
-
-    def cached(self, name: str) -> None:
-        """``name`` turned out to be built already (e.g. by another build meanwhile)."""
-        with self._lock:
-            if name in self.todo:
-                self.todo.remove(name)
-
-    def failed(self, name: str, seconds: float, log_file: Path) -> None:
-        with self._lock:
-            self.running.pop(name, None)
-            still = f"; waiting for {', '.join(self.running)} to stop" if self.running else ""
-            self._line(f"{name}: FAILED after {seconds:.0f} s; log: {log_file}{still}")
-
-    def heartbeat(self) -> None:
-        with self._lock:
-            if self.running:
-                now = self.clock()
-                doing = ", ".join(f"{n} ({format_seconds(now - t)} so far)" for n, t in self.running.items())
-                self._line(f"building {doing}; {self._left()}")
-
-    def __enter__(self) -> "Progress":
-        def beat() -> None:
-            while not self._stop.wait(self.heartbeat_seconds):
-                self.heartbeat()
-
-        self._beat = threading.Thread(target=beat, name="kdrill-build-progress", daemon=True)
-        self._beat.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._beat.join()  # no heartbeat line after the build's last line
-
-
-def docker_image_key(tag: str) -> str | None:
-    result = proc.run(
-        ["docker", "image", "inspect", "--format", "{{ index .Config.Labels \"" + LABEL + "\" }}", tag],
-        timeout_seconds=DOCKER_QUERY_SECONDS, check=False)
-    return result.stdout.strip() if result.returncode == 0 else None
-
-
-@dataclass
-class Step:
-    name: str
-    inputs: list[Path]
-    build: Callable[["Step"], None]
-    deps: list["Step"] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)
-    image: str | None = None  # set for steps whose output is a Docker image
-
-    @property
-    def key(self) -> str:
-        return content_key(self.name, self.inputs, self.extra + [d.key for d in self.deps])
-
-    @property
-    def out(self) -> Path:
-        return cache_dir() / "steps" / f"{self.name}-{self.key}"
-
-    @property
-    def log_file(self) -> Path:
-        return cache_dir() / "logs" / f"{self.name}-{self.key}.log"
-
-    def done(self) -> bool:
-        if self.image:
-            return docker_image_key(self.image) == self.key
-        return (self.out / ".complete").exists()
-
-    def ensure(self, progress: Progress | None = None) -> float:
-        """Build unless cached; returns the seconds spent (0.0 when cached). Raises BuildError
-        naming this step and its log file."""
-        # With progress lines on the terminal, the log repeats them only at debug level.
-        level = logging.DEBUG if progress else logging.INFO
-        if self.done():
-            log.log(level, "%-16s cached (%s)", self.name, self.key)
-            if progress:
-                progress.cached(self.name)
-            return 0.0
-        log.log(level, "%-16s building (%s), log: %s", self.name, self.key, self.log_file)
-        if progress:
-            progress.start(self.name, self.log_file)
-        started = time.monotonic()
-        try:
-            if not self.image:
-                shutil.rmtree(self.out, ignore_errors=True)
-                self.out.mkdir(parents=True)
-            self.build(self)
-            if not self.image:
-                (self.out / ".complete").write_text(self.key)
-        except (BuildError, OSError, subprocess.SubprocessError) as exc:
-            if progress:
-                progress.failed(self.name, time.monotonic() - started, self.log_file)
-            detail = str(exc) if isinstance(exc, BuildError) else f"{exc}; log: {self.log_file}"
-            raise BuildError(f"image build step {self.name} failed: {detail}") from None
-        spent = time.monotonic() - started
-        log.log(level, "%-16s built in %.0f s", self.name, spent)
-        record_seconds(self.name, spent)
-        if progress:
-            progress.built(self.name, spent)
-        return spent
 
 
 # --- the steps --------------------------------------------------------------------------------
@@ -630,12 +347,11 @@ def ensure_built(progress: Callable[[str], None] = print, targets: list[str] | N
 
     ``progress`` receives one line when everything is built already (a fraction of a second),
     otherwise a line per step started and built, with the steps left and the estimated time
-    left, and a heartbeat line every HEARTBEAT_SECONDS. Returns seconds spent per step built
-    (empty when nothing was missing). Raises BuildError naming the failed step and its log file,
-    or, before building anything, what is missing to build (Go, debootstrap) and how to get it.
+    left, and a heartbeat line every build_progress.HEARTBEAT_SECONDS. Returns seconds spent per
+    step built (empty when nothing was missing). Raises BuildError naming the failed step and its
+    log file, or, before building anything, what is missing to build (Go, debootstrap) and how to
+    get it.
     """
-    from harness.cli.doctor import missing_build_tools
-
     build = Build()
     todo = build.missing(targets)
     if not todo:

@@ -150,7 +150,6 @@ def test_doctor_does_not_ask_for_the_on_request_image(monkeypatch):
 
 
 def test_building_gatekeeper_without_go_says_go_is_missing(monkeypatch):
-    from harness.cli import doctor
     from harness.kube import images
 
     monkeypatch.setattr(images.Step, "done", lambda step: step.name not in ("go-gatekeeper", "gatekeeper"))
@@ -159,7 +158,7 @@ def test_building_gatekeeper_without_go_says_go_is_missing(monkeypatch):
     def missing_build_tools(go, debootstrap):
         asked.update(go=go, debootstrap=debootstrap)
         return ["go (Go 1.24+)"] if go else []
-    monkeypatch.setattr(doctor, "missing_build_tools", missing_build_tools)
+    monkeypatch.setattr(images, "missing_build_tools", missing_build_tools)
     monkeypatch.setattr(images.Build, "build_all", lambda *a, **k: pytest.fail("must not build without Go"))
     with pytest.raises(images.BuildError, match="missing go"):
         images.ensure_built(progress=lambda line: None, targets=["gatekeeper"])

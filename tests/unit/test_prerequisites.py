@@ -13,9 +13,10 @@ import subprocess
 import pytest
 
 from harness.cli import doctor
-from harness.kube import images
-from harness.kube.images import (COLD_SECONDS, BuildError, Progress, Step, ensure_built, expected_seconds,
-                            format_seconds, recorded_seconds, run, seconds_left)
+from harness.kube import build_tools, images
+from harness.kube.build_progress import COLD_SECONDS, Progress, expected_seconds, format_seconds, seconds_left
+from harness.kube.build_steps import BuildError, Step, record_seconds, recorded_seconds, run
+from harness.kube.images import ensure_built
 
 
 @pytest.fixture
@@ -62,8 +63,8 @@ def test_a_recorded_step_time_wins_over_the_cold_figure():
 
 def test_step_times_are_recorded_in_the_cache_for_the_next_estimate(cache):
     assert recorded_seconds() == {}
-    images.record_seconds("go-tools", 701.26)
-    images.record_seconds("node", 61)
+    record_seconds("go-tools", 701.26)
+    record_seconds("node", 61)
     assert recorded_seconds() == {"go-tools": 701.3, "node": 61.0}
     (cache / "durations.json").write_text("not json")
     assert recorded_seconds() == {}
@@ -126,7 +127,7 @@ def test_a_step_failing_outside_a_command_is_a_build_error_too(cache):
 
 def test_a_build_that_cannot_run_says_what_to_install_before_building_anything(cache, monkeypatch):
     monkeypatch.setattr(images.Build, "missing", lambda self, targets=None: ["rootfs-node", "go-kubernetes"])
-    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)  # neither go nor debootstrap
+    monkeypatch.setattr(build_tools.shutil, "which", lambda name: None)  # neither go nor debootstrap
     monkeypatch.setattr(images.Build, "build_all", lambda *a, **k: pytest.fail("must not build"))
     with pytest.raises(BuildError) as err:
         ensure_built(progress=lambda line: None)
@@ -137,9 +138,9 @@ def test_a_build_that_cannot_run_says_what_to_install_before_building_anything(c
 
 
 def test_only_the_tools_the_missing_steps_need_are_required(monkeypatch):
-    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
-    assert doctor.missing_build_tools(go=False, debootstrap=True) == ["debootstrap (apt-get install -y debootstrap)"]
-    assert doctor.missing_build_tools(go=False, debootstrap=False) == []
+    monkeypatch.setattr(build_tools.shutil, "which", lambda name: None)
+    assert build_tools.missing_build_tools(go=False, debootstrap=True) == ["debootstrap (apt-get install -y debootstrap)"]
+    assert build_tools.missing_build_tools(go=False, debootstrap=False) == []
 
 
 def test_doctor_fails_on_one_core_and_notes_a_missing_chromium_without_failing(monkeypatch, capsys):
@@ -174,7 +175,7 @@ def _small_graph(self):
 
 def test_ensure_built_builds_what_is_missing_then_only_says_it_is_built(cache, monkeypatch):
     monkeypatch.setattr(images.Build, "_graph", _small_graph)
-    monkeypatch.setattr(doctor, "missing_build_tools", lambda **needs: [])
+    monkeypatch.setattr(images, "missing_build_tools", lambda **needs: [])
     lines: list[str] = []
     spent = ensure_built(progress=lines.append, targets=["node"])
     assert sorted(spent) == ["node", "node-base", "rootfs-node"]
@@ -195,10 +196,10 @@ def test_ensure_built_builds_what_is_missing_then_only_says_it_is_built(cache, m
 
 def test_a_second_estimate_comes_from_the_recorded_step_times(cache, monkeypatch):
     monkeypatch.setattr(images.Build, "_graph", _small_graph)
-    monkeypatch.setattr(doctor, "missing_build_tools", lambda **needs: [])
-    images.record_seconds("rootfs-node", 30)
-    images.record_seconds("node-base", 20)
-    images.record_seconds("node", 10)
+    monkeypatch.setattr(images, "missing_build_tools", lambda **needs: [])
+    record_seconds("rootfs-node", 30)
+    record_seconds("node-base", 20)
+    record_seconds("node", 10)
     lines: list[str] = []
     ensure_built(progress=lines.append, targets=["node"])
     assert "about 60 s (estimate from the last build's step times)" in lines[0]
