@@ -74,6 +74,7 @@ import statistics
 from typing import Callable
 
 from harness.core.entry_points import installed
+from harness.spec.plugins import LATENCY_MEASURES, MEASURE_ENTRY_POINTS, VALUE_MEASURES, measure_kinds  # noqa: F401
 from harness.core.timeline import Sample, latency_percentile
 
 
@@ -235,17 +236,8 @@ def rate_per_second(samples: list[Sample], start: float, end: float) -> float | 
     return rate if math.isfinite(rate) else None
 
 
-# Measures over a metric probe's values: a probe of another kind has none to give.
-VALUE_MEASURES = ("max_value", "min_value", "rate_per_second")
-# Measures of the successful samples' latencies (seconds): a failure is not among them.
-LATENCY_MEASURES = ("max_latency_seconds", "median_latency_seconds", "p99_latency_seconds", "min_latency_seconds")
 
-ENTRY_POINTS = "kdrill.measures"
-
-
-def measure_kinds() -> list[str]:
-    """Every measure installed: the ``kdrill.measures`` entry points (kdrill's own and plug-ins')."""
-    return sorted(ep.name for ep in installed(group=ENTRY_POINTS))
+ENTRY_POINTS = MEASURE_ENTRY_POINTS
 
 
 def measure_function(kind: str) -> Callable[[list[Sample], float, float], float | None]:

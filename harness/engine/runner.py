@@ -60,6 +60,7 @@ from harness.scaffolding.drill_objects import OWNER_LABEL, DrillObjects
 from harness.scaffolding.drill_registry import DrillRegistry
 from harness.kube.images import Build
 from harness.kube.objects import Ref
+from harness.spec.manifests import APP, OWN_OBJECTS, PROBE_POD  # noqa: F401
 from harness.probes import ProbeContext, probe_types
 from harness.probes.incluster import (LATE_SLACK_SECONDS, InClusterProbe, lookups, merge_pod_timelines, probe_pod_urls,
                                       service_targets)
@@ -68,11 +69,6 @@ from harness.spec.scenario import ACTION_VERBS, PROBE_STEADY_SECONDS, ScenarioEr
 from harness.core.timeline import Timeline
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
-APP = "web"
-PROBE_POD = "runner-probe"
-# What the runner makes in the drill's namespace itself (kind, name): a scenario declaring one of
-# these there is refused when it loads (its creation would meet a 409 after the setup had begun).
-OWN_OBJECTS = (("Deployment", APP), ("Service", APP), ("Pod", PROBE_POD))
 log = logging.getLogger("kdrill.runner")
 
 

@@ -23,8 +23,13 @@ from typing import Any, Callable, ClassVar, Iterator
 
 from harness.core.entry_points import installed
 from harness.core.ledger import Ledger
-from harness.spec.params import Param
-from harness.kube.providers import NODE_ACCESS_LEVELS, Cluster, ClusterGone
+from harness.spec.manifests import APP, KINDS, OWN_OBJECTS, expand
+from harness.spec.params import Param, selector_matches
+from harness.spec.params import check as check_param_values
+from harness.spec.scenario import ScenarioError, drill_namespace
+from harness.kube.providers import Cluster, ClusterGone
+from harness.spec.plugins import (FAULT_ENTRY_POINTS, NODE_ACCESS_LEVELS, PluginError, data_usable,  # noqa: F401
+                                  fault_kinds, registered_fault)
 
 log = logging.getLogger("kdrill.faults")
 
@@ -173,52 +178,27 @@ class Fault(abc.ABC):
         return []
 
 
-ENTRY_POINTS = "kdrill.faults"
-
-
-def fault_kinds() -> list[str]:
-    """Every fault kind installed: the ``kdrill.faults`` entry points (kdrill's own and plug-ins')."""
-    return sorted(ep.name for ep in installed(group=ENTRY_POINTS))
-
-
-def data_usable(fault_type: type[Fault]) -> bool:
-    """Whether a data-only scenario can use ``fault_type``: it builds itself from the scenario's
-    params (``for_scenario``). A subclass of such a fault that a drill file drives sets
-    ``for_scenario = None``."""
-    return callable(getattr(fault_type, "for_scenario", None))
+ENTRY_POINTS = FAULT_ENTRY_POINTS
 
 
 def fault_class(kind: str) -> type[Fault]:
     """The Fault subclass registered for ``kind`` in the ``kdrill.faults`` entry points. Raises
     FaultError naming the known kinds, or what is wrong with the one registered."""
-    found = [ep for ep in installed(group=ENTRY_POINTS) if ep.name == kind]
-    if not found:
-        import difflib
-
-        near = difflib.get_close_matches(kind, fault_kinds(), n=1)
-        raise FaultError(f"no fault kind {kind!r} is installed" + (f"; did you mean {near[0]!r}?" if near else ".")
-                         + f" Known: {', '.join(fault_kinds()) or 'none'}. A plug-in registers one under the "
-                         f"{ENTRY_POINTS!r} entry points; kdrill's own need `pip install -e .` after one is added.")
     try:
-        value = found[0].load()
-    except Exception as exc:  # a broken plug-in is named, not a traceback
-        raise FaultError(f"fault kind {kind!r} ({found[0].value}) cannot be loaded: {type(exc).__name__}: {exc}") from exc
-    if not (isinstance(value, type) and issubclass(value, Fault) and getattr(value, "kind", None) == kind):
-        raise FaultError(f"{found[0].value}, registered as fault kind {kind!r}, is not a Fault with that kind")
-    if value.needs_node_access and value.node_access_level not in NODE_ACCESS_LEVELS:
-        # No channel gives an unknown level: the drill would be skipped everywhere, kind included.
-        raise FaultError(f"{found[0].value}, registered as fault kind {kind!r}, needs node access of level "
-                         f"{value.node_access_level!r}; expected one of {', '.join(NODE_ACCESS_LEVELS)}")
+        value = registered_fault(kind)
+    except PluginError as exc:
+        raise FaultError(str(exc)) from exc.__cause__
+    if not issubclass(value, Fault):
+        found = next(ep for ep in installed(group=ENTRY_POINTS) if ep.name == kind)
+        raise FaultError(f"{found.value}, registered as fault kind {kind!r}, is not a Fault with that kind")
     return value
 
 
 def check_params(scenario) -> None:
     """Check a scenario's fault params (and its cases') against its fault's declared ``params``.
     Raises ScenarioError naming the file and field (FaultError for an unknown fault kind)."""
-    from harness.spec import params
-
     fault_type = fault_class(scenario.fault_kind)
-    params.check(scenario, fault_type.params)
+    check_param_values(scenario, fault_type.params)
     check_targets(scenario, fault_type)
     check_windows(scenario, fault_type)
     check_params_together(scenario, fault_type)
@@ -230,8 +210,6 @@ def check_params_together(scenario, fault_type: type[Fault]) -> None:
     fault measures with them (:meth:`Fault.facts_available`). Raises ScenarioError."""
     if scenario.runner is None:
         return
-    from harness.spec.scenario import ScenarioError
-
     manifests = scenario.workload.get("manifests") or []
     for index, case in enumerate(scenario.cases or [None]):
         params = scenario.params_for(case.name if case else None)
@@ -257,8 +235,6 @@ def check_windows(scenario, fault_type: type[Fault]) -> None:
     (:meth:`Fault.window_problem`). Raises ScenarioError at ``runner.windows.hold_seconds``."""
     if scenario.runner is None:
         return
-    from harness.spec.scenario import ScenarioError
-
     windows = {k: float(v) for k, v in scenario.runner["windows"].items()}
     for case in scenario.cases or [None]:
         problem = fault_type.window_problem(scenario.params_for(case.name if case else None), windows)
@@ -281,10 +257,6 @@ def check_targets(scenario, fault_type: type[Fault]) -> None:
     case sets it, else ``fault.params.X``)."""
     if scenario.runner is None:
         return  # a drill file makes its own objects
-    from harness.kube.objects import KINDS, expand
-    from harness.spec.params import selector_matches
-    from harness.engine.runner import APP, OWN_OBJECTS
-    from harness.spec.scenario import ScenarioError, drill_namespace
 
     manifests = scenario.workload.get("manifests") or []
     outside = "; or a target_namespace outside the drill's" if "target_namespace" in fault_type.params else ""

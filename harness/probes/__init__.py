@@ -34,7 +34,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from harness.core.entry_points import installed
+from harness.spec.manifests import Declared  # noqa: F401  a probe kind's declared_problems gets one
+from harness.spec.plugins import PROBE_ENTRY_POINTS, probe_types  # noqa: F401
 from harness.core.timeline import Sample, Timeline
 
 log = logging.getLogger("kdrill.probes")
@@ -124,33 +125,7 @@ class Probes:
         raise KeyError(f"no probe {name!r} (probes: {', '.join(p.name for p in self.probes)})")
 
 
-ENTRY_POINTS = "kdrill.probes"
-
-
-@functools.cache
-def probe_types() -> dict[str, type]:
-    """Every probe kind a data-only scenario may declare: kind -> class, from the
-    ``kdrill.probes`` entry points. Raises TypeError for an entry whose class is not one (its
-    ``kind`` not the entry's name, or no ``fields``/``required``)."""
-    found = {}
-    for ep in installed(group=ENTRY_POINTS):
-        cls = ep.load()
-        if getattr(cls, "kind", None) != ep.name or not isinstance(getattr(cls, "fields", None), dict) \
-                or not set(getattr(cls, "required", ())) <= set(cls.fields):
-            raise TypeError(f"kdrill.probes entry {ep.name} = {ep.value}: not a probe kind (kind, fields, required)")
-        found[ep.name] = cls
-    return found
-
-
-@dataclass(frozen=True)
-class Declared:
-    """What a scenario's ``workload.manifests`` declare, for a probe kind's ``declared_problems``:
-    ``manifests``, (field, manifest) of each as written, in order; ``find(object)``, (field,
-    manifest) of the one making an object ``{kind, name, namespace}`` (as written: the namespace
-    left out or ``$(namespace)`` for the drill's), or None."""
-
-    manifests: list[tuple[str, dict[str, Any]]]
-    find: Callable[[dict], tuple[str, dict[str, Any]] | None]
+ENTRY_POINTS = PROBE_ENTRY_POINTS
 
 
 @dataclass

@@ -30,8 +30,8 @@ from harness.components.static_pods import CRICTL_KILL
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.kube.objects import Ref
 from harness.kube.providers import Cluster
+from harness.spec.manifests import OWNER_LABEL
 
-OWNER_LABEL = "kdrill.io/drill-objects"
 # The label's value, one per ledger entry (secrets.token_hex); an entry's is checked against this.
 TOKEN = re.compile(r"[A-Za-z0-9]{1,63}")
 # Deadlines, not measurements: objects gone after their deletion (a namespace's finalisation on

@@ -26,6 +26,11 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from harness.core import resources
+from harness.spec.manifests import (KINDS, OWN_OBJECTS, OWNER_LABEL, PLACEHOLDER_NAMES, TLS_PLACEHOLDERS,
+                                    WORKER_PLACEHOLDER, Declared, apiservice_problem, expand, name_problem,
+                                    placeholder_keys, placeholders, tls_key_misplaced)
+from harness.spec.plugins import (LATENCY_MEASURES, NODE_ACCESS_LEVELS, VALUE_MEASURES, PluginError, data_usable,
+                                  fault_kinds, measure_kinds, registered_fault, probe_types)
 
 OPS: tuple[str, ...] = ("<=", "<", ">=", ">", "==")
 # The timelines the vital signs write into every record (harness/engine/vitals.py): no probe of a
@@ -534,16 +539,13 @@ class Scenario:
 
     def node_access_levels(self, case: str | None = None) -> list[tuple[str, str]]:
         """:meth:`node_access_needs` with the level of node access each needs, as (level, phrase);
-        levels are :data:`harness.kube.providers.NODE_ACCESS_LEVELS`. The fault's level may depend on
+        levels are :data:`harness.spec.plugins.NODE_ACCESS_LEVELS`. The fault's level may depend on
         its params (``Fault.node_access_level_for``): those of ``case``, or without one the
         strongest over every case."""
-        from harness.faults import FaultError, fault_class
-        from harness.kube.providers import NODE_ACCESS_LEVELS
-
         needs = []
         try:
-            cls = fault_class(self.fault_kind)
-        except FaultError:  # an unknown or broken kind is refused elsewhere (check_references), with the known ones
+            cls = registered_fault(self.fault_kind)
+        except PluginError:  # an unknown or broken kind is refused elsewhere (check_references), with the known ones
             cls = None
         if cls is not None and cls.needs_node_access:
             cases = [case] if case is not None else [c.name for c in self.cases] or [None]
@@ -561,8 +563,6 @@ class Scenario:
         if any("kill_container" in a for a in (self.runner or {}).get("actions") or []):
             needs.append(("exec", "kills a container through its node's container runtime (crictl)"))
         for probe in (self.runner or {}).get("probes") or []:
-            from harness.probes import probe_types
-
             on_node = getattr(probe_types().get(probe.get("kind")), "node_access", lambda spec: None)(probe)
             if on_node:
                 needs.append(("exec", on_node))
@@ -632,15 +632,13 @@ class Scenario:
 def check_data_fault(scenario: Scenario) -> None:
     """A data-only scenario's fault must be installed and build itself from data
     (:func:`harness.faults.data_usable`). Raises ScenarioError naming ``fault.kind``."""
-    from harness.faults import FaultError, data_usable, fault_class, fault_kinds
-
     try:
-        fault_type = fault_class(scenario.fault_kind)
-    except FaultError as exc:
+        fault_type = registered_fault(scenario.fault_kind)
+    except PluginError as exc:
         raise ScenarioError(scenario.path, "fault.kind", f"a fault kind with a module in harness/faults ({exc})",
                             scenario.fault_kind) from None
     if not data_usable(fault_type):
-        usable = ", ".join(k for k in fault_kinds() if data_usable(fault_class(k)))
+        usable = ", ".join(k for k in fault_kinds() if data_usable(registered_fault(k)))
         raise ScenarioError(scenario.path, "fault.kind", f"a fault a data-only scenario can use ({usable}: "
                             "those with for_scenario); others need a drill file", scenario.fault_kind)
 
@@ -1122,12 +1120,10 @@ def _check_runner(path: Path, data: dict) -> None:
         raise ScenarioError(path, "runner.abort.max_failing_seconds", "fewer seconds than runner.windows."
                             f"hold_seconds ({data['runner']['windows']['hold_seconds']}): a guard that can trip",
                             repr(guard["max_failing_seconds"]))
-    from harness.faults import data_usable, fault_class
-    from harness.engine.measures import measure_kinds
 
     kinds = measure_kinds()
     try:
-        fault_type = fault_class(data["fault"]["kind"])
+        fault_type = registered_fault(data["fault"]["kind"])
     except Exception:  # an unknown kind is refused by its own check, with its own message
         fault_type = None
     if fault_type is not None and not data_usable(fault_type):
@@ -1186,8 +1182,6 @@ def _check_runner(path: Path, data: dict) -> None:
             if item["measure"]["probe"] not in probes:
                 raise ScenarioError(path, f"{where}[{i}].measure.probe", f"one of runner.probes: {', '.join(probes)}",
                                     repr(item["measure"]["probe"]))
-            from harness.engine.measures import VALUE_MEASURES
-            from harness.probes import probe_types
 
             if item["measure"]["probe"] in pod_ips and item["measure"]["kind"] not in POD_IPS_MEASURES:
                 raise ScenarioError(path, f"{where}[{i}].measure.kind", "a measure that holds over the calls to every "
@@ -1223,8 +1217,6 @@ def _check_measure_narrowing(path: Path, field: str, measure: dict, windows: dic
     """``within_seconds`` only where a slow success counted as failed means something (not on a
     latency or value measure, whose value would silently leave the slow samples out), and
     ``settle_seconds`` shorter than the window it starts in. Raises ScenarioError."""
-    from harness.engine.measures import LATENCY_MEASURES, VALUE_MEASURES
-
     if "within_seconds" in measure and measure["kind"] in (*LATENCY_MEASURES, *VALUE_MEASURES):
         raise ScenarioError(path, f"{field}.within_seconds", f"no within_seconds on {measure['kind']}: it makes "
                             "slow successes failures, which a latency or value measure then leaves out",
@@ -1242,12 +1234,6 @@ def _check_objects(path: Path, data: dict) -> None:
     object made once, a Namespace only under a name made from the drill's namespace, namespaced
     ones only in the drill's namespace or one the manifests make, probes with the fields their
     kind needs, and actions only on objects the manifests make, within their window."""
-    from harness.scaffolding.drill_objects import OWNER_LABEL
-    from harness.kube.objects import (KINDS, PLACEHOLDER_NAMES, TLS_PLACEHOLDERS, WORKER_PLACEHOLDER,
-                                      apiservice_problem, expand, placeholder_keys, placeholders,
-                                      tls_key_misplaced)
-    from harness.probes import Declared, probe_types
-    from harness.engine.runner import OWN_OBJECTS
 
     known = ", ".join(f"$({k})" for k in PLACEHOLDER_NAMES)
     kinds = ", ".join(sorted(KINDS))
@@ -1477,8 +1463,6 @@ def _check_probe_writes(path: Path, field: str, probe: dict, made: list[tuple], 
     an object the manifests make, a ``create`` only of a namespaced kind in the drill's namespace
     or one the manifests make, under a name that leaves room for its number; what it sends is
     literal (no placeholder in a value or a key)."""
-    from harness.kube import objects as kube_objects
-
     target = probe["object"]
     this = ref(target["kind"], target["name"], target.get("namespace"))
     if "update" in probe and this not in made:
@@ -1486,10 +1470,10 @@ def _check_probe_writes(path: Path, field: str, probe: dict, made: list[tuple], 
                             "probe never writes to what the drill did not make): "
                             + (", ".join(_ref_text(*m) for m in made) or "none"), _ref_text(*this))
     for key in ("create", "update"):
-        if key in probe and kube_objects.placeholders(probe[key]):
+        if key in probe and placeholders(probe[key]):
             raise ScenarioError(path, f"{field}.{key}", "literal values (placeholders are expanded in manifests and "
-                                "object names only)", ", ".join(f"$({p})" for p in sorted(kube_objects.placeholders(probe[key]))))
-        for where in kube_objects.placeholder_keys(probe.get(key)):
+                                "object names only)", ", ".join(f"$({p})" for p in sorted(placeholders(probe[key]))))
+        for where in placeholder_keys(probe.get(key)):
             raise ScenarioError(path, _format_field((f"{field}.{key}", *where)), "keys without placeholders (sent as "
                                 "written)", repr(where[-1]))
     if "create" in probe:
@@ -1499,9 +1483,9 @@ def _check_probe_writes(path: Path, field: str, probe: dict, made: list[tuple], 
                                 "manifests make: " + ", ".join(own),
                                 f"{target['kind']} in {this[2] or 'no namespace (cluster-scoped)'}")
         # each create is named <name>-<n>: the name must leave room for the number
-        kind = kube_objects.KINDS[target["kind"]]
+        kind = KINDS[target["kind"]]
         for ns in drill_namespaces:
-            longest = kube_objects.expand(f"{target['name']}-{10 ** 7}", {"namespace": ns})
+            longest = expand(f"{target['name']}-{10 ** 7}", {"namespace": ns})
             problem = kind.problem(longest, ns)
             if problem is not None:
                 raise ScenarioError(path, f"{field}.object.name", f"a name that, with '-<n>' added for each create "
@@ -1612,8 +1596,6 @@ def _webhook_api_problem(hook: dict, mutating: bool, drill_namespaces: list[str]
     MutatingWebhookConfiguration (v1), as (field under the webhook, expected, got), or None.
     ``earlier``: the names (as written) of the configuration's
     webhooks before it, which a name may not repeat."""
-    from harness.kube.objects import expand, name_problem
-
     name = hook.get("name")
     for ns in drill_namespaces:
         sent = expand(name, {"namespace": ns}) if isinstance(name, str) else name

@@ -4,6 +4,8 @@ validated with its own fields, like the built-in ones."""
 
 from __future__ import annotations
 
+import importlib.metadata
+
 import pytest
 
 from harness import probes
@@ -36,8 +38,18 @@ class QueueDepth:
 
 @pytest.fixture
 def with_plugin(monkeypatch):
-    kinds = {**probes.probe_types(), "queue-depth": QueueDepth}
-    monkeypatch.setattr(probes, "probe_types", lambda: kinds)
+    """QueueDepth installed as a plug-in is: an entry point of the ``kdrill.probes`` group."""
+    installed = importlib.metadata.entry_points
+    plugin = importlib.metadata.EntryPoint("queue-depth", f"{__name__}:QueueDepth", "kdrill.probes")
+
+    def entry_points(**params):
+        found = installed(**params)
+        return [*found, plugin] if params == {"group": "kdrill.probes"} else found
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+    probes.probe_types.cache_clear()
+    yield
+    probes.probe_types.cache_clear()
 
 
 def add_probe(**fields):

@@ -19,6 +19,7 @@ from typing import Any
 from kubernetes import client, config
 
 from harness.core import proc
+from harness.spec.plugins import NODE_ACCESS_LEVELS
 
 
 class ProviderError(RuntimeError):
@@ -33,14 +34,7 @@ class NoNodeAccess(ProviderError):
     """The fault needs node access this cluster's provider does not give."""
 
 
-# What a fault or drill needs of the nodes, weakest first. A channel gives a prefix of this list.
-#   exec:      run commands on a node (crictl, etcdctl, journalctl) while its kubelet and the API
-#              server serve;
-#   kubelet:   stop the kubelet, the API server or etcd's quorum, and still revert: the node agent's
-#              exec goes through exactly those, so its revert needs a hold on the node itself;
-#   container: act on the node machine as a whole or beside it (docker pause, registry
-#              containers, a second kind cluster): this machine's Docker engine.
-NODE_ACCESS_LEVELS = ("exec", "kubelet", "container")
+# Each channel gives a prefix of NODE_ACCESS_LEVELS (what each level means: harness.spec.plugins).
 NODE_CHANNEL_GIVES = {"docker": NODE_ACCESS_LEVELS, "agent": ("exec",), "": ()}
 NODE_CHANNEL_SAYS = {
     "docker": "docker exec into kind node containers",
