@@ -157,9 +157,10 @@ class Build:
         d = IMAGES_DIR
         versions = [d / "versions.env"]
         s: dict[str, Step] = {}
-        s["go-kubernetes"] = Step("go-kubernetes", versions + [d / "go" / "build-kubernetes.sh", d / "go" / "kubernetes"],
-                                  _go_kubernetes)
-        s["go-tools"] = Step("go-tools", versions + [d / "go" / "build-tools.sh", d / "go" / "etcd", d / "src"], _go_tools)
+        s["go-kubernetes"] = Step("go-kubernetes",
+                                  versions + [d / "go" / "build-kubernetes.sh", d / "go" / "kubernetes"], _go_kubernetes)
+        s["go-tools"] = Step("go-tools", versions + [d / "go" / "build-tools.sh", d / "go" / "etcd", d / "src"],
+                             _go_tools)
         s["go-etcdutl"] = Step("go-etcdutl", [d / "go" / "build-etcdutl.sh", d / "go" / "etcdutl"], _go_etcdutl)
         for flavour, packages in ROOTFS_PACKAGES.items():
             s[f"rootfs-{flavour}"] = Step(f"rootfs-{flavour}", versions + [d / "rootfs.sh"], _rootfs(flavour),

@@ -9,6 +9,8 @@ get here, so the errors below are for a build removed or changed meanwhile.
 
 from __future__ import annotations
 
+import copy
+import json
 import logging
 import os
 import re
@@ -16,6 +18,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +28,8 @@ import yaml
 
 from harness.core import proc, resources
 from harness.core.files import write_text_atomic
+from harness.kube.health import wait_healthy
+from harness.kube.images import Build
 from harness.kube.providers import Cluster, ProviderError
 
 log = logging.getLogger("kdrill.kind")
@@ -34,8 +39,6 @@ CLUSTERS_DIR = resources.clusters_dir()
 
 def kind_binary() -> str:
     """Path of the kind CLI. Raises ProviderError saying how to get one."""
-    from harness.kube.images import Build
-
     built = Build().step("go-tools").out / "kind"
     if built.exists():
         return str(built)
@@ -47,8 +50,6 @@ def kind_binary() -> str:
 
 
 def node_image() -> str:
-    from harness.kube.images import Build
-
     return Build().node_image
 
 
@@ -147,8 +148,6 @@ def docker_node_ports(ports_column: str) -> dict[int, int]:
 def offset_host_ports(config: dict, offset: int) -> dict:
     """``config`` (a kind config) with ``offset`` added to every ``hostPort``; a new dict.
     Raises ProviderError when a port would leave 1..65535."""
-    import copy
-
     config = copy.deepcopy(config)
     for node in config.get("nodes") or []:
         for mapping in (node or {}).get("extraPortMappings") or []:
@@ -182,9 +181,9 @@ PAUSE_RETRY_SECONDS = 1.0
 
 def pause_container(name: str, attempts: int = PAUSE_ATTEMPTS) -> int:
     """``docker pause name``, again up to ``attempts`` times in all when runc answers "unable to
-    freeze": on this cgroup v1 host the freezer gives up when a task does not stop in time (a
-    busy node, seen in CI on 2026-12-04), and runc thaws the container again. Returns the attempts
-    it took. Raises proc.CommandFailed for any other error, or the last one."""
+    freeze": on a cgroup v1 host the freezer gives up when a task does not stop in time (a busy
+    node), and runc thaws the container again. Returns the attempts it took. Raises
+    proc.CommandFailed for any other error, or the last one."""
     for attempt in range(1, attempts + 1):
         result = proc.run(["docker", "pause", name], timeout_seconds=60, check=False)
         if result.returncode == 0:
@@ -223,10 +222,16 @@ GUARD_COMMENT = "kdrill: no untranslated ClusterIP traffic leaves the node"
 
 class KindProvider:
     """One kind cluster, by name; ``config`` is the kind config used when creating it.
-    ``platform``: a :class:`harness.platform.profile.PlatformProfile` built into the cluster (its
-    name becomes ``<config's name>-<profile name>``, see that module). ``host_port_offset``: added
-    to every ``hostPort`` the config maps, so that clusters made from one config run side by side
-    (pytest-xdist workers, :mod:`harness.core.workers`); the NodePorts inside stay as written.
+
+    ``platform``: a profile built into the cluster (a
+    :class:`harness.platform.profile.PlatformProfile`: the cluster's name becomes ``<config's
+    name>-<profile name>``, see that module). This class asks it for
+    ``write_kind_config(base_config) -> Path``, ``install(cluster, provider) -> {step: seconds}``
+    and ``problem(cluster, cluster_name) -> str | None``, and reads its ``name`` and ``root``.
+
+    ``host_port_offset``: added to every ``hostPort`` the config maps, so that clusters made from
+    one config run side by side (pytest-xdist workers, :mod:`harness.core.workers`); the
+    NodePorts inside stay as written.
 
     Raises ProviderError for an unknown config or an offset that leaves the port range."""
 
@@ -235,9 +240,7 @@ class KindProvider:
         self.config = self.base_config = config_path(str(config))
         self.platform = platform
         if platform is not None:
-            from harness.platform.profile import write_kind_config
-
-            self.config = write_kind_config(platform, self.config)
+            self.config = platform.write_kind_config(self.config)
         self.name = name or cluster_name_of(self.config)
         self.host_port_offset = host_port_offset
         if host_port_offset:
@@ -288,8 +291,6 @@ class KindProvider:
         self.create_retries = self._create_retrying(wait_seconds, kubeconfig)
         self.create_phases = {"kind create cluster": time.monotonic() - started}
         # kind waits for the control plane only; drills need every node and system pod too.
-        from harness.kube.health import wait_healthy
-
         healthy = wait_healthy(self.cluster(), wait_seconds)
         if not healthy.ok:
             raise ProviderError(f"kind cluster {self.name} not healthy {wait_seconds} s after creation: "
@@ -297,11 +298,10 @@ class KindProvider:
         self.create_phases["every node Ready, every kube-system pod Running"] = \
             time.monotonic() - started - sum(self.create_phases.values())
         self.guard_service_subnet()
-        self.create_phases["ClusterIP guard on every node"] = time.monotonic() - started - sum(self.create_phases.values())
+        self.create_phases["ClusterIP guard on every node"] = \
+            time.monotonic() - started - sum(self.create_phases.values())
         if self.platform is not None:
-            from harness.platform.profile import install
-
-            self.platform_install_seconds = install(self.platform, self.cluster(), self)
+            self.platform_install_seconds = self.platform.install(self.cluster(), self)
             log.info("platform profile %s installed: %s", self.platform.name, self.platform_install_seconds)
         return time.monotonic() - started
 
@@ -344,12 +344,15 @@ class KindProvider:
 
     def platform_problem(self) -> str | None:
         """For an existing cluster made with ``platform``: why it is not that profile's as the
-        directory is now (harness.platform.profile.mismatch), or None. None without a profile."""
+        directory is now (its ``problem``), or None. None without a profile."""
         if self.platform is None:
             return None
-        from harness.platform.profile import mismatch, recorded
+        return self.platform.problem(self.cluster(), self.name)
 
-        return mismatch(self.platform, recorded(self.cluster()), self.name)
+    def load_image_archive(self, archive: Path) -> None:
+        """``kind load image-archive`` of ``archive`` (``docker save`` or OCI layout) into every
+        node, for at most 600 seconds. Raises ProviderError with kind's message."""
+        self._run("load", "image-archive", str(archive), "--name", self.name, timeout_seconds=600)
 
     def service_subnet(self) -> str:
         """The cluster's Service CIDR: the kind config's ``networking.serviceSubnet``, or kind's
@@ -396,8 +399,6 @@ class KindProvider:
     def host_mounts(self) -> set[str]:
         """The host paths mounted into the cluster's node containers (kind's ``extraMounts``);
         empty when there is no node container."""
-        import json
-
         sources: set[str] = set()
         for node in self._run("get", "nodes", "--name", self.name, check=False).stdout.split():
             inspect = proc.run(["docker", "inspect", "--format", "{{json .Mounts}}", node], timeout_seconds=30,
@@ -470,9 +471,6 @@ class BackgroundCreation:
 
     def __init__(self, provider: KindProvider, command: list[str] | None = None):
         """``command``: what to run instead of ``kdrill cluster create`` (the unit tests' stand-in)."""
-        import sys
-        import tempfile
-
         self.provider = provider
         fd, name = tempfile.mkstemp(prefix=f"kdrill-create-{provider.name}-", suffix=".log")
         self.log_path = Path(name)
