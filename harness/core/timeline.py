@@ -1,7 +1,9 @@
 """Probe samples over time, and the numbers drills assert on.
 
 All times are epoch seconds (``time.time()``); all durations are seconds.
-Windows (``start``/``end``) are inclusive at both ends. The summary functions
+Windows are half-open, ``start <= t < end`` (:func:`window`), in every measure, Python drill
+or data scenario alike: consecutive windows (steady state, hold, recovery) then never count one
+sample twice, and ``None`` leaves that side open. The summary functions
 are pure: they sort samples by time themselves and never mutate their input.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,10 @@ class Timeline:
             self._samples.append(sample)
 
     def samples(self, start: float | None = None, end: float | None = None) -> list[Sample]:
-        """A copy of the samples within [start, end], ordered by time."""
+        """A copy of the samples in ``[start, end)``, ordered by time."""
         with self._lock:
             snapshot = list(self._samples)
-        return _window(snapshot, start, end)
+        return window(snapshot, start, end)
 
     def to_list(self) -> list[dict[str, Any]]:
         """Samples as dicts, ordered by time (for the evidence timeline file)."""
@@ -66,17 +68,19 @@ class Timeline:
             return len(self._samples)
 
 
-def _window(samples: Iterable[Sample], start: float | None, end: float | None) -> list[Sample]:
-    return sorted((s for s in samples if (start is None or s.t >= start) and (end is None or s.t <= end)),
+def window(samples: Iterable[Sample], start: float | None = None, end: float | None = None) -> list[Sample]:
+    """The samples with ``start <= t < end`` (epoch seconds; None: that side open), in time order."""
+    return sorted((s for s in samples if (start is None or s.t >= start) and (end is None or s.t < end)),
                   key=lambda s: s.t)
 
 
 def success_ratio(samples: Iterable[Sample], start: float | None = None, end: float | None = None) -> float | None:
-    """Successes / samples within the window, or None when the window has no samples."""
-    window = _window(samples, start, end)
-    if not window:
+    """Successes / samples in ``[start, end)``, or None when the window has no samples. The one
+    implementation: the ``success_ratio`` measure of data scenarios is this function."""
+    chosen = window(samples, start, end)
+    if not chosen:
         return None
-    return sum(1 for s in window if s.ok) / len(window)
+    return sum(1 for s in chosen if s.ok) / len(chosen)
 
 
 def longest_gap_seconds(samples: Iterable[Sample], start: float | None = None,
@@ -90,13 +94,13 @@ def longest_gap_seconds(samples: Iterable[Sample], start: float | None = None,
     Returns 0.0 when every sample succeeds and when the window has no samples
     at all; use ``success_ratio`` (None) to tell "no data" apart.
     """
-    window = _window(samples, start, end)
-    if not window:
+    chosen = window(samples, start, end)
+    if not chosen:
         return 0.0
-    since = start if start is not None else window[0].t  # last success, or the window's start
+    since = start if start is not None else chosen[0].t  # last success, or the window's start
     failing = False
     longest = 0.0
-    for sample in window:
+    for sample in chosen:
         if sample.ok:
             if failing:
                 longest = max(longest, sample.t - since)
@@ -104,27 +108,9 @@ def longest_gap_seconds(samples: Iterable[Sample], start: float | None = None,
         else:
             failing = True
     if failing:
-        stop = end if end is not None else window[-1].t
+        stop = end if end is not None else chosen[-1].t
         longest = max(longest, stop - since)
     return longest
-
-
-def first_time(samples: Iterable[Sample], predicate: Callable[[Sample], bool],
-               after: float | None = None, before: float | None = None) -> float | None:
-    """Time of the earliest sample in [after, before] for which ``predicate`` is true, else None."""
-    for sample in _window(samples, after, before):
-        if predicate(sample):
-            return sample.t
-    return None
-
-
-def last_time(samples: Iterable[Sample], predicate: Callable[[Sample], bool],
-              after: float | None = None, before: float | None = None) -> float | None:
-    """Time of the latest sample in [after, before] for which ``predicate`` is true, else None."""
-    for sample in reversed(_window(samples, after, before)):
-        if predicate(sample):
-            return sample.t
-    return None
 
 
 def latency_percentile(samples: Iterable[Sample], q: float, ok_only: bool = True) -> float | None:
@@ -147,32 +133,32 @@ def latency_percentile(samples: Iterable[Sample], q: float, ok_only: bool = True
 
 def summarize(name: str, samples: Sequence[Sample] | Iterable[Sample],
               start: float | None = None, end: float | None = None) -> dict[str, Any]:
-    """JSON-ready summary of one probe over [start, end]:
+    """JSON-ready summary of one probe over ``[start, end)``:
     ``name, samples, successes, failures, success_ratio, longest_gap_seconds,
     first_sample_at, last_sample_at, latency_p50_seconds, latency_p99_seconds``
     (times in epoch seconds, durations in seconds, None where there is no data)."""
-    window = _window(samples, start, end)
-    successes = sum(1 for s in window if s.ok)
+    chosen = window(samples, start, end)
+    successes = sum(1 for s in chosen if s.ok)
     return {
         "name": name,
-        "samples": len(window),
+        "samples": len(chosen),
         "successes": successes,
-        "failures": len(window) - successes,
-        "success_ratio": success_ratio(window),
-        "longest_gap_seconds": longest_gap_seconds(window, start, end),
-        "first_sample_at": window[0].t if window else None,
-        "last_sample_at": window[-1].t if window else None,
-        "latency_p50_seconds": latency_percentile(window, 50),
-        "latency_p99_seconds": latency_percentile(window, 99),
+        "failures": len(chosen) - successes,
+        "success_ratio": success_ratio(chosen),
+        "longest_gap_seconds": longest_gap_seconds(chosen, start, end),
+        "first_sample_at": chosen[0].t if chosen else None,
+        "last_sample_at": chosen[-1].t if chosen else None,
+        "latency_p50_seconds": latency_percentile(chosen, 50),
+        "latency_p99_seconds": latency_percentile(chosen, 99),
     }
 
 
 def failure_reasons(samples: Iterable[Sample], start: float | None = None, end: float | None = None,
                     limit: int = 3) -> list[tuple[str, int]]:
-    """The ``limit`` commonest failure details in [start, end] (epoch seconds), each cut to 80
+    """The ``limit`` commonest failure details in ``[start, end)`` (epoch seconds), each cut to 80
     characters, with their counts, commonest first: what a bare success ratio does not say."""
     counts: dict[str, int] = {}
-    for s in _window(samples, start, end):
+    for s in window(samples, start, end):
         if not s.ok:
             key = (s.detail or "no detail")[:80]
             counts[key] = counts.get(key, 0) + 1

@@ -75,7 +75,8 @@ from typing import Callable
 
 from harness.core.entry_points import installed
 from harness.spec.plugins import LATENCY_MEASURES, MEASURE_ENTRY_POINTS, VALUE_MEASURES, measure_kinds  # noqa: F401
-from harness.core.timeline import Sample, latency_percentile
+from harness.core.timeline import Sample, latency_percentile, success_ratio  # noqa: F401  the success_ratio measure
+from harness.core.timeline import window as in_window
 
 
 def within(samples: list[Sample], seconds: float) -> list[Sample]:
@@ -99,16 +100,6 @@ def as_predicted(success: float | None, share_away: float | None) -> bool | None
     if share_away >= 1:
         return success <= 0.05
     return 0.0 < success < 0.99
-
-
-def in_window(samples: list[Sample], start: float, end: float) -> list[Sample]:
-    """The samples with ``start <= t < end`` (epoch seconds), in time order."""
-    return sorted((s for s in samples if start <= s.t < end), key=lambda s: s.t)
-
-
-def success_ratio(samples: list[Sample], start: float, end: float) -> float | None:
-    window = in_window(samples, start, end)
-    return sum(s.ok for s in window) / len(window) if window else None
 
 
 def first_failure_seconds(samples: list[Sample], start: float, end: float) -> float | None:

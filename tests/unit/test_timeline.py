@@ -7,8 +7,6 @@ import pytest
 from harness.core.timeline import (
     Sample,
     Timeline,
-    first_time,
-    last_time,
     latency_percentile,
     longest_gap_seconds,
     success_ratio,
@@ -29,13 +27,13 @@ def test_sample_round_trip_and_hashable():
     assert len({s, Sample.from_dict(s.to_dict())}) == 1
 
 
-def test_timeline_window_is_inclusive_and_sorted():
+def test_timeline_window_is_half_open_and_sorted():
     tl = Timeline("http")
     for sample in reversed(series("1101")):
         tl.add(sample)
     assert len(tl) == 4
     assert [s.t for s in tl.samples()] == [100.0, 100.5, 101.0, 101.5]
-    assert [s.t for s in tl.samples(start=100.5, end=101.0)] == [100.5, 101.0]
+    assert [s.t for s in tl.samples(start=100.5, end=101.5)] == [100.5, 101.0]
     assert tl.to_list()[0]["t"] == 100.0
 
 
@@ -57,7 +55,8 @@ def test_timeline_is_thread_safe():
 def test_success_ratio():
     samples = series("1101")
     assert success_ratio(samples) == 0.75
-    assert success_ratio(samples, start=100.5, end=101.0) == 0.5
+    assert success_ratio(samples, start=100.5, end=101.5) == 0.5
+    assert success_ratio(samples, start=100.5, end=101.0) == 1.0  # the sample at the end is the next window's
     assert success_ratio(samples, start=200) is None
     assert success_ratio([]) is None
 
@@ -101,18 +100,6 @@ def test_all_failures_gap_spans_window():
 
 def test_unsorted_input_is_handled():
     assert longest_gap_seconds(list(reversed(series("10001")))) == pytest.approx(2.0)
-
-
-def test_first_and_last_time():
-    samples = series("1001101")
-    failed = lambda s: not s.ok  # noqa: E731
-    assert first_time(samples, failed) == 100.5
-    assert first_time(samples, failed, after=101.0) == 101.0
-    assert first_time(samples, lambda s: s.ok, after=100.5) == 101.5
-    assert last_time(samples, failed) == 102.5
-    assert last_time(samples, failed, before=102.0) == 101.0
-    assert first_time(samples, failed, after=103.5) is None
-    assert last_time([], failed) is None
 
 
 def test_latency_percentile_nearest_rank():
@@ -165,3 +152,24 @@ def test_failure_reasons_counts_the_commonest_failures_in_the_window_only():
     assert failure_reasons(samples, 0, 5) == [("dns: [Errno -3] Temporary failure", 2), ("timeout", 1)]
     assert failure_reasons(samples, 0, 5, limit=1) == [("dns: [Errno -3] Temporary failure", 2)]
     assert failure_reasons([Sample(1, True)]) == []
+
+
+@pytest.mark.parametrize("start, end", [(100.0, 103.0), (100.5, 101.5), (101.0, 101.0), (99.0, 100.0),
+                                        (101.5, 102.0), (100.25, 102.75)])
+def test_a_python_drill_and_a_data_scenario_measure_one_window_alike(start, end):
+    """Both paths to a success ratio (a drill calling the timeline, a scenario naming the measure)
+    give the same value on the same samples, boundary samples included: one convention, [start, end)."""
+    from harness.engine import measures
+
+    samples = series("1101001101")
+    tl = Timeline("p")
+    for sample in samples:
+        tl.add(sample)
+    expected = success_ratio(samples, start, end)
+    assert measures.measure("success_ratio", samples, start, end) == expected
+    assert success_ratio(tl.samples(start, end)) == expected
+    assert measures.in_window(samples, start, end) == tl.samples(start, end)
+    assert tl.summary(start, end)["success_ratio"] == expected
+    inside = [s for s in samples if start <= s.t < end]
+    assert expected == (sum(s.ok for s in inside) / len(inside) if inside else None)
+
