@@ -41,13 +41,13 @@ from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.nodes import NodeReadyProbe, node_transitions
 from harness.probes.pods import kube_system_snapshot, restarts_between
 from harness.kube.providers import Cluster
+from harness.spec.manifests import VITALS_NAMESPACE as NAMESPACE
 from harness.spec.scenario import VITAL_SIGNS  # noqa: F401 - the names this module records
 from harness.core.timeline import Sample, Timeline, success_ratio
 from harness.kube.workloads import deploy_http_server, ensure_namespace
 
 log = logging.getLogger("kdrill.vitals")
 
-NAMESPACE = "kdrill-vitals"
 SERVICE = "vitals"
 PROBE_POD = "vitals-probe"
 HEALTHY_RATIO = 0.99

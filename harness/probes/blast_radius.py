@@ -30,7 +30,7 @@ from harness.components.admission import Write, label_selector_matches
 from harness.kube.objects import Kind, Ref
 from harness.spec.params import _LABEL_KEY, _LABEL_VALUE
 from harness.kube.providers import Cluster
-from harness.engine.vitals import NAMESPACE as VITALS_NAMESPACE
+from harness.spec.manifests import VITALS_NAMESPACE
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 FAILED_CALLING = re.compile(r'failed calling webhook "([^"]+)"')
@@ -38,7 +38,7 @@ DRY_RUN_LABEL = "kdrill.io/dry-run"
 # Written here as dry runs only: never kinds a scenario may declare, or a ledger entry delete.
 DRY_RUN_KINDS = {k.kind: k for k in [Kind("v1", "Event", "events", True), Kind("v1", "Node", "nodes", False),
                                      Kind("coordination.k8s.io/v1", "Lease", "leases", True)]}
-VITALS_OBJECT = "vitals-write"  # the ConfigMap the api_write vital sign updates (harness/engine/vitals.py)
+VITALS_OBJECT = "vitals-write"  # the ConfigMap the api_write vital sign updates (harness.engine.vitals)
 
 
 @dataclass(frozen=True)

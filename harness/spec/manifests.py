@@ -322,3 +322,5 @@ OWN_OBJECTS = (("Deployment", APP), ("Service", APP), ("Pod", PROBE_POD))
 # The label on every object a scenario declares (harness.scaffolding.drill_objects), valued with
 # its ledger entry's token: a declared object may not carry it already.
 OWNER_LABEL = "kdrill.io/drill-objects"
+# The namespace of the vital signs' own workload and probes (harness.engine.vitals).
+VITALS_NAMESPACE = "kdrill-vitals"

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from harness.kube.objects import name_problem
+from harness.spec.manifests import name_problem
 from harness.spec.scenario import Scenario, ScenarioError
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Mi|Gi|Ki)?$")
