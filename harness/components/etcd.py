@@ -48,10 +48,9 @@ def etcd_container_id(cluster: Cluster, node: str) -> str:
     command = ["crictl", "ps", "--name", "^etcd$", "--state", "Running", "-q"]
     result = cluster.node_exec(node, command, timeout_seconds=15, read_only=True, check=False)
     if result.returncode == -1:
-        # Through the node agent: the exec's stream closed with no exit status (the API server it
-        # went through restarted with its etcd member, seen once in etcd-space-quota's recovery,
-        # 2026-12-05). The listing changes nothing: asked once more, through whichever API server
-        # answers now.
+        # Through the node agent the exec's stream may close with no exit status (the API server
+        # it went through restarted with its etcd member); the listing changes nothing, so it is
+        # asked once more, through whichever API server answers now.
         result = cluster.node_exec(node, command, timeout_seconds=15, read_only=True, check=False)
     if result.returncode != 0:
         raise ProviderError(f"on node {node}: {' '.join(command)} exited {result.returncode}: "

@@ -420,8 +420,7 @@ def _owner_alive(entry) -> bool:
 # How long recover waits for a cluster's API server to answer before it gives up on the entries
 # only the API can revert. A deadline, not a measurement: the drills measure the API back within
 # 25 s of a control-plane fault's revert; a cluster left half up (its node containers restarted
-# with the Docker engine, CI 2026-12-04) would otherwise cost every entry its full deletion
-# deadline, twice: 30 minutes of a 90-minute CI.
+# with the Docker engine) would otherwise cost every entry its full deletion deadline, twice.
 API_ANSWER_SECONDS = 60
 
 

@@ -209,8 +209,8 @@ class OutageWork:
     def _kill_now(self, node: str, pod_uid: str) -> None:
         """Kill pod ``pod_uid``'s running container on ``node`` now (the control experiment)."""
         container, _ = running_container(self.cluster, node, self.namespace, pod_uid)
-        # With crictl's 30 s runtime deadline (static_pods.CRICTL_KILL), not its 2 s default: the
-        # stop failed with DeadlineExceeded through the node agent (2026-12-04).
+        # With crictl's 30 s runtime deadline (static_pods.CRICTL_KILL), not its 2 s default, which
+        # a stop through the node agent can exceed (DeadlineExceeded).
         self.cluster.node_exec(node, [*static_pods.CRICTL_KILL.split(), container], timeout_seconds=60)
 
     def commands(self) -> int:

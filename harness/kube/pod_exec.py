@@ -22,11 +22,10 @@ _STDIN, _STDOUT, _STDERR = 0, 1, 2
 # library sets no timeout on it, and an API server whose etcd member is down holds it until the
 # member returns (19.3 s seen, through kind's load balancer, which had sent the connection there
 # before its health check took that API server out). A deadline, not a measurement: a read-only
-# exec of `true` through the node agent took 0.06 to 0.13 s here, handshake included (30 on an
-# idle cluster, 2026-12-05); 3 s is over 20 times that. It was 10 s: in one CI run two such waits
-# filled a 20 s window in which etcd-member-loss had to read its members' health (the callers ask
-# again, and another try goes to another API server). Only for commands that change nothing: an
-# abandoned handshake may still start its command later.
+# exec of `true` through the node agent takes 0.06 to 0.13 s on an idle cluster, handshake
+# included; 3 s is over 20 times that, and short enough that two such waits leave room in
+# etcd-member-loss's 20 s health window (the callers ask again, through another API server).
+# Only for commands that change nothing: an abandoned handshake may still start its command later.
 READ_ONLY_CONNECT_SECONDS = 3.0
 V5_PROTOCOL = "v5.channel.k8s.io"  # the exec protocol that can end a command's standard input
 
