@@ -15,12 +15,11 @@ read from the pod's log, which no data-only probe does yet.
 
 from __future__ import annotations
 
-import threading
 
 import pytest
 from kubernetes import client
 
-from harness.core.waiting import wait_until
+from harness.core.waiting import hold, wait_until
 from harness.faults.apf_flood import NAME, POD, ApfFlood
 from harness.engine.measures import success_ratio
 from harness.probes import Probes
@@ -63,7 +62,7 @@ def test_api_overload(drill):
     probes.start()
     try:
         with drill.phase("baseline"):
-            threading.Event().wait(float(p["baseline_seconds"]))  # the baseline window's length
+            hold(float(p["baseline_seconds"]))  # the baseline window's length
         with drill.inject(fault):
             with drill.phase("flood"):
                 def finished():
@@ -80,7 +79,7 @@ def test_api_overload(drill):
                 schemas = {fs.metadata.uid: fs.metadata.name for fs in
                            flowcontrol.list_flow_schema(_request_timeout=10).items}
         with drill.phase("after"):
-            threading.Event().wait(float(p["after_seconds"]))
+            hold(float(p["after_seconds"]))
     finally:
         timelines = probes.stop()
     drill.add_timelines(timelines)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from kubernetes import client
 from harness.core import proc
 from harness.components import node_units
 from harness.components.etcd import etcd_members, etcdctl, member_healthy, running_member_node
-from harness.core.waiting import wait_until
+from harness.core.waiting import hold, hold_until, wait_until
 from harness.faults.etcd_restore import EtcdRestore
 from harness.kube.health import api_accepts_write, wait_healthy
 from harness.kube.images import Build
@@ -105,7 +104,7 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
     probes.start()
     try:
         with drill.phase("baseline"):
-            threading.Event().wait(float(p["baseline_seconds"]))  # the baseline window's length
+            hold(float(p["baseline_seconds"]))  # the baseline window's length
         with drill.phase("backup"):
             _markers(cluster, ns, "before", markers)
             via = running_member_node(cluster, control_plane)
@@ -132,10 +131,10 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
                     drill.say(f"every etcd member's data to be moved aside on {', '.join(control_plane)} in "
                               f"{fault.lost_at - time.time():.1f} s; the nodes restore it "
                               f"{p['lost_hold_seconds']} s later")
-                    threading.Event().wait(max(0.0, fault.restore_started_at - time.time()))  # until it is due
+                    hold_until(fault.restore_started_at)  # until it is due
                 else:
                     drill.say(f"every etcd member's data moved aside on {', '.join(control_plane)}")
-                    threading.Event().wait(float(p["lost_hold_seconds"]))  # the outage before anyone restores
+                    hold(float(p["lost_hold_seconds"]))  # the outage before anyone restores
             with drill.phase("restore"):
                 fault.restore(str(snapshot), str(etcdutl))
                 restore_started = fault.restore_started_at
@@ -166,7 +165,7 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
             members = etcd_members(cluster, running_member_node(cluster, control_plane))
             drill.measure("etcd_members_healthy_after", sum(member_healthy(cluster, n) for n in control_plane),
                           detail=f"members: {[m.name for m in members]}")
-            threading.Event().wait(float(p["after_seconds"]))
+            hold(float(p["after_seconds"]))
     finally:
         timelines = probes.stop()
         snapshot.unlink(missing_ok=True)

@@ -15,13 +15,13 @@ no data-only probe does yet.
 from __future__ import annotations
 
 import json
-import threading
 import time
 
 import pytest
 from kubernetes import client
 
 from harness.components.etcd import db_size, endpoint_status, running_member_node
+from harness.core.waiting import hold
 from harness.faults.etcd_defrag import EtcdDefrag
 from harness.engine.measures import longest_unanswered_seconds, success_ratio
 from harness.probes import Probes
@@ -99,11 +99,11 @@ def test_etcd_defrag(drill):
     probes.start()
     try:
         with drill.phase("baseline"):
-            threading.Event().wait(float(p["baseline_seconds"]))  # the baseline window's length
+            hold(float(p["baseline_seconds"]))  # the baseline window's length
         with drill.inject(fault):
             pass  # inject returns when etcdctl defrag does: the window is the defragmentation
         with drill.phase("after"):
-            threading.Event().wait(float(p["after_seconds"]))
+            hold(float(p["after_seconds"]))
     finally:
         timelines = probes.stop()
     drill.add_timelines(timelines)

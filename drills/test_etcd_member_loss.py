@@ -12,7 +12,6 @@ drill is read back afterwards to count any lost; a data-only scenario names its 
 from __future__ import annotations
 
 import collections
-import threading
 import time
 
 import pytest
@@ -20,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from harness.components import etcd
 from harness.components.etcd import etcd_members
-from harness.core.waiting import wait_until
+from harness.core.waiting import hold_until, wait_until
 from harness.faults.etcd_member import EtcdMember
 from harness.kube.health import wait_healthy
 from harness.probes import Probes
@@ -154,7 +153,7 @@ def test_etcd_member_loss(drill):
                                           detail=f"{n - 1} of {n} endpoints healthy with {target} stopped (predicted {n - 1})",
                                           became_true_at=health.became_true_at)
                         # Hold the fault for its window: the drill's duration, not a synchronisation.
-                        threading.Event().wait(max(0.0, fault.injected_at + float(p["one_down_hold_seconds"]) - time.time()))
+                        hold_until(fault.injected_at + float(p["one_down_hold_seconds"]))
                 restores.append((role, fault))
                 not_made = fault.window_not_made()
                 assert not not_made, f"no fault window: {not_made}"
@@ -201,7 +200,7 @@ def test_etcd_member_loss(drill):
                         via = survivor(stopped)
                         lost = wait_until(lambda: healthy_count(via) == 0, 30)
                         drill.observe("quorum_lost_healthy_members", 0 if lost.ok else "some member still healthy")
-                    threading.Event().wait(max(0.0, fault.injected_at + float(p["quorum_lost_hold_seconds"]) - time.time()))
+                    hold_until(fault.injected_at + float(p["quorum_lost_hold_seconds"]))
             restores.append(("quorum-lost", fault))
             not_made = fault.window_not_made()
             assert not not_made, f"no quorum-lost window: {not_made}"

@@ -13,13 +13,12 @@ Why a Python drill: it runs etcdctl on the control-plane nodes (defragment, comp
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 
 from harness.components.etcd import db_size, defragment, etcdctl, revision, running_member_node
-from harness.core.waiting import wait_until
+from harness.core.waiting import hold, wait_until
 from harness.kube.health import api_accepts_write
 from harness.faults.etcd_space_quota import FILL_LABEL, EtcdSpaceQuota, alarms
 from harness.engine.measures import success_ratio
@@ -67,7 +66,7 @@ def test_etcd_space_quota(drill):
     probes.start()
     try:
         with drill.phase("baseline"):
-            threading.Event().wait(float(p["baseline_seconds"]))  # the baseline window's length
+            hold(float(p["baseline_seconds"]))  # the baseline window's length
         with drill.inject(fault):
             drill.observe("quota_set", fault.evidence())
             with drill.phase("fill"):
@@ -81,7 +80,7 @@ def test_etcd_space_quota(drill):
                 drill.measure("nospace_alarm_raised", "NOSPACE" in raised, detail=f"etcdctl alarm list: {raised}")
             with drill.phase("nospace"):
                 nospace = (time.time(), None)
-                threading.Event().wait(float(p["nospace_hold_seconds"]))  # the window the alarm is left raised
+                hold(float(p["nospace_hold_seconds"]))  # the window the alarm is left raised
                 nospace = (nospace[0], time.time())
             with drill.phase("recovery"):
                 # The documented way back, under the same small quota: free the space, compact the
@@ -103,7 +102,7 @@ def test_etcd_space_quota(drill):
                 drill.measure("alarms_after_recovery", len(alarms(cluster, via)), detail="etcdctl alarm list")
                 drill.observe("db_sizes_after_recovery", {n: db_size(cluster, n) for n in nodes})
         with drill.phase("after"):
-            threading.Event().wait(float(p["after_seconds"]))
+            hold(float(p["after_seconds"]))
     finally:
         timelines = probes.stop()
     drill.add_timelines(timelines)

@@ -14,13 +14,12 @@ compared with the same work in the baseline; a data-only scenario names its targ
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 from kubernetes import client
 
-from harness.core.waiting import wait_until
+from harness.core.waiting import hold_until, wait_until
 from harness.faults.leader_kill import LeaderKill, holder, lease
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
@@ -146,5 +145,5 @@ def test_leader_failover(drill):
         asked, check = work.start(scale_to + 1)
         done = wait_until(check, 60, interval_seconds=0.25, description=f"{component} work done (recovery)")
         drill.measure("recovery_work_seconds", done.became_true_at - asked if done.ok else None, detail=what)
-        threading.Event().wait(max(0.0, started + float(p["recovery_seconds"]) - time.time()))
+        hold_until(started + float(p["recovery_seconds"]))
     drill.expectations.assert_all()

@@ -14,13 +14,12 @@ controller takes them; node-freeze is not a fault a data-only scenario can use.
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
 from kubernetes import client
 
-from harness.core.waiting import wait_until
+from harness.core.waiting import hold_until, wait_until
 from harness.faults.node_freeze import NodeFreeze
 from harness.probes import Probes
 from harness.probes.endpoints import EndpointReadyProbe
@@ -151,7 +150,7 @@ def test_worker_node_loss(drill):
                                   back.became_true_at - gone.became_true_at if back.ok and gone.ok else None,
                                   detail=f"{len(on_lost)} new ready endpoints on {kept}", became_true_at=back.became_true_at)
                     # The rest of the window: the node stays lost (a timed window, not a synchronisation).
-                    threading.Event().wait(max(0.0, t0 + hold - time.time()))
+                    hold_until(t0 + hold)
             with drill.phase("node-back"):
                 back_ready = wait_until(lambda: len(_ready_endpoints(cluster, ns)) >= replicas, 120,
                                         interval_seconds=0.5)

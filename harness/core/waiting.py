@@ -148,3 +148,15 @@ def wait_until_or_raise(condition: Callable[[], Any], timeout_seconds: float, in
     if not result.ok:
         raise ConditionTimeout(description, timeout_seconds, result.last_error, result)
     return result
+
+
+def hold(seconds: float) -> None:
+    """Keep a measurement window open for ``seconds`` (none when 0 or less): the window's length
+    is what a scenario sets, so this is no wait for a state (that is :func:`wait_until`)."""
+    threading.Event().wait(max(0.0, seconds))
+
+
+def hold_until(epoch_seconds: float) -> None:
+    """Keep a measurement window open until ``epoch_seconds`` (``time.time()``), not at all once
+    it has passed."""
+    hold(epoch_seconds - time.time())

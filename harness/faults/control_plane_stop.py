@@ -45,6 +45,7 @@ import uuid
 from typing import Any
 
 from harness.core import proc
+from harness.core.waiting import hold_until
 from harness.components import node_units, static_pods
 from harness.faults.outage_work import JOB_FIRST_BACKOFF_SECONDS, OutageWork
 from harness.faults import Fault, FaultError, FaultNotReverted
@@ -291,7 +292,7 @@ class ControlPlaneStop(Fault):
             # A planned stop is kept by this method too: a drill sets its own node timers
             # (kills, samplers) against that time, and samples the nodes before it.
             if self.planned_stop_at is not None:
-                threading.Event().wait(max(0.0, self.planned_stop_at - time.time()))
+                hold_until(self.planned_stop_at)
             self.injected_at = time.time()
             from harness.kube.providers.kind import pause_container
 
@@ -331,7 +332,7 @@ class ControlPlaneStop(Fault):
                     log.warning("control-plane-stop: stop timer on %s not cancelled: %s", node, exc)
             raise
         # The fault starts when the timers fire: the window is measured from there.
-        threading.Event().wait(max(0.0, self.units["stop_at"] - time.time()))
+        hold_until(self.units["stop_at"])
         self.injected_at = self.units["stop_at"]
 
     def _prepare_work(self) -> None:
