@@ -10,7 +10,8 @@ Layout of a run directory::
 Times are epoch seconds, durations seconds. Files are written atomically.
 
 A run id names a directory directly under the reports root, so every run id that comes in
-(``--run-id``, ``kdrill report``/``verify``, the writer) goes through :func:`validate_run_id`;
+(``--run-id``, ``kdrill report``/``verify``, the writer) goes through :func:`validate_run_id`
+(harness/evidence/layout.py, importable here too);
 a new run gets its directory from :func:`create_run_dir`, which refuses to reuse a run id.
 Nothing is written into a sealed run (one with ``manifest.json``).
 """
@@ -29,22 +30,19 @@ import sys
 import time
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness import __version__
 from harness.core import proc
-from harness.engine.expectations import Expectations, worst_verdict
 from harness.core.ledger import write_json_atomic
-from harness.spec.scenario import Scenario
 from harness.core.timeline import Sample, Timeline
+from harness.engine.expectations import Expectations, worst_verdict
+from harness.evidence.layout import MANIFEST_NAME, RunIdError, validate_run_id
+from harness.spec.scenario import Scenario
 
 _STEM_PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-
-
-class RunIdError(ValueError):
-    """A run id is malformed, or already names a run; the message is one line."""
 
 
 class RunExistsError(RunIdError):
@@ -63,19 +61,6 @@ def record_stem(drill: str, case: str | None) -> str:
 def new_run_id() -> str:
     """``YYYYmmddTHHMMSSZ-<6 hex>`` in UTC, e.g. ``20250101T120000Z-a1b2c3``."""
     return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
-
-
-def validate_run_id(run_id: object) -> str:
-    """Returns ``run_id`` when it is safe as one directory name under the reports root.
-
-    Valid: 1 to 100 characters from ``A-Z a-z 0-9 . _ -``, starting with a letter or digit,
-    without ``..`` (so no path separators, no ``.``/``..``, nothing hidden). Raises RunIdError
-    with a one-line message otherwise.
-    """
-    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id) or ".." in run_id:
-        raise RunIdError(f"invalid run id {run_id!r}: use 1 to 100 letters, digits, '.', '_' or '-', "
-                         "starting with a letter or digit, without '..'")
-    return run_id
 
 
 def create_run_dir(reports_root: Path, run_id: str) -> Path:
@@ -129,7 +114,7 @@ class DrillRecord:
     observations: dict[str, Any] = field(default_factory=dict)
     # every measurement of an expectation that a later one replaced, in order
     replaced_measurements: list[dict[str, Any]] = field(default_factory=list)
-    # harness/engine/expectations.py WaitLog: every wait of the drill, how it ended and its last error
+    # harness/core/waiting.py WaitLog: every wait of the drill, how it ended and its last error
     waits: list[dict[str, Any]] = field(default_factory=list)
     waits_dropped: int = 0
     # harness/engine/vitals.py: {"windows", "signs": {sign: {...}}, "flagged": [sign, ...]}
@@ -216,8 +201,6 @@ class EvidenceWriter:
         return cls(create_run_dir(reports_root, run_id))
 
     def _target(self, name: str) -> Path:
-        from harness.evidence.manifest import MANIFEST_NAME  # imported here: harness.evidence.manifest imports this module
-
         if (self.run_dir / MANIFEST_NAME).exists():
             raise SealedRunError(f"run {self.run_dir.name} is sealed; not writing {name} into it")
         return self.run_dir / name
@@ -282,8 +265,6 @@ def run_metadata(repo_root: Path | None, run_id: str | None = None) -> dict[str,
 def dependency_versions() -> dict[str, str | None]:
     """name -> installed version of each package kdrill depends on (pyproject's dependencies),
     None when it is not installed."""
-    from importlib import metadata
-
     try:
         requirements = metadata.requires("kdrill") or []
     except metadata.PackageNotFoundError:

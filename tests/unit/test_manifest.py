@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 
 from harness.evidence import manifest as manifest_mod
+from harness.evidence import run_files
 from harness.cli import report_and_manifest
 from harness.evidence.records import RunIdError
 from harness.evidence.manifest import (
@@ -717,7 +718,7 @@ def test_digest_streams_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         def __exit__(self, *exc):
             self.fh.close()
 
-    monkeypatch.setattr(manifest_mod, "_CHUNK_BYTES", 64 * 1024)
+    monkeypatch.setattr(run_files, "_CHUNK_BYTES", 64 * 1024)
     monkeypatch.setattr(Path, "open", lambda self, *a, **k: CountingReader(real_open(self, *a, **k)))
     assert file_digest(tmp_path / "big.bin") == (hashlib.sha256(blob).hexdigest(), len(blob))
     assert len(reads) == len(blob) // (64 * 1024) + 2  # full chunks, the tail, the empty read
@@ -727,7 +728,7 @@ def test_seal_files_are_created_exclusively(tmp_path: Path) -> None:
     target = tmp_path / "f"
     target.write_bytes(b"first")
     with pytest.raises(FileExistsError):
-        manifest_mod._link_new(target, b"second", 0o644)
+        run_files.create_exclusive(target, b"second", 0o644)
     assert target.read_bytes() == b"first"
     assert os.listdir(tmp_path) == ["f"]
 
