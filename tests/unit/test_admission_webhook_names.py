@@ -41,7 +41,8 @@ def test_an_undeclared_kdrill_webhook_is_refused(tmp_path, texts, bad):
     ["label kdrill.io/owner is required"],
 ])
 def test_declared_other_domains_and_unnamed_texts_pass(tmp_path, texts):
-    load_edited(tmp_path, NAME, lambda d: probe(d).update(ok_when={"rejected_with": texts}))
+    scenario = load_edited(tmp_path, NAME, lambda d: probe(d).update(ok_when={"rejected_with": texts}))
+    assert probe({"runner": scenario.runner})["ok_when"] == {"rejected_with": texts}
 
 
 def test_webhook_names_made_per_drill_are_not_compared(tmp_path):
@@ -51,4 +52,5 @@ def test_webhook_names_made_per_drill_are_not_compared(tmp_path):
                 hook["name"] = "admit-all.$(namespace).kdrill.io"
         probe(d).update(ok_when={"rejected_with": ['failed calling webhook "admit-al.kdrill.io"']})
 
-    load_edited(tmp_path, NAME, edit)
+    scenario = load_edited(tmp_path, NAME, edit)
+    assert probe({"runner": scenario.runner})["ok_when"]["rejected_with"] == ['failed calling webhook "admit-al.kdrill.io"']

@@ -594,8 +594,9 @@ def test_a_declared_object_may_not_be_one_the_runner_makes_itself(tmp_path, kind
 
 
 def test_the_runners_names_are_free_in_a_declared_namespace(tmp_path):
-    scenario_with(tmp_path, lambda d: manifests(d).append(
-        {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "$(namespace)-victim"}}))
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "$(namespace)-victim"}}
+    scenario = scenario_with(tmp_path, lambda d: manifests(d).append(service))
+    assert scenario.workload["manifests"][-1] == service
 
 
 def test_a_conflict_on_our_own_object_is_an_error_not_a_replacement(cluster, fake, monkeypatch):

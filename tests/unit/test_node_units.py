@@ -627,8 +627,11 @@ def test_a_start_cut_by_the_kubelets_stop_through_the_node_agent_is_waited_for(m
 
     from harness.kube.providers.node_agent import NodeAgent
 
+    sent = []
+
     def answer(fn, *args, command, **kwargs):
-        if "systemd-run" in command:  # cut by the script's own `systemctl stop kubelet`
+        sent.append(" ".join(command) if isinstance(command, list) else command)
+        if "systemd-run" in sent[-1]:  # cut by the script's own `systemctl stop kubelet`
             return _closed_stream({3: error_channel} if error_channel else {})
         return _closed_stream({1: "0\n", 3: '{"status":"Success"}'})  # the status read, the records removed
 
@@ -638,6 +641,8 @@ def test_a_start_cut_by_the_kubelets_stop_through_the_node_agent_is_waited_for(m
     monkeypatch.setattr(agent, "new_api", lambda: None, raising=False)
     monkeypatch.setattr(kubernetes.stream, "stream", answer)
     static_pods.rerun_with_edit(agent, "cp1", "true", "etcd")
+    started = next(i for i, c in enumerate(sent) if "systemd-run" in c)
+    assert len(sent) > started + 1, sent  # the unit's status was read after the cut start, not given up on
 
 
 def test_elections_are_read_from_the_members_raft_log_on_the_hosts_clock() -> None:

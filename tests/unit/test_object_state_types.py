@@ -56,7 +56,8 @@ def test_a_value_of_another_type_than_the_declared_field_is_refused(tmp_path, ok
     {"field": "spec.serviceName", "equals": "other"},  # a value of the same type is the scenario's to choose
 ])
 def test_a_value_of_the_declared_type_or_an_undeclared_field_passes(tmp_path, ok_when):
-    load_edited(tmp_path, NAME, lambda d: probe(d).update(ok_when=ok_when))
+    scenario = load_edited(tmp_path, NAME, lambda d: probe(d).update(ok_when=ok_when))
+    assert probe({"runner": scenario.runner})["ok_when"] == ok_when
 
 
 def test_a_resource_quantity_is_not_compared_the_api_stores_it_as_a_string(tmp_path):
@@ -65,13 +66,15 @@ def test_a_resource_quantity_is_not_compared_the_api_stores_it_as_a_string(tmp_p
         container["resources"] = {"requests": {"cpu": 1}}
         probe(d).update(ok_when={"field": "spec.template.spec.containers.0.resources.requests.cpu", "equals": "1"})
 
-    load_edited(tmp_path, NAME, edit)
+    scenario = load_edited(tmp_path, NAME, edit)
+    assert probe({"runner": scenario.runner})["ok_when"]["equals"] == "1"
 
 
 def test_an_object_the_scenario_does_not_declare_is_not_checked(tmp_path):
-    load_edited(tmp_path, NAME, lambda d: probe(d).update(object={"kind": "Deployment", "name": "coredns",
-                                                                  "namespace": "kube-system"},
-                                                          ok_when={"field": "spec.replicas", "equals": "2"}))
+    scenario = load_edited(tmp_path, NAME, lambda d: probe(d).update(object={"kind": "Deployment", "name": "coredns",
+                                                                             "namespace": "kube-system"},
+                                                                     ok_when={"field": "spec.replicas", "equals": "2"}))
+    assert probe({"runner": scenario.runner})["object"]["name"] == "coredns"
 
 
 def test_the_help_says_values_are_compared_without_conversion():

@@ -83,7 +83,8 @@ def test_each_call_makes_a_new_ca():
 def test_long_names_still_make_a_certificate():
     namespace = "n" * 63
     tls = generate_webhook_tls("webhook", namespace, now=NOW)
-    verifier(load(tls.ca_pem), f"webhook.{namespace}.svc").verify(load(tls.cert_pem), [])
+    chain = verifier(load(tls.ca_pem), f"webhook.{namespace}.svc").verify(load(tls.cert_pem), [])
+    assert [c.subject for c in chain] == [load(tls.cert_pem).subject, load(tls.ca_pem).subject]
 
 
 @pytest.mark.parametrize("seconds", [0, -1])
