@@ -50,33 +50,31 @@ import time
 from contextlib import ExitStack
 from typing import Any
 
-from harness.kube import objects as kube_objects
-from harness.engine import measures
-from harness.components.registry import container_name, image_tag, registry_host
-from harness.components.webhook import WebhookTLS, generate_webhook_tls
+from harness.components.webhook import generate_webhook_tls
+from harness.core.timeline import Timeline
 from harness.core.waiting import wait_until
+from harness.engine import measures
+from harness.engine.actions import REQUEST_JOIN_SECONDS, Actions  # noqa: F401
+from harness.engine.workload import (OBJECTS_READY_DEADLINE_SECONDS, REPOSITORY, declared_manifests,  # noqa: F401
+                                     manifest_only_values, object_ref, placeholder_values, serving_problem,
+                                     set_up_registries, until_serving)
 from harness.faults import FaultError, data_usable, fault_class, injected
-from harness.scaffolding.drill_objects import OWNER_LABEL, DrillObjects
-from harness.scaffolding.drill_registry import DrillRegistry
-from harness.kube.images import Build
+from harness.kube import objects as kube_objects
 from harness.kube.objects import Ref
-from harness.spec.manifests import APP, OWN_OBJECTS, PROBE_POD  # noqa: F401
+from harness.kube.workloads import deploy_http_server
 from harness.probes import ProbeContext, probe_types
 from harness.probes.incluster import (LATE_SLACK_SECONDS, InClusterProbe, lookups, merge_pod_timelines, probe_pod_urls,
                                       service_targets)
 from harness.probes.pods import pod_events
-from harness.spec.scenario import ACTION_VERBS, PROBE_STEADY_SECONDS, ScenarioError, registry_images
-from harness.core.timeline import Timeline
-from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
+from harness.scaffolding.drill_objects import DrillObjects
+from harness.spec.manifests import APP, OWN_OBJECTS, PROBE_POD  # noqa: F401
+from harness.spec.scenario import PROBE_STEADY_SECONDS, ScenarioError
 
 log = logging.getLogger("kdrill.runner")
 
 
 # How often the abort guard reads its probe's log during the hold (one API read each time).
 GUARD_CHECK_SECONDS = 1.0
-# A deadline for the declared objects to serve (replicas ready, an APIService Available), not a
-# measurement: the time each took is recorded (observations.objects.serving_seconds).
-OBJECTS_READY_DEADLINE_SECONDS = 180
 
 
 class DrillAborted(RuntimeError):
@@ -154,71 +152,6 @@ def guarded_hold(seconds: float, guard: dict | None, samples_since, now=time.tim
     return None
 
 
-def serving_problem(cluster, ref: Ref) -> str | None:
-    """Why ``ref`` does not serve yet (:func:`kube_objects.not_ready_reason`; for a webhook
-    configuration, :func:`kube_objects.webhook_unreachable_reason`), or None."""
-    obj = kube_objects.read(cluster, ref)
-    why = kube_objects.not_ready_reason(obj)
-    if why is None and ref.kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
-        why = kube_objects.webhook_unreachable_reason(cluster, obj)
-    return why
-
-
-def until_serving(cluster, ref: Ref) -> float:
-    """Wait until ``ref`` serves (:func:`serving_problem`); returns how long that took (seconds).
-    Raises AssertionError naming why after OBJECTS_READY_DEADLINE_SECONDS."""
-    waited = wait_until(lambda: serving_problem(cluster, ref) is None,
-                        OBJECTS_READY_DEADLINE_SECONDS, interval_seconds=0.5, description=f"{ref} serving")
-    if not waited.ok:
-        try:
-            why = serving_problem(cluster, ref)
-        except Exception as exc:  # the reason is for the message only
-            why = f"{type(exc).__name__}: {exc}"
-        raise AssertionError(f"{ref} did not serve within {OBJECTS_READY_DEADLINE_SECONDS} s: {why}")
-    return round(waited.elapsed_seconds, 2)
-
-
-def placeholder_values(namespace: str, tls: WebhookTLS | None = None) -> dict[str, str]:
-    """What ``$(name)`` means in a scenario's manifests, probe objects and actions; the
-    ``$(tls_*)`` ones only with ``tls`` (a scenario with ``workload.tls``)."""
-    values = {"namespace": namespace, "toolbox_image": TOOLBOX_IMAGE, "toolbox_pull_policy": TOOLBOX_PULL_POLICY}
-    if tls is not None:
-        values.update(tls_cert=tls.cert_pem.decode("ascii"), tls_key=tls.key_pem.decode("ascii"),
-                      tls_ca_bundle=tls.ca_bundle)
-    return values
-
-
-def manifest_only_values(workers: list[str], images: dict[str, str]) -> dict[str, str]:
-    """The placeholders only manifests may use: ``$(worker_<n>)``, the ``n``-th worker's node
-    name (``workers`` sorted, from 1), and ``$(image_<image>)``, the reference of a pushed image
-    (``images``: image name -> reference)."""
-    values = {f"worker_{i}": name for i, name in enumerate(sorted(workers), start=1)}
-    values.update({f"image_{image}": reference for image, reference in images.items()})
-    return values
-
-
-def declared_manifests(manifests: list[dict], namespace: str, tls: WebhookTLS | None = None,
-                       extra: dict[str, str] | None = None) -> list[dict]:
-    """``workload.manifests`` ready to create: placeholders expanded (``extra``:
-    :func:`manifest_only_values`), a namespaced object without ``metadata.namespace`` put in the
-    drill's ``namespace``. Raises KeyError for a placeholder with no value (e.g. ``$(worker_3)``
-    on a cluster with two workers)."""
-    result = []
-    for manifest in kube_objects.expand(manifests, {**placeholder_values(namespace, tls), **(extra or {})}):
-        if kube_objects.kind_of(manifest["kind"]).namespaced:
-            manifest["metadata"].setdefault("namespace", namespace)
-        result.append(manifest)
-    return result
-
-
-def object_ref(spec: dict, namespace: str) -> Ref:
-    """A probe's ``object`` or an action's target as a :class:`Ref` (placeholders expanded, the
-    drill's ``namespace`` by default for a namespaced kind)."""
-    spec = kube_objects.expand(spec, placeholder_values(namespace))
-    namespaced = kube_objects.kind_of(spec["kind"]).namespaced
-    return Ref(spec["kind"], spec["name"], (spec.get("namespace") or namespace) if namespaced else None)
-
-
 def record_pod_events(drill, refs: list[Ref]) -> None:
     """The Events of every Pod a probe watched (its ``object``), before the objects go
     (``observations.pod_events``: pod -> events, :func:`harness.probes.pods.pod_events`; a kubelet
@@ -233,108 +166,6 @@ def record_pod_events(drill, refs: list[Ref]) -> None:
     if events:
         drill.observe("pod_events", events)
 
-
-def set_up_registries(drill, stack: ExitStack) -> dict[str, str]:
-    """``workload.registries``: each registry container and the nodes' containerd configuration
-    for it, through the ledger (kind ``drill-registry``, removed when ``stack`` closes, after
-    the declared objects), then its images pushed: Kubernetes' pause image (under 1 MB: a push
-    takes about a second, where the toolbox's 226 MB took 20 s; an image may ask for the toolbox,
-    to run kdrill-http) plus a file naming the run, so every node has to pull it. Returns image name -> reference;
-    records what was pushed, with its digest and the time it took (``observations.registries``).
-    Raises RegistryError."""
-    cluster, images, evidence = drill.cluster, {}, {}
-    nodes = cluster.nodes_by_role.get("control-plane", []) + cluster.nodes_by_role.get("worker", [])
-    tag, bases = image_tag(drill.record.run_id), {"pause": Build().tags["pause"], "toolbox": TOOLBOX_IMAGE}
-    for spec in drill.workload.get("registries") or []:
-        host = registry_host(spec["name"])
-        setup = DrillRegistry(cluster, container_name(cluster.name, spec["name"]), nodes, host)
-        stack.enter_context(injected(setup, drill.ledger, drill=drill.name))
-        pushed = {}
-        for image, base in registry_images(spec):
-            started = time.time()
-            digest = setup.registry.push_unique_image(f"{REPOSITORY}/{image}", tag, base=bases[base],
-                                                      marker=f"{drill.record.run_id}/{drill.name}/{image}")
-            images[image] = f"{host}/{REPOSITORY}/{image}:{tag}"
-            pushed[image] = {"reference": images[image], "digest": digest,
-                             "push_seconds": round(time.time() - started, 1)}
-        evidence[spec["name"]] = {"container": setup.registry.name, "host": host, "images": pushed}
-    drill.observe("registries", evidence)
-    return images
-
-
-# The repository under which a scenario's images are pushed: kdrill-registry-<name>:5000/kdrill-drill/<image>.
-REPOSITORY = "kdrill-drill"
-
-
-class Actions:
-    """The scenario's actions for one window, each run once at ``after_seconds`` from the
-    window's start in a timer thread; :meth:`finish` cancels those that did not run (the window
-    ended early, e.g. on an abort) and returns what happened to each, for the evidence."""
-
-    def __init__(self, drill, specs: list[dict], window: str) -> None:
-        self.drill, self.results = drill, []
-        self.specs = [a for a in specs if a["window"] == window]
-        self.objects: DrillObjects | None = None
-        self._timers: list[threading.Timer] = []
-        self._lock = threading.Lock()
-
-    def start(self, window_started_at: float, objects: DrillObjects | None) -> "Actions":
-        """Start the timers; ``objects`` are the declared objects, the only ones an action deletes
-        (and only while they carry their label: validation admits only declared objects, and this
-        holds at run time too)."""
-        self.objects = objects
-        for spec in self.specs:
-            delay = max(0.0, window_started_at + float(spec["after_seconds"]) - time.time())
-            timer = threading.Timer(delay, self._run, args=(spec, window_started_at))
-            timer.daemon = True
-            self._timers.append(timer)
-            timer.start()
-        return self
-
-    def _run(self, spec: dict, window_started_at: float) -> None:
-        at = time.time()
-        verb = next(v for v in ACTION_VERBS if v in spec)
-        ref = spec[verb]
-        try:
-            ref = object_ref({k: v for k, v in spec[verb].items() if k in ("kind", "name", "namespace")},
-                             self.drill.namespace)
-            if self.objects is None:
-                raise FaultError(f"the scenario declares no objects (workload.manifests) for an action to {verb}")
-            if verb == "scale":
-                outcome = self.objects.scale_if_ours(ref, int(spec[verb]["replicas"]))
-            elif verb == "kill_container":
-                outcome = self.objects.kill_container_if_ours(ref, spec[verb]["container"])
-            else:
-                outcome = (self.objects.evict_if_ours if verb == "evict" else self.objects.delete_if_ours)(ref)
-            what = {"scale": f"scale {ref} to {spec[verb].get('replicas')}",
-                    "kill_container": f"kill container {spec[verb].get('container')} of {ref}"}.get(verb, f"{verb} {ref}")
-            done = outcome != "not ours" and not (outcome == "gone" and verb in ("scale", "kill_container"))
-            result = {"ok": done, "detail": {
-                "deleted": f"{what}: accepted", "evicted": f"{what}: accepted", "scaled": f"{what}: accepted",
-                "gone": f"{what}: not done, it does not exist" if verb in ("scale", "kill_container")
-                else f"{what}: already gone",
-                "not ours": f"{what}: not done, it is not this drill's (label {OWNER_LABEL})"}.get(
-                    outcome, f"{what}: {outcome}")}
-        except Exception as exc:  # recorded; the drill errors after its measures (see run)
-            result = {"ok": False, "detail": f"{verb} {ref}: {type(exc).__name__}: {exc}"[:300]}
-        self.drill.say(f"action {spec['name']}: {result['detail']}")
-        with self._lock:
-            self.results.append({"name": spec["name"], "window": spec["window"], "at": at,
-                                 "seconds_into_window": round(at - window_started_at, 2), **result})
-
-    def finish(self) -> list[dict]:
-        for timer, spec in zip(self._timers, self.specs):
-            timer.cancel()
-            timer.join(timeout=REQUEST_JOIN_SECONDS)
-            with self._lock:
-                if not any(r["name"] == spec["name"] for r in self.results):
-                    self.results.append({"name": spec["name"], "window": spec["window"], "at": None, "ok": False,
-                                         "detail": "not run: the window ended before its time"})
-        return list(self.results)
-
-
-# How long an action's timer may still be running its API call when its window ends.
-REQUEST_JOIN_SECONDS = kube_objects.REQUEST_TIMEOUT_SECONDS + 5
 
 
 def narrow(how: dict, start: float, stop: float, ran: list[dict],
