@@ -10,7 +10,7 @@ from pathlib import Path
 
 from harness.core import proc, resources
 from harness.core.ledger import Ledger
-from harness.faults import _owner_alive
+from harness.core.ledger import owner_alive
 from harness.kube.build_tools import VERSION_QUERY_SECONDS, missing_build_tools
 from harness.kube.images import Build
 from harness.kube.providers import ProviderError
@@ -161,7 +161,7 @@ def check_ledger() -> Check:
         return Check("fault ledger", False, f"KDRILL_STATE_DIR={os.environ['KDRILL_STATE_DIR']} is not a directory: "
                      "no ledger was read there", "set KDRILL_STATE_DIR to kdrill's state directory, or unset it")
     entries = ledger.entries()
-    live = [e for e in entries if _owner_alive(e)]
+    live = [e for e in entries if owner_alive(e)]
     if live and len(live) == len(entries):
         return Check("fault ledger", True, f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} held by running "
                      f"kdrill (pid {', '.join(sorted({str(e.pid) for e in live}))}): a drill is in progress")

@@ -196,3 +196,18 @@ def _corrupt_entry(path: Path, exc: Exception) -> LedgerEntry:
         mtime = 0.0
     return LedgerEntry(id=path.stem, kind="", cluster={}, target={}, drill=None, recorded_at=mtime,
                        pid=None, host=None, path=path, corrupt=True, error=f"{type(exc).__name__}: {exc}")
+
+
+def owner_alive(entry: LedgerEntry) -> bool:
+    """Whether the process that recorded ``entry`` still runs on this machine (then it reverts the
+    entry itself, and recover leaves it alone)."""
+    pid = getattr(entry, "pid", None)
+    if not pid or getattr(entry, "host", None) != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # A killed process nobody has reaped yet is a zombie: it reverts nothing.
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X")

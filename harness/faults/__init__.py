@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterator
 
 from harness.core.entry_points import installed
-from harness.core.ledger import Ledger
+from harness.core.ledger import Ledger, owner_alive
 from harness.spec.manifests import APP, KINDS, OWN_OBJECTS, expand
 from harness.spec.params import Param, selector_matches
 from harness.spec.params import check as check_param_values
@@ -399,24 +399,6 @@ def injected(fault: Fault, ledger: Ledger, drill: str | None = None) -> Iterator
             revert_and_verify(fault, ledger, entry.id)
 
 
-def _owner_alive(entry) -> bool:
-    """Whether the process that recorded ``entry`` still runs on this machine."""
-    import os
-    import socket
-    from pathlib import Path
-
-    pid = getattr(entry, "pid", None)
-    if not pid or getattr(entry, "host", None) != socket.gethostname() or pid == os.getpid():
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    # A killed process nobody has reaped yet is a zombie: it reverts nothing.
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X")
-
-
 # How long recover waits for a cluster's API server to answer before it gives up on the entries
 # only the API can revert. A deadline, not a measurement: the drills measure the API back within
 # 25 s of a control-plane fault's revert; a cluster left half up (its node containers restarted
@@ -501,7 +483,7 @@ def _recover_pass(ledger: Ledger, entries: list, cluster_for: Callable[[dict], C
             # The namespaces that come next, with nothing else between them, are deleted together:
             # each takes several seconds to finalise, even empty.
             started |= _start_namespace_deletions(entries[index:], cluster_for, force, api_silent)
-        if not force and _owner_alive(entry):
+        if not force and owner_alive(entry):
             # A live kdrill on this machine owns it and will revert it in its own finally.
             result["error"] = (f"owned by running kdrill pid {entry.pid}; left to it "
                                "(if that process is not kdrill, run kdrill recover --force)")
@@ -576,7 +558,7 @@ def _start_namespace_deletions(entries: list, cluster_for: Callable[[dict], Clus
         if getattr(entry, "kind", None) != "drill-namespace" or getattr(entry, "corrupt", False):
             break
         looked.add(entry.id)
-        if not force and _owner_alive(entry):
+        if not force and owner_alive(entry):
             continue
         try:
             cluster = cluster_for(entry.cluster)

@@ -142,7 +142,7 @@ def test_recover_starts_every_namespace_deletion_before_waiting_for_the_first(cl
         core.finalise(self.namespace)
 
     monkeypatch.setattr(DrillNamespace, "revert", revert)
-    monkeypatch.setattr(faults, "_owner_alive", lambda entry: False)
+    monkeypatch.setattr(faults, "owner_alive", lambda entry: False)
     results = faults.recover(ledger, lambda c: cluster)
     assert [r["reverted"] for r in results] == [True, True]
     assert waited[0] == ("kdrill-drill", {"kdrill-vitals", "kdrill-drill"})
@@ -214,7 +214,7 @@ def test_recover_never_starts_deleting_a_namespace_older_than_a_fault_not_yet_re
         core.finalise(self.namespace)
 
     monkeypatch.setattr(DrillNamespace, "revert", revert)
-    monkeypatch.setattr(faults, "_owner_alive", lambda entry: False)
+    monkeypatch.setattr(faults, "owner_alive", lambda entry: False)
     monkeypatch.setattr(faults, "fault_class",
                         lambda kind: InNamespace if kind == "in-namespace" else DrillNamespace)
     results = faults.recover(ledger, lambda c: cluster)
