@@ -32,9 +32,9 @@ def test_samples_are_taken_in_time_order():
     assert runner.failing_since(samples((3, False), (1, True), (2, False)), since=0) == 2
 
 
-@pytest.fixture(autouse=True)
-def fast_checks(monkeypatch):
-    monkeypatch.setattr(runner, "GUARD_CHECK_SECONDS", 0.02)
+def guarded_hold(*args, **kwargs):
+    """The runner's guarded hold, its guard reading every 0.02 s."""
+    return runner.guarded_hold(*args, check_seconds=0.02, **kwargs)
 
 
 def test_the_guard_stops_the_hold_once_the_probe_fails_for_longer_than_allowed():
@@ -42,7 +42,7 @@ def test_the_guard_stops_the_hold_once_the_probe_fails_for_longer_than_allowed()
         return samples(*[(t, False) for t in (since + 0.001 * i for i in range(1, 1000)) if t <= time.time()])
 
     started = time.time()
-    aborted = runner.guarded_hold(5.0, {"probe": "p", "max_failing_seconds": 0.2}, always_failing)
+    aborted = guarded_hold(5.0, {"probe": "p", "max_failing_seconds": 0.2}, always_failing)
     took = time.time() - started
     assert aborted is not None and aborted["probe"] == "p" and aborted["hold_seconds_planned"] == 5.0
     assert aborted["failing_seconds"] >= 0.2 and took < 1.0
@@ -53,7 +53,7 @@ def test_failures_broken_by_a_success_do_not_trip_the_guard():
         now = time.time()
         return samples(*[(since + 0.05 * i, i % 2 == 0) for i in range(int((now - since) / 0.05) + 1)])
 
-    assert runner.guarded_hold(0.5, {"probe": "p", "max_failing_seconds": 0.2}, flapping) is None
+    assert guarded_hold(0.5, {"probe": "p", "max_failing_seconds": 0.2}, flapping) is None
 
 
 def test_without_a_guard_the_hold_runs_its_length_and_reads_nothing():
@@ -61,7 +61,7 @@ def test_without_a_guard_the_hold_runs_its_length_and_reads_nothing():
         raise AssertionError("read without a guard")
 
     started = time.time()
-    assert runner.guarded_hold(0.3, None, never) is None
+    assert guarded_hold(0.3, None, never) is None
     assert time.time() - started >= 0.3
 
 
@@ -69,7 +69,7 @@ def test_a_guard_that_cannot_read_its_probe_stops_the_fault_rather_than_hold_it_
     def unreadable(since):
         raise ConnectionError("API down")
 
-    aborted = runner.guarded_hold(5.0, {"probe": "p", "max_failing_seconds": 0.1}, unreadable)
+    aborted = guarded_hold(5.0, {"probe": "p", "max_failing_seconds": 0.1}, unreadable)
     assert aborted is not None and aborted["reason"].startswith("unreadable: ConnectionError")
 
 
@@ -78,8 +78,8 @@ def test_a_probe_that_stops_answering_trips_the_guard():
     def silent(since):
         return samples((since + 0.01, True))
 
-    aborted = runner.guarded_hold(5.0, {"probe": "p", "max_failing_seconds": 0.1}, silent,
-                                  quiet_allowance_seconds=0.1)
+    aborted = guarded_hold(5.0, {"probe": "p", "max_failing_seconds": 0.1}, silent,
+                           quiet_allowance_seconds=0.1)
     assert aborted is not None and aborted["reason"] == "no answer" and aborted["held_seconds"] < 1.0
 
 
@@ -93,7 +93,7 @@ def test_a_short_read_failure_does_not_trip_the_guard():
         now = time.time()
         return samples(*[(since + 0.02 * i, True) for i in range(int((now - since) / 0.02) + 1)])
 
-    assert runner.guarded_hold(0.3, {"probe": "p", "max_failing_seconds": 0.2}, once_unreadable) is None
+    assert guarded_hold(0.3, {"probe": "p", "max_failing_seconds": 0.2}, once_unreadable) is None
 
 
 def test_the_guard_names_a_declared_probe(tmp_path):

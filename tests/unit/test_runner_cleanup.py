@@ -1,9 +1,8 @@
 """The runner's own cleanup: whatever keeping the evidence raises at the end of a drill (here,
 handing over the timelines), the probe pod is deleted and everything entered on the runner's
-stack (declared objects, registries) is reverted. Found on a real cluster: an error there once
-skipped the cleanup and left a declared APIService, which blocked every namespace's deletion.
-Everything the runner calls on the cluster is a stand-in; the fault, the windows and the
-cleanup order are the runner's own."""
+stack (declared objects, registries) is reverted: a declared APIService left behind blocks every
+namespace's deletion. Everything the runner calls on the cluster is a stand-in, handed to it as
+its collaborators; the fault, the windows and the cleanup order are the runner's own."""
 
 from __future__ import annotations
 
@@ -105,8 +104,15 @@ class FakeDrill:
         raise RuntimeError("the evidence directory is gone")
 
 
+class ActionsWithoutTimers(runner.Actions):
+    def start(self, window_started_at, objects):
+        return self
+
+
 @pytest.fixture
 def stubbed(monkeypatch):
+    """(entered, exited, use): what was entered on and reverted from the runner's stack, in order,
+    and the stand-ins the runner's phases call."""
     entered, exited = [], []
 
     @contextlib.contextmanager
@@ -121,30 +127,25 @@ def stubbed(monkeypatch):
         stack.enter_context(fake_injected(type("DrillRegistry", (), {})(), None))
         return {"stuck": "r/stuck:t", "app": "r/app:t"}
 
-    monkeypatch.setattr(runner, "deploy_http_server", lambda *a, **k: None)
-    monkeypatch.setattr(runner, "service_targets", lambda *a, **k: {"name": "http://web", "clusterip": "http://10.96.0.1"})
-    monkeypatch.setattr(runner, "InClusterProbe", FakeProbe)
     kinds = {kind: type(kind, (FakeObjectProbe,), {"in_probe_pod": kind == "incluster-http"})
              for kind in ("incluster-http", "object-state", "image-pulls", "metric")}
-    monkeypatch.setattr(runner, "probe_types", lambda: kinds)
-    monkeypatch.setattr(runner, "fault_class", lambda kind: FakeFault)
-    monkeypatch.setattr(runner, "set_up_registries", fake_registries)
-    monkeypatch.setattr(runner, "injected", fake_injected)
-    monkeypatch.setattr(runner, "DrillObjects", lambda cluster, manifests, until_serving:
-                        type("DrillObjects", (), {"manifests": manifests})())
-    monkeypatch.setattr(runner, "hold", lambda seconds: None)
-    monkeypatch.setattr(runner, "guarded_hold", lambda *a, **k: None)
-    monkeypatch.setattr(runner, "pod_events", lambda *a, **k: [])
-    monkeypatch.setattr(runner.Actions, "start", lambda self, at, objects: self)
+    use = runner.Collaborators(
+        deploy_http_server=lambda *a, **k: None,
+        service_targets=lambda *a, **k: {"name": "http://web", "clusterip": "http://10.96.0.1"},
+        probe_pod=FakeProbe, probe_types=lambda: kinds, fault_class=lambda kind: FakeFault,
+        set_up_registries=fake_registries, injected=fake_injected,
+        drill_objects=lambda cluster, manifests, until_serving: type("DrillObjects", (), {"manifests": manifests})(),
+        actions=ActionsWithoutTimers, hold=lambda seconds: None, guarded_hold=lambda *a, **k: None,
+        pod_events=lambda *a, **k: [])
     monkeypatch.setattr(threading, "Timer", None)  # no action may start a real timer here
-    return entered, exited
+    return entered, exited, use
 
 
 def test_an_error_keeping_the_evidence_still_removes_the_probe_pod_objects_and_registries(stubbed, tmp_path):
-    entered, exited = stubbed
+    entered, exited, use = stubbed
     scenario = load_edited(tmp_path, "serial-image-pull", lambda d: None)
     with pytest.raises(RuntimeError, match="evidence directory is gone") as info:
-        runner.run(FakeDrill(scenario))
+        runner.run(FakeDrill(scenario), use)
     assert info.value.__context__ is None, info.value.__context__  # the drill itself ran to its end
     assert FakeProbe.last.deleted
     assert entered == ["DrillRegistry", "DrillObjects"]
@@ -152,20 +153,20 @@ def test_an_error_keeping_the_evidence_still_removes_the_probe_pod_objects_and_r
 
 
 def test_a_worker_the_cluster_does_not_have_stops_the_drill_before_anything_is_made(stubbed, tmp_path):
-    entered, _ = stubbed
+    entered, _, use = stubbed
     scenario = load_edited(tmp_path, "serial-image-pull", lambda d: d["workload"]["manifests"][3]["spec"]["template"]
                            ["spec"].update(nodeSelector={"kubernetes.io/hostname": "$(worker_3)"}))
     drill = FakeDrill(scenario)
     drill.fresh_namespace = lambda: pytest.fail("a namespace was made")
     with pytest.raises(runner.ScenarioError) as info:
-        runner.run(drill)
+        runner.run(drill, use)
     assert info.value.field == "workload.manifests" and info.value.got == "$(worker_3)"
     assert "workers this cluster has (2" in info.value.expected
     assert entered == []
 
 
 def test_an_unreadable_probe_pod_log_still_stops_this_process_probes_and_cleans_up(stubbed, tmp_path, monkeypatch):
-    entered, exited = stubbed
+    entered, exited, use = stubbed
 
     def unreadable(self, since=None):
         raise ConnectionError("the API did not answer")
@@ -175,7 +176,7 @@ def test_an_unreadable_probe_pod_log_still_stops_this_process_probes_and_cleans_
     FakeObjectProbe.stopped = []
     scenario = load_edited(tmp_path, "serial-image-pull", lambda d: None)
     with pytest.raises(ConnectionError):
-        runner.run(FakeDrill(scenario))
+        runner.run(FakeDrill(scenario), use)
     assert sorted(FakeObjectProbe.stopped) == ["control-pulls", "control-ready", "queued-pulls", "queued-ready",
                                                "stuck-ready"]
     assert FakeProbe.last.deleted and exited == ["DrillObjects", "DrillRegistry"]
@@ -185,7 +186,7 @@ def test_the_faults_facts_are_read_before_the_declared_objects_go(stubbed, tmp_p
     """A fact may compare the declared objects with what was there before the fault
     (control-plane-stop's pods and ReplicaSets): it is read while they still exist, and a fact
     that cannot be read is kept with why."""
-    entered, exited = stubbed
+    entered, exited, use = stubbed
     read_when: list = []
 
     def facts(self):
@@ -196,6 +197,6 @@ def test_the_faults_facts_are_read_before_the_declared_objects_go(stubbed, tmp_p
     scenario = load_edited(tmp_path, "serial-image-pull", lambda d: None)
     drill = FakeDrill(scenario)
     with pytest.raises(RuntimeError, match="evidence directory is gone"):
-        runner.run(drill)
+        runner.run(drill, use)
     assert read_when == [[]]  # nothing removed yet
     assert drill.observed["fault_facts"] == {"values": {}, "error": "ConnectionError: the API did not answer"}
