@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,8 +21,8 @@ def nothing_may_be_touched(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(cli, "prepare_kind", touched)
     monkeypatch.setattr(cli, "run_until_reverted", touched)
-    monkeypatch.setattr(cli.subprocess, "run", touched)
-    monkeypatch.setattr(cli.subprocess, "Popen", touched)
+    monkeypatch.setattr(subprocess, "run", touched)
+    monkeypatch.setattr(subprocess, "Popen", touched)
 
 
 TWO_CONTEXTS = ("apiVersion: v1\nkind: Config\ncurrent-context: a\n"

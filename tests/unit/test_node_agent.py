@@ -144,7 +144,7 @@ def test_recover_refuses_a_malformed_entry_cluster_before_reaching_any_cluster_a
     import harness.faults as faults
     import harness.kube.providers.existing as existing
     import harness.kube.providers.kind as kind
-    from harness.cli import cluster_for_entry
+    from harness.cli.recover import cluster_for_entry
     from harness.faults import recover
     from harness.scaffolding.node_agent import NodeAgentPods
     from harness.core.ledger import Ledger
@@ -224,7 +224,7 @@ def test_recovers_retry_pass_looks_a_cluster_up_again(tmp_path, monkeypatch, cap
 
 
 def test_a_well_formed_entry_cluster_has_no_problem():
-    from harness.cli import entry_cluster_problem
+    from harness.cli.recover import entry_cluster_problem
 
     assert entry_cluster_problem({"provider": "kind", "name": "kdrill-ha", "kubeconfig": "/k", "context": "kind-x",
                                   "node_access": True}) is None

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from harness import cli
+from harness.cli import pytest_process
 
 CHILD = ("import signal, sys, threading\n"
          "got = threading.Event()\n"
@@ -44,10 +44,10 @@ def sigint_handled():
 ])
 def test_a_sigint_is_never_passed_on_and_the_message_says_what_happens(monkeypatch, capfd, sigint_handled,
                                                                        from_terminal, says):
-    monkeypatch.setattr(cli, "terminal_interrupts_group", lambda: from_terminal)
+    monkeypatch.setattr(pytest_process, "terminal_interrupts_group", lambda: from_terminal)
     timer = interrupt_main_thread_in(1.5, signal.SIGINT)
     try:
-        code = cli.run_until_reverted([sys.executable, "-c", CHILD])
+        code = pytest_process.run_until_reverted([sys.executable, "-c", CHILD])
     finally:
         timer.cancel()
     assert code == 3  # waited for the child's own end; no signal of kdrill's reached it
@@ -59,7 +59,7 @@ def test_started_with_sigint_ignored_it_says_how_to_stop_the_drills(monkeypatch,
     try:
         timer = interrupt_main_thread_in(1.5, signal.SIGTERM)
         try:
-            assert cli.run_until_reverted([sys.executable, "-c", CHILD]) == 0
+            assert pytest_process.run_until_reverted([sys.executable, "-c", CHILD]) == 0
         finally:
             timer.cancel()
     finally:
@@ -71,17 +71,17 @@ def test_started_with_sigint_ignored_it_says_how_to_stop_the_drills(monkeypatch,
 def test_with_sigint_handled_nothing_is_said_about_it(capfd, sigint_handled):
     timer = interrupt_main_thread_in(1.5, signal.SIGTERM)
     try:
-        assert cli.run_until_reverted([sys.executable, "-c", CHILD]) == 0
+        assert pytest_process.run_until_reverted([sys.executable, "-c", CHILD]) == 0
     finally:
         timer.cancel()
     assert "SIGINT ignored" not in capfd.readouterr().err
 
 
 def test_a_sigterm_is_passed_on(monkeypatch):
-    monkeypatch.setattr(cli, "terminal_interrupts_group", lambda: False)
+    monkeypatch.setattr(pytest_process, "terminal_interrupts_group", lambda: False)
     timer = interrupt_main_thread_in(1.5, signal.SIGTERM)
     try:
-        assert cli.run_until_reverted([sys.executable, "-c", CHILD]) == 0
+        assert pytest_process.run_until_reverted([sys.executable, "-c", CHILD]) == 0
     finally:
         timer.cancel()
 
@@ -93,4 +93,4 @@ def test_with_no_controlling_terminal_a_sigint_is_not_taken_for_a_ctrl_c(monkeyp
         raise OSError(6, "No such device or address")
 
     monkeypatch.setattr(os, "open", no_tty)
-    assert cli.terminal_interrupts_group() is False
+    assert pytest_process.terminal_interrupts_group() is False

@@ -1,0 +1,128 @@
+"""``kdrill recover``: revert every fault the ledger still holds (after a crash), on the cluster
+each entry names, and remove what recovering left behind (a node agent, a dead session's Lease)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness import faults
+from harness.core.ledger import Ledger
+from harness.core.session_lock import ContextLease
+from harness.kube.providers import Cluster, ClusterGone, ProviderError, existing, node_agent
+from harness.kube.providers.kind import KindProvider
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.scaffolding.node_agent import NodeAgentPods
+
+
+def entry_cluster_problem(entry_cluster: dict) -> str | None:
+    """What is wrong with a ledger entry's ``cluster`` (as :meth:`Cluster.describe` wrote it), or
+    None. A field missing or of the wrong type must not resolve to another cluster: no kubeconfig
+    would be $KUBECONFIG's current context, and a kind name that is no cluster reads as "gone",
+    which drops the entry unreverted."""
+    provider = entry_cluster.get("provider")
+    required = {"kind": ("name",), "existing": ("kubeconfig", "context")}.get(provider)
+    if required is None:
+        return f"provider: expected 'kind' or 'existing', got {provider!r}"
+    for key in required:
+        value = entry_cluster.get(key)
+        if not isinstance(value, str) or not value:
+            return f"{key}: expected the {provider} cluster's {key} (text), got {value!r}"
+    if provider == "existing" and entry_cluster.get("node_channel", "agent") != "agent":
+        return f"node_channel: expected 'agent' or nothing, got {entry_cluster.get('node_channel')!r}"
+    return None
+
+
+def cluster_for_entry(entry_cluster: dict) -> Cluster:
+    """The cluster a ledger entry's ``cluster`` names, reached as the fault reached it (through the
+    node agent when it did). Raises ClusterGone for a kind cluster that no longer exists,
+    ProviderError for a malformed entry or an API server that does not answer."""
+    problem = entry_cluster_problem(entry_cluster)
+    if problem:  # kept in the ledger (not ClusterGone): a person decides which cluster it was
+        raise ProviderError(f"the entry's cluster is malformed ({problem}): fix the entry's cluster or revert by "
+                            f"hand; recorded as {entry_cluster!r}"[:600])
+    if entry_cluster.get("provider") == "kind":
+        provider = KindProvider(name=entry_cluster["name"])
+        if not provider.exists():
+            raise ClusterGone(f"kind cluster {entry_cluster['name']} no longer exists")
+        return provider.cluster(kubeconfig=entry_cluster.get("kubeconfig"))
+    cluster = existing.existing_cluster(entry_cluster.get("kubeconfig"), entry_cluster.get("context"))
+    if entry_cluster.get("node_channel") == "agent":
+        # What was done through the node agent is undone through it (its namespace is in the
+        # ledger too, and recover deletes it after the faults that used it).
+        # Right after a control-plane fault the API server can be up on its nodes and still not
+        # answer through the cluster's endpoint (a load balancer marks its backends up only after
+        # its own health checks): wait for it as the API-only reverts do.
+        silence = faults.api_silence(cluster)
+        if silence:
+            raise ProviderError(f"the API server of context {entry_cluster['context']} does not answer ({silence}); "
+                                "what kdrill did through the node agent is undone through it: bring the cluster "
+                                "back and run kdrill recover again")
+        cluster.node_access = True
+        cluster.node_agent = node_agent.NodeAgent(cluster, TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY)
+        cluster.nodes_by_role = node_agent.nodes_by_role(cluster)
+    return cluster
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    """Revert every fault in the ledger; exit 0 when each is reverted (and any node agent made here
+    removed), 1 otherwise, 2 for a --ledger-dir that does not exist."""
+    if args.ledger_dir and not Path(args.ledger_dir).is_dir():
+        # A misspelt directory must not read as "nothing to revert".
+        print(f"kdrill recover: no ledger directory {args.ledger_dir}", file=sys.stderr)
+        return 2
+    ledger = Ledger(Path(args.ledger_dir) if args.ledger_dir else None)
+    entries = ledger.entries()
+    if not entries:
+        print(f"kdrill recover: the ledger ({ledger.directory}) holds no fault; nothing to revert")
+        return 0
+    print(f"kdrill recover: {len(entries)} fault(s) in {ledger.directory}")
+    agents, by_context = [], {}
+
+    def cluster_for(entry_cluster: dict) -> Cluster:
+        cluster = cluster_for_entry(entry_cluster)
+        if cluster.node_agent is not None:
+            agents.append(cluster)
+        if cluster.provider == "existing":
+            by_context[cluster.context] = cluster
+        return cluster
+
+    results = faults.recover(ledger, cluster_for, force=args.force)
+    for r in results:
+        print(f"  {'reverted' if r['reverted'] else 'NOT REVERTED'}  {r['kind']}  {r['id']}"
+              + (f"  ({r['error']})" if r["error"] else ""))
+    removed = _remove_node_agents(agents)
+    _remove_dead_leases(by_context.values())
+    return 0 if removed and all(r["reverted"] for r in results) else 1
+
+
+def _remove_node_agents(agents: list[Cluster]) -> bool:
+    """Remove the node agents recovering made anew; returns whether every one is gone.
+
+    A revert through the node agent whose session had already removed it made the agent anew:
+    no ledger entry holds that namespace, so it goes here (its pods end themselves after 4 hours
+    should this process be killed first)."""
+    removed = True
+    for cluster in agents:
+        if cluster.node_agent.made_namespace:
+            try:
+                NodeAgentPods(cluster).revert()
+                NodeAgentPods(cluster).verify_reverted()
+                print(f"  removed  the node agent kdrill recover started on context {cluster.context}")
+            except Exception as exc:  # noqa: BLE001 - said, and the exit status says it
+                removed = False
+                print(f"  NOT REMOVED  the node agent kdrill recover started on context {cluster.context} ({exc})")
+    return removed
+
+
+def _remove_dead_leases(clusters) -> None:
+    """The session Lease of a kdrill killed on this machine goes too (a live session's stays)."""
+    for cluster in clusters:
+        try:
+            gone = ContextLease(cluster).remove_if_dead()
+            if gone:
+                print(f"  removed  {gone}, on context {cluster.context}")
+        except Exception as exc:  # noqa: BLE001 - said; it expires by itself
+            print(f"  note  the session Lease on context {cluster.context} was not checked ({exc}); "
+                  "a dead session's expires by itself")
