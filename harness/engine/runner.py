@@ -40,6 +40,11 @@ The path a drill takes, in named, timed phases:
    (``observations.pod_events``).
 
 The windows are timed waits by design (how long the platform is watched), not synchronisation.
+
+:func:`run` composes the phases (:func:`plan_run`, :func:`set_up`, :func:`hold_baseline`,
+:func:`hold_fault`, :func:`hold_after`, :func:`read_facts`, :func:`record`, :func:`clean_up`,
+:func:`judge`, :func:`verdict`); each calls the cluster, the plug-ins and the clock through a
+:class:`Collaborators`, real by default, so a test hands a phase stand-ins.
 """
 
 from __future__ import annotations
