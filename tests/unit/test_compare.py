@@ -290,7 +290,7 @@ def test_history_and_plan_read_no_linked_run_or_record_and_a_fifo_blocks_nothing
     import threading
 
     from harness.cli.plan import past_durations
-    from harness.evidence.report import scan_records
+    from harness.evidence.reading import scan_records
 
     reports = tmp_path / "reports"
     base = sealed_run(reports, BASE)

@@ -16,8 +16,9 @@ import pytest
 
 from datetime import datetime, timezone
 
-from harness.evidence.report import (MAX_MARKS, REPORT_NAME, ReportError, build_report, load_drill_records, render_report,
-                            scan_records, timeline_svg)
+from harness.evidence.reading import load_drill_records, scan_records
+from harness.evidence.report import REPORT_NAME, ReportError, build_report, render_report
+from harness.evidence.report_chart import MAX_MARKS, timeline_svg
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
@@ -655,10 +656,10 @@ def test_a_degraded_ratio_is_never_rounded_up_to_100_percent(tmp_path: Path) -> 
 
 
 def test_report_threshold_matches_the_vital_signs_threshold() -> None:
-    from harness.evidence import report
+    from harness.evidence import report_vitals
     from harness.engine.vitals import HEALTHY_RATIO
 
-    assert report._HEALTHY_RATIO == HEALTHY_RATIO
+    assert report_vitals._HEALTHY_RATIO == HEALTHY_RATIO
 
 
 def test_kube_system_restarts_show_unexpected_and_by_design(tmp_path: Path) -> None:
@@ -1047,7 +1048,7 @@ def test_forged_numbers_sizes_and_node_lists_in_the_new_tables(tmp_path: Path) -
     an integer past float's range is no crash, a huge map is not copied whole into the page, a
     table shows at most TABLE_MAX_ROWS rows and counts the rest, "none" is said only of an empty
     node list, and writes recorded for a backend 'not taken down' are shown, not hidden."""
-    from harness.evidence.report import TABLE_MAX_ROWS
+    from harness.evidence.report_format import TABLE_MAX_ROWS
 
     run_dir = tmp_path / "run"
     images = [{"image": f"registry.example/app-{i}:1", "pull_policies": ["IfNotPresent"], "workloads": ["a/Pod/p"],
