@@ -12,20 +12,21 @@ shows it. Each expectation measured in both runs is put side by side, with the c
   drift is the larger of ``relative * |baseline|`` and ``absolute``, or
 - the drill ran in both and the expectation has no measurement in the run.
 
-Both runs must verify (harness/evidence/manifest.py) before anything is read. Runs from different
+Both runs must verify (harness/evidence/verification.py) before anything is read. Runs from different
 platforms (provider, Kubernetes version, node roles, platform profile) or kdrill versions are
 compared only when asked (``allow_mismatch``), and the result says they differ.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.evidence.manifest import verify_run
-from harness.evidence.report import checked_verdict, expectation_problem, scan_records
+from harness.evidence.reading import checked_verdict, expectation_problem, scan_records
+from harness.evidence.verification import escaped, verify_run
 from harness.spec.scenario import Bound
 
 # unit -> the drift tolerated by default; a unit not listed gets "other".
@@ -186,8 +187,6 @@ def _load(run_dir: Path, trusted_fingerprints: Iterable[str] = ()
           ) -> tuple[dict[str, Any], dict[tuple[str, str | None], dict[str, Any]], str | None]:
     """(run.json, {(drill, case): record}, the signer's SHA-256 fingerprint) of a run that
     verifies. Raises CompareError."""
-    import json
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise CompareError(f"{run_dir} is not a run directory")
@@ -244,7 +243,7 @@ def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
     comparison = Comparison(base=Path(base_dir).name, run=Path(run_dir).name)
     if base_signer != run_signer and not trusted:
         # Each seal holds, but unpinned it proves only that some key sealed each run.
-        # Short fingerprints: a note is bounded (_printable); kdrill verify prints them whole.
+        # Short fingerprints: a note is bounded (printable); kdrill verify prints them whole.
         comparison.notes.append(f"signed by different keys (baseline sha256:{str(base_signer)[:16]}..., run "
                                 f"sha256:{str(run_signer)[:16]}...) and no key was pinned (--fingerprint): a copy "
                                 "re-sealed with another key looks like this")
@@ -292,7 +291,7 @@ def format_table(comparison: Comparison) -> str:
                                                + (f" ({r.relative_change:+.0%})" if r.relative_change is not None else ""))
         lines.append(("REGRESSION" if r.regression else "", r.key, r.unit, r.bound, _cell(r.base), _cell(r.run),
                       change, r.why))
-    lines = [tuple(_printable(c) for c in line) for line in lines]
+    lines = [tuple(printable(c) for c in line) for line in lines]
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header) - 1)]
     out = ["  ".join(str(c).ljust(w) for c, w in zip(line[:-1], widths)) + "  " + str(line[-1]) for line in lines]
     return "\n".join(out)
@@ -306,8 +305,9 @@ def _cell(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _printable(value: Any) -> str:
-    """Text from a record, safe on a terminal: control characters shown escaped, length bounded."""
-    from harness.evidence.manifest import escaped
-
+def printable(value: Any) -> str:
+    """Text from a record, safe on a terminal: control characters shown escaped, at most 200 characters."""
     return escaped(str(value))[:200]
+
+
+_printable = printable  # the name harness/cli/history.py imports

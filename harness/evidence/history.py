@@ -4,8 +4,8 @@
 at the end of every ``kdrill run``) lists the runs with their verdicts, platform and seal status
 and draws a trend chart per expectation (inline SVG: the page loads nothing from anywhere). The
 index lives outside every run directory, so it is a view, never evidence: each run's own seal is
-checked (harness/evidence/manifest.py) and shown, and figures of a run that does not verify are left out of
-the trends.
+checked (harness/evidence/verification.py) and shown, and figures of a run that does not verify
+are left out of the trends.
 """
 
 from __future__ import annotations
@@ -18,11 +18,13 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from harness.evidence.compare import finite_number, platform_of
-from harness.evidence.records import RunIdError, validate_run_id
 from harness.core.files import write_text_atomic
-from harness.evidence.manifest import is_sealed, verify_run
-from harness.evidence.report import checked_verdict, scan_records
+from harness.evidence.compare import finite_number, platform_of, printable
+from harness.evidence.layout import RunIdError, validate_run_id
+from harness.evidence.manifest import is_sealed
+from harness.evidence.manifest_format import ManifestError
+from harness.evidence.reading import checked_verdict, scan_records
+from harness.evidence.verification import verify_history, verify_run
 
 INDEX_NAME = "index.html"
 
@@ -120,12 +122,11 @@ def _utc(epoch: float | None) -> str:
 
 def format_runs(runs: list[RunSummary]) -> str:
     """One line per run, oldest first (text from the runs with control characters escaped)."""
-    from harness.evidence.compare import _printable
     lines = [f"{'run':26} {'started':24} {'seal':11} {'verdicts':26} platform"]
     for r in runs:
         verdicts = ", ".join(f"{n} {v}" for v, n in sorted(r.verdicts.items())) or "no records"
         platform = f"{r.platform.get('provider')} {r.platform.get('kubernetes_version')} kdrill {r.platform.get('kdrill_version')}"
-        lines.append(_printable(f"{r.run_id:26} {_utc(r.started_at):24} {r.seal:11} {verdicts:26} {platform}"))
+        lines.append(printable(f"{r.run_id:26} {_utc(r.started_at):24} {r.seal:11} {verdicts:26} {platform}"))
     return "\n".join(lines)
 
 
@@ -171,10 +172,8 @@ def _number(value: Any) -> float | None:
 
 
 def chain_status(reports: Path) -> tuple[bool, str]:
-    """Whether the chain of runs verifies (harness/evidence/manifest.py verify_history), and one line
+    """Whether the chain of runs verifies (harness/evidence/verification.py verify_history), and one line
     saying so: each run's seal says nothing of a run deleted or replaced before it."""
-    from harness.evidence.manifest import ManifestError, verify_history
-
     try:
         history = verify_history(Path(reports))
     except (ManifestError, OSError) as exc:

@@ -27,7 +27,7 @@ from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from harness.core.files import write_text_atomic
-from harness.evidence.report import checked_verdict, expectation_problem, scan_records
+from harness.evidence.reading import checked_verdict, expectation_problem, scan_records
 
 METRICS_NAME = "metrics.openmetrics.txt"
 

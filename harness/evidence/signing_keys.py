@@ -110,6 +110,7 @@ def load_signing_key() -> Ed25519PrivateKey:
 
 
 def _read_private_key(path: Path) -> Ed25519PrivateKey:
+    """The unencrypted Ed25519 PEM key in ``path``. Raises SigningKeyError naming the file."""
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -128,6 +129,8 @@ def _read_private_key(path: Path) -> Ed25519PrivateKey:
 
 
 def _create_private_key(path: Path) -> None:
+    """A new Ed25519 key in ``path`` (mode 0600, its directory 0700) unless one appeared there
+    meanwhile. Raises SigningKeyError when it cannot be written."""
     pem = Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     try:

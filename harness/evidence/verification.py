@@ -264,6 +264,8 @@ def _check_signature(run_dir: Path, raw: bytes, manifest: dict[str, Any], truste
 
 def _compare_entries(run_dir: Path, files: dict[str, dict[str, Any]], directories: list[str],
                      symlinks: dict[str, str]) -> list[Problem]:
+    """Every difference between the manifest's listings and what is in ``run_dir`` now: entries
+    changed, missing, added, unreadable, and every sealed symbolic link."""
     present, unlisted = scan_entries(run_dir)
     problems: list[Problem] = []
     listed: dict[str, str] = {**{d: "directory" for d in directories}, **{s: "symlink" for s in symlinks},
