@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import plugin
+from harness.plugin import early_cluster
 from harness.core.waiting import wait_until
 from harness.kube.providers import ProviderError
 from harness.kube.providers.kind import BackgroundCreation
@@ -122,16 +122,16 @@ def config_with(early, keep: bool = False):
 def test_a_cluster_created_early_that_no_test_took_is_deleted_and_its_lock_released():
     provider, lock = FakeProvider(), FakeLock()
     config = config_with((provider, lock, FakeCreation(30.0)))
-    plugin._drop_unused_early_cluster(config)
+    early_cluster.drop_unused_early_cluster(config)
     assert provider.deleted and lock.released and config._kdrill_early_cluster is None
 
 
 def test_kept_when_asked_and_a_failed_creation_still_releases_the_lock():
     provider, lock = FakeProvider(), FakeLock()
-    plugin._drop_unused_early_cluster(config_with((provider, lock, FakeCreation(30.0)), keep=True))
+    early_cluster.drop_unused_early_cluster(config_with((provider, lock, FakeCreation(30.0)), keep=True))
     assert not provider.deleted and lock.released
     failed, lock = FakeProvider(made=False), FakeLock()
-    plugin._drop_unused_early_cluster(config_with((failed, lock, FakeCreation(ProviderError("boom")))))
+    early_cluster.drop_unused_early_cluster(config_with((failed, lock, FakeCreation(ProviderError("boom")))))
     assert not failed.deleted and lock.released  # nothing was made, nothing to delete
 
 
@@ -139,7 +139,7 @@ def test_a_creation_still_running_is_stopped_not_waited_for():
     creation = BackgroundCreation(FakeProvider(), command=[sys.executable, "-c", "import time; time.sleep(120)"])
     provider, lock = FakeProvider(), FakeLock()
     started = time.monotonic()
-    plugin._drop_unused_early_cluster(config_with((provider, lock, creation)))
+    early_cluster.drop_unused_early_cluster(config_with((provider, lock, creation)))
     assert time.monotonic() - started < 30 and creation.done
     assert provider.deleted and lock.released and not creation.log_path.exists()
 
@@ -150,7 +150,7 @@ def test_a_failed_delete_is_logged_with_what_to_do_and_the_lock_still_released(c
             raise ProviderError("docker: no such container")
 
     provider, lock = Undeletable(), FakeLock()
-    plugin._drop_unused_early_cluster(config_with((provider, lock, FakeCreation(30.0))))
+    early_cluster.drop_unused_early_cluster(config_with((provider, lock, FakeCreation(30.0))))
     assert lock.released
     assert "not deleted: docker: no such container; `kdrill cluster delete --name kdrill-x`" in caplog.text
 
@@ -162,11 +162,11 @@ def test_nothing_is_created_early_when_collection_failed(monkeypatch):
                                                     continue_on_collection_errors=False),
                              getoption=lambda name: None)
     session = SimpleNamespace(config=config, items=[item, SimpleNamespace(fixturenames=[])], testsfailed=1)
-    plugin._create_cluster_early(session)
+    early_cluster.create_cluster_early(session)
     assert not hasattr(config, "_kdrill_early_cluster")
 
 
 def test_nothing_to_drop_when_the_fixture_took_it():
     config = config_with(None)
-    plugin._drop_unused_early_cluster(config)
+    early_cluster.drop_unused_early_cluster(config)
     assert config._kdrill_early_cluster is None

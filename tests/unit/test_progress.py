@@ -50,7 +50,7 @@ def test_minutes() -> None:
 def test_the_session_plans_every_drill_with_the_figures_the_plan_would_give(tmp_path) -> None:
     """The plugin's RunProgress: the planned drills in order, a data-only scenario expected for
     its windows (no past run under an empty reports directory), a drill file's unknown."""
-    from harness.plugin import _run_progress
+    from harness.plugin.drill_fixture import run_progress
     from harness.spec.scenario import find_scenario
 
     class Config:
@@ -61,8 +61,8 @@ def test_the_session_plans_every_drill_with_the_figures_the_plan_would_give(tmp_
 
     config = Config()
     config._kdrill_scenarios = {name: find_scenario(name, None) for name in ("pod-delete", "leader-failover")}
-    run = _run_progress(config)
-    assert _run_progress(config) is run  # one per session
+    run = run_progress(config)
+    assert run_progress(config) is run  # one per session
     windows = sum(config._kdrill_scenarios["pod-delete"].runner["windows"].values())
     assert run.planned == ["pod-delete", "leader-failover[scheduler]"] and run.expected == {"pod-delete": windows}
 

@@ -128,11 +128,11 @@ class FakeWorkerConfig:
 
 
 def test_a_replacement_worker_or_dist_each_gets_no_cluster():
-    from harness.plugin import _worker_problem
+    from harness.plugin.workers import worker_problem
 
-    assert _worker_problem(FakeWorkerConfig("gw1", 2)) is None
-    assert "replaces a crashed worker" in _worker_problem(FakeWorkerConfig("gw2", 2))
-    assert "--dist each" in _worker_problem(FakeWorkerConfig("gw0", 2, dist="each"))
+    assert worker_problem(FakeWorkerConfig("gw1", 2)) is None
+    assert "replaces a crashed worker" in worker_problem(FakeWorkerConfig("gw2", 2))
+    assert "--dist each" in worker_problem(FakeWorkerConfig("gw0", 2, dist="each"))
 
 
 # --- a host port another container publishes: refused before kind starts --------------------------
