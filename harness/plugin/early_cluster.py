@@ -19,7 +19,7 @@ log = logging.getLogger("kdrill.plugin")
 def create_cluster_early(session: pytest.Session) -> None:
     """When this session will create its kind cluster and has tests that need none, start the
     creation now, in a child process (``config._kdrill_early_cluster``, KindProvider's
-    BackgroundCreation): those tests run meanwhile (about 2.5 minutes of a CI run, measured). Only
+    BackgroundCreation): those tests run meanwhile (about 2.5 minutes of kdrill's own, measured). Only
     the plain case (no existing cluster, no platform profile, images built, Docker up, the cluster
     absent); otherwise, and on any doubt, kdrill_cluster creates it in line and says why it
     cannot."""
