@@ -25,7 +25,7 @@ from harness.core import proc  # noqa: E402
 from harness.core.waiting import wait_until  # noqa: E402
 from harness.kube.health import unhealthy  # noqa: E402
 from harness.kube.providers.kind import KindProvider  # noqa: E402
-from harness.core.session_lock import SessionLock  # noqa: E402
+from harness.kube.session_lock import SessionLock  # noqa: E402
 
 WAIT_SECONDS = 300
 

@@ -12,7 +12,7 @@ import yaml
 import harness.cli.doctor as doctor
 from harness.cli.refusals import Refused
 from harness.core import workers
-from harness.core.session_lock import ClusterBusy, SessionLock
+from harness.kube.session_lock import ClusterBusy, SessionLock
 from harness.kube import images
 from harness.kube.health import unhealthy
 from harness.kube.images import ON_REQUEST, Build, BuildError, image_sizes

@@ -12,7 +12,7 @@ import pytest
 
 import harness.cli.doctor as doctor
 from harness.core.ledger import Ledger
-from harness.core.session_lock import LEASE_NAME, LEASE_NAMESPACE, ClusterBusy, ContextLease, SessionLock
+from harness.kube.session_lock import LEASE_NAME, LEASE_NAMESPACE, ClusterBusy, ContextLease, SessionLock
 from harness.core.workers import WorkerError, cluster_name, host_port_offset, worker_context, worker_id
 from harness.faults import injected
 from harness.kube import images

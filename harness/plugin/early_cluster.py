@@ -9,7 +9,7 @@ import logging
 import pytest
 
 import harness.cli.doctor as doctor
-from harness.core.session_lock import SessionLock
+from harness.kube.session_lock import SessionLock
 from harness.kube.images import Build
 from harness.plugin.cluster import kind_provider
 

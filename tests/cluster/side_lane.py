@@ -4,7 +4,7 @@ namespace, its declared objects and its registry containers (:data:`ON_SIDE_CLUS
 The SIGKILL matrix times nothing: it asserts what ``kdrill recover`` leaves, not how fast anything
 happens. Run one case after another on the session's HA cluster, they would add up. So these cases
 run here, in a background thread, one at a time, while the node-level cases run on the HA cluster:
-each cluster still has one kdrill session at a time (harness/core/session_lock.py), and no fault of one
+each cluster still has one kdrill session at a time (harness/kube/session_lock.py), and no fault of one
 cluster reaches the other.
 
 The cluster has one control-plane node and two workers (registry-outage and serial-image-pull

@@ -1,5 +1,5 @@
 """One kdrill session at a time on a cluster reached through its kubeconfig
-(harness.core.session_lock.ContextLease): the Lease kube-system/kdrill-session on the real cluster.
+(harness.kube.session_lock.ContextLease): the Lease kube-system/kdrill-session on the real cluster.
 
 The session's kind cluster is addressed by its context, as an existing cluster is. While this
 test holds the Lease, the real ``kdrill run`` on that context is refused before it makes
@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.core.waiting import wait_until
-from harness.core.session_lock import (HOST, LEASE_ENV, LEASE_NAME, LEASE_NAMESPACE, PID, PID_NAMESPACE, PID_START,
+from harness.kube.session_lock import (HOST, LEASE_ENV, LEASE_NAME, LEASE_NAMESPACE, PID, PID_NAMESPACE, PID_START,
                                   ContextLease, format_micro_time, pid_namespace)
 
 pytestmark = [pytest.mark.cluster]
@@ -32,7 +32,7 @@ CHILD = """
 import sys
 from harness.kube.providers.existing import existing_cluster
 from harness.core.waiting import wait_until
-from harness.core.session_lock import ClusterBusy, ContextLease
+from harness.kube.session_lock import ClusterBusy, ContextLease
 try:
     lease = ContextLease(existing_cluster(sys.argv[1], sys.argv[2])).acquire()
     print("inherited" if lease.inherited else "acquired")

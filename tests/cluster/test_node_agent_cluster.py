@@ -24,7 +24,7 @@ from kubernetes.client.exceptions import ApiException
 from harness.components import node_units
 from harness.core.ledger import Ledger
 from harness.kube.providers.node_agent import NAMESPACE
-from harness.core.session_lock import LEASE_NAME, LEASE_NAMESPACE
+from harness.kube.session_lock import LEASE_NAME, LEASE_NAMESPACE
 from test_context_lease_cluster import read_lease
 
 pytestmark = [pytest.mark.cluster, pytest.mark.destructive]

@@ -1,5 +1,5 @@
 """One session at a time on an existing cluster: the decision on a Lease as the API returns it
-(harness.core.session_lock.holder_state), its times, and the refusal's words. The Lease itself is
+(harness.kube.session_lock.holder_state), its times, and the refusal's words. The Lease itself is
 taken, refused and released on a real cluster in tests/cluster/test_context_lease_cluster.py."""
 
 import os
@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from harness.core.waiting import wait_until
-from harness.core.session_lock import (HOST, PID, PID_NAMESPACE, PID_START, busy_message, format_micro_time, holder_state,
+from harness.kube.session_lock import (HOST, PID, PID_NAMESPACE, PID_START, busy_message, format_micro_time, holder_state,
                                   micro_time, process_start, start_of)
 
 NOW = 1_800_000_000.0
@@ -102,7 +102,7 @@ def test_a_process_start_tells_a_live_pid_from_a_gone_one_and_a_zombie_is_gone()
 
 
 def test_alive_treats_an_unknown_start_as_unknown_and_a_zombie_as_gone():
-    from harness.core.session_lock import _alive
+    from harness.kube.session_lock import _alive
 
     me = os.getpid()
     assert _alive(me, process_start(me)) and _alive(me, "") and _alive(me, None)
@@ -118,7 +118,7 @@ def test_alive_treats_an_unknown_start_as_unknown_and_a_zombie_as_gone():
 
 
 def test_this_machines_pid_namespace_is_known_here():
-    from harness.core.session_lock import pid_namespace
+    from harness.kube.session_lock import pid_namespace
 
     machine = pid_namespace()
     assert machine is not None and machine.count("/") == 1 and machine.split("/")[1].isdigit()

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from harness.core.session_lock import ENV, ClusterBusy, SessionLock, lock_path
+from harness.kube.session_lock import ENV, ClusterBusy, SessionLock, lock_path
 
 CHILD = """
 import sys
-from harness.core.session_lock import ClusterBusy, SessionLock
+from harness.kube.session_lock import ClusterBusy, SessionLock
 try:
     SessionLock(sys.argv[1]).acquire()
     print("acquired")

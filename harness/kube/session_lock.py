@@ -25,6 +25,11 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, Callable
 
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from harness.kube.providers import ProviderError
+
 ENV = "KDRILL_CLUSTER_LOCK"
 
 log = logging.getLogger(__name__)
@@ -231,8 +236,6 @@ class ContextLease:
         return self._local_now() + self._offset
 
     def _leases(self):
-        from kubernetes import client
-
         if self._api is None:
             self._api = client.CoordinationV1Api(self.cluster.new_api())
         return self._api
@@ -246,8 +249,6 @@ class ContextLease:
                 pass
 
     def _read(self) -> dict[str, Any] | None:
-        from kubernetes.client.exceptions import ApiException
-
         try:
             response = self._leases().read_namespaced_lease(LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10,
                                                             _preload_content=False)
@@ -299,10 +300,6 @@ class ContextLease:
         return self.machine is not None and holder_here(current, self.machine) and holder_alive(current, _alive)
 
     def acquire(self) -> "ContextLease":
-        from kubernetes.client.exceptions import ApiException
-
-        from harness.kube.providers import ProviderError
-
         where = f"Lease {LEASE_NAMESPACE}/{LEASE_NAME} on context {self.cluster.context!r}"
         try:
             current = self._read()
@@ -385,8 +382,6 @@ class ContextLease:
     def _delete(self, current: dict[str, Any]) -> None:
         """Delete the Lease as ``current`` shows it: if anyone wrote it since, the API refuses
         (409) and it stays. Raises ApiException."""
-        from kubernetes import client
-
         self._leases().delete_namespaced_lease(
             LEASE_NAME, LEASE_NAMESPACE, _request_timeout=10,
             body=client.V1DeleteOptions(preconditions=client.V1Preconditions(
