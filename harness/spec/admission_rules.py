@@ -160,35 +160,47 @@ def check_webhook_scope(path: Path, data: dict, made: list[tuple], drill_namespa
                                            [w.get("name") for w in webhooks[:j] if isinstance(w, dict)])
             if problem is not None:
                 raise ScenarioError(path, f"{field}.{problem[0]}", problem[1], problem[2])
-            if not isinstance(hook.get("rules"), list) or not hook["rules"]:
-                raise ScenarioError(path, f"{field}.rules", "a list of rules, each scope: Namespaced",
-                                    repr(hook.get("rules")))
-            for k, rule in enumerate(hook["rules"]):
-                scope = rule.get("scope") if isinstance(rule, dict) else None
-                if scope != "Namespaced":
-                    raise ScenarioError(path, f"{field}.rules[{k}].scope", "Namespaced (a declared webhook matches only "
-                                        "objects in the drill's namespaces; the namespaceSelector does not apply to "
-                                        "cluster-scoped ones)", repr(scope))
-            selector = hook.get("namespaceSelector")
-            if not _confined(selector, own):
-                raise ScenarioError(path, f"{field}.namespaceSelector", "matchExpressions with "
-                                    f"{{key: {NAMESPACE_NAME_LABEL}, operator: In, values: [...]}} naming only the "
-                                    "drill's namespaces: " + ", ".join(sorted(own)), repr(selector))
-            # Where the API server sends what it intercepts (objects, Secrets included): a Service
-            # in the drill's namespaces, never a url (which may be outside the cluster).
-            client = hook.get("clientConfig")
-            service = client.get("service") if isinstance(client, dict) else None
-            if not isinstance(client, dict) or "url" in client or not isinstance(service, dict) \
-                    or service.get("namespace") not in own:
-                raise ScenarioError(path, f"{field}.clientConfig", "a service in the drill's namespaces ("
-                                    + ", ".join(sorted(own)) + "), no url: the API server sends the requests it "
-                                    "intercepts there, and a drill sends nothing outside the cluster", repr(client)[:200])
-            # Its Service made before it: the configuration counts as made once the API server
-            # reaches the webhook (runner.serving_problem), which it never would otherwise.
-            earlier = [(m["metadata"]["name"], m["metadata"].get("namespace") or "$(namespace)")
-                       for m in manifests[:i] if m["kind"] == "Service"]
-            if (service.get("name"), service["namespace"]) not in earlier:
-                raise ScenarioError(path, f"{field}.clientConfig.service", "a Service an earlier manifest makes: "
-                                    + (", ".join(f"{ns}/{n}" for n, ns in earlier) or "none"),
-                                    f"{service['namespace']}/{service.get('name')}")
+            _check_webhook_match(path, field, hook, own)
+            _check_webhook_client(path, field, hook, own, manifests[:i])
+
+
+def _check_webhook_match(path: Path, field: str, hook: dict, own: set[str]) -> None:
+    """The webhook at ``field`` matches only objects in the namespaces of ``own``: rules of
+    ``scope: Namespaced`` and a namespaceSelector naming only those. Raises ScenarioError."""
+    if not isinstance(hook.get("rules"), list) or not hook["rules"]:
+        raise ScenarioError(path, f"{field}.rules", "a list of rules, each scope: Namespaced",
+                            repr(hook.get("rules")))
+    for k, rule in enumerate(hook["rules"]):
+        scope = rule.get("scope") if isinstance(rule, dict) else None
+        if scope != "Namespaced":
+            raise ScenarioError(path, f"{field}.rules[{k}].scope", "Namespaced (a declared webhook matches only "
+                                "objects in the drill's namespaces; the namespaceSelector does not apply to "
+                                "cluster-scoped ones)", repr(scope))
+    selector = hook.get("namespaceSelector")
+    if not _confined(selector, own):
+        raise ScenarioError(path, f"{field}.namespaceSelector", "matchExpressions with "
+                            f"{{key: {NAMESPACE_NAME_LABEL}, operator: In, values: [...]}} naming only the "
+                            "drill's namespaces: " + ", ".join(sorted(own)), repr(selector))
+
+
+def _check_webhook_client(path: Path, field: str, hook: dict, own: set[str], earlier_manifests: list[dict]) -> None:
+    """The webhook at ``field`` calls a Service in the namespaces of ``own`` that one of
+    ``earlier_manifests`` makes, never a url. Raises ScenarioError."""
+    # Where the API server sends what it intercepts (objects, Secrets included): a Service
+    # in the drill's namespaces, never a url (which may be outside the cluster).
+    client = hook.get("clientConfig")
+    service = client.get("service") if isinstance(client, dict) else None
+    if not isinstance(client, dict) or "url" in client or not isinstance(service, dict) \
+            or service.get("namespace") not in own:
+        raise ScenarioError(path, f"{field}.clientConfig", "a service in the drill's namespaces ("
+                            + ", ".join(sorted(own)) + "), no url: the API server sends the requests it "
+                            "intercepts there, and a drill sends nothing outside the cluster", repr(client)[:200])
+    # Its Service made before it: the configuration counts as made once the API server
+    # reaches the webhook (runner.serving_problem), which it never would otherwise.
+    earlier = [(m["metadata"]["name"], m["metadata"].get("namespace") or "$(namespace)")
+               for m in earlier_manifests if m["kind"] == "Service"]
+    if (service.get("name"), service["namespace"]) not in earlier:
+        raise ScenarioError(path, f"{field}.clientConfig.service", "a Service an earlier manifest makes: "
+                            + (", ".join(f"{ns}/{n}" for n, ns in earlier) or "none"),
+                            f"{service['namespace']}/{service.get('name')}")
 

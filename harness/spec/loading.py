@@ -20,6 +20,7 @@ from harness.spec.schema import MAX_PROBE_INTERVAL_SECONDS, RUNNER_DRILL
 from harness.spec.schema_problems import schema_errors, show, sort_key
 from harness.spec.yaml_reading import parse_yaml
 
+
 def check_data_fault(scenario: Scenario) -> None:
     """A data-only scenario's fault must be installed and build itself from data
     (:func:`harness.faults.data_usable`). Raises ScenarioError naming ``fault.kind``."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.spec.plugins import NODE_ACCESS_LEVELS, PluginError, registered_fault, probe_types
+from harness.spec.plugins import NODE_ACCESS_LEVELS, PluginError, probe_types, registered_fault
 from harness.spec.schema import OPS
 
 # A Namespace a scenario declares is named after its drill's: "$(namespace)-victim".
