@@ -15,17 +15,20 @@ read from the pod's log, which no data-only probe does yet.
 
 from __future__ import annotations
 
-
 import pytest
 from kubernetes import client
 
 from harness.core.waiting import hold, wait_until
-from harness.faults.apf_flood import NAME, POD, ApfFlood
 from harness.engine.measures import success_ratio
+from harness.engine.vitals import nodes_ready_in
+from harness.faults.apf_flood import NAME, POD, ApfFlood
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe
-from harness.probes.nodes import NodeLeaseProbe, NodeReadyProbe, oldest_lease_age_seconds
-from harness.engine.vitals import nodes_ready_in
+from harness.probes.nodes import (
+    NodeLeaseProbe,
+    NodeReadyProbe,
+    oldest_lease_age_seconds,
+)
 
 # A deadline, not a measurement: the flood pod scheduled, started (image already on the node)
 # and finished its bounded flood.

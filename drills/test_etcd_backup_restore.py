@@ -30,19 +30,24 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from harness.core import proc
 from harness.components import node_units
-from harness.components.etcd import etcd_members, etcdctl, member_healthy, running_member_node
+from harness.components.etcd import (
+    etcd_members,
+    etcdctl,
+    member_healthy,
+    running_member_node,
+)
+from harness.core import proc
 from harness.core.waiting import hold, hold_until, wait_until
+from harness.engine.measures import success_ratio
 from harness.faults.etcd_restore import EtcdRestore
 from harness.kube.health import api_accepts_write, wait_healthy
 from harness.kube.images import Build
-from harness.engine.measures import success_ratio
+from harness.kube.workloads import deploy_http_server
 from harness.probes import Probes
 from harness.probes.api import ApiWriteProbe
 from harness.probes.http import HttpProbe
 from harness.probes.nodes import NodeReadyProbe, node_transitions
-from harness.kube.workloads import deploy_http_server
 
 APP = "web"
 SNAPSHOT_IN_CONTAINER = "/var/lib/etcd/kdrill-snapshot.db"  # the etcd pod's data hostPath: on the node too

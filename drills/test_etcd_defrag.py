@@ -22,12 +22,12 @@ from kubernetes import client
 
 from harness.components.etcd import db_size, endpoint_status, running_member_node
 from harness.core.waiting import hold
-from harness.faults.etcd_defrag import EtcdDefrag
 from harness.engine.measures import longest_unanswered_seconds, success_ratio
+from harness.faults.etcd_defrag import EtcdDefrag
+from harness.kube.workloads import FILL_OBJECT_KIB, fill_configmaps
 from harness.probes import Probes
 from harness.probes.api import ApiWriteProbe
 from harness.probes.node_http import NodeHttpProbe
-from harness.kube.workloads import FILL_OBJECT_KIB, fill_configmaps
 
 # Node probes ask every 50 ms: a defragmentation measured 0.36 to 1.9 s must be resolved well.
 NODE_PROBE_INTERVAL_SECONDS = 0.05

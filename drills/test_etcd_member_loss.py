@@ -19,18 +19,23 @@ from kubernetes.client.exceptions import ApiException
 
 from harness.components import etcd
 from harness.components.etcd import etcd_members
+from harness.components.topology import clock_offset, least_offset_seconds
+from harness.core.timeline import latency_percentile, success_ratio
 from harness.core.waiting import hold_until, wait_until
 from harness.faults.etcd_member import EtcdMember
 from harness.kube.health import wait_healthy
+from harness.kube.workloads import delete_namespace, deploy_http_server
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiWriteProbe
 from harness.probes.etcd import EtcdQuorumProbe
 from harness.probes.http import HttpProbe
 from harness.probes.incluster import InClusterProbe, service_targets
-from harness.probes.pods import kube_system_snapshot, pod_snapshot, restarts_between, restarts_outside_control_plane
-from harness.core.timeline import latency_percentile, success_ratio
-from harness.components.topology import clock_offset, least_offset_seconds
-from harness.kube.workloads import delete_namespace, deploy_http_server
+from harness.probes.pods import (
+    kube_system_snapshot,
+    pod_snapshot,
+    restarts_between,
+    restarts_outside_control_plane,
+)
 
 APP = "web"
 

@@ -17,15 +17,21 @@ import time
 
 import pytest
 
-from harness.components.etcd import db_size, defragment, etcdctl, revision, running_member_node
+from harness.components.etcd import (
+    db_size,
+    defragment,
+    etcdctl,
+    revision,
+    running_member_node,
+)
 from harness.core.waiting import hold, wait_until
-from harness.kube.health import api_accepts_write
-from harness.faults.etcd_space_quota import FILL_LABEL, EtcdSpaceQuota, alarms
 from harness.engine.measures import success_ratio
+from harness.faults.etcd_space_quota import FILL_LABEL, EtcdSpaceQuota, alarms
+from harness.kube.health import api_accepts_write
+from harness.kube.workloads import FILL_OBJECT_KIB, deploy_http_server, fill_configmaps
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiWriteProbe
 from harness.probes.http import HttpProbe
-from harness.kube.workloads import FILL_OBJECT_KIB, deploy_http_server, fill_configmaps
 
 APP = "web"
 NOSPACE_MESSAGE = "database space exceeded"

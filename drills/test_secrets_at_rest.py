@@ -28,11 +28,11 @@ import base64
 import pytest
 
 from harness.components.etcd import RevisionCompacted, get_key, running_member_node
-from harness.core.waiting import wait_until
-from harness.scaffolding.drill_cluster import DrillCluster, expected_prefix
-from harness.faults.planted_secret import DATA_KEY, PlantedSecret, value_digest
 from harness.components.topology import discover
+from harness.core.waiting import wait_until
+from harness.faults.planted_secret import DATA_KEY, PlantedSecret, value_digest
 from harness.kube.workloads import ensure_namespace
+from harness.scaffolding.drill_cluster import DrillCluster, expected_prefix
 
 ENCRYPTED_PREFIX = b"k8s:enc:"  # "<prefix>:<provider>:<version>:<key name>:" ahead of the ciphertext
 PROTOBUF_PREFIX = b"k8s\x00"  # the API server's protobuf envelope, unencrypted

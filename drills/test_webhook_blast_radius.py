@@ -23,10 +23,10 @@ import pytest
 from harness.components import admission
 from harness.core.waiting import wait_until
 from harness.faults import injected
-from harness.scaffolding.drill_objects import DrillObjects
 from harness.faults.webhook_backend_down import WebhookBackendDown
-from harness.probes import blast_radius
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.probes import blast_radius
+from harness.scaffolding.drill_objects import DrillObjects
 
 BLACKHOLE_POD = "kdrill-webhook-blackhole"
 BLACKHOLE_LABELS = {"app.kubernetes.io/name": "kdrill-webhook-blackhole"}

@@ -19,14 +19,18 @@ import time
 import pytest
 from kubernetes import client
 
+from harness.core.timeline import success_ratio
 from harness.core.waiting import hold_until, wait_until
 from harness.faults.node_freeze import NodeFreeze
+from harness.kube.workloads import (
+    http_server_deployment,
+    http_service,
+    wait_deployment_available,
+)
 from harness.probes import Probes
 from harness.probes.endpoints import EndpointReadyProbe
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.nodes import NODE_TAINTS, NodeReadyProbe, node_transitions
-from harness.core.timeline import success_ratio
-from harness.kube.workloads import http_server_deployment, http_service, wait_deployment_available
 
 APP = "web"
 UNREACHABLE = "node.kubernetes.io/unreachable"

@@ -20,12 +20,24 @@ from pathlib import Path
 
 from harness.cli import arguments
 from harness.cli.cluster import cmd_cluster, cmd_doctor, cmd_images, prepare_kind
-from harness.cli.history import cmd_compare, cmd_history, print_comparison, write_history_index
+from harness.cli.history import (
+    cmd_compare,
+    cmd_history,
+    print_comparison,
+    write_history_index,
+)
 from harness.cli.pytest_process import run_until_reverted
 from harness.cli.recover import cmd_recover
 from harness.cli.refusals import Refused
-from harness.cli.run import (check_consent, every_record_passed, new_run_dir, planned_run, print_plan, pytest_command,
-                             summary)
+from harness.cli.run import (
+    check_consent,
+    every_record_passed,
+    new_run_dir,
+    planned_run,
+    print_plan,
+    pytest_command,
+    summary,
+)
 from harness.cli.scenarios import check_references, cmd_list, cmd_new, cmd_validate  # noqa: F401 - check_references: tests import it from here
 from harness.cli.verify import cmd_report, cmd_verify
 from harness.core import resources

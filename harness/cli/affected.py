@@ -18,6 +18,7 @@ from pathlib import Path
 
 from harness.core import resources
 from harness.core.entry_points import installed
+from harness.spec.scenario import load_scenarios
 
 PACKAGE = "harness"
 
@@ -119,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     if root is None:
         print("harness.cli.affected: needs kdrill's git checkout (it reads the change with git)", file=sys.stderr)
         return 2
-    from harness.spec.scenario import load_scenarios
 
     names = affected(load_scenarios(resources.scenarios_dir()), changed_files(args.base, root), root)
     for name in names:

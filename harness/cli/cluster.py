@@ -12,14 +12,24 @@ import yaml
 import harness.cli.doctor as doctor
 from harness.cli.refusals import Refused
 from harness.core import workers
-from harness.kube.session_lock import ClusterBusy, SessionLock
 from harness.kube import images
 from harness.kube.health import unhealthy
 from harness.kube.images import ON_REQUEST, Build, BuildError, image_sizes
 from harness.kube.providers import ProviderError
-from harness.kube.providers.kind import (KindProvider, cluster_name_of, cluster_name_problem, config_path,
-                                         offset_host_ports)
-from harness.platform.profile import PlatformProfile, ProfileError, check_cluster_name, load
+from harness.kube.providers.kind import (
+    KindProvider,
+    cluster_name_of,
+    cluster_name_problem,
+    config_path,
+    offset_host_ports,
+)
+from harness.kube.session_lock import ClusterBusy, SessionLock
+from harness.platform.profile import (
+    PlatformProfile,
+    ProfileError,
+    check_cluster_name,
+    load,
+)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core import proc, resources
-from harness.core.ledger import Ledger
-from harness.core.ledger import owner_alive
+from harness.core.ledger import Ledger, owner_alive
 from harness.kube.build_tools import VERSION_QUERY_SECONDS, missing_build_tools
 from harness.kube.images import Build
 from harness.kube.providers import ProviderError

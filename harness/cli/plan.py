@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from harness.components.registry import registry_host
-from harness.faults import fault_class
-from harness.evidence.history import list_runs
 from harness.core.progress import minutes
+from harness.evidence.history import list_runs
+from harness.evidence.report import scan_records
+from harness.faults import fault_class
+from harness.kube.objects import KINDS
 from harness.kube.providers import NODE_ACCESS_LEVELS
 from harness.spec.scenario import ACTION_VERBS, Scenario, registry_images
 
 
-
 def _ref_text(kind: str, name: str, namespace: str | None) -> str:
     """An object as the plan names it; placeholders stay as written ($(namespace): the drill's)."""
-    from harness.kube.objects import KINDS
 
     if kind in KINDS and KINDS[kind].namespaced:
         return f"{kind} {namespace or '$(namespace)'}/{name}"
@@ -31,7 +31,6 @@ def _ref_text(kind: str, name: str, namespace: str | None) -> str:
 
 def past_durations(reports: Path) -> dict[str, tuple[float, str]]:
     """``drill`` or ``drill[case]`` -> (seconds, run id) from the newest intact run that has it."""
-    from harness.evidence.report import scan_records
 
     found: dict[str, tuple[float, str]] = {}
     if not Path(reports).is_dir():

@@ -9,9 +9,15 @@ from pathlib import Path
 
 from harness import faults
 from harness.core.ledger import Ledger
-from harness.kube.session_lock import ContextLease
-from harness.kube.providers import Cluster, ClusterGone, ProviderError, existing, node_agent
+from harness.kube.providers import (
+    Cluster,
+    ClusterGone,
+    ProviderError,
+    existing,
+    node_agent,
+)
 from harness.kube.providers.kind import KindProvider
+from harness.kube.session_lock import ContextLease
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 from harness.scaffolding.node_agent import NodeAgentPods
 

@@ -15,7 +15,14 @@ from harness.cli.refusals import Refused
 from harness.core import resources
 from harness.engine.measures import measure_kinds
 from harness.spec.claims import format_claims, list_claims
-from harness.spec.scenario import MAX_NAME_LENGTH, Scenario, ScenarioError, check_data_fault, load_scenario, load_scenarios
+from harness.spec.scenario import (
+    MAX_NAME_LENGTH,
+    Scenario,
+    ScenarioError,
+    check_data_fault,
+    load_scenario,
+    load_scenarios,
+)
 
 
 def check_references(scenario: Scenario) -> None:

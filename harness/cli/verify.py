@@ -10,8 +10,15 @@ from pathlib import Path
 
 from harness.cli.output import count, print_as
 from harness.cli.refusals import Refused, is_run, named_run_dir, refusing
-from harness.evidence.manifest import (ManifestError, PublicKeyInfo, VerifyResult, escaped, normalise_fingerprint,
-                                       verify_history, verify_run)
+from harness.evidence.manifest import (
+    ManifestError,
+    PublicKeyInfo,
+    VerifyResult,
+    escaped,
+    normalise_fingerprint,
+    verify_history,
+    verify_run,
+)
 from harness.evidence.report import REPORT_NAME, ReportError, render_report
 
 

@@ -27,6 +27,7 @@ from kubernetes import client
 from kubernetes.stream import stream
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.core.waiting import wait_until_or_raise
 from harness.kube.providers import Cluster
 
 COREDNS_NAMESPACE = "kube-system"
@@ -365,7 +366,6 @@ def steady_scrape(cluster: Cluster, requests: bool = True, timeout_seconds: floa
     ``coredns_dns_requests_total``) have held still for ``STEADY_SECONDS``: a reload's or a start's
     own loop-detection query is behind us and, with ``requests``, nothing else is querying, so the
     next change is the caller's. Raises ConditionTimeout after ``timeout_seconds``."""
-    from harness.core.waiting import wait_until_or_raise
 
     readings: list[tuple[float, object, dict]] = []
 

@@ -26,6 +26,7 @@ import subprocess
 import time
 from typing import Any, Callable
 
+from harness.core.waiting import wait_until
 from harness.kube.providers import Cluster, NoNodeAccess, ProviderError
 
 STATE_DIR = "/run/kdrill-units"
@@ -194,7 +195,6 @@ def once_reachable(action: Callable[[], Any], due: float, deadline_seconds: floa
     ``due``) every second until it goes through, at most ``deadline_seconds`` after ``due``: through
     the node agent the node cannot be reached before. Returns None once it went through, else
     the last error."""
-    from harness.core.waiting import wait_until
 
     last: list[Exception | None] = [None]
 

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import shlex
 
-from harness.kube.providers import Cluster
+from harness.components import node_units
+from harness.core.waiting import wait_until
+from harness.kube.providers import Cluster, ProviderError
 
 # Container names of the kubeadm control-plane static pods, as the container runtime shows them.
 CONTROL_PLANE_COMPONENTS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler")
@@ -112,10 +114,6 @@ def rerun_with_edit(cluster: Cluster, node: str, edit: str, component: str) -> N
     within :data:`RERUN_DEADLINE_SECONDS`.
     """
     import uuid
-
-    from harness.components import node_units
-    from harness.core.waiting import wait_until
-    from harness.kube.providers import ProviderError
 
     names = shlex.quote(f"^({component}|kube-apiserver)$")
     script = (f"systemctl stop kubelet; ( {edit} ); rc=$?; "

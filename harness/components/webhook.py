@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+
 @dataclass(frozen=True)
 class WebhookTLS:
     """PEM-encoded CA certificate, serving certificate (signed by the CA) and its private key."""

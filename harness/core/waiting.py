@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from tenacity import Retrying
 
+
 @dataclass
 class WaitResult:
     """How a wait ended. ``started_at``/``became_true_at`` are epoch seconds;

@@ -61,16 +61,30 @@ from harness.core.timeline import Timeline
 from harness.core.waiting import wait_until
 from harness.engine.actions import REQUEST_JOIN_SECONDS, Actions  # noqa: F401
 from harness.engine.judging import Findings, measure_expectation, narrow  # noqa: F401
-from harness.engine.workload import (OBJECTS_READY_DEADLINE_SECONDS, REPOSITORY, declared_manifests,  # noqa: F401
-                                     manifest_only_values, object_ref, placeholder_values, serving_problem,
-                                     set_up_registries, until_serving)
+from harness.engine.workload import (  # noqa: F401
+    OBJECTS_READY_DEADLINE_SECONDS,
+    REPOSITORY,
+    declared_manifests,
+    manifest_only_values,
+    object_ref,
+    placeholder_values,
+    serving_problem,
+    set_up_registries,
+    until_serving,
+)
 from harness.faults import FaultError, data_usable, fault_class, injected
 from harness.kube import objects as kube_objects
 from harness.kube.objects import Ref
 from harness.kube.workloads import deploy_http_server
 from harness.probes import ProbeContext, probe_types
-from harness.probes.incluster import (LATE_SLACK_SECONDS, InClusterProbe, lookups, merge_pod_timelines, probe_pod_urls,
-                                      service_targets)
+from harness.probes.incluster import (
+    LATE_SLACK_SECONDS,
+    InClusterProbe,
+    lookups,
+    merge_pod_timelines,
+    probe_pod_urls,
+    service_targets,
+)
 from harness.probes.pods import pod_events
 from harness.scaffolding.drill_objects import DrillObjects
 from harness.spec.manifests import APP, OWN_OBJECTS, PROBE_POD  # noqa: F401

@@ -31,20 +31,20 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
-from harness.core.waiting import wait_until_or_raise
-from harness.faults import revert_and_verify
-from harness.scaffolding.drill_namespace import DrillNamespace
 from harness.core.ledger import Ledger
+from harness.core.timeline import Sample, Timeline, success_ratio
+from harness.core.waiting import wait_until, wait_until_or_raise
+from harness.faults import revert_and_verify
+from harness.kube.providers import Cluster
+from harness.kube.workloads import deploy_http_server, ensure_namespace
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiUpdateProbe
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.nodes import NodeReadyProbe, node_transitions
 from harness.probes.pods import kube_system_snapshot, restarts_between
-from harness.kube.providers import Cluster
+from harness.scaffolding.drill_namespace import DrillNamespace
 from harness.spec.manifests import VITALS_NAMESPACE as NAMESPACE
 from harness.spec.scenario import VITAL_SIGNS  # noqa: F401 - the names this module records
-from harness.core.timeline import Sample, Timeline, success_ratio
-from harness.kube.workloads import deploy_http_server, ensure_namespace
 
 log = logging.getLogger("kdrill.vitals")
 
@@ -134,7 +134,6 @@ class DrillVitals:
     def await_samples(self, since: float, samples: int, timeout_seconds: float, description: str) -> bool:
         """Wait until every host-side vital sign has ``samples`` answers timed at or after
         ``since`` (epoch seconds); returns whether they did within ``timeout_seconds``."""
-        from harness.core.waiting import wait_until
 
         def enough() -> bool:
             return all(sum(1 for x in tl.samples() if x.t >= since) >= samples
@@ -229,7 +228,6 @@ class VitalSigns:
                                     max_requests=int(3 * self.max_seconds / self.interval_seconds), node=self.node)
         try:
             self.cluster.core.delete_namespaced_pod(PROBE_POD, NAMESPACE, grace_period_seconds=0, _request_timeout=10)
-            from harness.core.waiting import wait_until
 
             wait_until(lambda: not self._probe_exists(), 60)
         except ApiException as exc:
@@ -254,7 +252,6 @@ class VitalSigns:
                 raise  # the pod, and its log, are still there: nothing kept twice
         for target, samples in kept.items():
             self._kept.setdefault(target, []).extend(samples)
-        from harness.core.waiting import wait_until
 
         wait_until(lambda: not self._probe_exists(), 60)
         self.probe = None

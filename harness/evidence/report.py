@@ -48,12 +48,25 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from harness import __version__
 from harness.core.files import write_text_atomic
-from harness.evidence.reading import (ReportError, RunEvidence, checked_verdict, expectation_problem,
-                                      load_drill_records, load_run, scan_records)
+from harness.evidence.reading import (
+    ReportError,
+    RunEvidence,
+    checked_verdict,
+    expectation_problem,
+    load_drill_records,
+    load_run,
+    scan_records,
+)
 from harness.evidence.report_chart import MAX_MARKS, timeline_svg
 from harness.evidence.report_drill import drill_view, unreadable_view
 from harness.evidence.report_format import TABLE_MAX_ROWS, utc_text, verdict_class
-from harness.evidence.report_run import cluster_view, run_id_of, run_view, seal_view, summary_view
+from harness.evidence.report_run import (
+    cluster_view,
+    run_id_of,
+    run_view,
+    seal_view,
+    summary_view,
+)
 
 __all__ = [
     "REPORT_NAME",

@@ -11,10 +11,24 @@ from typing import Any, Mapping, Sequence
 
 from harness.evidence.reading import as_float, injection_windows, load_timeline
 from harness.evidence.report_chart import timeline_svg
-from harness.evidence.report_format import (as_text, drill_label, record_anchor, safe_href, seconds_text, tally_text,
-                                            utc_text)
-from harness.evidence.report_tables import (blast_radius_rows, expectation_rows, fault_view, injection_rows,
-                                            observation_rows, probe_rows, waits_view)
+from harness.evidence.report_format import (
+    as_text,
+    drill_label,
+    record_anchor,
+    safe_href,
+    seconds_text,
+    tally_text,
+    utc_text,
+)
+from harness.evidence.report_tables import (
+    blast_radius_rows,
+    expectation_rows,
+    fault_view,
+    injection_rows,
+    observation_rows,
+    probe_rows,
+    waits_view,
+)
 from harness.evidence.report_vitals import sign_reason, vital_signs_state, vitals_view
 
 

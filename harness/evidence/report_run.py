@@ -10,8 +10,17 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.evidence.reading import RunEvidence, as_float
-from harness.evidence.report_format import (FAILING_VERDICTS, as_text, capped_rows, cell_text, drill_label,
-                                            record_anchor, seconds_text, tally_text, utc_text)
+from harness.evidence.report_format import (
+    FAILING_VERDICTS,
+    as_text,
+    capped_rows,
+    cell_text,
+    drill_label,
+    record_anchor,
+    seconds_text,
+    tally_text,
+    utc_text,
+)
 from harness.evidence.report_vitals import vital_signs_state
 
 

@@ -10,8 +10,17 @@ import json
 from typing import Any, Mapping, Sequence
 
 from harness.evidence.reading import as_float
-from harness.evidence.report_format import (FAILING_VERDICTS, as_text, capped_rows, cell_text, compact_json,
-                                            number_text, relative_text, seconds_text, utc_text)
+from harness.evidence.report_format import (
+    FAILING_VERDICTS,
+    as_text,
+    capped_rows,
+    cell_text,
+    compact_json,
+    number_text,
+    relative_text,
+    seconds_text,
+    utc_text,
+)
 
 # Keys of an injection window that have their own column; any other key is the fault's own
 # evidence (``Fault.evidence()``, e.g. ``restore_seconds``) and is shown in the last column.

@@ -23,13 +23,19 @@ from typing import Any, Callable, ClassVar, Iterator
 
 from harness.core.entry_points import installed
 from harness.core.ledger import Ledger, owner_alive
+from harness.kube.providers import Cluster, ClusterGone
 from harness.spec.manifests import APP, KINDS, OWN_OBJECTS, expand
 from harness.spec.params import Param, selector_matches
 from harness.spec.params import check as check_param_values
+from harness.spec.plugins import (  # noqa: F401
+    FAULT_ENTRY_POINTS,
+    NODE_ACCESS_LEVELS,
+    PluginError,
+    data_usable,
+    fault_kinds,
+    registered_fault,
+)
 from harness.spec.scenario import ScenarioError, drill_namespace
-from harness.kube.providers import Cluster, ClusterGone
-from harness.spec.plugins import (FAULT_ENTRY_POINTS, NODE_ACCESS_LEVELS, PluginError, data_usable,  # noqa: F401
-                                  fault_kinds, registered_fault)
 
 log = logging.getLogger("kdrill.faults")
 

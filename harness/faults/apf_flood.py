@@ -23,10 +23,11 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultNotReverted
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.spec.params import Param
 
 NAME = "kdrill-flood"  # FlowSchema and PriorityLevelConfiguration (cluster-scoped)
 POD = SERVICE_ACCOUNT = "flood"
@@ -175,7 +176,6 @@ class ApfFlood(Fault):
                     raise
 
     def verify_reverted(self) -> None:
-        from harness.core.waiting import wait_until
 
         def absent(read) -> bool:
             try:

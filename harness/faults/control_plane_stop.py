@@ -44,13 +44,15 @@ import time
 import uuid
 from typing import Any
 
+from harness.components import node_units, static_pods
+from harness.components.topology import clock_offset, least_offset_seconds
 from harness.core import proc
 from harness.core.waiting import hold_until
-from harness.components import node_units, static_pods
-from harness.faults.outage_work import JOB_FIRST_BACKOFF_SECONDS, OutageWork
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
+from harness.faults.outage_work import JOB_FIRST_BACKOFF_SECONDS, OutageWork
 from harness.kube.providers import Cluster
+from harness.kube.providers.kind import pause_container
+from harness.spec.params import Param
 
 METHODS = ("stop-components", "pause-node-containers")
 
@@ -294,7 +296,6 @@ class ControlPlaneStop(Fault):
             if self.planned_stop_at is not None:
                 hold_until(self.planned_stop_at)
             self.injected_at = time.time()
-            from harness.kube.providers.kind import pause_container
 
             for node in self.nodes:
                 try:
@@ -339,7 +340,6 @@ class ControlPlaneStop(Fault):
         """The workers' side, with the control plane working: the control experiment, then the
         kills and the sampler in the ledger (checkpoint) before they are set, then the stop's time
         fixed after their commands, and they are set against it."""
-        from harness.components.topology import clock_offset, least_offset_seconds
 
         offsets = {}
         for node in self.work.workers:
@@ -365,7 +365,6 @@ class ControlPlaneStop(Fault):
         three times the slowest. For ``stop-components`` each node's clock offset is measured
         too (:func:`harness.components.topology.clock_offset`): the nodes record when their timers ran on
         their own clocks. Raises what the node channel raises."""
-        from harness.components.topology import clock_offset, least_offset_seconds
 
         slowest = 0.0
         for node in self.nodes:

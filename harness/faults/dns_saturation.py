@@ -42,9 +42,10 @@ from kubernetes.client.exceptions import ApiException
 from harness.components import dns
 from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
+from harness.faults.dns_drill_zone import DrillZone
 from harness.kube.providers import Cluster
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.spec.params import Param
 
 # Deadlines on platform paths, not expectations: how long to wait before calling a setup or a
 # revert failed. Both sit well above the slowest seen on this 2-core machine, because a fresh,
@@ -184,7 +185,6 @@ class DnsSaturation(Fault):
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> Fault:
         if target.get("step") == "drill-zone":
             # A ledger entry from before the drill zone was a fault of its own (dns-drill-zone).
-            from harness.faults.dns_drill_zone import DrillZone
 
             return DrillZone.from_target(cluster, target)
         return cls(cluster, namespace=target["namespace"], query_names=target.get("query_names"),

@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.components.etcd import defragment, member_healthy
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
+from harness.spec.params import Param
 
 # A deadline for the command, not an expectation: defragmenting the drill's fill (tens of MB) on
 # a loaded 2-core machine; etcdctl's own --command-timeout is set to it.
@@ -67,7 +68,6 @@ class EtcdDefrag(Fault):
         """Nothing to undo: wait until the member answers (see :meth:`verify_reverted`)."""
 
     def verify_reverted(self) -> None:
-        from harness.core.waiting import wait_until
 
         if not wait_until(lambda: member_healthy(self.cluster, self.node), HEALTHY_DEADLINE_SECONDS,
                           interval_seconds=1.0, description=f"etcd member on {self.node} healthy").ok:

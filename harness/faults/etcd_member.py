@@ -36,9 +36,12 @@ import uuid
 from typing import Any
 
 from harness.components import node_units, static_pods
+from harness.components.etcd import member_healthy
+from harness.components.topology import clock_offset, least_offset_seconds
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
+from harness.spec.params import Param
 
 # Left by the method used before ``stop-kubelet-kill-container``; a ledger entry from that
 # time is still reverted by moving the parked manifest back.
@@ -171,7 +174,6 @@ class EtcdMember(Fault):
         if self.hold_seconds is None:
             raise FaultError("through the node agent etcd-member needs hold_seconds: the kubelets' start is set on "
                              "the nodes before the members stop")
-        from harness.components.topology import clock_offset, least_offset_seconds
 
         token = uuid.uuid4().hex[:8]
         # The nodes record when their timers ran on their own clocks (kept for kdrill recover too).
@@ -245,8 +247,6 @@ class EtcdMember(Fault):
             raise FaultError("; ".join(errors))
 
     def verify_reverted(self) -> None:
-        from harness.components.etcd import member_healthy
-        from harness.core.waiting import wait_until
 
         started = time.time()
         problems = []

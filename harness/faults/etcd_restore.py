@@ -48,9 +48,12 @@ import time
 from typing import Any
 
 from harness.components import node_units, static_pods
+from harness.components.etcd import member_healthy
+from harness.components.topology import clock_offset, least_offset_seconds
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
+from harness.spec.params import Param
 
 DATA = "/var/lib/etcd"  # kubeadm's etcd data directory (hostPath of the etcd static pod)
 LOST = "/var/lib/etcd-kdrill-lost"  # the member's data, moved aside by the loss
@@ -235,8 +238,6 @@ class EtcdRestore(Fault):
         not all be set in time (those set are cancelled), ProviderError, UnitError."""
         import uuid
 
-        from harness.components.topology import clock_offset, least_offset_seconds
-
         if self.hold_seconds is None or not self.snapshot or not self.etcdutl:
             raise FaultError("through the node agent etcd-restore needs hold_seconds, the snapshot and etcdutl: the "
                              "whole restore is set on the nodes before the loss")
@@ -368,7 +369,6 @@ class EtcdRestore(Fault):
         """The revert through the node agent (module doc): the losses cancelled if none is due
         yet; else every node's restore outcome read once it answers, and the originals moved
         back everywhere when the outcomes differ. Raises FaultError."""
-        from harness.core.waiting import wait_until
 
         if self.units.get("resolved"):  # an earlier revert (kdrill recover after it failed) acted on them
             self.outcomes = dict(self.units["resolved"])
@@ -405,8 +405,6 @@ class EtcdRestore(Fault):
         """:func:`return_original_script` on ``node`` as a unit of its own, waited for. Raises FaultError."""
         import uuid
 
-        from harness.core.waiting import wait_until
-
         unit = f"kdrill-etcd-return-{uuid.uuid4().hex[:8]}"
         cut = node_units.run_now(self.cluster, node, unit, return_original_script(), UNIT_RUNTIME_MAX_SECONDS,
                                  stop_post="systemctl start kubelet")
@@ -441,7 +439,6 @@ class EtcdRestore(Fault):
         restored (else none is left aside: the data is never moved here, as the kubelets run), and
         the units' records, removed from every node; each asked until it answers (the control
         plane may just have restarted). Raises FaultError."""
-        from harness.core.waiting import wait_until
 
         # Not restored: the moved-aside directory is empty once its data went back (a member still
         # there would be left, for the verification to name).
@@ -460,8 +457,6 @@ class EtcdRestore(Fault):
             raise FaultError("etcd-restore: cleaning up: " + "; ".join(errors))
 
     def verify_reverted(self) -> None:
-        from harness.components.etcd import member_healthy
-        from harness.core.waiting import wait_until
 
         started = time.time()
         problems = []

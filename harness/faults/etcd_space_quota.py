@@ -29,11 +29,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.components.etcd import etcdctl, member_healthy
-from harness.components.static_pods import apiserver_ready, kubelet_active, rerun_with_edit, start_kubelet
+from harness.components.etcd import endpoint_status, etcdctl, member_healthy
+from harness.components.static_pods import (
+    apiserver_ready,
+    kubelet_active,
+    rerun_with_edit,
+    start_kubelet,
+)
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
+from harness.kube.health import api_accepts_write
 from harness.kube.providers import Cluster
+from harness.spec.params import Param
 
 MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"
 ORIGINAL = "/etc/kubernetes/kdrill-etcd.yaml.orig"
@@ -54,7 +61,6 @@ def alarms(cluster: Cluster, node: str) -> list[str]:
 
 def answers(cluster: Cluster, node: str) -> bool:
     """Whether the member on ``node`` answers ``endpoint status`` (it does under an alarm)."""
-    from harness.components.etcd import endpoint_status
 
     return endpoint_status(cluster, node, ["https://127.0.0.1:2379"])["https://127.0.0.1:2379"].healthy
 
@@ -115,7 +121,6 @@ class EtcdSpaceQuota(Fault):
         are down at once. Judged by the running process, not by a new container: after a crash
         mid-inject the kubelet may never have run the edited manifest the revert puts back.
         Raises FaultError."""
-        from harness.core.waiting import wait_until
 
         want = when == "inject"
         started = time.time()
@@ -167,8 +172,6 @@ class EtcdSpaceQuota(Fault):
             raise FaultError("; ".join(errors))
 
     def verify_reverted(self) -> None:
-        from harness.core.waiting import wait_until
-        from harness.kube.health import api_accepts_write
 
         problems = []
         for node in self.nodes:

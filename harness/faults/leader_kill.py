@@ -22,9 +22,10 @@ from typing import Any
 from kubernetes import client
 
 from harness.components import static_pods
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
+from harness.spec.params import Param
 
 COMPONENTS = ("kube-controller-manager", "kube-scheduler")
 # A deadline for the verification, not an expectation: the kubelet restarts a crashed static-pod
@@ -109,7 +110,6 @@ class LeaderKill(Fault):
             static_pods.start_kubelet(self.cluster, self.node)
 
     def verify_reverted(self) -> None:
-        from harness.core.waiting import wait_until
 
         if self.node is None:
             return  # nothing was killed

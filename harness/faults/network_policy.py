@@ -29,8 +29,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param, labels
 from harness.kube.providers import Cluster
+from harness.spec.params import Param, labels
 
 POLICY_TYPES = ("Ingress", "Egress", "Ingress,Egress")
 DEFAULT_NAME = "kdrill-deny-all"

@@ -17,9 +17,11 @@ import time
 from typing import Any
 
 from harness.core import proc
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
+from harness.kube.providers.kind import pause_container
+from harness.spec.params import Param
 
 # A deadline for the verification, not an expectation: a thawed kubelet reports Ready within a
 # status update or two; well above that on a loaded 2-core machine.
@@ -70,7 +72,6 @@ class NodeFreeze(Fault):
         return {"ready_after_revert_seconds": self.ready_after_seconds}
 
     def inject(self) -> None:
-        from harness.kube.providers.kind import pause_container
 
         try:
             pause_container(self.node)
@@ -82,7 +83,6 @@ class NodeFreeze(Fault):
             _docker("unpause", self.node)
 
     def verify_reverted(self) -> None:
-        from harness.core.waiting import wait_until
 
         if paused(self.node):
             raise FaultNotReverted(f"node container {self.node} is still paused")

@@ -34,12 +34,17 @@ from typing import Any
 
 from harness.components import node_units, static_pods
 from harness.components.node_units import remove_units
-from harness.core.waiting import wait_until
-from harness.probes.node_side import NodeContainerSampler
-from harness.probes.pods import (kube_system_snapshot, node_containers, restarts_between,
-                                 restarts_outside_control_plane, running_container_ids)
-from harness.kube.providers import Cluster
 from harness.core.timeline import Sample, Timeline
+from harness.core.waiting import wait_until
+from harness.kube.providers import Cluster
+from harness.probes.node_side import NodeContainerSampler
+from harness.probes.pods import (
+    kube_system_snapshot,
+    node_containers,
+    restarts_between,
+    restarts_outside_control_plane,
+    running_container_ids,
+)
 
 # A deadline for the Job controller's replacement, not a measurement (10.5 to 12.2 s measured
 # with a working control plane).

@@ -20,9 +20,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultNotReverted
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
+from harness.spec.params import Param
 
 DATA_KEY = "token"
 # A deadline for the verification, not a measurement: a Secret's deletion is one API write.
@@ -88,7 +89,6 @@ class PlantedSecret(Fault):
                 raise
 
     def verify_reverted(self) -> None:
-        from harness.core.waiting import wait_until
 
         def gone() -> bool:
             try:

@@ -26,9 +26,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param, label_selector
 from harness.kube.providers import Cluster
+from harness.spec.params import Param, label_selector
 
 # The workloads whose ready count tells when a deleted pod has been replaced. A pod of a
 # ReplicaSet that a Deployment owns is counted on the Deployment.
@@ -235,7 +236,6 @@ class PodDelete(Fault):
         """Wait until each deleted pod is gone (or terminating) and each owner has its ready
         replicas of before; raises FaultNotReverted after :data:`READY_DEADLINE_SECONDS` (plus
         the deleted pods' grace period, seconds)."""
-        from harness.core.waiting import wait_until
 
         if not self.deleted:
             return  # nothing was chosen, so nothing was deleted

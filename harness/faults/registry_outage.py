@@ -26,8 +26,8 @@ from typing import Any
 
 from harness.components.registry import LocalRegistry, RegistryError, container_name
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
+from harness.spec.params import Param
 
 MODES = {"refused": "registry-server-stopped", "unresponsive": "registry-container-paused"}
 

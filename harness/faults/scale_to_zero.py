@@ -14,9 +14,10 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
+from harness.spec.params import Param
 
 KINDS = ("Deployment", "StatefulSet")
 # A deadline for the verification, not an expectation: pods of a small workload ready again.
@@ -97,7 +98,6 @@ class ScaleToZero(Fault):
                 raise
 
     def verify_reverted(self) -> None:
-        from harness.core.waiting import wait_until
 
         if self.original_replicas is None:
             return

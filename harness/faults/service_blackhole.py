@@ -28,10 +28,11 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param, labels
 from harness.kube.providers import Cluster
 from harness.kube.workloads import ready_endpoints
+from harness.spec.params import Param, labels
 
 log = logging.getLogger("kdrill.faults.service_blackhole")
 BLACKHOLE_LABEL = "kdrill.io/blackhole"
@@ -148,7 +149,6 @@ class ServiceBlackhole(Fault):
         """Check the selector is exactly the recorded one (FaultNotReverted at once otherwise),
         then wait until a ready endpoint is listed; raises FaultNotReverted after
         :data:`ENDPOINTS_DEADLINE_SECONDS` (seconds)."""
-        from harness.core.waiting import wait_until
 
         if self.original_selector is None:
             return

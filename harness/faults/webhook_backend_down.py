@@ -40,9 +40,9 @@ from typing import Any
 
 from harness.components import conntrack
 from harness.faults.service_blackhole import ServiceBlackhole
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
 from harness.kube.workloads import endpoint_addresses
+from harness.spec.params import Param
 
 MODES = ("refused", "blackhole")
 # The cut goes on in rounds CUT_INTERVAL_SECONDS apart for at least CUT_SETTLE_SECONDS, until a

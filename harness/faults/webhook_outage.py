@@ -35,8 +35,8 @@ from kubernetes.client.exceptions import ApiException
 
 from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
-from harness.spec.params import Param
 from harness.kube.providers import Cluster
+from harness.spec.params import Param
 
 log = logging.getLogger("kdrill.faults.webhook_outage")
 

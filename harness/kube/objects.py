@@ -12,10 +12,28 @@ from kubernetes.client.exceptions import ApiException
 
 from harness.kube.providers import Cluster
 from harness.spec.manifests import (  # noqa: F401  the table and names, with the calls that use them
-    KINDS, NAME_RULES, Kind, PLACEHOLDER, PLACEHOLDER_NAMES, RESERVED_GROUP_SUFFIXES, Ref, TLS_PLACEHOLDERS,
-    UNSUFFIXED_BUILT_IN_GROUPS, WORKER_PLACEHOLDER, apiservice_problem, condition, expand, kind_of,
-    name_problem, not_ready_reason, placeholder_keys, placeholders, reserved_group, state_text,
-    tls_key_misplaced)
+    KINDS,
+    NAME_RULES,
+    PLACEHOLDER,
+    PLACEHOLDER_NAMES,
+    RESERVED_GROUP_SUFFIXES,
+    TLS_PLACEHOLDERS,
+    UNSUFFIXED_BUILT_IN_GROUPS,
+    WORKER_PLACEHOLDER,
+    Kind,
+    Ref,
+    apiservice_problem,
+    condition,
+    expand,
+    kind_of,
+    name_problem,
+    not_ready_reason,
+    placeholder_keys,
+    placeholders,
+    reserved_group,
+    state_text,
+    tls_key_misplaced,
+)
 
 # Per-request timeout, seconds: a read or write the API should answer at once.
 REQUEST_TIMEOUT_SECONDS = 10

@@ -10,9 +10,22 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.platform.reading import (PROFILE_FILE, ProfileError, archive_problem, clip, corefile_problem,
-                                      read_text, refuse_alias_bombs, refuse_non_utf8, refuse_tls_placeholders,
-                                      tls_misplaced, tls_placeholders, visible_entries, what_is, yaml_documents)
+from harness.platform.reading import (
+    PROFILE_FILE,
+    ProfileError,
+    archive_problem,
+    clip,
+    corefile_problem,
+    read_text,
+    refuse_alias_bombs,
+    refuse_non_utf8,
+    refuse_tls_placeholders,
+    tls_misplaced,
+    tls_placeholders,
+    visible_entries,
+    what_is,
+    yaml_documents,
+)
 from harness.platform.record import RECORD_NAME, RECORD_NAMESPACE
 from harness.spec.scenario import UniqueKeyLoader
 

@@ -22,17 +22,18 @@ from typing import Any, Callable, Iterator
 import allure
 import pytest
 
-from harness.evidence.records import DrillRecord, EvidenceWriter
-from harness.probes import host_pressure
-from harness.probes.host_pressure import HostCpuPressure
+from harness.components.topology import Topology
+from harness.core.ledger import Ledger
+from harness.core.timeline import Timeline, summarize
 from harness.core.waiting import WaitLog, log_waits
 from harness.engine.expectations import ExpectationFailed, Expectations
+from harness.evidence.records import DrillRecord, EvidenceWriter
 from harness.faults import Fault, injected
-from harness.core.ledger import Ledger
-from harness.kube.providers import Cluster
+from harness.kube.providers import NODE_CHANNEL_SAYS, Cluster
+from harness.probes import host_pressure
+from harness.probes.host_pressure import HostCpuPressure
+from harness.scaffolding.drill_namespace import DrillNamespace, PendingDeletion
 from harness.spec.scenario import Scenario, drill_namespace
-from harness.core.timeline import Timeline, summarize
-from harness.components.topology import Topology
 
 log = logging.getLogger("kdrill.drill")
 
@@ -94,7 +95,6 @@ class Drill:
         access than the cluster gives (a case's own fault among them) skips the drill, with the
         reason, before anything is touched."""
         if fault.needs_node_access and not self.cluster.node_access_gives(fault.node_access_needed()):
-            from harness.kube.providers import NODE_CHANNEL_SAYS
 
             pytest.skip(f"fault {fault.kind} needs node access that {self.cluster.name} (node access: "
                         f"{NODE_CHANNEL_SAYS[self.cluster.node_channel]}) does not give: it {fault.node_capability} "
@@ -130,7 +130,6 @@ class Drill:
         drill's own), then create it, recorded in the ledger first (kind ``drill-namespace``) so
         ``kdrill recover`` removes it after a crash; :meth:`start_namespace_removal` deletes every
         namespace made here (their entries leave once they are gone). Returns the name."""
-        from harness.scaffolding.drill_namespace import DrillNamespace
 
         namespace = DrillNamespace(self.cluster, name or self.namespace, labels)
         entry = self.ledger.record(DrillNamespace.kind, cluster=self.cluster.describe(),
@@ -146,7 +145,6 @@ class Drill:
         :class:`harness.scaffolding.drill_namespace.PendingDeletion`) before it is asked for, its
         ledger entry staying until :func:`harness.scaffolding.drill_namespace.settle` sees it gone; a
         deletion the API refused for ``retry_seconds`` (seconds) stays there, to be asked again."""
-        from harness.scaffolding.drill_namespace import PendingDeletion
 
         while self._namespaces:
             namespace, entry = self._namespaces.pop()

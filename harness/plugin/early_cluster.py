@@ -9,8 +9,8 @@ import logging
 import pytest
 
 import harness.cli.doctor as doctor
-from harness.kube.session_lock import SessionLock
 from harness.kube.images import Build
+from harness.kube.session_lock import SessionLock
 from harness.plugin.cluster import kind_provider
 
 log = logging.getLogger("kdrill.plugin")

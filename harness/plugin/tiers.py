@@ -23,6 +23,10 @@ from typing import Iterable
 
 import yaml
 
+from harness.engine.measures import measure_kinds
+from harness.faults import fault_kinds
+from harness.probes import probe_types
+
 TIERS = ("presubmit", "full")
 DEFAULT_TIER = "presubmit"
 TIMES_FILE = "times/catalogue.yaml"
@@ -247,9 +251,6 @@ def sigkill_presubmit(table: Iterable[tuple], scenarios: Iterable, times: dict[s
 
 def installed_kinds() -> frozenset[str]:
     """Every fault, probe and measure kind installed (entry points), prefixed like :func:`exercised`."""
-    from harness.faults import fault_kinds
-    from harness.engine.measures import measure_kinds
-    from harness.probes import probe_types
 
     return frozenset([f"fault:{k}" for k in fault_kinds()] + [f"probe:{k}" for k in probe_types()]
                      + [f"measure:{k}" for k in measure_kinds()])

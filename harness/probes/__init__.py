@@ -27,16 +27,15 @@ The kinds a data-only scenario may declare (``runner.probes[].kind``) are plug-i
 from __future__ import annotations
 
 import abc
-import functools
 import logging
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from harness.core.timeline import Sample, Timeline
 from harness.spec.manifests import Declared  # noqa: F401  a probe kind's declared_problems gets one
 from harness.spec.plugins import PROBE_ENTRY_POINTS, probe_types  # noqa: F401
-from harness.core.timeline import Sample, Timeline
 
 log = logging.getLogger("kdrill.probes")
 

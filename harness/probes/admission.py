@@ -37,13 +37,13 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from harness.core.timeline import Sample
 from harness.kube import objects as kube_objects
 from harness.kube.objects import Ref, api_message
+from harness.kube.providers import Cluster
 from harness.probes import Probe
 from harness.probes.api import failed
-from harness.kube.providers import Cluster
 from harness.spec.scenario import OBJECT_REF_SCHEMA
-from harness.core.timeline import Sample
 
 ADMITTED = "admitted"
 # How the API server names a webhook in a refusal: 'failed calling webhook "NAME": ...' and

@@ -16,9 +16,9 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness.probes import Probe
-from harness.kube.providers import Cluster
 from harness.core.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.probes import Probe
 
 
 def classify(exc: BaseException) -> str:

@@ -25,13 +25,13 @@ from typing import Any, Callable, Iterator
 
 from kubernetes.client.exceptions import ApiException
 
-from harness.kube import objects as kube_objects
 from harness.components.admission import Write, label_selector_matches
+from harness.kube import objects as kube_objects
 from harness.kube.objects import Kind, Ref
-from harness.spec.params import _LABEL_KEY, _LABEL_VALUE
 from harness.kube.providers import Cluster
-from harness.spec.manifests import VITALS_NAMESPACE
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.spec.manifests import VITALS_NAMESPACE
+from harness.spec.params import _LABEL_KEY, _LABEL_VALUE
 
 FAILED_CALLING = re.compile(r'failed calling webhook "([^"]+)"')
 DRY_RUN_LABEL = "kdrill.io/dry-run"

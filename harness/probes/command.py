@@ -21,8 +21,9 @@ import subprocess
 import time
 from typing import Any
 
-from harness.probes import Probe
 from harness.core.timeline import Sample
+from harness.kube import pod_exec
+from harness.probes import Probe
 
 _NAME_253 = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", "maxLength": 253}
 _NAME_63 = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
@@ -103,7 +104,6 @@ class CommandProbe(Probe):
     def _run(self) -> subprocess.CompletedProcess:
         if self.node is not None:
             return self.cluster.node_exec(self.node, self.command, timeout_seconds=self.timeout_seconds, check=False)
-        from harness.kube import pod_exec
 
         return pod_exec.run(self.cluster, self.namespace, self.where["pod"], self.command, self.timeout_seconds,
                             container=self.where.get("container"))

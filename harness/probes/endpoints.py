@@ -10,9 +10,9 @@ import time
 
 from kubernetes import client
 
-from harness.probes import Probe
-from harness.kube.providers import Cluster
 from harness.core.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.probes import Probe
 
 
 class EndpointReadyProbe(Probe):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 
 from harness.components import etcd
-from harness.probes import Probe
-from harness.kube.providers import Cluster
 from harness.core.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.probes import Probe
 
 
 class EtcdQuorumProbe(Probe):

@@ -22,13 +22,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from harness.core.timeline import Sample, Timeline
 from harness.kube.objects import Ref
+from harness.kube.providers import Cluster
 from harness.probes.api import failed
 from harness.probes.pods import pod_events
-from harness.kube.providers import Cluster
 from harness.spec.scenario import OBJECT_REF_SCHEMA
-from harness.core.timeline import Sample, Timeline
-
 
 # An Event's time has whole seconds (module docstring).
 EVENT_TIME_RESOLUTION_SECONDS = 1.0

@@ -18,8 +18,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from harness.probes import Probe
 from harness.core.timeline import Sample
+from harness.probes import Probe
 
 PRESSURE_FILE = Path("/proc/pressure/cpu")
 

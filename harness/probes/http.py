@@ -7,8 +7,8 @@ import http.client
 import time
 import urllib.parse
 
-from harness.probes import Probe
 from harness.core.timeline import Sample
+from harness.probes import Probe
 
 
 class HttpProbe(Probe):

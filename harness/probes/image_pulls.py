@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.core.timeline import Sample
 from harness.probes.events import PodEventsProbe
 from harness.spec.scenario import OBJECT_REF_SCHEMA
-from harness.core.timeline import Sample
 
 
 def pull_samples(events: list[dict]) -> list[Sample]:

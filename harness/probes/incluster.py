@@ -13,12 +13,11 @@ from typing import Any
 
 from kubernetes import client
 
+from harness.core.timeline import Sample, Timeline
 from harness.core.waiting import wait_until_or_raise
 from harness.kube.providers import Cluster
-from harness.spec.scenario import PROBE_POD_MAX_REQUESTS
-from harness.core.timeline import Sample, Timeline
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
-
+from harness.spec.scenario import PROBE_POD_MAX_REQUESTS
 
 # Thread start-up and scheduling on a loaded 2-core node, on top of a call's own timeout.
 LATE_SLACK_SECONDS = 0.25

@@ -32,11 +32,11 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
+from harness.core.timeline import Sample
+from harness.kube.providers import Cluster
 from harness.probes import Probe
 from harness.probes.api import failed
-from harness.kube.providers import Cluster
-from harness.spec.scenario import OPS
-from harness.core.timeline import Sample
+from harness.spec.scenario import OPS, Bound
 
 METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
@@ -127,7 +127,6 @@ class MetricProbe(Probe):
 
     @classmethod
     def for_scenario(cls, spec: dict[str, Any], context) -> "MetricProbe":
-        from harness.spec.scenario import Bound
 
         return cls(spec["name"], context.cluster, spec["metric"], spec.get("labels") or {},
                    Bound(spec["ok_when"]["op"], spec["ok_when"]["value"]), source=spec.get("source", "apiserver"),

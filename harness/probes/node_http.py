@@ -15,8 +15,8 @@ import shlex
 import threading
 import uuid
 
-from harness.kube.providers import Cluster
 from harness.core.timeline import Sample, Timeline
+from harness.kube.providers import Cluster
 
 
 class NodeHttpProbe:

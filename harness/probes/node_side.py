@@ -24,9 +24,9 @@ import time
 import uuid
 
 from harness.components import node_units
-from harness.probes.pods import containers_of, crictl_ps_command
-from harness.kube.providers import Cluster
 from harness.core.timeline import Sample, Timeline
+from harness.kube.providers import Cluster
+from harness.probes.pods import containers_of, crictl_ps_command
 
 # A sample's script (crictl ps) takes about 0.05 s on a node here; started this long ahead.
 START_LEAD_SECONDS = 1.0

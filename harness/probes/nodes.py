@@ -15,9 +15,9 @@ import time
 
 from kubernetes import client
 
-from harness.probes import Probe
-from harness.kube.providers import Cluster
 from harness.core.timeline import Sample, Timeline
+from harness.kube.providers import Cluster
+from harness.probes import Probe
 
 log = logging.getLogger("kdrill.probes")
 

@@ -30,13 +30,13 @@ import re
 import time
 from typing import Any
 
+from harness.core.timeline import Sample
 from harness.kube import objects as kube_objects
 from harness.kube.objects import Ref
+from harness.kube.providers import Cluster
 from harness.probes import Probe
 from harness.probes.api import failed
-from harness.kube.providers import Cluster
 from harness.spec.scenario import OBJECT_REF_SCHEMA
-from harness.core.timeline import Sample
 
 CONDITION_STATUSES = ("True", "False", "Unknown")
 FIELD_PATH = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")

@@ -11,9 +11,9 @@ import json
 import re
 import time
 
-from harness.probes import Probe
-from harness.kube.providers import Cluster
 from harness.core.timeline import Sample
+from harness.kube.providers import Cluster
+from harness.probes import Probe
 
 
 def pod_snapshot(cluster: Cluster, namespace: str, selector: str, timeout_seconds: float = 5.0) -> dict[str, dict]:

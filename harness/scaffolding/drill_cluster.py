@@ -30,9 +30,10 @@ from typing import Any
 import yaml
 
 from harness.core import resources
-from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.core.ledger import state_dir
+from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.kube.providers import Cluster
+from harness.kube.providers.kind import KindProvider, kubeconfig_cache_path
 
 log = logging.getLogger("kdrill.faults.drill_cluster")
 
@@ -118,7 +119,6 @@ class DrillCluster(Fault):
         if provider not in PROVIDERS:
             raise ValueError(f"encryption provider {provider!r}: expected one of {', '.join(PROVIDERS)}")
         check_name(name)
-        from harness.kube.providers.kind import kubeconfig_cache_path
 
         self.name, self.provider = name, provider
         self.directory = directory_of(name)
@@ -142,12 +142,10 @@ class DrillCluster(Fault):
     def _ours(self) -> bool:
         """Whether kind cluster :attr:`name` is the one this fault made: its node mounts
         :attr:`directory` (a cluster of that name made otherwise is never deleted here)."""
-        from harness.kube.providers.kind import KindProvider
 
         return bool({str(self.directory), str(self.directory.resolve())} & KindProvider(name=self.name).host_mounts())
 
     def inject(self) -> None:
-        from harness.kube.providers.kind import KindProvider
 
         if KindProvider(name=self.name).exists():
             # Before anything is touched: a leftover of a crashed run is `kdrill recover`'s to
@@ -176,7 +174,6 @@ class DrillCluster(Fault):
         self.created = provider.cluster()
 
     def revert(self) -> None:
-        from harness.kube.providers.kind import KindProvider
 
         provider = KindProvider(name=self.name)
         if provider.exists():
@@ -190,7 +187,6 @@ class DrillCluster(Fault):
         self.cluster.kubeconfig.unlink(missing_ok=True)
 
     def verify_reverted(self) -> None:
-        from harness.kube.providers.kind import KindProvider
 
         left = []
         if KindProvider(name=self.name).exists() and self._ours():

@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultNotReverted
 from harness.kube.providers import Cluster
+from harness.kube.workloads import delete_namespace, ensure_namespace
 
 # A deadline for the deletion, not a measurement: namespace finalisation on a loaded 2-core machine.
 DELETE_DEADLINE_SECONDS = 240
@@ -32,7 +34,6 @@ class DrillNamespace(Fault):
         return {"namespace": self.namespace}
 
     def inject(self) -> None:
-        from harness.kube.workloads import delete_namespace, ensure_namespace
 
         delete_namespace(self.cluster, self.namespace, wait_seconds=DELETE_DEADLINE_SECONDS)
         ensure_namespace(self.cluster, self.namespace, self.labels)
@@ -76,8 +77,6 @@ class DrillNamespace(Fault):
             raise
 
     def revert(self) -> None:
-        from harness.core.waiting import wait_until
-        from harness.kube.workloads import delete_namespace
 
         def deleted() -> bool:
             delete_namespace(self.cluster, self.namespace, wait_seconds=DELETE_DEADLINE_SECONDS)
@@ -89,8 +88,6 @@ class DrillNamespace(Fault):
 
     def verify_reverted(self) -> None:
         from kubernetes.client.exceptions import ApiException
-
-        from harness.core.waiting import wait_until
 
         def gone() -> bool:
             try:
@@ -127,7 +124,6 @@ class PendingDeletion:
         """Ask for the deletion (again), retrying API errors for up to ``retry_seconds`` (right
         after a control-plane fault the API may still be settling). Returns whether it went
         through; the last error stays in ``error``."""
-        from harness.core.waiting import wait_until
 
         def attempt() -> bool:
             try:
@@ -147,7 +143,6 @@ def settle(pending: list[PendingDeletion], ledger, wait_seconds: float = 0.0) ->
     for the deletions that did not go through, and waiting up to ``wait_seconds`` for the rest
     (0: look once). Returns those still there (their entries stay, for the next call or
     ``kdrill recover``). An API error counts as "still there"."""
-    from harness.core.waiting import wait_until
 
     left = list(pending)
 

@@ -25,9 +25,10 @@ from typing import Any, Callable
 
 from kubernetes.client.exceptions import ApiException
 
-from harness.kube import objects as kube_objects
 from harness.components.static_pods import CRICTL_KILL
+from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.kube import objects as kube_objects
 from harness.kube.objects import Ref
 from harness.kube.providers import Cluster
 from harness.spec.manifests import OWNER_LABEL
@@ -193,7 +194,6 @@ class DrillObjects(Fault):
             raise FaultError("could not delete: " + "; ".join(errors))
 
     def verify_reverted(self) -> None:
-        from harness.core.waiting import wait_until
 
         started = time.monotonic()
         for ref in self._newest_first():

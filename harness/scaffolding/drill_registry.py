@@ -11,8 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.components.registry import (REGISTRY_HOST, LocalRegistry, configure_nodes, hosts_dir,
-                                         remove_registry_images, unconfigure_nodes)
+from harness.components.registry import (
+    REGISTRY_HOST,
+    LocalRegistry,
+    configure_nodes,
+    hosts_dir,
+    remove_registry_images,
+    unconfigure_nodes,
+)
 from harness.faults import Fault, FaultNotReverted
 from harness.kube.providers import Cluster
 

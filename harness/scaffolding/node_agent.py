@@ -13,6 +13,7 @@ from typing import Any
 from harness.faults import Fault, FaultNotReverted
 from harness.kube.providers import Cluster
 from harness.kube.providers.node_agent import NAMESPACE
+from harness.kube.workloads import delete_namespace
 
 # A deadline for the namespace's deletion, not a measurement (as for a drill's namespace).
 DELETE_DEADLINE_SECONDS = 240
@@ -33,7 +34,6 @@ class NodeAgentPods(Fault):
             agent.ensure_namespace()
 
     def revert(self) -> None:
-        from harness.kube.workloads import delete_namespace
 
         delete_namespace(self.cluster, NAMESPACE, wait_seconds=DELETE_DEADLINE_SECONDS)
         agent = getattr(self.cluster, "node_agent", None)

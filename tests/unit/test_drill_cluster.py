@@ -103,11 +103,11 @@ class FakeKind:
 
 @pytest.fixture
 def fake_kind(tmp_path, monkeypatch):
-    import harness.kube.providers.kind as kind
+    import harness.scaffolding.drill_cluster as drill_cluster
 
     monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("KDRILL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(kind, "KindProvider", FakeKind)
+    monkeypatch.setattr(drill_cluster, "KindProvider", FakeKind)
     FakeKind.existing, FakeKind.deleted = set(), []
     return FakeKind
 

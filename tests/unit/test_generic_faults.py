@@ -261,7 +261,7 @@ def test_the_verification_deadline_takes_at_most_the_parameter_range_of_grace(cl
         waited.append(timeout_seconds)
         return SimpleNamespace(ok=True, became_true_at=0.0, last_error=None)
 
-    monkeypatch.setattr("harness.core.waiting.wait_until", fake_wait)
+    monkeypatch.setattr(module, "wait_until", fake_wait)
     pods_api(FakePodsApi([]))
     fault = PodDelete.from_target(cluster, {
         "namespace": NS, "selector": "app=web", "deleted_at": 1.0, "owners": [],

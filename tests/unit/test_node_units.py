@@ -127,13 +127,13 @@ def test_control_plane_stop_sets_every_nodes_revert_before_its_stop_and_waits_fo
 
 
 def test_the_pause_method_keeps_the_planned_stop_the_drills_node_timers_were_set_against(monkeypatch) -> None:
-    """A CI run paused the nodes as soon as it was asked, seconds before the planned stop: the
-    workers' samplers had no sample before the window and the drill measured nothing."""
+    """Paused as soon as asked, seconds before the planned stop, the nodes would leave the
+    workers' samplers no sample before the window, and the drill would measure nothing."""
     from harness.faults import control_plane_stop
     from harness.faults.control_plane_stop import ControlPlaneStop
 
     paused: list[tuple[str, float]] = []
-    monkeypatch.setattr("harness.kube.providers.kind.pause_container",
+    monkeypatch.setattr("harness.faults.control_plane_stop.pause_container",
                         lambda name: paused.append((name, time.time())) or 1)
     monkeypatch.setattr(control_plane_stop, "SCHEDULE_LEAD_SECONDS", 0.4)
     monkeypatch.setattr(control_plane_stop, "SECONDS_PER_COMMAND_MIN", 0.05)
@@ -227,7 +227,7 @@ def test_a_pause_with_no_planned_stop_comes_at_once_and_a_late_one_is_in_the_evi
     from harness.faults.control_plane_stop import ControlPlaneStop
 
     paused: list[float] = []
-    monkeypatch.setattr("harness.kube.providers.kind.pause_container", lambda name: paused.append(time.time()) or 1)
+    monkeypatch.setattr("harness.faults.control_plane_stop.pause_container", lambda name: paused.append(time.time()) or 1)
     fault = ControlPlaneStop(_cluster(), method="pause-node-containers")
     fault.cluster = Nodes()
     began = time.time()

@@ -19,6 +19,7 @@ from kubernetes import config
 
 from harness.core import proc
 from harness.kube.providers import Cluster, ProviderError
+from harness.kube.providers.kind import kind_binary
 
 
 class ContextNotAllowed(ProviderError):
@@ -66,7 +67,6 @@ def check_destructive_allowed(context: str, server: str, allow: list[str], kind_
 def kind_clusters() -> list[str]:
     """``kind get clusters`` on this machine ([] when kind is not there: nothing is local kind)."""
     try:
-        from harness.kube.providers.kind import kind_binary
 
         done = proc.run([kind_binary(), "get", "clusters"], timeout_seconds=30, check=False)
     except Exception:  # no kind, no Docker: then no cluster is a local kind cluster

@@ -35,6 +35,7 @@ import threading
 import time
 from typing import Any
 
+from harness.kube import pod_exec
 from harness.kube.providers import ProviderError
 
 NAMESPACE = "kdrill-node-agent"
@@ -166,7 +167,6 @@ class NodeAgent:
         exit code, stdout and stderr (text). Raises ProviderError when the exec cannot be made or,
         with ``check``, when the command exits non-zero; subprocess.TimeoutExpired after
         ``timeout_seconds``."""
-        from harness.kube import pod_exec
 
         name = self.ensure(node)
         try:
