@@ -137,6 +137,112 @@ def _defeating(selector: dict) -> Iterator[tuple[str, str]]:
             yield from ((key, v) for v in others)
 
 
+class _DryRuns:
+    """The dry-run requests of one cluster's catalogue: create or label-patch, as the API server
+    admits them (nothing is stored)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def create(self, manifest: dict[str, Any]) -> Callable[[float], Any]:
+        kind = DRY_RUN_KINDS.get(manifest["kind"])
+        return lambda timeout: kube_objects.dry_run_create(self.cluster, manifest, timeout_seconds=timeout, kind=kind)
+
+    def current_labels(self, ref: Ref) -> dict[str, str]:
+        # An UPDATE is matched against the object's labels, old and new: the patch adds one.
+        found = kube_objects.read(self.cluster, ref, kind=DRY_RUN_KINDS.get(ref.kind)) or {}
+        return {**((found.get("metadata") or {}).get("labels") or {}), DRY_RUN_LABEL: "blast-radius"}
+
+    def patch(self, ref: Ref) -> Callable[[float], Any]:
+        body = {"metadata": {"labels": {DRY_RUN_LABEL: "blast-radius"}}}
+        kind = DRY_RUN_KINDS.get(ref.kind)
+        return lambda timeout: kube_objects.dry_run_patch(self.cluster, ref, body, timeout_seconds=timeout, kind=kind)
+
+
+def _configmap(where: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**_labelled("kdrill-blast-radius"),
+                                                                   "namespace": where}, "data": {"a": "b"}}
+
+
+def _drill_writes(runs: _DryRuns, namespace: str, app: dict[str, str]) -> list[CatalogueWrite]:
+    """Creations in the drill's own ``namespace`` (labels ``app``): a ConfigMap, a Pod, a
+    Deployment and an Event."""
+    pod_spec = {"containers": [{"name": "c", "image": TOOLBOX_IMAGE, "imagePullPolicy": TOOLBOX_PULL_POLICY,
+                                "command": ["sleep", "1"]}]}
+
+    def write(resource: str, group: str = "", version: str = "v1") -> Write:
+        return Write("CREATE", group, version, resource, namespace=namespace,
+                     object_labels={DRY_RUN_LABEL: "blast-radius"}, namespace_labels=app)
+
+    return [
+        CatalogueWrite("configmap-create@drill", write("configmaps"), runs.create(_configmap(namespace))),
+        CatalogueWrite("pod-create@drill", write("pods"),
+                       runs.create({"apiVersion": "v1", "kind": "Pod", "metadata": {**_labelled("kdrill-blast-radius"),
+                                                                                    "namespace": namespace},
+                                    "spec": pod_spec})),
+        CatalogueWrite("deployment-create@drill", write("deployments", "apps"),
+                       runs.create({"apiVersion": "apps/v1", "kind": "Deployment",
+                                    "metadata": {**_labelled("kdrill-blast-radius"), "namespace": namespace},
+                                    "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "kdrill-blast-radius"}},
+                                             "template": {"metadata": {"labels": {"app": "kdrill-blast-radius"}},
+                                                          "spec": pod_spec}}})),
+        CatalogueWrite("event-create@drill", write("events"),
+                       runs.create({"apiVersion": "v1", "kind": "Event",
+                                    "metadata": {**_labelled("kdrill-blast-radius.1"), "namespace": namespace},
+                                    "involvedObject": {"apiVersion": "v1", "kind": "Pod",
+                                                       "name": "kdrill-blast-radius", "namespace": namespace},
+                                    "reason": "KdrillDryRun", "message": "a dry run: never stored", "type": "Normal"}),
+                       system=True),
+    ]
+
+
+def _cluster_writes(runs: _DryRuns, namespace: str, node: str,
+                    namespace_labels: Callable[[str], dict[str, str]]) -> list[CatalogueWrite]:
+    """Writes outside the drill's namespace: a new Namespace, ``node``'s Lease and Node, a
+    ConfigMap in kube-system and the vital signs' own ConfigMap."""
+    lease, vitals = Ref("Lease", node, "kube-node-lease"), Ref("ConfigMap", VITALS_OBJECT, VITALS_NAMESPACE)
+    return [
+        CatalogueWrite("namespace-create", Write("CREATE", "", "v1", "namespaces",
+                                                 object_labels={DRY_RUN_LABEL: "blast-radius"},
+                                                 namespace_labels={DRY_RUN_LABEL: "blast-radius"}),
+                       runs.create({"apiVersion": "v1", "kind": "Namespace", "metadata": _labelled(f"{namespace}-new")})),
+        CatalogueWrite("lease-update@kube-node-lease",
+                       Write("UPDATE", "coordination.k8s.io", "v1", "leases", namespace="kube-node-lease",
+                             object_labels=runs.current_labels(lease),
+                             namespace_labels=namespace_labels("kube-node-lease")),
+                       runs.patch(lease), system=True),
+        CatalogueWrite("node-update", Write("UPDATE", "", "v1", "nodes",
+                                            object_labels=runs.current_labels(Ref("Node", node))),
+                       runs.patch(Ref("Node", node)), system=True),
+        CatalogueWrite("configmap-create@kube-system", Write("CREATE", "", "v1", "configmaps", namespace="kube-system",
+                                                             object_labels={DRY_RUN_LABEL: "blast-radius"},
+                                                             namespace_labels=namespace_labels("kube-system")),
+                       runs.create(_configmap("kube-system")), system=True),
+        CatalogueWrite("vital-signs-configmap-update", Write("UPDATE", "", "v1", "configmaps",
+                                                             namespace=VITALS_NAMESPACE,
+                                                             object_labels=runs.current_labels(vitals),
+                                                             namespace_labels=namespace_labels(VITALS_NAMESPACE)),
+                       runs.patch(vitals)),
+    ]
+
+
+def _repair_writes(runs: _DryRuns, own: tuple[str, str], labels: dict[str, str]) -> list[CatalogueWrite]:
+    """The repair of the webhook backend ``own`` (namespace, Service): its Service updated and a
+    ConfigMap made beside it, in a namespace of ``labels``."""
+    own_ns, own_service = own
+    service = Ref("Service", own_service, own_ns)
+    return [
+        CatalogueWrite(f"service-update@{own_ns}", Write("UPDATE", "", "v1", "services", namespace=own_ns,
+                                                         object_labels=runs.current_labels(service),
+                                                         namespace_labels=labels),
+                       runs.patch(service), repair=True),
+        CatalogueWrite(f"configmap-create@{own_ns}", Write("CREATE", "", "v1", "configmaps", namespace=own_ns,
+                                                           object_labels={DRY_RUN_LABEL: "blast-radius"},
+                                                           namespace_labels=labels),
+                       runs.create(_configmap(own_ns)), repair=True),
+    ]
+
+
 def catalogue(cluster: Cluster, namespace: str, node: str, own: tuple[str, str] | None,
               namespace_labels: Callable[[str], dict[str, str]],
               opt_out: dict[str, str] | None = None) -> list[CatalogueWrite]:
@@ -146,97 +252,17 @@ def catalogue(cluster: Cluster, namespace: str, node: str, own: tuple[str, str] 
     namespace's labels, as the API server matches a namespaceSelector against them. With
     ``opt_out`` (labels a webhook's objectSelector excludes, :func:`excluding_labels`), one more
     ConfigMap carries them."""
-
-    def create(manifest: dict[str, Any]) -> Callable[[float], Any]:
-        kind = DRY_RUN_KINDS.get(manifest["kind"])
-        return lambda timeout: kube_objects.dry_run_create(cluster, manifest, timeout_seconds=timeout, kind=kind)
-
-    def current_labels(ref: Ref) -> dict[str, str]:
-        # An UPDATE is matched against the object's labels, old and new: the patch adds one.
-        found = kube_objects.read(cluster, ref, kind=DRY_RUN_KINDS.get(ref.kind)) or {}
-        return {**((found.get("metadata") or {}).get("labels") or {}), DRY_RUN_LABEL: "blast-radius"}
-
-    def patch(ref: Ref) -> Callable[[float], Any]:
-        body = {"metadata": {"labels": {DRY_RUN_LABEL: "blast-radius"}}}
-        kind = DRY_RUN_KINDS.get(ref.kind)
-        return lambda timeout: kube_objects.dry_run_patch(cluster, ref, body, timeout_seconds=timeout, kind=kind)
-
-    def configmap(where: str) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {**_labelled("kdrill-blast-radius"),
-                                                                       "namespace": where}, "data": {"a": "b"}}
-
-    pod_spec = {"containers": [{"name": "c", "image": TOOLBOX_IMAGE, "imagePullPolicy": TOOLBOX_PULL_POLICY,
-                                "command": ["sleep", "1"]}]}
+    runs = _DryRuns(cluster)
     app = namespace_labels(namespace)
-    vitals = Ref("ConfigMap", VITALS_OBJECT, VITALS_NAMESPACE)
-    writes = [
-        CatalogueWrite("configmap-create@drill", Write("CREATE", "", "v1", "configmaps", namespace=namespace,
-                                                       object_labels={DRY_RUN_LABEL: "blast-radius"},
-                                                       namespace_labels=app), create(configmap(namespace))),
-        CatalogueWrite("pod-create@drill", Write("CREATE", "", "v1", "pods", namespace=namespace,
-                                                 object_labels={DRY_RUN_LABEL: "blast-radius"}, namespace_labels=app),
-                       create({"apiVersion": "v1", "kind": "Pod", "metadata": {**_labelled("kdrill-blast-radius"),
-                                                                                "namespace": namespace},
-                               "spec": pod_spec})),
-        CatalogueWrite("deployment-create@drill", Write("CREATE", "apps", "v1", "deployments", namespace=namespace,
-                                                        object_labels={DRY_RUN_LABEL: "blast-radius"},
-                                                        namespace_labels=app),
-                       create({"apiVersion": "apps/v1", "kind": "Deployment",
-                               "metadata": {**_labelled("kdrill-blast-radius"), "namespace": namespace},
-                               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "kdrill-blast-radius"}},
-                                        "template": {"metadata": {"labels": {"app": "kdrill-blast-radius"}},
-                                                     "spec": pod_spec}}})),
-        CatalogueWrite("event-create@drill", Write("CREATE", "", "v1", "events", namespace=namespace,
-                                                   object_labels={DRY_RUN_LABEL: "blast-radius"},
-                                                   namespace_labels=app),
-                       create({"apiVersion": "v1", "kind": "Event",
-                               "metadata": {**_labelled("kdrill-blast-radius.1"), "namespace": namespace},
-                               "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "kdrill-blast-radius",
-                                                  "namespace": namespace},
-                               "reason": "KdrillDryRun", "message": "a dry run: never stored", "type": "Normal"}),
-                       system=True),
-        CatalogueWrite("namespace-create", Write("CREATE", "", "v1", "namespaces",
-                                                 object_labels={DRY_RUN_LABEL: "blast-radius"},
-                                                 namespace_labels={DRY_RUN_LABEL: "blast-radius"}),
-                       create({"apiVersion": "v1", "kind": "Namespace",
-                               "metadata": _labelled(f"{namespace}-new")})),
-        CatalogueWrite("lease-update@kube-node-lease",
-                       Write("UPDATE", "coordination.k8s.io", "v1", "leases", namespace="kube-node-lease",
-                             object_labels=current_labels(Ref("Lease", node, "kube-node-lease")),
-                             namespace_labels=namespace_labels("kube-node-lease")),
-                       patch(Ref("Lease", node, "kube-node-lease")), system=True),
-        CatalogueWrite("node-update", Write("UPDATE", "", "v1", "nodes",
-                                            object_labels=current_labels(Ref("Node", node))), patch(Ref("Node", node)), system=True),
-        CatalogueWrite("configmap-create@kube-system", Write("CREATE", "", "v1", "configmaps", namespace="kube-system",
-                                                             object_labels={DRY_RUN_LABEL: "blast-radius"},
-                                                             namespace_labels=namespace_labels("kube-system")),
-                       create(configmap("kube-system")), system=True),
-        CatalogueWrite("vital-signs-configmap-update", Write("UPDATE", "", "v1", "configmaps",
-                                                             namespace=VITALS_NAMESPACE,
-                                                             object_labels=current_labels(vitals),
-                                                             namespace_labels=namespace_labels(VITALS_NAMESPACE)),
-                       patch(vitals)),
-    ]
+    writes = _drill_writes(runs, namespace, app) + _cluster_writes(runs, namespace, node, namespace_labels)
     if opt_out:
-        labelled = configmap(namespace)
+        labelled = _configmap(namespace)
         labelled["metadata"] = {**labelled["metadata"], "name": "kdrill-blast-radius-opt-out",
                                 "labels": {**labelled["metadata"]["labels"], **opt_out}}
         writes.append(CatalogueWrite("configmap-create-opted-out@drill",
                                      Write("CREATE", "", "v1", "configmaps", namespace=namespace,
                                            object_labels=labelled["metadata"]["labels"], namespace_labels=app),
-                                     create(labelled)))
+                                     runs.create(labelled)))
     if own is not None:
-        own_ns, own_service = own
-        labels = namespace_labels(own_ns)
-        writes += [
-            CatalogueWrite(f"service-update@{own_ns}", Write("UPDATE", "", "v1", "services", namespace=own_ns,
-                                                             object_labels=current_labels(Ref("Service", own_service,
-                                                                                              own_ns)),
-                                                             namespace_labels=labels),
-                           patch(Ref("Service", own_service, own_ns)), repair=True),
-            CatalogueWrite(f"configmap-create@{own_ns}", Write("CREATE", "", "v1", "configmaps", namespace=own_ns,
-                                                               object_labels={DRY_RUN_LABEL: "blast-radius"},
-                                                               namespace_labels=labels),
-                           create(configmap(own_ns)), repair=True),
-        ]
+        writes += _repair_writes(runs, own, namespace_labels(own[0]))
     return writes
