@@ -16,15 +16,11 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-import yaml
+from harness.spec.scenario import load_scenarios
 
-__all__ = ["ClaimSource", "Claim", "ClaimsError", "list_claims", "format_claims"]
+__all__ = ["ClaimSource", "Claim", "list_claims", "format_claims"]
 
 WIDTH = 100
-
-
-class ClaimsError(ValueError):
-    """A scenario file cannot be read as a claim (names the file)."""
 
 
 class ClaimSource(NamedTuple):
@@ -53,27 +49,15 @@ class Claim(NamedTuple):
 
 
 def list_claims(scenarios_dir: Path) -> list[Claim]:
-    """Claims of every ``*.yaml``/``*.yml`` scenario directly in ``scenarios_dir``.
-
-    Returns them sorted by drill name. Raises ``FileNotFoundError`` if the
-    directory does not exist; ``harness.spec.scenario.ScenarioError`` for an
-    invalid scenario when that module is used, else ``ClaimsError`` for a file
-    that is not valid YAML or lacks a name or claim.
-    """
+    """Claims of every scenario directly in ``scenarios_dir``, read as ``kdrill run`` reads them
+    (:func:`harness.spec.scenario.load_scenarios`), sorted by drill name. Raises
+    ``FileNotFoundError`` if the directory does not exist, ``ScenarioError`` for an invalid
+    scenario."""
     scenarios_dir = Path(scenarios_dir)
     if not scenarios_dir.is_dir():
         raise FileNotFoundError(f"scenario directory not found: {scenarios_dir}")
-    try:
-        from harness.spec.scenario import load_scenarios
-    except ImportError:
-        claims = [_claim_from_yaml(path) for path in _scenario_files(scenarios_dir)]
-    else:
-        claims = [_claim_from_scenario(s) for s in load_scenarios(scenarios_dir)]
+    claims = [_claim_from_scenario(s) for s in load_scenarios(scenarios_dir)]
     return sorted(claims, key=lambda c: (c.drill, str(c.scenario_path)))
-
-
-def _scenario_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
 def _claim_from_scenario(scenario: Any) -> Claim:
@@ -86,41 +70,6 @@ def _claim_from_scenario(scenario: Any) -> Claim:
         expectations=tuple(e.name for e in scenario.expectations)
         + tuple(f"{e.name} ({case.name})" for case in scenario.cases for e in case.expectations),
         title=scenario.title,
-    )
-
-
-def _claim_from_yaml(path: Path) -> Claim:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ClaimsError(f"{path}: cannot be read as YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ClaimsError(f"{path}: expected a mapping of scenario fields")
-    name, claim = data.get("name"), data.get("claim")
-    if not isinstance(name, str) or not name:
-        raise ClaimsError(f"{path}: field 'name': expected a non-empty string")
-    if not isinstance(claim, str) or not claim.strip():
-        raise ClaimsError(f"{path}: field 'claim': expected a non-empty string")
-    raw_sources = data.get("source") or []
-    if isinstance(raw_sources, dict):
-        raw_sources = [raw_sources]
-    sources = tuple(
-        ClaimSource(str(s.get("title") or s.get("url") or ""), str(s.get("url") or ""), s.get("section"))
-        for s in raw_sources
-        if isinstance(s, dict)
-    )
-    drill = data.get("drill")
-    expectations = tuple(
-        str(e["name"]) for e in data.get("expectations") or [] if isinstance(e, dict) and e.get("name")
-    )
-    return Claim(
-        text=" ".join(claim.split()),
-        sources=sources,
-        drill=name,
-        drill_file=str(drill) if drill else None,
-        scenario_path=path,
-        expectations=expectations,
-        title=str(data.get("title") or ""),
     )
 
 

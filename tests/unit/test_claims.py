@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from harness.spec.claims import Claim, ClaimsError, ClaimSource, format_claims, list_claims
+from harness.spec.claims import Claim, ClaimSource, format_claims, list_claims
 
 SCENARIO = textwrap.dedent(
     """\
@@ -62,15 +61,7 @@ def scenarios(tmp_path: Path) -> Path:
     return directory
 
 
-@pytest.fixture(params=["scenario-module", "plain-yaml"])
-def loader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Runs a test through harness.spec.scenario and through the PyYAML fallback."""
-    if request.param == "plain-yaml":
-        monkeypatch.setitem(sys.modules, "harness.spec.scenario", None)  # import now raises ImportError
-    return request.param
-
-
-def test_lists_one_claim_per_scenario(scenarios: Path, loader: str) -> None:
+def test_lists_one_claim_per_scenario(scenarios: Path) -> None:
     claims = list_claims(scenarios)
     assert [c.drill for c in claims] == ["control-plane-stop", "coredns-outage"]
     first = claims[0]
@@ -93,7 +84,7 @@ def test_claim_is_a_tuple_of_the_documented_fields(scenarios: Path) -> None:
     assert len(sources) == 2 and scenario_path.name == "coredns-outage.yaml" and len(expectations) == 2
 
 
-def test_format_claims_blocks(scenarios: Path, loader: str) -> None:
+def test_format_claims_blocks(scenarios: Path) -> None:
     text = format_claims(list_claims(scenarios))
     blocks = text.split("\n\n")
     assert len(blocks) == 2
@@ -127,27 +118,17 @@ def test_no_claims() -> None:
     assert format_claims([]) == "No claims found."
 
 
-def test_empty_directory(tmp_path: Path, loader: str) -> None:
+def test_empty_directory(tmp_path: Path) -> None:
     assert list_claims(tmp_path) == []
 
 
-def test_missing_directory(tmp_path: Path, loader: str) -> None:
+def test_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="absent"):
         list_claims(tmp_path / "absent")
 
 
-def test_fallback_names_the_bad_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "harness.spec.scenario", None)
-    (tmp_path / "broken.yaml").write_text("name: [unclosed\n")
-    with pytest.raises(ClaimsError, match="broken.yaml"):
-        list_claims(tmp_path)
-    (tmp_path / "broken.yaml").write_text("name: x\n")
-    with pytest.raises(ClaimsError, match=r"broken\.yaml: field 'claim'"):
-        list_claims(tmp_path)
-
-
 def test_scenario_module_errors_propagate(tmp_path: Path) -> None:
-    scenario = pytest.importorskip("harness.spec.scenario")
+    from harness.spec import scenario
     (tmp_path / "bad.yaml").write_text("name: x\nclaim: y\n")  # valid YAML, invalid scenario
     with pytest.raises(scenario.ScenarioError, match="bad.yaml"):
         list_claims(tmp_path)
