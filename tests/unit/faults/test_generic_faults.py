@@ -27,7 +27,7 @@ from harness.core.ledger import Ledger
 from harness.spec.params import Param, label_selector
 from harness.kube.providers import Cluster
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 NS = "drill-ns"
 
 

@@ -227,7 +227,7 @@ def test_a_huge_replicas_count_is_not_enumerated_when_an_eviction_is_checked(tmp
     code = f"""
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-sys.path.insert(0, {str(Path(__file__).parent)!r})
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
 from pathlib import Path
 from scenario_copies import load_edited
 

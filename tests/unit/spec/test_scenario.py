@@ -21,7 +21,7 @@ from harness.spec.scenario import (
 )
 from jsonschema import Draft202012Validator
 
-EXAMPLE = Path(__file__).parent / "data" / "example-drill.yaml"
+EXAMPLE = Path(__file__).parents[1] / "data" / "example-drill.yaml"
 
 
 def example_data() -> dict:

@@ -16,7 +16,7 @@ from harness.engine.expectations import Expectations
 from harness.spec.scenario import load_scenario
 from harness.core.timeline import Sample, Timeline, summarize
 
-EXAMPLE = Path(__file__).parent / "data" / "example-drill.yaml"
+EXAMPLE = Path(__file__).parents[1] / "data" / "example-drill.yaml"
 
 RECORD_KEYS = {
     "run_id", "drill", "case", "title", "claim", "verdict", "started_at", "finished_at", "duration_seconds",

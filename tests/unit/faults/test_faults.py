@@ -245,7 +245,7 @@ def test_the_installed_entry_points_are_this_trees():
     import tomllib
     from importlib.metadata import entry_points
 
-    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text(encoding="utf-8"))
     for group, declared in pyproject["project"]["entry-points"].items():
         if not group.startswith("kdrill."):
             continue

@@ -11,7 +11,7 @@ import pytest
 from harness import cli
 from harness.core import resources
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

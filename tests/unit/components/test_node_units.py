@@ -421,7 +421,7 @@ def test_every_container_kill_in_the_source_waits_for_the_runtime_as_crictl_kill
     import re
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     plain = re.compile(r"""["']crictl(\s+|["'],\s*["'])stop""")
     found = [f"{path.relative_to(root)}:{n}" for folder in ("harness", "drills") for path in (root / folder).rglob("*.py")
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if plain.search(line)]

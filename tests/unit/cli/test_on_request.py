@@ -13,7 +13,7 @@ import pytest
 from harness.spec.scenario import ScenarioError
 from scenario_copies import load_edited
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize("value", ["", "   ", 3, ["why"]])

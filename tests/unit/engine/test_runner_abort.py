@@ -101,7 +101,7 @@ def test_the_guard_names_a_declared_probe(tmp_path):
 
     import yaml
 
-    data = yaml.safe_load((Path(__file__).parents[2] / "scenarios" / "service-without-endpoints.yaml").read_text())
+    data = yaml.safe_load((Path(__file__).parents[3] / "scenarios" / "service-without-endpoints.yaml").read_text())
     data["runner"]["abort"] = {"probe": "by-nothing", "max_failing_seconds": 5}
     path = tmp_path / "service-without-endpoints.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -11,7 +11,7 @@ import yaml
 from harness import cli
 from harness.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(autouse=True)

@@ -52,7 +52,7 @@ def test_the_running_member_is_read_from_its_command_line(tmp_path, ps, expected
 ])
 def test_a_roll_waits_for_the_member_the_edited_manifest_describes(tmp_path, monkeypatch, when, running, apiserver,
                                                                    done):
-    import harness.core.waiting as waiting
+    import harness.faults.etcd_space_quota as module
     from harness.faults import FaultError
 
     cluster = PsNode(name="unit", provider="kind", kubeconfig=Path(tmp_path / "kubeconfig"), context="kind-unit",
@@ -69,7 +69,7 @@ def test_a_roll_waits_for_the_member_the_edited_manifest_describes(tmp_path, mon
         ok = any(condition() for _ in running)
         return SimpleNamespace(ok=ok)
 
-    monkeypatch.setattr(waiting, "wait_until", polls)
+    monkeypatch.setattr(module, "wait_until", polls)
     if done:
         fault._roll("cp1", "true", when, serving=lambda c, n: True)
         assert "cp1" in fault.restarted_after[when]

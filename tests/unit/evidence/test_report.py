@@ -965,7 +965,7 @@ def test_rendering_is_the_same_bytes_in_fresh_interpreters(tmp_path: Path) -> No
     code = ("import json, sys\nfrom datetime import datetime, timezone\nfrom harness.evidence.report import render_report\n"
             "page = render_report(sys.argv[1], seal=json.loads(sys.argv[2]),"
             " generated_at=datetime(2025, 1, 1, 12, tzinfo=timezone.utc))\nsys.stdout.buffer.write(page.encode())\n")
-    repo = Path(__file__).resolve().parents[2]  # the harness under test, whatever is installed
+    repo = Path(__file__).resolve().parents[3]  # the harness under test, whatever is installed
     pages = set()
     for seed in ("1", "2"):
         env = dict(os.environ, PYTHONHASHSEED=seed,

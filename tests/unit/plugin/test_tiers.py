@@ -13,7 +13,7 @@ from harness.core import resources
 from harness.plugin import tiers
 from harness.spec.scenario import load_scenarios
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -135,7 +135,7 @@ def test_scenario_module_errors_propagate(tmp_path: Path) -> None:
 
 
 def test_repo_scenarios_all_have_claims_and_sources() -> None:
-    directory = Path(__file__).resolve().parents[2] / "scenarios"
+    directory = Path(__file__).resolve().parents[3] / "scenarios"
     claims = list_claims(directory)
     for claim in claims:
         assert claim.text and claim.sources and claim.expectations, claim.scenario_path
