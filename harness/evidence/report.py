@@ -84,7 +84,7 @@ __all__ = [
 
 REPORT_NAME = "report.html"
 
-# The loaded run and its Run section under the names tests/unit/test_platform_profile.py imports from here.
+# The loaded run and its Run section under the names tests/unit/platform/test_platform_profile.py imports from here.
 _Run = RunEvidence
 _run_view = run_view
 

@@ -9,7 +9,7 @@ the most kinds not yet exercised per second of its measured time (``clusters/tim
 written by ``clusters/benchmark_catalogue.py --write-times``), ties by name, until nothing is left;
 then each pick the others make redundant is dropped, costliest first.
 A kind no built-in scenario uses must be named in :data:`NOT_IN_THE_CATALOGUE` with the reason,
-or ``tests/unit/test_tiers.py`` fails: a kind added without a drill that exercises it is caught.
+or ``tests/unit/plugin/test_tiers.py`` fails: a kind added without a drill that exercises it is caught.
 
 SIGKILL-and-recover (``tests/cluster/test_recovery.py``): presubmit kills one case per fault kind,
 the one whose scenario takes least time; the full tier kills every case of its table.
@@ -32,7 +32,7 @@ DEFAULT_TIER = "presubmit"
 TIMES_FILE = "times/catalogue.yaml"
 
 # Drill cases that presubmit cluster tests run to their end on the session's clusters: what they
-# exercise counts as exercised. Each file names these scenarios (tests/unit/test_tiers.py checks).
+# exercise counts as exercised. Each file names these scenarios (tests/unit/plugin/test_tiers.py checks).
 RUN_BY_CLUSTER_TESTS: dict[str, tuple[tuple[str, str | None], ...]] = {
     # One drill through the agent; its full test runs the other four node drills through it.
     "tests/cluster/test_node_agent_cluster.py": (("etcd-defrag", None),),
