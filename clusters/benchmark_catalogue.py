@@ -28,10 +28,10 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.kube.providers.kind import KindProvider  # noqa: E402
-from harness.evidence.report import scan_records  # noqa: E402
-from harness.plugin.tiers import case_id, load_times  # noqa: E402
 from harness.core.workers import cluster_name  # noqa: E402
+from harness.evidence.report import scan_records  # noqa: E402
+from harness.kube.providers.kind import KindProvider  # noqa: E402
+from harness.plugin.tiers import case_id, load_times  # noqa: E402
 
 
 def memory_in_use_mib() -> float:

@@ -24,11 +24,7 @@ from harness.engine.vitals import nodes_ready_in
 from harness.faults.apf_flood import NAME, POD, ApfFlood
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe
-from harness.probes.nodes import (
-    NodeLeaseProbe,
-    NodeReadyProbe,
-    oldest_lease_age_seconds,
-)
+from harness.probes.nodes import NodeLeaseProbe, NodeReadyProbe, oldest_lease_age_seconds
 
 # A deadline, not a measurement: the flood pod scheduled, started (image already on the node)
 # and finished its bounded flood.

@@ -31,12 +31,7 @@ import pytest
 from kubernetes import client
 
 from harness.components import node_units
-from harness.components.etcd import (
-    etcd_members,
-    etcdctl,
-    member_healthy,
-    running_member_node,
-)
+from harness.components.etcd import etcd_members, etcdctl, member_healthy, running_member_node
 from harness.core import proc
 from harness.core.waiting import hold, hold_until, wait_until
 from harness.engine.measures import success_ratio

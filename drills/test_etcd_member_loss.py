@@ -30,12 +30,7 @@ from harness.probes.api import ApiReadProbe, ApiWriteProbe
 from harness.probes.etcd import EtcdQuorumProbe
 from harness.probes.http import HttpProbe
 from harness.probes.incluster import InClusterProbe, service_targets
-from harness.probes.pods import (
-    kube_system_snapshot,
-    pod_snapshot,
-    restarts_between,
-    restarts_outside_control_plane,
-)
+from harness.probes.pods import kube_system_snapshot, pod_snapshot, restarts_between, restarts_outside_control_plane
 
 APP = "web"
 

@@ -17,13 +17,7 @@ import time
 
 import pytest
 
-from harness.components.etcd import (
-    db_size,
-    defragment,
-    etcdctl,
-    revision,
-    running_member_node,
-)
+from harness.components.etcd import db_size, defragment, etcdctl, revision, running_member_node
 from harness.core.waiting import hold, wait_until
 from harness.engine.measures import success_ratio
 from harness.faults.etcd_space_quota import FILL_LABEL, EtcdSpaceQuota, alarms

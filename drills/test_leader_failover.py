@@ -21,11 +21,7 @@ from kubernetes import client
 
 from harness.core.waiting import hold_until, wait_until
 from harness.faults.leader_kill import LeaderKill, holder, lease
-from harness.kube.workloads import (
-    TOOLBOX_IMAGE,
-    TOOLBOX_PULL_POLICY,
-    deploy_http_server,
-)
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 
 APP = "web"
 

@@ -22,11 +22,7 @@ from kubernetes import client
 from harness.core.timeline import success_ratio
 from harness.core.waiting import hold_until, wait_until
 from harness.faults.node_freeze import NodeFreeze
-from harness.kube.workloads import (
-    http_server_deployment,
-    http_service,
-    wait_deployment_available,
-)
+from harness.kube.workloads import http_server_deployment, http_service, wait_deployment_available
 from harness.probes import Probes
 from harness.probes.endpoints import EndpointReadyProbe
 from harness.probes.incluster import InClusterProbe, service_targets

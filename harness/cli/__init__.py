@@ -20,12 +20,7 @@ from pathlib import Path
 
 from harness.cli import arguments
 from harness.cli.cluster import cmd_cluster, cmd_doctor, cmd_images, prepare_kind
-from harness.cli.history import (
-    cmd_compare,
-    cmd_history,
-    print_comparison,
-    write_history_index,
-)
+from harness.cli.history import cmd_compare, cmd_history, print_comparison, write_history_index
 from harness.cli.pytest_process import run_until_reverted
 from harness.cli.recover import cmd_recover
 from harness.cli.refusals import Refused

@@ -24,12 +24,7 @@ from harness.kube.providers.kind import (
     offset_host_ports,
 )
 from harness.kube.session_lock import ClusterBusy, SessionLock
-from harness.platform.profile import (
-    PlatformProfile,
-    ProfileError,
-    check_cluster_name,
-    load,
-)
+from harness.platform.profile import PlatformProfile, ProfileError, check_cluster_name, load
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

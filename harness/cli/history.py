@@ -11,12 +11,7 @@ import sys
 from pathlib import Path
 
 from harness.cli.output import json_safe, print_as
-from harness.cli.refusals import (
-    Refused,
-    check_reports_not_a_run,
-    named_run_dir,
-    run_around,
-)
+from harness.cli.refusals import Refused, check_reports_not_a_run, named_run_dir, run_around
 from harness.cli.verify import trusted_fingerprints
 from harness.evidence.compare import CompareError, compare_runs, format_table, printable
 from harness.evidence.history import chain_status, format_runs, list_runs, write_index

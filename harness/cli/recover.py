@@ -9,13 +9,7 @@ from pathlib import Path
 
 from harness import faults
 from harness.core.ledger import Ledger
-from harness.kube.providers import (
-    Cluster,
-    ClusterGone,
-    ProviderError,
-    existing,
-    node_agent,
-)
+from harness.kube.providers import Cluster, ClusterGone, ProviderError, existing, node_agent
 from harness.kube.providers.kind import KindProvider
 from harness.kube.session_lock import ContextLease
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY

@@ -13,23 +13,13 @@ from pathlib import Path
 from harness.cli.cluster import check_platform_names, kind_target, platform_profile
 from harness.cli.output import print_as
 from harness.cli.plan import EXISTING_NO_AGENT, EXISTING_NODE_AGENT, plan, plan_data
-from harness.cli.refusals import (
-    Refused,
-    check_reports_not_a_run,
-    named_run_dir,
-    refusing,
-)
+from harness.cli.refusals import Refused, check_reports_not_a_run, named_run_dir, refusing
 from harness.cli.scenarios import check_references
 from harness.core import resources
 from harness.core.workers import MAX_WORKERS
 from harness.evidence import manifest
 from harness.evidence.manifest import SigningKeyError
-from harness.evidence.records import (
-    RunIdError,
-    create_run_dir,
-    new_run_id,
-    validate_run_id,
-)
+from harness.evidence.records import RunIdError, create_run_dir, new_run_id, validate_run_id
 from harness.evidence.report import checked_verdict, expectation_problem, scan_records
 from harness.kube.providers import ProviderError, existing
 from harness.kube.providers.kind import cluster_name_problem

@@ -76,12 +76,7 @@ from typing import Callable
 from harness.core.entry_points import installed
 from harness.core.timeline import Sample, latency_percentile, success_ratio  # noqa: F401  the success_ratio measure
 from harness.core.timeline import window as in_window
-from harness.spec.plugins import (  # noqa: F401
-    LATENCY_MEASURES,
-    MEASURE_ENTRY_POINTS,
-    VALUE_MEASURES,
-    measure_kinds,
-)
+from harness.spec.plugins import LATENCY_MEASURES, MEASURE_ENTRY_POINTS, VALUE_MEASURES, measure_kinds  # noqa: F401
 
 
 def within(samples: list[Sample], seconds: float) -> list[Sample]:

@@ -51,28 +51,9 @@ from typing import Any, Iterable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from harness.evidence.layout import (
-    MANIFEST_NAME,
-    SEAL_FILES,
-    SIGNATURE_NAME,
-    is_run_id,
-    validate_run_id,
-)
-from harness.evidence.manifest_format import (
-    ALGORITHM,
-    FORMAT,
-    SEALED_AT,
-    ChainLink,
-    ManifestError,
-    utc_now_iso,
-)
-from harness.evidence.run_files import (
-    MAX_DEPTH,
-    create_exclusive,
-    file_digest,
-    read_no_link,
-    scan_entries,
-)
+from harness.evidence.layout import MANIFEST_NAME, SEAL_FILES, SIGNATURE_NAME, is_run_id, validate_run_id
+from harness.evidence.manifest_format import ALGORITHM, FORMAT, SEALED_AT, ChainLink, ManifestError, utc_now_iso
+from harness.evidence.run_files import MAX_DEPTH, create_exclusive, file_digest, read_no_link, scan_entries
 from harness.evidence.signing_keys import (
     KEY_FILE_NAME,
     SIGNING_KEY_ENV,
@@ -82,14 +63,7 @@ from harness.evidence.signing_keys import (
     load_signing_key,
     normalise_fingerprint,
 )
-from harness.evidence.verification import (
-    HistoryResult,
-    Problem,
-    VerifyResult,
-    escaped,
-    verify_history,
-    verify_run,
-)
+from harness.evidence.verification import HistoryResult, Problem, VerifyResult, escaped, verify_history, verify_run
 
 __all__ = [
     "MANIFEST_NAME",

@@ -60,13 +60,7 @@ from harness.evidence.reading import (
 from harness.evidence.report_chart import MAX_MARKS, timeline_svg
 from harness.evidence.report_drill import drill_view, unreadable_view
 from harness.evidence.report_format import TABLE_MAX_ROWS, utc_text, verdict_class
-from harness.evidence.report_run import (
-    cluster_view,
-    run_id_of,
-    run_view,
-    seal_view,
-    summary_view,
-)
+from harness.evidence.report_run import cluster_view, run_id_of, run_view, seal_view, summary_view
 
 __all__ = [
     "REPORT_NAME",

@@ -9,12 +9,7 @@ import math
 from typing import Any, Mapping
 
 from harness.evidence.reading import as_float, first_injection
-from harness.evidence.report_format import (
-    as_text,
-    cell_text,
-    number_text,
-    relative_text,
-)
+from harness.evidence.report_format import as_text, cell_text, number_text, relative_text
 
 #: Mirrors harness.engine.vitals.HEALTHY_RATIO (not imported: the report reads evidence only and must
 #: not need the Kubernetes client); a window below it is drawn as degraded.

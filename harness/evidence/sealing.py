@@ -8,14 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.evidence import manifest, openmetrics, report
-from harness.evidence.manifest import (
-    ManifestError,
-    PublicKeyInfo,
-    is_sealed,
-    previous_run,
-    seal_run,
-    verify_run,
-)
+from harness.evidence.manifest import ManifestError, PublicKeyInfo, is_sealed, previous_run, seal_run, verify_run
 from harness.evidence.records import RunIdError, validate_run_id
 
 

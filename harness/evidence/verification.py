@@ -18,12 +18,7 @@ from cryptography.exceptions import InvalidSignature
 
 from harness.evidence.layout import MANIFEST_NAME, SIGNATURE_NAME, is_run_id
 from harness.evidence.manifest_format import FORMAT, SEALED_AT, ChainLink, ManifestError
-from harness.evidence.run_files import (
-    file_digest,
-    link_target,
-    read_no_link,
-    scan_entries,
-)
+from harness.evidence.run_files import file_digest, link_target, read_no_link, scan_entries
 from harness.evidence.signing_keys import PublicKeyInfo, normalise_fingerprint
 
 

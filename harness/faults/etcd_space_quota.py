@@ -30,12 +30,7 @@ import time
 from typing import Any
 
 from harness.components.etcd import endpoint_status, etcdctl, member_healthy
-from harness.components.static_pods import (
-    apiserver_ready,
-    kubelet_active,
-    rerun_with_edit,
-    start_kubelet,
-)
+from harness.components.static_pods import apiserver_ready, kubelet_active, rerun_with_edit, start_kubelet
 from harness.core.waiting import wait_until
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.kube.health import api_accepts_write

@@ -43,22 +43,8 @@ from pathlib import Path
 from typing import Callable
 
 from harness.core import proc, resources
-from harness.kube.build_progress import (
-    Progress,
-    expected_seconds,
-    format_seconds,
-    lane_of,
-    seconds_left,
-)
-from harness.kube.build_steps import (
-    DOCKER_QUERY_SECONDS,
-    LABEL,
-    BuildError,
-    Step,
-    cache_dir,
-    recorded_seconds,
-    run,
-)
+from harness.kube.build_progress import Progress, expected_seconds, format_seconds, lane_of, seconds_left
+from harness.kube.build_steps import DOCKER_QUERY_SECONDS, LABEL, BuildError, Step, cache_dir, recorded_seconds, run
 from harness.kube.build_tools import missing_build_tools
 
 log = logging.getLogger("kdrill.images")

@@ -16,12 +16,7 @@ from harness.components.webhook import generate_webhook_tls
 from harness.core.waiting import wait_until
 from harness.kube.objects import expand
 from harness.kube.providers import ProviderError
-from harness.platform.reading import (
-    ProfileError,
-    read_text,
-    tls_placeholders,
-    yaml_documents,
-)
+from harness.platform.reading import ProfileError, read_text, tls_placeholders, yaml_documents
 from harness.platform.record import write_record
 
 # Deadlines, not measurements: manifests accepted (CRDs established, a profile's own webhooks up)

@@ -74,18 +74,8 @@ from typing import Any
 
 from harness.platform import loading
 from harness.platform.install import install, manifest_text
-from harness.platform.kind_config import (
-    check_cluster_name,
-    kind_config,
-    write_kind_config,
-)
-from harness.platform.reading import (
-    NODE_FILES_DIR,
-    PROFILE_FILE,
-    ProfileError,
-    hashed_tree,
-    profile_hash,
-)
+from harness.platform.kind_config import check_cluster_name, kind_config, write_kind_config
+from harness.platform.reading import NODE_FILES_DIR, PROFILE_FILE, ProfileError, hashed_tree, profile_hash
 from harness.platform.record import mismatch, recorded
 
 # Imported from here by the cli, the plugin and the tests: the layout's reference is this module.

@@ -19,12 +19,7 @@ from typing import Any
 import yaml
 
 from harness.components.dns import parse_corefile
-from harness.kube.objects import (
-    TLS_PLACEHOLDERS,
-    placeholder_keys,
-    placeholders,
-    tls_key_misplaced,
-)
+from harness.kube.objects import TLS_PLACEHOLDERS, placeholder_keys, placeholders, tls_key_misplaced
 from harness.spec.scenario import DatelessLoader
 
 PROFILE_FILE = "platform.yaml"

@@ -36,11 +36,7 @@ from __future__ import annotations
 
 from harness.plugin.cluster import kdrill_cluster
 from harness.plugin.cluster_facts import kdrill_identity, kdrill_topology, kdrill_vitals
-from harness.plugin.collection import (
-           pytest_collection_finish,
-           pytest_collection_modifyitems,
-           pytest_generate_tests,
-)
+from harness.plugin.collection import pytest_collection_finish, pytest_collection_modifyitems, pytest_generate_tests
 from harness.plugin.drill_fixture import drill
 from harness.plugin.finish import pytest_sessionfinish, pytest_unconfigure
 from harness.plugin.options import pytest_addoption, pytest_configure

@@ -12,13 +12,7 @@ import pytest
 
 import harness.cli.doctor as doctor
 from harness.core.ledger import Ledger
-from harness.core.workers import (
-    WorkerError,
-    cluster_name,
-    host_port_offset,
-    worker_context,
-    worker_id,
-)
+from harness.core.workers import WorkerError, cluster_name, host_port_offset, worker_context, worker_id
 from harness.faults import injected
 from harness.kube import images
 from harness.kube.images import BuildError
@@ -26,20 +20,9 @@ from harness.kube.providers import Cluster, ProviderError
 from harness.kube.providers.existing import consented_cluster
 from harness.kube.providers.kind import KindProvider, cluster_name_problem
 from harness.kube.providers.node_agent import NodeAgent, nodes_by_role
-from harness.kube.session_lock import (
-    LEASE_NAME,
-    LEASE_NAMESPACE,
-    ClusterBusy,
-    ContextLease,
-    SessionLock,
-)
+from harness.kube.session_lock import LEASE_NAME, LEASE_NAMESPACE, ClusterBusy, ContextLease, SessionLock
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
-from harness.platform.profile import (
-    PlatformProfile,
-    ProfileError,
-    check_cluster_name,
-    load,
-)
+from harness.platform.profile import PlatformProfile, ProfileError, check_cluster_name, load
 from harness.plugin.session import end_session, reports_dir
 from harness.plugin.workers import worker_problem
 from harness.scaffolding.drill_namespace import DELETE_DEADLINE_SECONDS, settle

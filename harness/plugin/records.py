@@ -14,13 +14,7 @@ from harness.core import resources
 from harness.core.workers import worker_id
 from harness.evidence import allure_results
 from harness.evidence.manifest import previous_run, verify_run
-from harness.evidence.records import (
-    DrillRecord,
-    EvidenceWriter,
-    RunIdError,
-    record_stem,
-    run_metadata,
-)
+from harness.evidence.records import DrillRecord, EvidenceWriter, RunIdError, record_stem, run_metadata
 from harness.plugin.session import end_session, reports_dir, session_scenario
 
 log = logging.getLogger("kdrill.plugin")

@@ -14,18 +14,8 @@ from pathlib import Path
 import pytest
 
 from harness.core import resources
-from harness.core.workers import (
-    WorkerError,
-    merge_worker_outputs,
-    worker_id,
-    worker_index,
-)
-from harness.evidence.records import (
-    EvidenceWriter,
-    RunIdError,
-    record_stem,
-    run_metadata,
-)
+from harness.core.workers import WorkerError, merge_worker_outputs, worker_id, worker_index
+from harness.evidence.records import EvidenceWriter, RunIdError, record_stem, run_metadata
 from harness.evidence.sealing import report_and_manifest
 from harness.plugin.records import finish_allure_results, record_missing, record_not_run
 from harness.plugin.session import reports_dir

@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
+
 # ``$(name)``, or ``$$(name)``: escaped, sent as ``$(name)`` (as Kubernetes escapes a container's
 # ``$(VAR)``), e.g. a shell's ``$$(hostname)`` in a command.
 PLACEHOLDER = re.compile(r"(\$?)\$\(([a-z_][a-z0-9_]*)\)")

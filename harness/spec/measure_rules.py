@@ -8,8 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.spec.model import ScenarioError
-from harness.spec.plugins import (LATENCY_MEASURES, VALUE_MEASURES, data_usable, measure_kinds, probe_types,
-                                  registered_fault)
+from harness.spec.plugins import (
+    LATENCY_MEASURES,
+    VALUE_MEASURES,
+    data_usable,
+    measure_kinds,
+    probe_types,
+    registered_fault,
+)
 
 # The unit each of kdrill's own measures gives (a plug-in's is the scenario's to say).
 MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "first_success_seconds": "seconds",

@@ -7,8 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.spec.manifests import (KINDS, PLACEHOLDER_NAMES, WORKER_PLACEHOLDER, expand, placeholder_keys,
-                                    placeholders)
+from harness.spec.manifests import KINDS, PLACEHOLDER_NAMES, WORKER_PLACEHOLDER, expand, placeholder_keys, placeholders
 from harness.spec.model import ScenarioError, drill_namespace, registry_images
 from harness.spec.schema_problems import format_field
 

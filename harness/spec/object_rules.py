@@ -11,8 +11,16 @@ from pathlib import Path
 
 from harness.spec.action_rules import check_actions
 from harness.spec.admission_rules import check_policy_scope, check_webhook_scope
-from harness.spec.manifests import (KINDS, OWN_OBJECTS, OWNER_LABEL, TLS_PLACEHOLDERS, apiservice_problem, expand,
-                                    placeholders, tls_key_misplaced)
+from harness.spec.manifests import (
+    KINDS,
+    OWN_OBJECTS,
+    OWNER_LABEL,
+    TLS_PLACEHOLDERS,
+    apiservice_problem,
+    expand,
+    placeholders,
+    tls_key_misplaced,
+)
 from harness.spec.model import OWN_NAMESPACE_PREFIX, ScenarioError
 from harness.spec.object_checks import ObjectChecks
 from harness.spec.probe_rules import check_probes

@@ -17,17 +17,46 @@ This module is where the rest of kdrill imports scenarios from; the parts live b
 
 from __future__ import annotations
 
-from harness.spec.admission_rules import (MUTATING_REINVOCATION, NAMESPACE_NAME_LABEL, WEBHOOK_POLICIES,
-                                          WEBHOOK_REVIEW_VERSIONS, WEBHOOK_SIDE_EFFECTS, WEBHOOK_TIMEOUT_SECONDS)
+from harness.spec.admission_rules import (
+                                          MUTATING_REINVOCATION,
+                                          NAMESPACE_NAME_LABEL,
+                                          WEBHOOK_POLICIES,
+                                          WEBHOOK_REVIEW_VERSIONS,
+                                          WEBHOOK_SIDE_EFFECTS,
+                                          WEBHOOK_TIMEOUT_SECONDS,
+)
 from harness.spec.loading import check_data_fault, find_scenario, load_scenario, load_scenarios
 from harness.spec.measure_rules import MEASURE_UNITS, POD_IPS_MEASURES, WINDOW_SECONDS
-from harness.spec.model import (OWN_NAMESPACE_PREFIX, Bound, Case, ExpectationSpec, Scenario, ScenarioError, Source,
-                                drill_namespace, registry_images)
+from harness.spec.model import (
+                                          OWN_NAMESPACE_PREFIX,
+                                          Bound,
+                                          Case,
+                                          ExpectationSpec,
+                                          Scenario,
+                                          ScenarioError,
+                                          Source,
+                                          drill_namespace,
+                                          registry_images,
+)
 from harness.spec.rules import BOOL_UNITS
 from harness.spec.runner_rules import PROBE_POD_MAX_REQUESTS, PROBE_STEADY_SECONDS, VITAL_SIGN_TIMELINES, WORKLOAD_KEYS
-from harness.spec.schema import (ACTION_VERBS, IMAGE_BASES, IMAGE_NAME, MAX_NAME_LENGTH, MAX_NUMBER,
-                                 MAX_PROBE_INTERVAL_SECONDS, MIN_PROBE_INTERVAL_SECONDS, OBJECT_REF_SCHEMA, OPS,
-                                 RUNNER_DRILL, RUNNER_WINDOWS, SCHEMA, SEVERITIES, UNITS, VITAL_SIGNS)
+from harness.spec.schema import (
+                                          ACTION_VERBS,
+                                          IMAGE_BASES,
+                                          IMAGE_NAME,
+                                          MAX_NAME_LENGTH,
+                                          MAX_NUMBER,
+                                          MAX_PROBE_INTERVAL_SECONDS,
+                                          MIN_PROBE_INTERVAL_SECONDS,
+                                          OBJECT_REF_SCHEMA,
+                                          OPS,
+                                          RUNNER_DRILL,
+                                          RUNNER_WINDOWS,
+                                          SCHEMA,
+                                          SEVERITIES,
+                                          UNITS,
+                                          VITAL_SIGNS,
+)
 from harness.spec.yaml_reading import DatelessLoader, StrictLoader, UniqueKeyLoader
 
 _StrictLoader = StrictLoader  # the name tests read scenario YAML with

@@ -6,9 +6,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-from platform_example import PlatformClusterBuild
 import side_lane
+from platform_example import PlatformClusterBuild
 from side_lane import ON_SIDE_CLUSTER
 
 

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from harness.core import resources
-from harness.platform.profile import load
 from harness.kube.providers.kind import BackgroundCreation, KindProvider
+from harness.platform.profile import load
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,18 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from harness.core.waiting import wait_until
-from harness.kube.session_lock import (HOST, LEASE_ENV, LEASE_NAME, LEASE_NAMESPACE, PID, PID_NAMESPACE, PID_START,
-                                  ContextLease, format_micro_time, pid_namespace)
+from harness.kube.session_lock import (
+    HOST,
+    LEASE_ENV,
+    LEASE_NAME,
+    LEASE_NAMESPACE,
+    PID,
+    PID_NAMESPACE,
+    PID_START,
+    ContextLease,
+    format_micro_time,
+    pid_namespace,
+)
 
 pytestmark = [pytest.mark.cluster]
 

@@ -16,8 +16,8 @@ from kubernetes import client
 from harness.components.etcd import etcd_members
 from harness.core.waiting import wait_until_or_raise
 from harness.kube.images import Build
-from harness.probes.incluster import InClusterProbe
 from harness.kube.workloads import delete_namespace, deploy_http_server, ensure_namespace
+from harness.probes.incluster import InClusterProbe
 
 pytestmark = [pytest.mark.cluster]
 

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
+from test_context_lease_cluster import read_lease
 
 from harness.components import node_units
 from harness.core.ledger import Ledger
 from harness.kube.providers.node_agent import NAMESPACE
 from harness.kube.session_lock import LEASE_NAME, LEASE_NAMESPACE
-from test_context_lease_cluster import read_lease
 
 pytestmark = [pytest.mark.cluster, pytest.mark.destructive]
 

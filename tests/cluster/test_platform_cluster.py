@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from platform_example import ARCHIVE_IMAGE, BASE_CONFIG
 
 from harness.core.waiting import wait_until
-from harness.platform.profile import load, recorded
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
-from platform_example import ARCHIVE_IMAGE, BASE_CONFIG
+from harness.platform.profile import load, recorded
 
 pytestmark = [pytest.mark.cluster, pytest.mark.node_access]
 

@@ -14,19 +14,19 @@ from pathlib import Path
 
 import pytest
 import yaml
+from side_lane import ON_SIDE_CLUSTER, SideLane
 
-from harness.kube import objects as kube_objects
 from harness.components.registry import LocalRegistry
+from harness.core.ledger import Ledger
 from harness.core.waiting import wait_until
 from harness.faults import fault_class
 from harness.faults.control_plane_stop import ControlPlaneStop
+from harness.kube import objects as kube_objects
 from harness.kube.health import wait_healthy
 from harness.kube.objects import Ref
-from harness.core.ledger import Ledger
-from harness.spec.scenario import load_scenarios
-from harness.plugin.tiers import SIGKILLED, TIMES_FILE, load_times, sigkill_presubmit
 from harness.kube.providers.existing import kind_clusters
-from side_lane import ON_SIDE_CLUSTER, SideLane
+from harness.plugin.tiers import SIGKILLED, TIMES_FILE, load_times, sigkill_presubmit
+from harness.spec.scenario import load_scenarios
 
 pytestmark = [pytest.mark.cluster, pytest.mark.destructive, pytest.mark.node_access]
 

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from scenario_copies import load_edited
 
 from harness.spec.scenario import ScenarioError
-from scenario_copies import load_edited
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

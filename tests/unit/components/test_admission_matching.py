@@ -8,8 +8,15 @@ import copy
 
 import pytest
 
-from harness.components.admission import (Match, Webhook, Write, expected_outcome, label_selector_matches, matches,
-                                          webhooks_from)
+from harness.components.admission import (
+    Match,
+    Webhook,
+    Write,
+    expected_outcome,
+    label_selector_matches,
+    matches,
+    webhooks_from,
+)
 
 CONFIGMAPS = {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}
 

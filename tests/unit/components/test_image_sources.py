@@ -5,8 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from harness.components.image_sources import (NODE_STATUS_MAX_IMAGES, ContainerImage, NodeImages, image_sources,
-                                              normalised, registry_host)
+from harness.components.image_sources import (
+    NODE_STATUS_MAX_IMAGES,
+    ContainerImage,
+    NodeImages,
+    image_sources,
+    normalised,
+    registry_host,
+)
 
 
 @pytest.mark.parametrize("reference, host", [

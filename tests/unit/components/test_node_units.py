@@ -276,9 +276,9 @@ def test_node_records_are_put_on_the_hosts_clock_by_the_nodes_measured_offset(mo
 
 def test_the_drills_node_units_are_a_ledger_entry_whose_revert_stops_and_removes_them(tmp_path) -> None:
     """kdrill recover after a crash: the entry alone names every unit on every node."""
+    from harness.core.ledger import Ledger
     from harness.faults import FaultError, injected
     from harness.faults.node_units import NodeUnits
-    from harness.core.ledger import Ledger
 
     with pytest.raises(FaultError, match="at least one unit per node"):
         NodeUnits(_cluster(), {"w1": []})
@@ -302,9 +302,9 @@ def test_the_drills_node_units_are_a_ledger_entry_whose_revert_stops_and_removes
 
 
 def test_a_node_units_revert_that_cannot_reach_a_node_keeps_its_entry(tmp_path) -> None:
+    from harness.core.ledger import Ledger
     from harness.faults import FaultError, injected
     from harness.faults.node_units import NodeUnits
-    from harness.core.ledger import Ledger
 
     ledger = Ledger(tmp_path / "ledger")
     held = NodeUnits(_cluster(), {"w1": ["kdrill-kill-a"], "w2": ["kdrill-kill-b"]})

@@ -8,9 +8,19 @@ import tomllib
 
 import pytest
 
-from harness.components.registry import (REGISTRY_HOST, RegistryError, container_name, hosts_dir, hosts_toml, image_tag,
-                                         max_retry_wait_after_restore, parse_host_port, parse_push_digest, pull_backoff_seconds,
-                                         registry_images)
+from harness.components.registry import (
+    REGISTRY_HOST,
+    RegistryError,
+    container_name,
+    hosts_dir,
+    hosts_toml,
+    image_tag,
+    max_retry_wait_after_restore,
+    parse_host_port,
+    parse_push_digest,
+    pull_backoff_seconds,
+    registry_images,
+)
 from harness.faults import FaultError, fault_class
 from harness.faults.registry_outage import RegistryOutage
 
@@ -147,8 +157,8 @@ def test_the_refused_outage_restore_bound_covers_the_documented_back_off():
     """scenarios/registry-outage.yaml: pulls fail from the scale-out (3 s in) to the restore (60 s
     in); the kubelet's retry after the restore then comes within the back-off in effect plus a
     pod re-sync. Its bound must cover that, plus the pull and start (about 2 s here)."""
-    from harness.spec.scenario import load_scenario
     from harness.core import resources
+    from harness.spec.scenario import load_scenario
 
     scenario = load_scenario(resources.scenarios_dir() / "registry-outage.yaml")
     failing = scenario.runner["windows"]["hold_seconds"] - next(

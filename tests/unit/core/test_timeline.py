@@ -4,14 +4,7 @@ import threading
 
 import pytest
 
-from harness.core.timeline import (
-    Sample,
-    Timeline,
-    latency_percentile,
-    longest_gap_seconds,
-    success_ratio,
-    summarize,
-)
+from harness.core.timeline import Sample, Timeline, latency_percentile, longest_gap_seconds, success_ratio, summarize
 
 
 def series(pattern: str, start: float = 100.0, step: float = 0.5) -> list[Sample]:

@@ -4,11 +4,19 @@ the merge of what the workers hand back."""
 import pytest
 import yaml
 
+from harness.core.resources import clusters_dir
+from harness.core.workers import (
+    MAX_WORKERS,
+    WorkerError,
+    cluster_name,
+    host_port_offset,
+    merge_worker_outputs,
+    worker_context,
+    worker_id,
+    worker_index,
+)
 from harness.kube.providers import Cluster, ProviderError
 from harness.kube.providers.kind import host_ports, offset_host_ports, write_offset_config
-from harness.core.resources import clusters_dir
-from harness.core.workers import (MAX_WORKERS, WorkerError, cluster_name, host_port_offset, merge_worker_outputs,
-                             worker_context, worker_id, worker_index)
 
 
 def test_each_worker_gets_its_own_cluster_name_and_host_ports():

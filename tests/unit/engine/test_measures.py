@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.engine import measures
 from harness.core import resources
-from harness.spec.scenario import RUNNER_DRILL, ScenarioError, load_scenario
 from harness.core.timeline import Sample
+from harness.engine import measures
+from harness.spec.scenario import RUNNER_DRILL, ScenarioError, load_scenario
 
 T = 1000.0
 
@@ -133,8 +133,9 @@ def test_rate_per_second_counts_a_drop_as_a_counter_reset_and_needs_two_values_a
 
 
 def test_a_value_measure_over_a_probe_that_is_not_a_metric_probe_is_refused(tmp_path):
-    from harness.spec.scenario import ScenarioError
     from scenario_copies import load_edited
+
+    from harness.spec.scenario import ScenarioError
 
     def edit(data):
         data["expectations"][0]["measure"]["kind"] = "max_value"

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
+from harness.core.timeline import Sample
 from harness.engine import runner
 from harness.spec.scenario import ScenarioError, load_scenario
-from harness.core.timeline import Sample
 
 
 def samples(*points):

@@ -10,10 +10,10 @@ import contextlib
 import threading
 
 import pytest
-
-from harness.engine import runner
-from harness.core.timeline import Sample, Timeline
 from scenario_copies import load_edited
+
+from harness.core.timeline import Sample, Timeline
+from harness.engine import runner
 
 
 class FakeProbe:

@@ -10,11 +10,20 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.evidence.records import (DrillRecord, EvidenceWriter, RunExistsError, RunIdError, SealedRunError, create_run_dir,
-                              new_run_id, run_metadata, validate_run_id)
-from harness.engine.expectations import Expectations
-from harness.spec.scenario import load_scenario
 from harness.core.timeline import Sample, Timeline, summarize
+from harness.engine.expectations import Expectations
+from harness.evidence.records import (
+    DrillRecord,
+    EvidenceWriter,
+    RunExistsError,
+    RunIdError,
+    SealedRunError,
+    create_run_dir,
+    new_run_id,
+    run_metadata,
+    validate_run_id,
+)
+from harness.spec.scenario import load_scenario
 
 EXAMPLE = Path(__file__).parents[1] / "data" / "example-drill.yaml"
 

@@ -18,10 +18,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.asymmetric.rsa import generate_private_key
 
+from harness.cli import report_and_manifest
 from harness.evidence import manifest as manifest_mod
 from harness.evidence import run_files
-from harness.cli import report_and_manifest
-from harness.evidence.records import RunIdError
 from harness.evidence.manifest import (
     FORMAT,
     MANIFEST_NAME,
@@ -42,6 +41,7 @@ from harness.evidence.manifest import (
     verify_history,
     verify_run,
 )
+from harness.evidence.records import RunIdError
 
 T0 = 1_700_000_000.0
 RUN_ID = "20250101T000000Z-abc123"

@@ -9,12 +9,11 @@ from __future__ import annotations
 import html
 import json
 import re
+from datetime import datetime, timezone
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-
-from datetime import datetime, timezone
 
 from harness.evidence.reading import load_drill_records, scan_records
 from harness.evidence.report import REPORT_NAME, ReportError, build_report, render_report
@@ -656,8 +655,8 @@ def test_a_degraded_ratio_is_never_rounded_up_to_100_percent(tmp_path: Path) -> 
 
 
 def test_report_threshold_matches_the_vital_signs_threshold() -> None:
-    from harness.evidence import report_vitals
     from harness.engine.vitals import HEALTHY_RATIO
+    from harness.evidence import report_vitals
 
     assert report_vitals._HEALTHY_RATIO == HEALTHY_RATIO
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from harness.faults.outage_work import containers_changed, replaced_by
+from harness.core.timeline import Sample, Timeline
 from harness.engine.measures import as_predicted
+from harness.faults.outage_work import containers_changed, replaced_by
 from harness.probes.nodes import node_transitions
 from harness.probes.pods import restarts_between
 from harness.spec.scenario import ScenarioError, load_scenario
-from harness.core.timeline import Sample, Timeline
 
 CP = ["cp1", "cp2", "cp3"]
 

@@ -12,8 +12,14 @@ import time
 import pytest
 
 from harness.faults import FaultError
-from harness.faults.etcd_restore import (LOSS_TOO_LATE, NOTHING_LOST, RESTORED, RETURNED, EtcdRestore,
-                                         return_original_script)
+from harness.faults.etcd_restore import (
+    LOSS_TOO_LATE,
+    NOTHING_LOST,
+    RESTORED,
+    RETURNED,
+    EtcdRestore,
+    return_original_script,
+)
 from harness.kube.providers import ProviderError
 
 NODES = ["cp1", "cp2", "cp3"]

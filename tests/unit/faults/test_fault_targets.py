@@ -5,10 +5,10 @@ makes there (harness/faults/__init__.py: check_targets): a typo in a target's na
 from __future__ import annotations
 
 import pytest
+from scenario_copies import load_edited
 
 from harness.faults import check_params
 from harness.spec.scenario import ScenarioError, drill_namespace
-from scenario_copies import load_edited
 
 
 def refused(tmp_path, name, edit) -> ScenarioError:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.faults import Fault, FaultNotReverted, injected, recover
 from harness.core.ledger import Ledger
+from harness.faults import Fault, FaultNotReverted, injected, recover
 from harness.kube.providers import Cluster, ClusterGone
 
 STATE: dict[str, bool] = {}
@@ -376,8 +376,8 @@ def test_a_fault_needing_a_node_access_level_no_channel_gives_is_refused_when_lo
 def test_validate_refuses_an_unknown_fault_kind_with_file_and_field_not_a_traceback(tmp_path, capsys):
     import yaml
 
-    from harness.core import resources
     from harness.cli import main
+    from harness.core import resources
 
     data = yaml.safe_load((resources.scenarios_dir() / "pod-delete.yaml").read_text())
     data["fault"]["kind"] = "no-such-fault"

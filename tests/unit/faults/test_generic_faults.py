@@ -18,14 +18,13 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from harness.faults import FaultError, FaultNotReverted, injected
-from harness.faults import network_policy
+from harness.core.ledger import Ledger
+from harness.faults import FaultError, FaultNotReverted, injected, network_policy
 from harness.faults.network_policy import DEFAULT_NAME, FAULT_LABEL, NetworkPolicyDeny
 from harness.faults.pod_delete import PodDelete
 from harness.faults.service_blackhole import BLACKHOLE_LABEL, ServiceBlackhole
-from harness.core.ledger import Ledger
-from harness.spec.params import Param, label_selector
 from harness.kube.providers import Cluster
+from harness.spec.params import Param, label_selector
 
 REPO = Path(__file__).resolve().parents[3]
 NS = "drill-ns"

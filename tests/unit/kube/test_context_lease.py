@@ -7,8 +7,18 @@ import subprocess
 import sys
 
 from harness.core.waiting import wait_until
-from harness.kube.session_lock import (HOST, PID, PID_NAMESPACE, PID_START, busy_message, format_micro_time, holder_state,
-                                  micro_time, process_start, start_of)
+from harness.kube.session_lock import (
+    HOST,
+    PID,
+    PID_NAMESPACE,
+    PID_START,
+    busy_message,
+    format_micro_time,
+    holder_state,
+    micro_time,
+    process_start,
+    start_of,
+)
 
 NOW = 1_800_000_000.0
 

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 
 import pytest
+from stand_ins import Nothing, OnNodes
 
 from harness.core import resources
 from harness.kube.providers import Cluster, NoNodeAccess
 from harness.kube.providers.node_agent import LIFETIME_SECONDS, NAMESPACE, pod_manifest, pod_name
 from harness.spec.scenario import load_scenarios
-from stand_ins import Nothing, OnNodes
 
 DNS_1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -105,12 +105,12 @@ def test_a_cases_own_fault_that_needs_more_than_the_agent_skips_the_drill_before
     the node agent that case is skipped at its fault, with the level, and nothing is recorded."""
     import json
 
-    from harness.plugin.drill import Drill
-    from harness.evidence.records import EvidenceWriter
-    from harness.scaffolding.drill_cluster import DrillCluster
-    from harness.core.ledger import Ledger
-    from harness.spec.scenario import find_scenario
     from harness.components.topology import Topology
+    from harness.core.ledger import Ledger
+    from harness.evidence.records import EvidenceWriter
+    from harness.plugin.drill import Drill
+    from harness.scaffolding.drill_cluster import DrillCluster
+    from harness.spec.scenario import find_scenario
 
     c = cluster("agent")
     topology = Topology(kubernetes_version="v1.35.4", control_plane=["cp1"], workers=[], kubelet_versions={})
@@ -145,9 +145,9 @@ def test_recover_refuses_a_malformed_entry_cluster_before_reaching_any_cluster_a
     import harness.kube.providers.existing as existing
     import harness.kube.providers.kind as kind
     from harness.cli.recover import cluster_for_entry
+    from harness.core.ledger import Ledger
     from harness.faults import recover
     from harness.scaffolding.node_agent import NodeAgentPods
-    from harness.core.ledger import Ledger
 
     def reached(*args, **kwargs):
         raise AssertionError("a cluster was looked for")
@@ -173,8 +173,8 @@ def test_recover_waits_for_a_node_agent_clusters_api_once_and_keeps_its_entries_
     import harness.kube.providers.existing as existing
     import harness.kube.providers.node_agent as node_agent
     from harness.cli import cmd_recover
-    from harness.scaffolding.node_agent import NodeAgentPods
     from harness.core.ledger import Ledger
+    from harness.scaffolding.node_agent import NodeAgentPods
 
     asked = []
     monkeypatch.setattr(existing, "existing_cluster", lambda kubeconfig, context: cluster(""))
@@ -354,8 +354,7 @@ def test_after_a_failed_exec_the_agent_pod_is_looked_up_again_only_when_the_api_
     from kubernetes import client
 
     from harness.kube import pod_exec
-    from harness.kube.providers import ProviderError
-    from harness.kube.providers import node_agent
+    from harness.kube.providers import ProviderError, node_agent
     from harness.kube.providers.node_agent import NodeAgent
 
     class Api(BaseHTTPRequestHandler):

@@ -483,8 +483,8 @@ def test_a_record_whose_hash_is_not_that_of_its_files_is_refused_as_forged(profi
 def test_a_profile_changed_during_its_installation_is_not_recorded(profile_dir):
     # The record was written from the hash read before the install, whatever the manifests
     # applied (read again meanwhile) and files/ (mounted live) then held.
-    from harness.platform.profile import install
     from harness.kube.providers import ProviderError
+    from harness.platform.profile import install
 
     profile = load(profile_dir)
     core = _ConfigMaps({})

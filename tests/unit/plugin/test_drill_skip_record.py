@@ -10,12 +10,12 @@ import types
 
 import pytest
 
-from harness.plugin.drill import Drill
-from harness.evidence.records import EvidenceWriter
+from harness.components.topology import Topology
 from harness.core.ledger import Ledger
+from harness.evidence.records import EvidenceWriter
+from harness.plugin.drill import Drill
 from harness.probes.host_pressure import HostCpuPressure
 from harness.spec.scenario import find_scenario
-from harness.components.topology import Topology
 
 
 def _drill(tmp_path) -> Drill:

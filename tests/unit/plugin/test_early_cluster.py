@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.plugin import early_cluster
 from harness.core.waiting import wait_until
 from harness.kube.providers import ProviderError
 from harness.kube.providers.kind import BackgroundCreation
+from harness.plugin import early_cluster
 
 pytest_plugins = ["pytester"]
 

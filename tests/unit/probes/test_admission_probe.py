@@ -5,17 +5,18 @@ declared ValidatingAdmissionPolicy: pure logic, no cluster."""
 from __future__ import annotations
 
 import json
+
 import pytest
 from kubernetes.client.exceptions import ApiException
+from scenario_copies import load_edited
 
+from harness.core.timeline import Sample
 from harness.engine import measures
+from harness.engine.runner import narrow
 from harness.kube.objects import Ref
 from harness.probes.admission import api_message, create_manifest, holds
 from harness.probes.object_state import holds as state_holds
-from harness.engine.runner import narrow
 from harness.spec.scenario import RUNNER_DRILL, ScenarioError
-from harness.core.timeline import Sample
-from scenario_copies import load_edited
 
 NAME = "webhook-outage"
 REJECTED = {"rejected_with": ['failed calling webhook "admit-all.kdrill.io"', "connection refused"]}

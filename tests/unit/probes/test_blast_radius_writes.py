@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from harness.kube import objects as kube_objects
 from harness.components.admission import label_selector_matches
+from harness.kube import objects as kube_objects
 from harness.probes import blast_radius
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+from scenario_copies import load_edited
 
 from harness.probes.command import CommandProbe, node_of
 from harness.spec.scenario import ScenarioError
-from scenario_copies import load_edited
 
 
 class Nodes:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.probes.host_pressure import at, by_phase, stalled_microseconds
 from harness.core.timeline import Sample, Timeline
+from harness.probes.host_pressure import at, by_phase, stalled_microseconds
 
 PSI = "some avg10=66.95 avg60=51.58 avg300=49.04 total=1040491903\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=7\n"
 

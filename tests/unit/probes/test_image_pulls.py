@@ -4,14 +4,14 @@ measure over it: pure logic on Events as harness.probes.pods.pod_events returns 
 from __future__ import annotations
 
 import pytest
+from scenario_copies import load_edited
 
+from harness.core.timeline import Sample
 from harness.engine import measures
 from harness.kube.objects import Ref
 from harness.probes.image_pulls import ImagePullsProbe, pull_samples
 from harness.probes.pods import pulled_seconds
 from harness.spec.scenario import ScenarioError
-from harness.core.timeline import Sample
-from scenario_copies import load_edited
 
 
 def event(reason: str, at: float, message: str) -> dict:

@@ -6,10 +6,10 @@ apiservice-unavailable drill."""
 from __future__ import annotations
 
 import pytest
+from scenario_copies import load_edited
 
 from harness.probes.metric import MetricProbe, metric_value, metrics_path
 from harness.spec.scenario import Bound, ScenarioError
-from scenario_copies import load_edited
 
 EXPOSITION = """\
 # HELP aggregator_unavailable_apiservice [STABLE] Gauge of APIServices which are marked as unavailable broken down by APIService name.

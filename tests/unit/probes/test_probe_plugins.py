@@ -7,10 +7,10 @@ from __future__ import annotations
 import importlib.metadata
 
 import pytest
+from scenario_copies import load_edited
 
 from harness import probes
 from harness.spec.scenario import ScenarioError
-from scenario_copies import load_edited
 
 
 def test_the_built_in_kinds_are_entry_points_with_their_fields():
@@ -86,8 +86,8 @@ def test_a_kind_nobody_installed_names_the_installed_ones(tmp_path):
 
 
 def test_lookups_are_the_by_name_calls_resolution_whatever_the_call_did():
-    from harness.probes.incluster import lookups
     from harness.core.timeline import Sample, Timeline
+    from harness.probes.incluster import lookups
 
     calls = Timeline("lookups")
     calls.add(Sample(t=1.0, ok=True, latency_seconds=0.02, detail="HTTP 200", labels={"resolve_seconds": "0.004"}))
@@ -124,8 +124,8 @@ def test_api_probes_read_and_write_in_the_drills_namespace():
 
 
 def test_a_pod_ips_probe_calls_each_pod_and_is_measured_as_one_timeline():
-    from harness.probes.incluster import merge_pod_timelines, probe_pod_urls
     from harness.core.timeline import Sample, Timeline
+    from harness.probes.incluster import merge_pod_timelines, probe_pod_urls
 
     service = {"name": "http://web.ns.svc.cluster.local.:80/", "clusterip": "http://10.96.0.9:80/",
                "pod-web-a": "http://10.244.1.5:8080/", "pod-web-b": "http://10.244.2.7:8080/"}

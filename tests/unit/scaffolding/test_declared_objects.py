@@ -12,20 +12,20 @@ import time
 import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
-
-from harness.kube import objects as kube_objects
-from harness.engine import measures
-from harness.faults import FaultError, FaultNotReverted, injected
-from harness.scaffolding.drill_objects import OWNER_LABEL, DrillObjects
-from harness.kube.objects import Ref
-from harness.core.ledger import Ledger
-from harness.probes.object_state import holds
-from harness.kube.providers import Cluster
-from harness.engine.runner import declared_manifests, object_ref
-from harness.core import resources
-from harness.spec.scenario import ScenarioError
-from harness.core.timeline import Sample
 from scenario_copies import load_edited
+
+from harness.core import resources
+from harness.core.ledger import Ledger
+from harness.core.timeline import Sample
+from harness.engine import measures
+from harness.engine.runner import declared_manifests, object_ref
+from harness.faults import FaultError, FaultNotReverted, injected
+from harness.kube import objects as kube_objects
+from harness.kube.objects import Ref
+from harness.kube.providers import Cluster
+from harness.probes.object_state import holds
+from harness.scaffolding.drill_objects import OWNER_LABEL, DrillObjects
+from harness.spec.scenario import ScenarioError
 
 ORIGINAL = resources.scenarios_dir() / "apiservice-unavailable.yaml"
 

@@ -12,9 +12,16 @@ import pytest
 import yaml
 
 from harness.faults import fault_class
-from harness.scaffolding.drill_cluster import (CONFIG_FILE, KEY_NAME, NODE_DIR, DrillCluster, encryption_configuration,
-                                          expected_prefix, render_kind_config)
 from harness.kube.providers import Cluster
+from harness.scaffolding.drill_cluster import (
+    CONFIG_FILE,
+    KEY_NAME,
+    NODE_DIR,
+    DrillCluster,
+    encryption_configuration,
+    expected_prefix,
+    render_kind_config,
+)
 
 
 def test_the_encryption_configuration_encrypts_secrets_first_and_reads_plaintext_last():

@@ -12,9 +12,9 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 import harness.faults as faults
-from harness.scaffolding.drill_namespace import DrillNamespace, PendingDeletion, settle
 from harness.core.ledger import Ledger
 from harness.kube.providers import Cluster
+from harness.scaffolding.drill_namespace import DrillNamespace, PendingDeletion, settle
 
 
 class FakeCore:

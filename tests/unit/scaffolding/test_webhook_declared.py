@@ -9,16 +9,16 @@ import json
 import pytest
 from cryptography import x509
 from kubernetes.client.exceptions import ApiException
-
-from harness.kube import objects as kube_objects
-from harness.scaffolding.drill_objects import OWNER_LABEL, DrillObjects
-from harness.kube.objects import Ref
-from harness.probes.object_state import holds
-from harness.engine.runner import declared_manifests
-from harness.spec.scenario import ScenarioError
 from scenario_copies import load_edited
 from test_declared_objects import FakeApi as DeclaredObjectsApi
 from test_declared_objects import cluster, run_action  # noqa: F401 (cluster: the fake Cluster fixture)
+
+from harness.engine.runner import declared_manifests
+from harness.kube import objects as kube_objects
+from harness.kube.objects import Ref
+from harness.probes.object_state import holds
+from harness.scaffolding.drill_objects import OWNER_LABEL, DrillObjects
+from harness.spec.scenario import ScenarioError
 
 NAME = "webhook-on-pod-delete"
 

@@ -6,9 +6,9 @@ AdmissionProbe.declared_problems). Another domain's webhook may be the platform'
 from __future__ import annotations
 
 import pytest
+from scenario_copies import load_edited
 
 from harness.spec.scenario import ScenarioError
-from scenario_copies import load_edited
 
 NAME = "webhook-outage"
 

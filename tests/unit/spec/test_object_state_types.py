@@ -6,10 +6,10 @@ number) could never hold, and is refused when the scenario loads
 from __future__ import annotations
 
 import pytest
+from scenario_copies import load_edited
 
 from harness.probes.object_state import ObjectStateProbe, holds
 from harness.spec.scenario import ScenarioError
-from scenario_copies import load_edited
 
 NAME = "registry-outage"
 

@@ -1,10 +1,10 @@
 """Fault parameters are checked against what the fault declares, before anything is touched."""
 
 import pytest
+from scenario_copies import load_edited
 
 from harness.faults import check_params
 from harness.spec.scenario import ScenarioError
-from scenario_copies import load_edited
 
 
 def scenario_with(tmp_path, edit):

@@ -7,19 +7,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from jsonschema import Draft202012Validator
 
 import harness.spec.scenario as scenario_module
 from harness.core import resources
 from harness.spec import loading, model, schema
-from harness.spec.scenario import (
-    SCHEMA,
-    Bound,
-    ScenarioError,
-    find_scenario,
-    load_scenario,
-    load_scenarios,
-)
-from jsonschema import Draft202012Validator
+from harness.spec.scenario import SCHEMA, Bound, ScenarioError, find_scenario, load_scenario, load_scenarios
 
 EXAMPLE = Path(__file__).parents[1] / "data" / "example-drill.yaml"
 

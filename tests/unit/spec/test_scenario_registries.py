@@ -6,15 +6,15 @@ one is measured on a real cluster by the serial-image-pull drill."""
 from __future__ import annotations
 
 import pytest
+from scenario_copies import load_edited
 
 from harness.components.registry import REGISTRY_HOST, container_name, hosts_dir, registry_host
+from harness.engine.runner import declared_manifests, manifest_only_values
 from harness.faults import FaultError
-from harness.scaffolding.drill_registry import DrillRegistry
 from harness.faults.registry_outage import RegistryOutage
 from harness.probes.pods import go_duration_seconds, pulled_seconds
-from harness.engine.runner import declared_manifests, manifest_only_values
+from harness.scaffolding.drill_registry import DrillRegistry
 from harness.spec.scenario import ScenarioError
-from scenario_copies import load_edited
 
 
 class FakeCluster:
