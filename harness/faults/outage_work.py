@@ -115,7 +115,7 @@ def replaced_after_return(pod: dict[str, Any], api_back_at: float | None, return
     made once the control plane was given back (``returned_at``, the revert's start), else None
     (one made earlier is not the return's replacement: pods_created_during_outage counts it).
     0 when it ran before the API was seen: the API servers are first asked once the revert is
-    done, and frozen nodes given back one by one (6.7 s for three in one CI run) let the Job
+    done, and frozen nodes given back one by one (6.7 s for three, measured) let the Job
     controller on the first one replace it before that."""
     if pod.get("started") is None or api_back_at is None or pod["created"] < returned_at:
         return None

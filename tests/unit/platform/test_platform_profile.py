@@ -593,7 +593,7 @@ def test_tls_placeholders_where_they_would_not_work_are_refused(profile_dir, ext
 def test_the_ca_bundle_in_a_secrets_data_is_base64_and_allowed(profile_dir):
     (profile_dir / "manifests" / "zz-extra.yaml").write_text(
         "apiVersion: v1\nkind: Secret\nmetadata: {name: k, namespace: platform-policy}\ndata: {ca.crt: \"$(tls_ca_bundle)\"}\n")
-    load(profile_dir)
+    assert profile_dir / "manifests" / "zz-extra.yaml" in load(profile_dir).manifests
 
 
 @pytest.mark.parametrize("relative", ["kubeadm/apiserver-audit.yaml", "coredns/Corefile"])

@@ -147,7 +147,10 @@ def test_the_outage_must_name_a_declared_registry_before_anything_is_made(tmp_pa
 
 
 class AbsentRegistry:
+    asked = 0
+
     def state(self):
+        self.asked += 1
         return None
 
     def restore(self, *args):
@@ -158,8 +161,9 @@ def test_an_outage_of_a_container_that_does_not_exist_leaves_nothing_to_revert()
     """Recorded before inject found no container: the entry must clear (kdrill recover), not fail forever."""
     fault = RegistryOutage(FakeCluster(), "kdrill-registry-kdrill-test-other", "unresponsive")
     fault.registry = AbsentRegistry()
-    fault.revert()
+    fault.revert()  # AbsentRegistry.restore fails the test if a restore is attempted
     fault.verify_reverted()
+    assert fault.registry.asked
 
 
 def test_a_data_only_scenario_names_a_cluster_config_that_exists(tmp_path):
@@ -174,7 +178,9 @@ def test_a_data_only_scenario_names_a_cluster_config_that_exists(tmp_path):
 def test_a_manifest_pins_a_pod_to_a_worker_without_registries_too(tmp_path):
     def edit(d):
         d["workload"]["manifests"][2]["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "$(worker_1)"}
-    load_edited(tmp_path, "webhook-on-pod-delete", edit)
+    scenario = load_edited(tmp_path, "webhook-on-pod-delete", edit)
+    assert scenario.workload["manifests"][2]["spec"]["template"]["spec"]["nodeSelector"] == \
+        {"kubernetes.io/hostname": "$(worker_1)"}
 
 
 # --- registry-outage: the refused case as data (scale and kill actions, a declared pod called by name)
