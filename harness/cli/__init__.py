@@ -33,7 +33,7 @@ from harness.cli.run import (
     pytest_command,
     summary,
 )
-from harness.cli.scenarios import check_references, cmd_list, cmd_new, cmd_validate  # noqa: F401 - check_references: tests import it from here
+from harness.cli.scenarios import cmd_list, cmd_new, cmd_validate
 from harness.cli.verify import cmd_report, cmd_verify
 from harness.core import resources
 from harness.evidence.sealing import report_and_manifest

@@ -59,16 +59,12 @@ from typing import Any, Callable
 from harness.components.webhook import generate_webhook_tls
 from harness.core.timeline import Timeline
 from harness.core.waiting import wait_until
-from harness.engine.actions import REQUEST_JOIN_SECONDS, Actions  # noqa: F401
-from harness.engine.judging import Findings, measure_expectation, narrow  # noqa: F401
-from harness.engine.workload import (  # noqa: F401
-    OBJECTS_READY_DEADLINE_SECONDS,
-    REPOSITORY,
+from harness.engine.actions import Actions
+from harness.engine.judging import Findings, measure_expectation
+from harness.engine.workload import (
     declared_manifests,
     manifest_only_values,
     object_ref,
-    placeholder_values,
-    serving_problem,
     set_up_registries,
     until_serving,
 )
@@ -87,7 +83,7 @@ from harness.probes.incluster import (
 )
 from harness.probes.pods import pod_events
 from harness.scaffolding.drill_objects import DrillObjects
-from harness.spec.manifests import APP, OWN_OBJECTS, PROBE_POD  # noqa: F401
+from harness.spec.manifests import APP, PROBE_POD
 from harness.spec.scenario import PROBE_STEADY_SECONDS, ScenarioError
 
 log = logging.getLogger("kdrill.runner")

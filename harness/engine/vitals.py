@@ -45,12 +45,12 @@ from harness.probes.pods import kube_system_snapshot, restarts_between
 from harness.scaffolding.drill_namespace import DrillNamespace
 from harness.spec.manifests import VITALS_NAMESPACE as NAMESPACE
 from harness.spec.scenario import VITAL_SIGNS  # noqa: F401 - the names this module records
+from harness.spec.schema import HEALTHY_RATIO
 
 log = logging.getLogger("kdrill.vitals")
 
 SERVICE = "vitals"
 PROBE_POD = "vitals-probe"
-HEALTHY_RATIO = 0.99
 WINDOWS = ("baseline", "fault", "after")
 
 

@@ -10,10 +10,8 @@ from typing import Any, Mapping
 
 from harness.evidence.reading import as_float, first_injection
 from harness.evidence.report_format import as_text, cell_text, number_text, relative_text
+from harness.spec.schema import HEALTHY_RATIO
 
-#: Mirrors harness.engine.vitals.HEALTHY_RATIO (not imported: the report reads evidence only and must
-#: not need the Kubernetes client); a window below it is drawn as degraded.
-_HEALTHY_RATIO = 0.99
 _VITAL_WINDOWS = (("baseline", "Baseline"), ("fault", "During fault"), ("after", "After"))
 _VITAL_SIGNS = {
     "api_read": "LIST through the API server, from the host",
@@ -58,7 +56,7 @@ def _ratio(value: Any) -> dict[str, Any] | None:
         return None
     # Never round a degraded ratio up to 100 %: truncate to one decimal below 1.
     text = "100" if r >= 1 else f"{math.floor(r * 100 * 10) / 10:.1f}".removesuffix(".0")
-    return {"text": text, "low": r < _HEALTHY_RATIO}
+    return {"text": text, "low": r < HEALTHY_RATIO}
 
 
 def _sign_order(signs: Mapping[str, Any]) -> list[str]:
@@ -146,7 +144,7 @@ def vitals_view(record: Mapping[str, Any], t0: float | None) -> dict[str, Any]:
         parts = [f"{relative_text(a, t0)} → {relative_text(b, t0)}" for span in windows.get(key) or []
                  if isinstance(span, (list, tuple)) and len(span) == 2 for a, b in [span]]
         spans.append(f"{label.lower()} {', '.join(parts) if parts else 'none'}")
-    return {"state": state, "threshold": number_text(_HEALTHY_RATIO * 100), "windows": "; ".join(spans),
+    return {"state": state, "threshold": number_text(HEALTHY_RATIO * 100), "windows": "; ".join(spans),
             "rows": rows, "details": details}
 
 

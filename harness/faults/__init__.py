@@ -252,7 +252,7 @@ def check_windows(scenario, fault_type: type[Fault]) -> None:
 def check_targets(scenario, fault_type: type[Fault]) -> None:
     """A data-only scenario's fault acts, in a namespace the drill makes (its own, and each
     Namespace of ``workload.manifests``), only on what the drill makes there: the runner makes
-    those namespaces afresh and everything in them (its own objects, runner.OWN_OBJECTS, and the
+    those namespaces afresh and everything in them (its own objects, spec.manifests.OWN_OBJECTS, and the
     manifests), so any other name there is a typo that would fail only on the cluster, after the
     setup. What a fault acts on is its :meth:`Fault.acts_on` (objects by name) and
     :meth:`Fault.selects_pods` (pods by labels: the selector must match the pod labels of a

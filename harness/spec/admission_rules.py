@@ -196,7 +196,7 @@ def _check_webhook_client(path: Path, field: str, hook: dict, own: set[str], ear
                             + ", ".join(sorted(own)) + "), no url: the API server sends the requests it "
                             "intercepts there, and a drill sends nothing outside the cluster", repr(client)[:200])
     # Its Service made before it: the configuration counts as made once the API server
-    # reaches the webhook (runner.serving_problem), which it never would otherwise.
+    # reaches the webhook (harness.engine.workload.serving_problem), which it never would otherwise.
     earlier = [(m["metadata"]["name"], m["metadata"].get("namespace") or "$(namespace)")
                for m in earlier_manifests if m["kind"] == "Service"]
     if (service.get("name"), service["namespace"]) not in earlier:

@@ -14,6 +14,9 @@ OPS: tuple[str, ...] = ("<=", "<", ">=", ">", "==")
 # The platform's vital signs every drill records (harness/engine/vitals.py, which imports this list).
 VITAL_SIGNS: tuple[str, ...] = ("api_read", "api_write", "service_name", "service_clusterip", "nodes_ready",
                                 "kube_system_restarts")
+# A vital sign whose success ratio in a window is below this is degraded (the vital signs judge it,
+# the report draws it).
+HEALTHY_RATIO = 0.99
 MAX_PROBE_INTERVAL_SECONDS = 0.5
 # A probe keeps at most 20,000 samples (harness/probes/__init__.py): at 0.1 s that is 2,000 s of a
 # drill; a finer interval would stop sampling midway through a long drill (and hammer the API).
@@ -24,7 +27,7 @@ MAX_NAME_LENGTH = 50
 # Data-only scenarios (harness/engine/runner.py): the runner's windows and the measures it computes.
 RUNNER_DRILL = "drills/test_data_scenarios.py"
 RUNNER_WINDOWS = ("baseline", "fault", "after")
-ACTION_VERBS = ("delete", "evict", "scale", "kill_container")  # what a runner action does (runner.Actions)
+ACTION_VERBS = ("delete", "evict", "scale", "kill_container")  # what a runner action does (harness.engine.actions.Actions)
 # The units a drill file measures in: an expectation of a drill-file scenario in another unit
 # (e.g. "milliseconds" for a drill's seconds) is a mistake, not a conversion. Counts of named
 # things keep their noun. Data-only scenarios: a built-in measure's unit is MEASURE_UNITS's, a

@@ -88,7 +88,7 @@ def test_bad_data_only_scenarios_are_refused(tmp_path, edit, field) -> None:
 
 
 def test_a_fault_that_cannot_be_built_from_data_is_refused(tmp_path) -> None:
-    from harness.cli import check_references
+    from harness.cli.scenarios import check_references
 
     def etcd(d):
         d["fault"] = {"kind": "etcd-member", "method": "x", "params": {}}
@@ -101,7 +101,7 @@ def test_a_fault_that_cannot_be_built_from_data_is_refused(tmp_path) -> None:
 def test_a_new_drill_is_one_file(tmp_path) -> None:
     """A scenario written by someone new, reusing an existing fault: a copy under another name,
     with no drill file, passes every check a run makes before touching anything."""
-    from harness.cli import check_references
+    from harness.cli.scenarios import check_references
 
     path = data_scenario(tmp_path, lambda d: d.update(name="my-team-service-scaled-away"))
     check_references(load_scenario(path))
@@ -189,7 +189,7 @@ def test_rate_per_second_is_none_for_reads_that_cannot_be_a_counter_s():
 # --- a fault's marks and facts, and "slower than N s" ------------------------------------------------
 
 def test_a_window_narrowed_to_the_faults_marks_then_settled() -> None:
-    from harness.engine.runner import narrow
+    from harness.engine.judging import narrow
 
     marks = {"flood_started": 110.0, "flood_stopped": 150.0, "never": None}
     how = {"window": "fault", "from_mark": "flood_started", "until_mark": "flood_stopped", "settle_seconds": 5}
@@ -273,7 +273,7 @@ def test_bad_marks_and_facts_are_refused(tmp_path, edit, field, expected) -> Non
     (lambda d: d["fault"].update(kind="webhook-backend-down"), "fault.kind", "those with for_scenario"),
 ])
 def test_facts_units_mark_windows_and_the_fault_kind(tmp_path, edit, field, expected) -> None:
-    from harness.cli import check_references
+    from harness.cli.scenarios import check_references
 
     with pytest.raises(ScenarioError) as info:
         check_references(load_scenario(dns_scenario(tmp_path, edit)))

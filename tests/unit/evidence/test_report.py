@@ -658,7 +658,7 @@ def test_report_threshold_matches_the_vital_signs_threshold() -> None:
     from harness.engine.vitals import HEALTHY_RATIO
     from harness.evidence import report_vitals
 
-    assert report_vitals._HEALTHY_RATIO == HEALTHY_RATIO
+    assert report_vitals.HEALTHY_RATIO is HEALTHY_RATIO == 0.99
 
 
 def test_kube_system_restarts_show_unexpected_and_by_design(tmp_path: Path) -> None:

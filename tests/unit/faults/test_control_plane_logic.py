@@ -188,7 +188,7 @@ def test_predicted_by_needs_a_ratio_fact_a_success_ratio_and_a_bool(tmp_path):
 
 
 def test_the_runners_hold_is_the_one_the_nodes_revert_at(tmp_path):
-    from harness.cli import check_references
+    from harness.cli.scenarios import check_references
 
     def edit(d):
         d["runner"]["windows"]["hold_seconds"] = 45
@@ -235,7 +235,7 @@ def test_the_workers_units_survive_in_the_ledger_entry():
      "labels matching pods the drill makes"),
 ])
 def test_the_workers_side_is_checked_before_anything_is_touched(tmp_path, edit, field, expected):
-    from harness.cli import check_references
+    from harness.cli.scenarios import check_references
 
     with pytest.raises(ScenarioError) as info:
         check_references(_edited(tmp_path, edit))
@@ -243,7 +243,7 @@ def test_the_workers_side_is_checked_before_anything_is_touched(tmp_path, edit, 
 
 
 def test_a_fact_the_fault_does_not_measure_with_these_params_is_refused(tmp_path):
-    from harness.cli import check_references
+    from harness.cli.scenarios import check_references
 
     def no_workers_side(d):
         for key in ("control_job", "kill_selector", "kill_after_seconds"):

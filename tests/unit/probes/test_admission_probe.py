@@ -12,7 +12,7 @@ from scenario_copies import load_edited
 
 from harness.core.timeline import Sample
 from harness.engine import measures
-from harness.engine.runner import narrow
+from harness.engine.judging import narrow
 from harness.kube.objects import Ref
 from harness.probes.admission import api_message, create_manifest, holds
 from harness.probes.object_state import holds as state_holds

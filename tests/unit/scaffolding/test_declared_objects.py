@@ -18,7 +18,7 @@ from harness.core import resources
 from harness.core.ledger import Ledger
 from harness.core.timeline import Sample
 from harness.engine import measures
-from harness.engine.runner import declared_manifests, object_ref
+from harness.engine.workload import declared_manifests, object_ref
 from harness.faults import FaultError, FaultNotReverted, injected
 from harness.kube import objects as kube_objects
 from harness.kube.objects import Ref
@@ -552,7 +552,7 @@ class StubDrill:
 
 def run_action(cluster, objects, target, verb="delete"):
     """Run one action (``verb``: delete or evict) on ``target`` now, as the runner would."""
-    from harness.engine.runner import Actions
+    from harness.engine.actions import Actions
 
     actions = Actions(StubDrill(cluster), [{"name": "a", "window": "fault", "after_seconds": 0, verb: target}],
                       "fault")

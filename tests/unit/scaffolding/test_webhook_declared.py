@@ -13,7 +13,7 @@ from scenario_copies import load_edited
 from test_declared_objects import FakeApi as DeclaredObjectsApi
 from test_declared_objects import cluster, run_action  # noqa: F401 (cluster: the fake Cluster fixture)
 
-from harness.engine.runner import declared_manifests
+from harness.engine.workload import declared_manifests
 from harness.kube import objects as kube_objects
 from harness.kube.objects import Ref
 from harness.probes.object_state import holds

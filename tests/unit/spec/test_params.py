@@ -58,7 +58,7 @@ def test_local_kind_means_listed_by_kind_and_served_on_loopback():
 
 
 def test_a_renamed_copy_is_refused_because_no_drill_test_is_marked_with_it(tmp_path):
-    from harness.cli import check_references
+    from harness.cli.scenarios import check_references
 
 
     scenario = load_edited(tmp_path, "leader-failover", lambda d: d.update(name="leader-failover-short"))
@@ -71,7 +71,7 @@ def test_a_renamed_copy_is_refused_because_no_drill_test_is_marked_with_it(tmp_p
 def test_a_renamed_copy_of_a_data_only_scenario_is_a_drill_of_its_own(tmp_path):
     """control-plane-stop is data only: a team's copy under another name, with a shorter hold, needs
     no Python (the runner runs it)."""
-    from harness.cli import check_references
+    from harness.cli.scenarios import check_references
 
     def shorter(d):
         d.update(name="control-plane-stop-short")

@@ -9,7 +9,7 @@ import pytest
 from scenario_copies import load_edited
 
 from harness.components.registry import REGISTRY_HOST, container_name, hosts_dir, registry_host
-from harness.engine.runner import declared_manifests, manifest_only_values
+from harness.engine.workload import declared_manifests, manifest_only_values
 from harness.faults import FaultError
 from harness.faults.registry_outage import RegistryOutage
 from harness.probes.pods import go_duration_seconds, pulled_seconds
@@ -167,7 +167,7 @@ def test_an_outage_of_a_container_that_does_not_exist_leaves_nothing_to_revert()
 
 
 def test_a_data_only_scenario_names_a_cluster_config_that_exists(tmp_path):
-    from harness.cli import check_references
+    from harness.cli.scenarios import check_references
 
     scenario = load_edited(tmp_path, "serial-image-pull", lambda d: d["cluster"].update(config="no-such-config"))
     with pytest.raises(ScenarioError) as info:
