@@ -34,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 from harness.core.ledger import Ledger
 from harness.core.timeline import Sample, Timeline, success_ratio
 from harness.core.waiting import wait_until, wait_until_or_raise
-from harness.faults import revert_and_verify
+from harness.faults import recorded, revert_and_verify
 from harness.kube.providers import Cluster
 from harness.kube.workloads import deploy_http_server, ensure_namespace
 from harness.probes import Probes
@@ -208,8 +208,7 @@ class VitalSigns:
         already. A namespace still terminating (an earlier session's) is waited out first.
         Raises ApiException or ConditionTimeout when the cluster cannot run them."""
         if self.ledger is not None and self._entry is None:
-            self._entry = self.ledger.record(DrillNamespace.kind, cluster=self.cluster.describe(),
-                                             target=self._namespace.target(), drill="vital-signs")
+            self._entry = recorded(self._namespace, self.ledger, drill="vital-signs")
         wait_until_or_raise(self._namespace_usable, 240, interval_seconds=1.0,
                             description=f"namespace {NAMESPACE} not terminating")
         ensure_namespace(self.cluster, NAMESPACE)

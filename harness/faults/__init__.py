@@ -382,6 +382,12 @@ def revert_and_verify(fault: Fault, ledger: Ledger, entry_id: str) -> None:
         log.info("%s reverted and verified", fault.kind)
 
 
+def recorded(fault: Fault, ledger: Ledger, drill: str | None = None):
+    """Write ``fault``'s ledger entry (its kind, cluster and target) before it acts: the one way
+    an entry is written, so ``kdrill recover`` can revert what follows. Returns the entry."""
+    return ledger.record(fault.kind, cluster=fault.cluster.describe(), target=fault.target(), drill=drill)
+
+
 @contextmanager
 def injected(fault: Fault, ledger: Ledger, drill: str | None = None) -> Iterator[Fault]:
     """Record, inject, yield, and always revert ``fault``.
@@ -391,7 +397,7 @@ def injected(fault: Fault, ledger: Ledger, drill: str | None = None) -> Iterator
     """
     if fault.needs_node_access:
         fault.cluster.require_node_access(f"fault {fault.kind}", fault.node_access_needed())
-    entry = ledger.record(fault.kind, cluster=fault.cluster.describe(), target=fault.target(), drill=drill)
+    entry = recorded(fault, ledger, drill)
     fault._checkpoint = lambda: ledger.update(entry.id, **fault.target())
     with _terminate_as_interrupt():
         try:

@@ -28,7 +28,7 @@ from harness.core.timeline import Timeline, summarize
 from harness.core.waiting import WaitLog, log_waits
 from harness.engine.expectations import ExpectationFailed, Expectations
 from harness.evidence.records import DrillRecord, EvidenceWriter
-from harness.faults import Fault, injected
+from harness.faults import Fault, injected, recorded
 from harness.kube.providers import NODE_CHANNEL_SAYS, Cluster
 from harness.probes import host_pressure
 from harness.probes.host_pressure import HostCpuPressure
@@ -132,8 +132,7 @@ class Drill:
         namespace made here (their entries leave once they are gone). Returns the name."""
 
         namespace = DrillNamespace(self.cluster, name or self.namespace, labels)
-        entry = self.ledger.record(DrillNamespace.kind, cluster=self.cluster.describe(),
-                                   target=namespace.target(), drill=self.name)
+        entry = recorded(namespace, self.ledger, drill=self.name)
         self._namespaces.append((namespace, entry))
         namespace.inject()
         return namespace.namespace

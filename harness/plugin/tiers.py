@@ -99,9 +99,14 @@ SIGKILLED = [
 # pod-delete (nothing to undo; its revert only waits for the replacements): a kill inside their
 # windows would race their own reverts.
 
-# Kinds that presubmit cluster tests exercise directly, with no drill.
+# Kinds that presubmit cluster tests exercise directly, with no drill: each built through its
+# entry point (a fault through the ledger, injected and reverted), shown succeeding and failing on
+# the real cluster. The probe kinds whose only drills take two to three minutes each are here.
 EXERCISED_BY_CLUSTER_TESTS: dict[str, tuple[str, ...]] = {
     "tests/cluster/test_command_probe_cluster.py": ("probe:command",),
+    "tests/cluster/test_probe_kinds_cluster.py": (
+        "probe:api-write", "probe:metric", "probe:image-pulls", "probe:events", "fault:drill-registry",
+        "measure:max_value", "measure:first_failure_seconds"),
 }
 
 # Kinds installed with kdrill that no built-in scenario uses, each with why it stays.

@@ -11,6 +11,7 @@ import pytest
 
 from harness.core import resources
 from harness.plugin import tiers
+from harness.spec.plugins import probe_types, registered_fault
 from harness.spec.scenario import load_scenarios
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -89,12 +90,23 @@ def test_the_cluster_tests_credited_run_what_they_are_credited_with_and_are_pres
                      if isinstance(f, ast.FunctionDef) and f.name.startswith("test_")
                      and not any("full" in ast.unparse(d) for d in f.decorator_list)]
         assert presubmit, f"{path} has no presubmit test"
+        for kind in tiers.EXERCISED_BY_CLUSTER_TESTS.get(path, ()):
+            assert any(named_in(kind, text) for text in presubmit), (path, kind)
         for name, case in cases:
             # The test reads that case's record: the run really ran it to its end.
             record = f"{name}--{case}.json" if case else f"{name}.json"
             assert any(record in text or (f"{name}--{{case}}.json" in text and f'"{case}"' in text)
                        for text in presubmit), (path, record)
     assert set(tiers.CHANNEL_OF_CLUSTER_TESTS) == set(tiers.RUN_BY_CLUSTER_TESTS)
+
+
+def named_in(kind: str, source: str) -> bool:
+    """Whether a test's ``source`` uses ``kind``: its registered class called, or (a probe, a
+    measure) its name quoted, as a scenario's spec or a measure call gives it."""
+    family, name = kind.split(":", 1)
+    registered = {"fault": registered_fault, "probe": lambda n: probe_types()[n]}.get(family)
+    called = registered is not None and f"{registered(name).__name__}(" in source
+    return called or (family != "fault" and f'"{name}"' in source)
 
 
 def test_presubmit_kills_one_case_per_fault_kind_of_the_sigkill_table(scenarios, times):
