@@ -257,15 +257,17 @@ def check_targets(scenario, fault_type: type[Fault]) -> None:
     setup. What a fault acts on is its :meth:`Fault.acts_on` (objects by name) and
     :meth:`Fault.selects_pods` (pods by labels: the selector must match the pod labels of a
     declared Pod, a declared Deployment's or StatefulSet's pod template, or the runner's web
-    pods). A target in another namespace (e.g. kube-system, through ``target_namespace``) is the
-    scenario's to name. Names and labels are compared as sent (``$(namespace)`` expanded for each
-    case's namespace). Raises ScenarioError naming the parameter (``cases[i].params.X`` where a
-    case sets it, else ``fault.params.X``)."""
+    pods). A target in a namespace the drill does not make (e.g. kube-system, through
+    ``target_namespace``) is refused unless the scenario says what it acts on there and why
+    (``fault.outside_drill``): the probes measure the drill's own objects, so a namespace typed
+    by mistake would drill something else unseen. Names and labels are compared as sent
+    (``$(namespace)`` expanded for each case's namespace). Raises ScenarioError naming the
+    parameter (``cases[i].params.X`` where a case sets it, else ``fault.params.X``)."""
     if scenario.runner is None:
         return  # a drill file makes its own objects
 
     manifests = scenario.workload.get("manifests") or []
-    outside = "; or a target_namespace outside the drill's" if "target_namespace" in fault_type.params else ""
+    outside = "; or a target_namespace outside the drill's, with fault.outside_drill saying why" if "target_namespace" in fault_type.params else ""
     for index, case in enumerate(scenario.cases or [None]):
         namespace = drill_namespace(scenario.name, case.name if case else None)
         params = scenario.params_for(case.name if case else None)
@@ -294,8 +296,15 @@ def check_targets(scenario, fault_type: type[Fault]) -> None:
             labels = _pod_labels(manifest)
             if labels is not None:
                 pods[where].append((sent(labels), f"{manifest['kind']} {name}"))
+        def refuse_outside(where: str) -> None:
+            if where not in made and not scenario.fault_outside_drill:
+                raise ScenarioError(scenario.path, field("target_namespace"), "a namespace the drill makes ("
+                                    + ", ".join(sorted(made)) + "), or fault.outside_drill saying what the fault "
+                                    "acts on outside the drill and why", repr(where))
+
         for param, kind, name, target_namespace in fault_type.acts_on(params):
             where = target_namespace or namespace
+            refuse_outside(where)
             if where not in made or any((k, n) == (kind, name) for k, n, _ in made[where]):
                 continue
             known = sorted({written for k, _, written in made[where] if k == kind})
@@ -304,6 +313,7 @@ def check_targets(scenario, fault_type: type[Fault]) -> None:
                                 + (", ".join(known) or "none") + outside, repr(name))
         for param, selector, target_namespace in fault_type.selects_pods(params):
             where = target_namespace or namespace
+            refuse_outside(where)
             if where not in pods or any(selector_matches(selector, labels) for labels, _ in pods[where]):
                 continue
             known = "; ".join(f"{what}: " + (",".join(f"{k}={v}" for k, v in labels.items()) or "no labels")

@@ -160,6 +160,7 @@ def _build(path: Path, data: dict) -> Scenario:
         needs_node_access=data["cluster"].get("needs_node_access", False),
         fault_kind=fault["kind"], fault_method=fault["method"],
         fault_params=copy.deepcopy(fault.get("params") or {}),
+        fault_outside_drill=(fault.get("outside_drill") or "").strip(),
         workload=copy.deepcopy(data.get("workload") or {}),
         probe_interval_seconds=float(data.get("probes", {}).get("interval_seconds", MAX_PROBE_INTERVAL_SECONDS)),
         expectations=_expectation_specs(data["expectations"]),

@@ -166,6 +166,7 @@ class Scenario:
     runner: dict[str, Any] | None = field(default=None, hash=False)
     node_access_for: str = ""  # cluster.node_access_for: what a drill file does on the nodes
     on_request: str = ""  # why it runs only when named; "" for a drill of the default catalogue
+    fault_outside_drill: str = ""  # fault.outside_drill: what the fault acts on beyond the drill's objects, and why
 
     def node_access_needs(self, case: str | None = None) -> list[str]:
         """What the drill does on the nodes, each a phrase after "it": its fault's (the fault
@@ -252,7 +253,8 @@ class Scenario:
             "cluster": {"config": self.cluster_config, "needs_node_access": self.needs_node_access,
                         **({"node_access_for": self.node_access_for} if self.node_access_for else {})},
             "fault": {"kind": self.fault_kind, "method": self.fault_method,
-                      "params": copy.deepcopy(self.fault_params)},
+                      "params": copy.deepcopy(self.fault_params),
+                      **({"outside_drill": self.fault_outside_drill} if self.fault_outside_drill else {})},
             "workload": copy.deepcopy(self.workload),
             "probes": {"interval_seconds": self.probe_interval_seconds},
             "expectations": [e.to_dict() for e in self.expectations],

@@ -176,6 +176,9 @@ SCHEMA: dict[str, Any] = {
                          "x-expected": "a fault kind: lowercase letters, digits and '-'"},
                 "method": _TEXT,
                 "params": _MAPPING,
+                # What the fault acts on outside what the drill makes, and why: a target_namespace
+                # the drill does not make is refused without it (harness/faults: check_targets).
+                "outside_drill": _TEXT,
             },
         },
         # The keys every drill reads are checked here; a drill's own keys (e.g. dns-saturation's) pass.

@@ -63,9 +63,28 @@ def test_a_cases_own_target_is_named_at_the_case(tmp_path):
     assert err.field == "cases[1].params.service_name" and err.got == "'webhok'"
 
 
-def test_a_target_outside_the_drills_namespaces_is_the_scenarios_to_name(tmp_path):
-    check_params(load_edited(tmp_path, "service-blackhole",
-                             lambda d: d["fault"]["params"].update(service_name="kube-dns", target_namespace="kube-system")))
+WHY = "kube-system's kube-dns Service: the cluster's DNS is the path drilled"
+
+
+def test_a_target_outside_the_drills_namespaces_is_refused_unless_the_scenario_says_why(tmp_path):
+    def edit(d, why=None):
+        d["fault"]["params"].update(service_name="kube-dns", target_namespace="kube-system")
+        if why is not None:
+            d["fault"]["outside_drill"] = why
+
+    err = refused(tmp_path, "service-blackhole", edit)
+    assert err.field == "fault.params.target_namespace" and err.got == "'kube-system'"
+    assert "a namespace the drill makes (kdrill-service-blackhole)" in err.expected
+    assert "fault.outside_drill" in err.expected
+    scenario = load_edited(tmp_path, "service-blackhole", lambda d: edit(d, WHY))
+    check_params(scenario)
+    assert scenario.to_dict()["fault"]["outside_drill"] == WHY  # the record says it
+
+
+def test_outside_drill_must_say_something(tmp_path):
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "service-blackhole", lambda d: d["fault"].update(outside_drill=""))
+    assert info.value.field == "fault.outside_drill"
 
 
 # --- pods chosen by their labels -------------------------------------------------------------------
@@ -83,9 +102,15 @@ def test_a_selector_matching_no_pod_the_drill_makes_is_refused(tmp_path, selecto
     assert "Deployment web (the runner's): app=web" in err.expected
 
 
-def test_a_selector_of_pods_outside_the_drills_namespaces_is_the_scenarios_to_name(tmp_path):
-    check_params(load_edited(tmp_path, "pod-delete", lambda d: d["fault"]["params"].update(
-        selector="k8s-app=kube-dns", target_namespace="kube-system")))
+def test_pods_outside_the_drills_namespaces_are_refused_unless_the_scenario_says_why(tmp_path):
+    def edit(d, why=None):
+        d["fault"]["params"].update(selector="app=web", target_namespace="default")
+        if why is not None:
+            d["fault"]["outside_drill"] = why
+
+    err = refused(tmp_path, "pod-delete", edit)  # every probe measures the drill's own web, not default's
+    assert err.field == "fault.params.target_namespace" and err.got == "'default'"
+    check_params(load_edited(tmp_path, "pod-delete", lambda d: edit(d, "default's web pods, the team's own")))
 
 
 def test_a_declared_statefulsets_pod_template_labels_are_matched(tmp_path):

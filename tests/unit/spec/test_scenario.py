@@ -248,7 +248,7 @@ def test_unknown_field_lists_allowed(tmp_path):
     data = example_data()
     data["fault"]["colour"] = "red"
     err = load_error(tmp_path, data)
-    assert str(err).endswith("field 'fault.colour': expected no such field (allowed: kind, method, params)")
+    assert str(err).endswith("field 'fault.colour': expected no such field (allowed: kind, method, params, outside_drill)")
     assert err.got is None
 
 
