@@ -36,6 +36,7 @@ from harness.kube.objects import Ref
 from harness.kube.providers import Cluster
 from harness.probes import Probe
 from harness.probes.api import failed
+from harness.spec.field_paths import path_problem
 from harness.spec.scenario import OBJECT_REF_SCHEMA
 
 CONDITION_STATUSES = ("True", "False", "Unknown")
@@ -135,11 +136,17 @@ class ObjectStateProbe(Probe):
 
     @staticmethod
     def problems(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
-        """``ok_when`` as :func:`holds` reads it (a schema pattern's ``$`` lets a final newline through)."""
+        """``ok_when`` as :func:`holds` reads it (a schema pattern's ``$`` lets a final newline through),
+        and its ``field`` a path the API defines for the object's kind (harness/spec/field_paths.py)."""
         try:
             holds(None, spec.get("ok_when"))
         except ValueError:
             return [("ok_when", ObjectStateProbe.fields["ok_when"]["x-expected"], repr(spec.get("ok_when")))]
+        ok_when, kind = spec.get("ok_when"), (spec.get("object") or {}).get("kind")
+        if isinstance(ok_when, dict) and "field" in ok_when and isinstance(kind, str):
+            # A key the API does not define would read as absent (null) forever.
+            if (problem := path_problem(kind, ok_when["field"])) is not None:
+                return [("ok_when.field", problem, repr(ok_when["field"]))]
         return []
 
     @staticmethod
