@@ -3,7 +3,7 @@
 command is in the module of its concern:
 
   run.py, pytest_process.py   kdrill run's refusals, plan and pytest command; its pytest process
-  scenarios.py                validate, new, list
+  scenarios.py                validate, new, list, schema
   history.py, verify.py       compare and history; verify and report
   cluster.py, recover.py      doctor, images and cluster; recover
   refusals.py, output.py      bad input refused (exit 2) and run directories; -o JSON or YAML
@@ -33,7 +33,7 @@ from harness.cli.run import (
     pytest_command,
     summary,
 )
-from harness.cli.scenarios import cmd_list, cmd_new, cmd_validate
+from harness.cli.scenarios import cmd_list, cmd_new, cmd_schema, cmd_validate
 from harness.cli.verify import cmd_report, cmd_verify
 from harness.core import resources
 from harness.evidence.sealing import report_and_manifest
@@ -72,7 +72,7 @@ def parser() -> argparse.ArgumentParser:
     return arguments.parser({"run": cmd_run, "new": cmd_new, "validate": cmd_validate, "compare": cmd_compare,
                              "history": cmd_history, "list": cmd_list, "recover": cmd_recover, "doctor": cmd_doctor,
                              "images": cmd_images, "cluster": cmd_cluster, "report": cmd_report,
-                             "verify": cmd_verify})
+                             "verify": cmd_verify, "schema": cmd_schema})
 
 
 REPORTS_COMMANDS = ("run", "compare", "history", "report", "verify")  # the commands that read --reports

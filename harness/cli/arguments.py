@@ -64,8 +64,8 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
                         help="as before the subcommand")
     sub = p.add_subparsers(dest="command", required=True, parser_class=functools.partial(
         argparse.ArgumentParser, allow_abbrev=False, parents=[common]))
-    for add in (_add_run, _add_new, _add_validate, _add_compare, _add_history, _add_list, _add_recover, _add_doctor,
-                _add_images, _add_cluster, _add_report, _add_verify):  # in the order `kdrill --help` lists them
+    for add in (_add_run, _add_new, _add_validate, _add_schema, _add_compare, _add_history, _add_list, _add_recover,
+                _add_doctor, _add_images, _add_cluster, _add_report, _add_verify):  # in the order `kdrill --help` lists them
         add(sub, commands)
     return p
 
@@ -149,6 +149,12 @@ def _add_history(sub, commands: Mapping[str, Command]) -> None:
     his.add_argument("-o", "--output", choices=OUTPUT_FORMATS,
                      help="every run as JSON or YAML (index.html is not written)")
     his.set_defaults(func=commands["history"])
+
+
+def _add_schema(sub, commands: Mapping[str, Command]) -> None:
+    sch = sub.add_parser("schema", help="print the scenario format as a JSON Schema, for editors (kdrill validate "
+                         "stays the authority)")
+    sch.set_defaults(func=commands["schema"])
 
 
 def _add_list(sub, commands: Mapping[str, Command]) -> None:

@@ -1,9 +1,10 @@
-"""The scenario commands: ``kdrill validate``, ``kdrill new`` and ``kdrill list``, and the check that
+"""The scenario commands: ``kdrill validate``, ``kdrill new``, ``kdrill list`` and ``kdrill schema``, and the check that
 what a scenario names exists (``kdrill run`` makes it too)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from harness.cli.refusals import Refused
 from harness.core import resources
 from harness.engine.measures import measure_kinds
 from harness.spec.claims import format_claims, list_claims
+from harness.spec.editor_schema import scenario_json_schema
 from harness.spec.scenario import (
     MAX_NAME_LENGTH,
     Scenario,
@@ -137,4 +139,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     for s in load_scenarios(directory):
         node = (" (needs node access)" if s.needs_node_access else "") + (" (runs only when named)" if s.on_request else "")
         print(f"{s.name:28} {s.title}{node}\n{'':28} fault {s.fault_kind}; cluster {s.cluster_config}; {s.drill}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """The scenario format as a JSON Schema on stdout (harness/spec/editor_schema.py)."""
+    print(json.dumps(scenario_json_schema(), indent=2, sort_keys=True))
     return 0

@@ -150,6 +150,23 @@ class Param:
         return None
 
 
+    def json_schema(self) -> dict[str, Any]:
+        """This parameter as JSON Schema, for editors (``kdrill schema``); :meth:`problem` stays
+        what validation asks (a selector's grammar, a quantity's)."""
+        unit = " (seconds)" if self.kind == "seconds" else ""
+        schema: dict[str, Any] = {"description": self.help + unit}
+        if self.kind == "bool":
+            schema["type"] = "boolean"
+        elif self.kind == "choice":
+            schema["enum"] = list(self.choices)
+        elif self.kind in ("name", "quantity", "selector", "labels"):
+            schema["type"] = "string"
+        else:
+            schema["type"] = "integer" if self.kind == "integer" else "number"
+            schema.update({k: v for k, v in (("minimum", self.minimum), ("maximum", self.maximum)) if v is not None})
+        return schema
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None else (str(int(value)) if float(value).is_integer() else str(value))
 
