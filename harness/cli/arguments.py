@@ -172,6 +172,11 @@ def _add_recover(sub, commands: Mapping[str, Command]) -> None:
                      help="the ledger to revert (default: $KDRILL_STATE_DIR/ledger, else ~/.local/state/kdrill/ledger)")
     rec.add_argument("--force", action="store_true",
                      help="also revert entries whose recording process still seems alive (its pid may be reused)")
+    rec.add_argument("--context", help="revert only the entries recorded for this context (a kind cluster's is "
+                     "kind-NAME); the others stay in the ledger. Default: every entry, each on the cluster it names")
+    rec.add_argument("--kubeconfig", type=path_value,
+                     help="reach each existing (non-kind) cluster's entries through this kubeconfig instead of the "
+                     "one recorded (moved since); their recorded context must be in it")
     rec.set_defaults(func=commands["recover"])
 
 

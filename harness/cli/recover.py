@@ -34,10 +34,22 @@ def entry_cluster_problem(entry_cluster: dict) -> str | None:
     return None
 
 
-def cluster_for_entry(entry_cluster: dict) -> Cluster:
+def entry_context(entry_cluster: dict) -> str | None:
+    """The context a ledger entry's ``cluster`` was recorded for (a kind cluster's ``kind-NAME``
+    when none was recorded), or None for a malformed one."""
+    if not isinstance(entry_cluster, dict):
+        return None
+    context = entry_cluster.get("context")
+    if not context and entry_cluster.get("provider") == "kind" and isinstance(entry_cluster.get("name"), str):
+        return f"kind-{entry_cluster['name']}"
+    return context if isinstance(context, str) else None
+
+
+def cluster_for_entry(entry_cluster: dict, kubeconfig: str | None = None) -> Cluster:
     """The cluster a ledger entry's ``cluster`` names, reached as the fault reached it (through the
-    node agent when it did). Raises ClusterGone for a kind cluster that no longer exists,
-    ProviderError for a malformed entry or an API server that does not answer."""
+    node agent when it did); an existing cluster through ``kubeconfig`` when given, else the one
+    recorded. Raises ClusterGone for a kind cluster that no longer exists, ProviderError for a
+    malformed entry or an API server that does not answer."""
     problem = entry_cluster_problem(entry_cluster)
     if problem:  # kept in the ledger (not ClusterGone): a person decides which cluster it was
         raise ProviderError(f"the entry's cluster is malformed ({problem}): fix the entry's cluster or revert by "
@@ -47,7 +59,7 @@ def cluster_for_entry(entry_cluster: dict) -> Cluster:
         if not provider.exists():
             raise ClusterGone(f"kind cluster {entry_cluster['name']} no longer exists")
         return provider.cluster(kubeconfig=entry_cluster.get("kubeconfig"))
-    cluster = existing.existing_cluster(entry_cluster.get("kubeconfig"), entry_cluster.get("context"))
+    cluster = existing.existing_cluster(kubeconfig or entry_cluster.get("kubeconfig"), entry_cluster.get("context"))
     if entry_cluster.get("node_channel") == "agent":
         # What was done through the node agent is undone through it (its namespace is in the
         # ledger too, and recover deletes it after the faults that used it).
@@ -72,23 +84,33 @@ def cmd_recover(args: argparse.Namespace) -> int:
         # A misspelt directory must not read as "nothing to revert".
         print(f"kdrill recover: no ledger directory {args.ledger_dir}", file=sys.stderr)
         return 2
+    if args.kubeconfig and not Path(args.kubeconfig).is_file():
+        print(f"kdrill recover: --kubeconfig: expected a kubeconfig file, got {args.kubeconfig}", file=sys.stderr)
+        return 2
     ledger = Ledger(Path(args.ledger_dir) if args.ledger_dir else None)
     entries = ledger.entries()
     if not entries:
         print(f"kdrill recover: the ledger ({ledger.directory}) holds no fault; nothing to revert")
         return 0
     print(f"kdrill recover: {len(entries)} fault(s) in {ledger.directory}")
+    only = None
+    if args.context:
+        def only(entry) -> bool:
+            return entry_context(entry.cluster) == args.context
+
+        left = sum(not only(e) for e in entries)
+        print(f"  only context {args.context}: {len(entries) - left} entry(ies); {left} of other contexts left as they are")
     agents, by_context = [], {}
 
     def cluster_for(entry_cluster: dict) -> Cluster:
-        cluster = cluster_for_entry(entry_cluster)
+        cluster = cluster_for_entry(entry_cluster, args.kubeconfig)
         if cluster.node_agent is not None:
             agents.append(cluster)
         if cluster.provider == "existing":
             by_context[cluster.context] = cluster
         return cluster
 
-    results = faults.recover(ledger, cluster_for, force=args.force)
+    results = faults.recover(ledger, cluster_for, force=args.force, only=only)
     for r in results:
         print(f"  {'reverted' if r['reverted'] else 'NOT REVERTED'}  {r['kind']}  {r['id']}"
               + (f"  ({r['error']})" if r["error"] else ""))

@@ -452,8 +452,10 @@ def api_silence(cluster: Cluster, seconds: float | None = None) -> str | None:
         threading.Event().wait(2.0)  # the poll interval
 
 
-def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool = False) -> list[dict]:
-    """Revert every fault still in ``ledger``; returns one result per entry.
+def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool = False,
+            only: Callable[[Any], bool] | None = None) -> list[dict]:
+    """Revert every fault still in ``ledger`` (those ``only`` takes, given one: e.g. one
+    context's); returns one result per entry tried.
 
     ``cluster_for`` turns an entry's ``cluster`` dict into a Cluster. An entry whose revert
     fails is kept, with the error in its result, so ``kdrill recover`` can be run again. An entry
@@ -464,7 +466,10 @@ def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool 
     """
     # Newest first, as a finally would: a drill's namespace goes after the fault made inside it
     # is reverted (deleting it needs the control plane that fault may have stopped).
-    results = _recover_pass(ledger, list(reversed(ledger.entries())), cluster_for, force)
+    def entries() -> list:
+        return [e for e in reversed(ledger.entries()) if only is None or only(e)]
+
+    results = _recover_pass(ledger, entries(), cluster_for, force)
     # A revert can be blocked by what an older entry removes: scaling a webhook's backend back up
     # is an UPDATE that its own fail-closed configuration refuses until the drill's objects (that
     # configuration among them) are deleted. Those get one more try, once something was undone on
@@ -474,7 +479,7 @@ def recover(ledger: Ledger, cluster_for: Callable[[dict], Cluster], force: bool 
               and "cannot be read" not in (r["error"] or "")}
     if failed and undone:
         first = {r["id"]: r["error"] for r in results}
-        again = {r["id"]: r for r in _recover_pass(ledger, [e for e in reversed(ledger.entries()) if e.id in failed],
+        again = {r["id"]: r for r in _recover_pass(ledger, [e for e in entries() if e.id in failed],
                                                    cluster_for, force)}
         for result in again.values():  # what the first try met stays on record
             result["error"] = f"first try: {first[result['id']]}" + (f"; retry: {result['error']}"

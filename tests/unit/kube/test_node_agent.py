@@ -184,7 +184,7 @@ def test_recover_waits_for_a_node_agent_clusters_api_once_and_keeps_its_entries_
     ledger = Ledger(tmp_path / "ledger")
     where = {"provider": "existing", "kubeconfig": "/k", "context": "ctx", "node_channel": "agent"}
     ids = [ledger.record("node-agent", cluster=where, target={"namespace": f"n{i}"}).id for i in range(3)]
-    assert cmd_recover(argparse.Namespace(ledger_dir=str(tmp_path / "ledger"), force=False)) == 1
+    assert cmd_recover(argparse.Namespace(ledger_dir=str(tmp_path / "ledger"), force=False, context=None, kubeconfig=None)) == 1
     out = capsys.readouterr().out
     assert out.count("NOT REVERTED") == 3 and "API server of context ctx does not answer (no answer in 60 s" in out
     assert len(asked) == 1, "asked once per cluster, not once per entry"
@@ -217,7 +217,7 @@ def test_recovers_retry_pass_looks_a_cluster_up_again(tmp_path, monkeypatch, cap
     api_only = {"provider": "existing", "kubeconfig": "/k", "context": "ctx"}
     ledger.record("api-only", cluster=api_only, target={})
     ledger.record("on-nodes", cluster={**api_only, "node_channel": "agent"}, target={})
-    assert cmd_recover(argparse.Namespace(ledger_dir=str(tmp_path / "ledger"), force=False)) == 0
+    assert cmd_recover(argparse.Namespace(ledger_dir=str(tmp_path / "ledger"), force=False, context=None, kubeconfig=None)) == 0
     out = capsys.readouterr().out
     assert "first try: ProviderError: the API server of context ctx does not answer" in out
     assert "the retry succeeded" in out and ledger.entries() == []
@@ -333,7 +333,7 @@ def test_recover_removes_a_node_agent_it_started_itself_and_only_that(tmp_path, 
     ledger = Ledger(tmp_path / "ledger")
     ledger.record("on-nodes", cluster={"provider": "existing", "kubeconfig": "/k", "context": "ctx",
                                        "node_channel": "agent"}, target={})
-    assert cmd_recover(argparse.Namespace(ledger_dir=str(tmp_path / "ledger"), force=False)) == 0
+    assert cmd_recover(argparse.Namespace(ledger_dir=str(tmp_path / "ledger"), force=False, context=None, kubeconfig=None)) == 0
     out = capsys.readouterr().out
     assert (NAMESPACE in api.namespaces) is there_before
     assert ("removed  the node agent kdrill recover started" in out) is not there_before
