@@ -50,6 +50,7 @@ from harness.core import proc
 from harness.core.waiting import hold_until
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.faults.outage_work import JOB_FIRST_BACKOFF_SECONDS, OutageWork
+from harness.faults.scheduled_runs import cronjob_problem
 from harness.kube.providers import Cluster
 from harness.kube.providers.kind import pause_container
 from harness.spec.params import Param
@@ -111,6 +112,9 @@ class ControlPlaneStop(Fault):
                                "kills in the window (needs control_job)", required=False),
         "kill_after_seconds": Param("seconds", "how far into the window the kills fire (after the API is seen down: "
                                     "1.1 to 3.9 s after the stop here)", minimum=1, maximum=300, required=False),
+        "scheduled_job": Param("name", "a declared CronJob that runs every minute with suspended Jobs: a run is due "
+                               "in the outage, and its creation after the return is timed (needs control_job)",
+                               required=False),
     }
     # With control_job: what the workers' side of the outage measured (harness.faults.outage_work).
     facts_offered = {
@@ -130,6 +134,13 @@ class ControlPlaneStop(Fault):
         "pods_rescheduled_or_replaced": ("count", "pods of the namespace's ReplicaSets gone, moved or new between "
                                          "just before the stop and the end of the drill"),
         "new_replicasets": ("count", "ReplicaSets of the namespace new between just before the stop and the end"),
+        "scheduled_runs_due_during_outage": ("count", "with scheduled_job: the runs its every-minute schedule makes "
+                                             "due between the stop and the revert"),
+        "scheduled_runs_created_during_outage": ("count", "with scheduled_job: its Jobs created between the stop and "
+                                                 "the revert (None when none was due)"),
+        "scheduled_run_created_after_return_seconds": ("seconds", "with scheduled_job: from the first API server "
+                                                       "seen ready again to the creation of the run due first in the "
+                                                       "outage (whole seconds; None when it was never created)"),
         "kube_system_restarts_outside_control_plane": ("count", "restarts of kube-system pods other than the four "
                                                        "control-plane components, just before the stop to the end"),
         "coredns_replicas_on_stopped_nodes": ("ratio", "the share of the CoreDNS replicas (just before the stop) "
@@ -183,7 +194,8 @@ class ControlPlaneStop(Fault):
                 raise FaultError("control-plane-stop with control_job needs worker nodes: the control-plane nodes "
                                  "are what stops")
             work = OutageWork(cluster, namespace, workers, params.get("kill_selector"), params["control_job"],
-                              float(params.get("kill_after_seconds", DEFAULT_KILL_AFTER_SECONDS)))
+                              float(params.get("kill_after_seconds", DEFAULT_KILL_AFTER_SECONDS)),
+                              scheduled_job=params.get("scheduled_job"))
         return cls(cluster, method=params["method"], hold_seconds=float(params["hold_seconds"]), work=work)
 
     @classmethod
@@ -194,6 +206,8 @@ class ControlPlaneStop(Fault):
         over, or "nothing was replaced" could not fail."""
         if float(params["hold_seconds"]) != windows["hold_seconds"]:
             return f"{float(params['hold_seconds']):g}, the hold_seconds param (the nodes revert on their own then)"
+        if params.get("scheduled_job") and windows["hold_seconds"] < 60:
+            return "at least 60 s with scheduled_job: an every-minute run falls due in any window that long"
         least = float(params.get("kill_after_seconds", DEFAULT_KILL_AFTER_SECONDS)) + 4 * JOB_FIRST_BACKOFF_SECONDS
         if params.get("control_job") and windows["hold_seconds"] < least:
             return (f"at least {least:g} s: kill_after_seconds + {4 * JOB_FIRST_BACKOFF_SECONDS:g} s, twice the Job "
@@ -207,11 +221,15 @@ class ControlPlaneStop(Fault):
         whose pod a kill makes Failed and only its controller replaces: restartPolicy Never, one
         pod at a time (parallelism 1), one container."""
         if not params.get("control_job"):
-            for param in ("kill_selector", "kill_after_seconds"):
+            for param in ("kill_selector", "kill_after_seconds", "scheduled_job"):
                 if param in params:
-                    return param, "no kill_selector or kill_after_seconds without control_job (the kills are set " \
-                                  "with the control experiment)", repr(params[param])
+                    return param, "no kill_selector, kill_after_seconds or scheduled_job without control_job (the " \
+                                  "workers' side of the outage is set with the control experiment)", repr(params[param])
             return None
+        if params.get("scheduled_job"):
+            problem = cronjob_problem(manifests, params["scheduled_job"], float(params["hold_seconds"]))
+            if problem is not None:
+                return ("scheduled_job", *problem)
         name = params["control_job"]
         job = next((m for m in manifests if m.get("kind") == "Job" and m["metadata"].get("name") == name
                     and m["metadata"].get("namespace") in (None, "$(namespace)")), None)
@@ -230,12 +248,18 @@ class ControlPlaneStop(Fault):
 
     @classmethod
     def facts_available(cls, params: dict[str, Any]) -> set[str]:
-        """The workers' side measures them, and runs only with control_job."""
-        return set(cls.facts_offered) if params.get("control_job") else set()
+        """The workers' side measures them, and runs only with control_job; the scheduled runs' only
+        with scheduled_job."""
+        if not params.get("control_job"):
+            return set()
+        return {f for f in cls.facts_offered if params.get("scheduled_job") or not f.startswith("scheduled_run")}
 
     @classmethod
     def acts_on(cls, params: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
-        return [("control_job", "Job", params["control_job"], None)] if params.get("control_job") else []
+        objects = [("control_job", "Job", params["control_job"], None)] if params.get("control_job") else []
+        if params.get("scheduled_job"):
+            objects.append(("scheduled_job", "CronJob", params["scheduled_job"], None))
+        return objects
 
     @classmethod
     def selects_pods(cls, params: dict[str, Any]) -> list[tuple[str, str, str | None]]:

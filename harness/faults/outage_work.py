@@ -36,6 +36,7 @@ from harness.components import node_units, static_pods
 from harness.components.node_units import remove_units
 from harness.core.timeline import Sample, Timeline
 from harness.core.waiting import wait_until
+from harness.faults.scheduled_runs import lag_with_control_plane, minutes_due, scheduled_jobs, scheduled_run_facts
 from harness.kube.providers import Cluster
 from harness.probes.node_side import NodeContainerSampler
 from harness.probes.pods import (
@@ -149,8 +150,10 @@ class OutageWork:
     :meth:`prepare` when the control experiment fails (nothing to compare with)."""
 
     def __init__(self, cluster: Cluster, namespace: str, workers: list[str], kill_selector: str | None,
-                 control_job: str, kill_after_seconds: float, token: str | None = None) -> None:
+                 control_job: str, kill_after_seconds: float, token: str | None = None,
+                 scheduled_job: str | None = None) -> None:
         self.cluster, self.namespace, self.workers = cluster, namespace, list(workers)
+        self.scheduled_job = scheduled_job  # a CronJob due in the outage (harness.faults.scheduled_runs)
         self.kill_selector, self.control_job = kill_selector, control_job
         self.kill_after_seconds = float(kill_after_seconds)
         self.token = token or uuid.uuid4().hex[:8]
@@ -324,6 +327,7 @@ class OutageWork:
         dns_nodes = sorted(p["node"] for p in self._kube_system_before.values() if p["app"] == "kube-dns")
         self.evidence["coredns_nodes"] = dns_nodes
         return {
+            **self._scheduled_run_facts(window, api_back_at),
             "baseline_job_pod_replaced_seconds": self.baseline_job_replaced_seconds,
             "killed_container_restart_seconds": (max(restarts.values()) if restarts and None not in restarts.values()
                                                  else None),
@@ -336,3 +340,13 @@ class OutageWork:
             "coredns_replicas_on_stopped_nodes": (sum(n in stopped_nodes for n in dns_nodes) / len(dns_nodes)
                                                   if dns_nodes else None),
         }
+
+    def _scheduled_run_facts(self, window: tuple[float, float], api_back_at: float | None) -> dict[str, Any]:
+        """The scheduled-run facts (harness.faults.scheduled_runs) when the drill names a CronJob."""
+        if not self.scheduled_job:
+            return {}
+        jobs = scheduled_jobs(self.cluster, self.namespace, self.scheduled_job)
+        self.evidence["scheduled_runs"] = {
+            "cronjob": self.scheduled_job, "due_during_outage": minutes_due(*window), "jobs": jobs,
+            "lag_with_control_plane_seconds": lag_with_control_plane(jobs, window[0])}
+        return scheduled_run_facts(jobs, window, api_back_at)

@@ -116,6 +116,7 @@ KINDS: dict[str, Kind] = {k.kind: k for k in [
     Kind("apps/v1", "Deployment", "deployments", True),
     Kind("apps/v1", "StatefulSet", "statefulsets", True),
     Kind("batch/v1", "Job", "jobs", True),
+    Kind("batch/v1", "CronJob", "cronjobs", True),
     Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets", True),
     Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies", True),
     Kind("apiregistration.k8s.io/v1", "APIService", "apiservices", False),

@@ -187,6 +187,11 @@ def test_predicted_by_needs_a_ratio_fact_a_success_ratio_and_a_bool(tmp_path):
     assert "success_ratio and unit bool" in info.value.expected
 
 
+def without_scheduled_runs(d: dict) -> None:
+    d["fault"]["params"].pop("scheduled_job")
+    d["expectations"] = [e for e in d["expectations"] if not e["name"].startswith("scheduled_run")]
+
+
 def test_the_runners_hold_is_the_one_the_nodes_revert_at(tmp_path):
     from harness.cli.scenarios import check_references
 
@@ -198,6 +203,7 @@ def test_the_runners_hold_is_the_one_the_nodes_revert_at(tmp_path):
 
     def short(d):
         d["fault"]["params"].update(hold_seconds=49, kill_after_seconds=10)
+        without_scheduled_runs(d)
         d["runner"]["windows"]["hold_seconds"] = 49
     with pytest.raises(ScenarioError) as info:
         check_references(_edited(tmp_path, short))
@@ -205,8 +211,16 @@ def test_the_runners_hold_is_the_one_the_nodes_revert_at(tmp_path):
 
     def long_enough(d):
         d["fault"]["params"].update(hold_seconds=50, kill_after_seconds=10)
+        without_scheduled_runs(d)
         d["runner"]["windows"]["hold_seconds"] = 50
     check_references(_edited(tmp_path, long_enough))
+
+    def too_short_for_a_minute(d):  # a window under a minute may hold no every-minute run
+        d["fault"]["params"].update(hold_seconds=50, kill_after_seconds=10)
+        d["runner"]["windows"]["hold_seconds"] = 50
+    with pytest.raises(ScenarioError) as info:
+        check_references(_edited(tmp_path, too_short_for_a_minute))
+    assert "at least 60 s with scheduled_job" in info.value.expected
 
 
 def test_the_workers_units_survive_in_the_ledger_entry():
@@ -223,18 +237,33 @@ def test_the_workers_units_survive_in_the_ledger_entry():
     assert fault.target()["work_units"] == target["work_units"]
 
 
+def declared(d: dict, kind: str) -> dict:
+    return next(m for m in d["workload"]["manifests"] if m["kind"] == kind)
+
+
 @pytest.mark.parametrize("edit, field, expected", [
     (lambda d: d["fault"]["params"].update(control_job="restart-me"), "fault.params.control_job",
      "a Job the drill makes in"),
-    (lambda d: d["workload"]["manifests"][1]["spec"]["template"]["spec"].update(restartPolicy="OnFailure"),
+    (lambda d: declared(d, "Job")["spec"]["template"]["spec"].update(restartPolicy="OnFailure"),
      "fault.params.control_job", "restartPolicy Never, parallelism 1, one container"),
-    (lambda d: d["workload"]["manifests"][1]["spec"].update(parallelism=2), "fault.params.control_job",
+    (lambda d: declared(d, "Job")["spec"].update(parallelism=2), "fault.params.control_job",
      "parallelism 1"),
+    (lambda d: d["fault"]["params"].update(scheduled_job="replace-me"), "fault.params.scheduled_job",
+     "a CronJob the drill makes in"),
+    (lambda d: declared(d, "CronJob")["spec"].update(schedule="*/5 * * * *"), "fault.params.scheduled_job",
+     "schedule '* * * * *'"),
+    (lambda d: declared(d, "CronJob")["spec"]["jobTemplate"]["spec"].pop("suspend"), "fault.params.scheduled_job",
+     "jobTemplate.spec.suspend true"),
+    (lambda d: declared(d, "CronJob")["spec"].update(startingDeadlineSeconds=30), "fault.params.scheduled_job",
+     "startingDeadlineSeconds more than hold_seconds (60)"),
+    (lambda d: [d["fault"]["params"].pop(k) for k in ("control_job", "kill_selector", "kill_after_seconds")],
+     "fault.params.scheduled_job", "without control_job"),
     (lambda d: d["fault"]["params"].pop("control_job"), "fault.params.kill_selector", "without control_job"),
     (lambda d: d["fault"]["params"].update(kill_selector="app=nobody"), "fault.params.kill_selector",
      "labels matching pods the drill makes"),
 ])
 def test_the_workers_side_is_checked_before_anything_is_touched(tmp_path, edit, field, expected):
+    """Each refusal names the parameter and what it needs (the Job, the CronJob as declared)."""
     from harness.cli.scenarios import check_references
 
     with pytest.raises(ScenarioError) as info:
@@ -246,7 +275,7 @@ def test_a_fact_the_fault_does_not_measure_with_these_params_is_refused(tmp_path
     from harness.cli.scenarios import check_references
 
     def no_workers_side(d):
-        for key in ("control_job", "kill_selector", "kill_after_seconds"):
+        for key in ("control_job", "kill_selector", "kill_after_seconds", "scheduled_job"):
             d["fault"]["params"].pop(key)
     with pytest.raises(ScenarioError) as info:
         check_references(_edited(tmp_path, no_workers_side))

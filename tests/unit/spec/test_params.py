@@ -69,12 +69,12 @@ def test_a_renamed_copy_is_refused_because_no_drill_test_is_marked_with_it(tmp_p
 
 
 def test_a_renamed_copy_of_a_data_only_scenario_is_a_drill_of_its_own(tmp_path):
-    """control-plane-stop is data only: a team's copy under another name, with a shorter hold, needs
+    """control-plane-stop is data only: a team's copy under another name, with a longer hold, needs
     no Python (the runner runs it)."""
     from harness.cli.scenarios import check_references
 
-    def shorter(d):
+    def longer(d):
         d.update(name="control-plane-stop-short")
-        d["fault"]["params"]["hold_seconds"] = 50
-        d["runner"]["windows"]["hold_seconds"] = 50
-    check_references(scenario_with(tmp_path, shorter))
+        d["fault"]["params"]["hold_seconds"] = 70
+        d["runner"]["windows"]["hold_seconds"] = 70
+    check_references(scenario_with(tmp_path, longer))
