@@ -23,7 +23,7 @@ from harness.cli.cluster import cmd_cluster, cmd_doctor, cmd_images, prepare_kin
 from harness.cli.history import cmd_compare, cmd_history, print_comparison, write_history_index
 from harness.cli.pytest_process import run_until_reverted
 from harness.cli.recover import cmd_recover
-from harness.cli.refusals import Refused
+from harness.cli.refusals import Refused, refusing
 from harness.cli.run import (
     check_consent,
     every_record_passed,
@@ -34,7 +34,7 @@ from harness.cli.run import (
     summary,
 )
 from harness.cli.scenarios import cmd_list, cmd_new, cmd_schema, cmd_validate
-from harness.cli.verify import cmd_report, cmd_verify
+from harness.cli.verify import cmd_report, cmd_verify, trusted_fingerprints
 from harness.core import resources
 from harness.evidence.sealing import report_and_manifest
 from harness.kube.providers import ProviderError
@@ -49,6 +49,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     planned = planned_run(args)
     if args.plan:
         return print_plan(args, planned)
+    with refusing():  # a bad $KDRILL_TRUSTED_FINGERPRINTS would only show after the drills ran
+        trusted_fingerprints(args)
     if args.kubeconfig or args.context:
         check_consent(args)
     else:

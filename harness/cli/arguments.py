@@ -16,11 +16,13 @@
   kdrill report RUN [--stdout] check that a verified run's sealed report.html re-renders from its
                                evidence (never writes into a sealed run)
   kdrill verify RUN            check reports/RUN's signature, run id and every file (exit 1 on any problem)
-  kdrill verify --history [DIR]   verify every run in DIR (default: reports/) and the chain linking them
+  kdrill verify --history [DIR] [--head HEAD]   verify every run in DIR (default: reports/), the chain
+                               linking them, and that chain against the head kept elsewhere
 
 Exit status: 0 success; 1 a drill failed, a regression, or (verify, history, report) evidence that
 is not intact; 2 bad input refused before anything is touched (a run id or directory that is not a
-run, a bad --fingerprint or --public-key, an empty or wrong --reports, a bad `new` name or --dir);
+run, a bad --fingerprint, --public-key, --head or $KDRILL_TRUSTED_FINGERPRINTS, an empty or wrong
+--reports, a bad `new` name or --dir);
 3 an internal error of kdrill's (one line; the traceback with -v); 130 interrupted.
 """
 
@@ -137,17 +139,26 @@ def _add_compare(sub, commands: Mapping[str, Command]) -> None:
     cmp_.add_argument("--any-platform", action="store_true",
                       help="compare even when the platform or the kdrill version differ (said in the output)")
     cmp_.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    cmp_.add_argument("--public-key", action="append", default=[], metavar="PEM",
-                      help="both runs must be signed by this Ed25519 public key (repeatable)")
-    cmp_.add_argument("--fingerprint", action="append", default=[], metavar="HEX",
-                      help="both runs must be signed by the key with this SHA-256 fingerprint (repeatable)")
+    _add_trust(cmp_, "both runs")
     cmp_.set_defaults(func=commands["compare"])
+
+
+def _add_trust(parser: argparse.ArgumentParser, what: str) -> None:
+    """--public-key and --fingerprint: the keys ``what`` must be signed by (else
+    $KDRILL_TRUSTED_FINGERPRINTS; harness/cli/verify.py trusted_fingerprints)."""
+    parser.add_argument("--public-key", action="append", default=[], metavar="PEM",
+                        help=f"{what} must be signed by this Ed25519 public key (repeatable; default: "
+                        "$KDRILL_TRUSTED_FINGERPRINTS). Take it from outside the evidence")
+    parser.add_argument("--fingerprint", action="append", default=[], metavar="HEX",
+                        help=f"{what} must be signed by the key with this SHA-256 fingerprint (repeatable; default: "
+                        "$KDRILL_TRUSTED_FINGERPRINTS, comma-separated). Take it from outside the evidence")
 
 
 def _add_history(sub, commands: Mapping[str, Command]) -> None:
     his = sub.add_parser("history", help="list every run with verdicts, platform and seal; write reports/index.html")
     his.add_argument("-o", "--output", choices=OUTPUT_FORMATS,
                      help="every run as JSON or YAML (index.html is not written)")
+    _add_trust(his, "every run")
     his.set_defaults(func=commands["history"])
 
 
@@ -160,6 +171,8 @@ def _add_schema(sub, commands: Mapping[str, Command]) -> None:
 def _add_list(sub, commands: Mapping[str, Command]) -> None:
     ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")
     ls.add_argument("--claims", action="store_true", help="the documented claims and which drill checks each")
+    ls.add_argument("--run", metavar="RUN", help="with --claims: beside each claim, whether run RUN (an id under "
+                    "--reports, or a path to a run directory) confirmed or contradicted it, with what broke it")
     ls.add_argument("-o", "--output", choices=OUTPUT_FORMATS, help="every scenario as JSON or YAML, as loaded")
     ls.add_argument("--scenarios-dir", type=path_value,
                     help="a team's scenarios directory, as for kdrill run (default: the built-in ones)")
@@ -215,6 +228,7 @@ def _add_report(sub, commands: Mapping[str, Command]) -> None:
     rep = sub.add_parser("report", help="check that a verified run's sealed report re-renders from its evidence")
     rep.add_argument("run", help="run id under --reports, or a path (with /) to a run directory")
     rep.add_argument("--stdout", action="store_true", help="print the fresh rendering (nothing is written)")
+    _add_trust(rep, "the run")
     rep.set_defaults(func=commands["report"])
 
 
@@ -223,9 +237,9 @@ def _add_verify(sub, commands: Mapping[str, Command]) -> None:
     ver.add_argument("run", nargs="?", help="run id under --reports, or a path (with /) to a run directory")
     ver.add_argument("--history", nargs="?", const="", metavar="REPORTS_DIR",
                      help="verify every run in REPORTS_DIR (default: --reports) and the links between them")
-    ver.add_argument("--public-key", action="append", default=[], metavar="PEM",
-                     help="require a signature by this Ed25519 public key (repeatable)")
-    ver.add_argument("--fingerprint", action="append", default=[], metavar="HEX",
-                     help="require a signature by the key with this SHA-256 fingerprint (repeatable)")
+    _add_trust(ver, "the run (every run, with --history)")
+    ver.add_argument("--head", metavar="HEAD",
+                     help="with --history: the head kept outside the reports directory, a head log file "
+                     "($KDRILL_HEAD_LOG's) or RUN_ID:MANIFEST_SHA256; runs deleted after it, or another chain, fail")
     ver.add_argument("-o", "--output", choices=OUTPUT_FORMATS, help="one run's verification as JSON or YAML")
     ver.set_defaults(func=commands["verify"])

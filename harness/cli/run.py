@@ -84,7 +84,7 @@ def _refuse_run_identity(args: argparse.Namespace) -> tuple[str, Path | None]:
         if (Path(args.reports) / run_id).exists():
             raise RunIdError(f"run id {run_id!r} names an existing run in {args.reports}; choose another")
         if not args.plan:
-            manifest.load_signing_key()
+            manifest.load_signer()
     except (RunIdError, SigningKeyError) as exc:
         raise Refused(f"kdrill: {exc}") from None
     return run_id, baseline

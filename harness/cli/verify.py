@@ -10,9 +10,10 @@ from pathlib import Path
 
 from harness.cli.output import count, print_as
 from harness.cli.refusals import Refused, is_run, named_run_dir, refusing
+from harness.evidence.heads import HeadError, read_heads
 from harness.evidence.manifest import (
     ManifestError,
-    PublicKeyInfo,
+    SigningKeyError,
     VerifyResult,
     escaped,
     normalise_fingerprint,
@@ -20,6 +21,7 @@ from harness.evidence.manifest import (
     verify_run,
 )
 from harness.evidence.report import REPORT_NAME, ReportError, render_report
+from harness.evidence.signing_keys import TRUSTED_ENV, configured_trust, read_public_key
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -27,24 +29,26 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     report.html is sealed evidence (rendered just before sealing), so this writes no file: it
     says whether the sealed page is exactly what the evidence renders to (exit 0) or refuses
-    (exit 1: the run does not verify; the page differs, e.g. another kdrill version rendered
-    it; the run was sealed without one). ``--stdout`` prints the fresh rendering instead. A RUN
-    that is not a run is refused (exit 2)."""
+    (exit 1: the run does not verify, or is signed by another key than the trusted one; the
+    page differs, e.g. another kdrill version rendered it; the run was sealed without one).
+    ``--stdout`` prints the fresh rendering instead. A RUN that is not a run, or a bad trusted
+    key, is refused (exit 2)."""
     with refusing():
+        trusted = trusted_fingerprints(args)
         run_dir = named_run_dir(args.reports, args.run)
-    result = verify_run(run_dir)
+    result = verify_run(run_dir, trusted_fingerprints=trusted)
     if not result.ok:
         print(f"kdrill report: {run_dir} does not verify; not rendering its report:", file=sys.stderr)
         for problem in result.problems:
             print(f"  {problem}", file=sys.stderr)
         return 1
     try:
-        sealed_at = datetime.fromisoformat(result.sealed_at or "")
+        sealed_at = datetime.fromisoformat(result.report_rendered_at or result.sealed_at or "")
     except ValueError:
         sealed_at = None  # a page with another time simply will not match the sealed one
     seal = {"public_key": result.signer.pem if result.signer else None,
             "fingerprint_sha256": result.signer.fingerprint if result.signer else None,
-            "previous": result.previous.to_dict() if result.previous else None}
+            "previous": result.previous.to_dict() if result.previous else None, "custody": result.custody}
     try:
         page = render_report(run_dir, seal=seal, generated_at=sealed_at)
     except ReportError as exc:  # sealed, but nothing a run leaves (no run.json, no record): not a run
@@ -55,6 +59,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     sealed = run_dir / REPORT_NAME
     if sealed.is_file() and sealed.read_bytes() == page.encode("utf-8"):
         print(f"{sealed}: sealed, and re-rendered from the evidence it is the same, byte for byte")
+        print(result.signer_line())
         return 0
     if not sealed.is_file():
         why = f"the run was sealed without it ({result.report_error or 'no reason recorded'})"
@@ -70,36 +75,39 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def trusted_fingerprints(args: argparse.Namespace) -> list[str]:
-    """The fingerprints of ``--fingerprint`` and ``--public-key``. Raises SystemExit naming a bad one."""
+    """The fingerprints of ``--fingerprint`` and ``--public-key``, else of
+    ``$KDRILL_TRUSTED_FINGERPRINTS`` ([] when neither is given). Raises SystemExit naming a bad one."""
+    command = f"kdrill {getattr(args, 'command', None) or 'verify'}"
     trusted = []
-    for text in args.fingerprint:
+    for text in getattr(args, "fingerprint", []):
         try:
             trusted.append(normalise_fingerprint(text))
         except ValueError as exc:
-            raise SystemExit(f"kdrill verify: --fingerprint: {exc}") from None
-    for name in args.public_key:
+            raise SystemExit(f"{command}: --fingerprint: {exc}") from None
+    for name in getattr(args, "public_key", []):
         try:
-            data = Path(name).read_bytes()
-        except OSError as exc:
-            raise SystemExit(f"kdrill verify: --public-key {name}: {exc.strerror or exc}") from None
-        if b"PRIVATE KEY" in data:
-            raise SystemExit(f"kdrill verify: --public-key {name} is a private key; pass its public half "
-                             f"(`openssl pkey -in {name} -pubout`)")
-        try:
-            trusted.append(PublicKeyInfo.from_pem(data).fingerprint)
-        except ManifestError as exc:
-            raise SystemExit(f"kdrill verify: --public-key {name}: {exc}") from None
-    return trusted
+            trusted.append(read_public_key(Path(name)).fingerprint)
+        except SigningKeyError as exc:
+            raise SystemExit(f"{command}: --public-key {exc}") from None
+    if trusted:
+        return trusted
+    try:
+        return configured_trust()
+    except ValueError as exc:
+        raise SystemExit(f"{command}: {exc}") from None
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """Verify one run (signature, signer, run id, every entry) or, with --history, every run and
-    the chain. Prints every problem; exit 0 only when intact, 1 otherwise; 2 for bad input (a
-    RUN that is not a run, a bad --fingerprint or --public-key, no such REPORTS_DIR)."""
+    the chain (against the head kept elsewhere, with --head). Prints every problem; exit 0 only
+    when intact, 1 otherwise; 2 for bad input (a RUN that is not a run, a bad --fingerprint,
+    --public-key, --head or $KDRILL_TRUSTED_FINGERPRINTS, no such REPORTS_DIR)."""
     with refusing():
         trusted = trusted_fingerprints(args)
     if args.history is not None:
         return _verify_history(args, trusted)
+    if args.head is not None:
+        raise Refused("kdrill verify: --head is for --history: the head kept elsewhere is checked against the chain")
     if not args.run:
         raise Refused("kdrill verify: give a run id or directory, or --history [REPORTS_DIR]")
     with refusing():
@@ -135,8 +143,9 @@ def _verify_history(args: argparse.Namespace, trusted: list[str]) -> int:
         raise Refused(f"kdrill verify --history {root}: expected a reports directory (holding runs), got a run "
                       f"directory; `kdrill verify {root}` verifies that run")
     try:
-        history = verify_history(root, trusted_fingerprints=trusted)
-    except ManifestError as exc:
+        heads = read_heads(args.head) if args.head is not None else []
+        history = verify_history(root, trusted_fingerprints=trusted, heads=heads)
+    except (ManifestError, HeadError) as exc:
         raise Refused(f"kdrill verify: {exc}") from None
     state = "intact" if history.ok else f"NOT INTACT ({count(len(history.problems), 'problem')})"
     print(f"kdrill verify --history {history.root}: {count(len(history.runs), 'run')}, {state}")
@@ -149,10 +158,15 @@ def _verify_history(args: argparse.Namespace, trusted: list[str]) -> int:
         if r.signer is not None:
             signers[r.signer.fingerprint] = signers.get(r.signer.fingerprint, 0) + 1
     listed = ", ".join(f"sha256:{fp} ({count(n, 'run')})" for fp, n in sorted(signers.items())) or "none"
-    print(f"signers: {listed}" + ("" if trusted else "; no key was pinned (--public-key, --fingerprint)"))
+    print(f"signers: {listed}" + ("" if trusted else f"; no key was pinned (--public-key, --fingerprint, "
+                                                    f"{TRUSTED_ENV})"))
     if history.head is not None:
-        print(f"head: {history.head.run_id} (manifest sha256 {history.head.manifest_sha256}); keep this line "
-              "elsewhere: deleting the latest runs breaks no link")
+        print(f"head: {history.head.run_id}:{history.head.manifest_sha256}")
+    if history.heads_checked:
+        print(f"checked against {count(history.heads_checked, 'head')} kept elsewhere (--head)")
+    else:
+        print("no head kept elsewhere was given (--head): deleting the latest runs, or offering another chain, "
+              "would not show")
     return 0 if history.ok else 1
 
 
@@ -162,5 +176,6 @@ def verification_data(result: VerifyResult) -> dict:
             "sealed_at": result.sealed_at, "files": result.files, "directories": result.directories,
             "problems": [{"kind": p.kind, "subject": p.subject, "text": str(p)} for p in result.problems],
             "signer_sha256": result.signer.fingerprint if result.signer else None, "pinned": result.pinned,
+            "custody": result.custody, "signer": result.signer_line() if result.sealed_at else None,
             "previous": result.previous.to_dict() if result.previous else None,
             "manifest_sha256": result.manifest_sha256}

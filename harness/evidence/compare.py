@@ -19,13 +19,12 @@ compared only when asked (``allow_mismatch``), and the result says they differ.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.evidence.reading import checked_verdict, expectation_problem, scan_records
+from harness.evidence.reading import checked_verdict, expectation_problem, read_json, scan_records
 from harness.evidence.verification import escaped, verify_run
 from harness.spec.scenario import Bound
 
@@ -195,7 +194,7 @@ def _load(run_dir: Path, trusted_fingerprints: Iterable[str] = ()
         raise CompareError(f"{run_dir} does not verify, so its figures prove nothing: "
                            + "; ".join(str(p) for p in result.problems[:5]))
     try:
-        meta = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        meta = read_json(run_dir / "run.json")
     except (OSError, ValueError) as exc:
         raise CompareError(f"{run_dir}/run.json cannot be read: {exc}") from None
     if not isinstance(meta, dict):
@@ -235,18 +234,22 @@ def platform_of(meta: dict[str, Any], records: Iterable[dict[str, Any]]) -> dict
 def compare_runs(base_dir: Path, run_dir: Path, *, allow_mismatch: bool = False,
                  trusted_fingerprints: Iterable[str] = ()) -> Comparison:
     """Every expectation of every drill case in either run. Raises CompareError when a run does
-    not verify (by a trusted key, when fingerprints are given), the two differ in platform or
-    kdrill version and ``allow_mismatch`` is False, or they have no drill case in common."""
+    not verify (by a trusted key, when fingerprints are given), no fingerprint is given and the
+    two are signed by different keys, the two differ in platform or kdrill version and
+    ``allow_mismatch`` is False, or they have no drill case in common."""
     trusted = list(trusted_fingerprints)
     base_meta, base, base_signer = _load(base_dir, trusted)
     run_meta, run, run_signer = _load(run_dir, trusted)
     comparison = Comparison(base=Path(base_dir).name, run=Path(run_dir).name)
     if base_signer != run_signer and not trusted:
-        # Each seal holds, but unpinned it proves only that some key sealed each run.
-        # Short fingerprints: a note is bounded (printable); kdrill verify prints them whole.
-        comparison.notes.append(f"signed by different keys (baseline sha256:{str(base_signer)[:16]}..., run "
-                                f"sha256:{str(run_signer)[:16]}...) and no key was pinned (--fingerprint): a copy "
-                                "re-sealed with another key looks like this")
+        # Each seal holds, but unpinned it proves only that some key sealed each run: a copy
+        # re-sealed with another key looks like this, so it is refused, not noted.
+        # Short fingerprints: the one line stays whole (printable cuts at 200); verify prints them whole.
+        raise CompareError(f"signed by different keys (sha256:{str(base_signer)[:16]}…, sha256:{str(run_signer)[:16]}…), "
+                           "none pinned: a copy re-sealed with another key looks like this; pin yours (--fingerprint)")
+    if not trusted:
+        comparison.notes.append(f"both runs signed by sha256:{str(base_signer)[:16]}..., a key that was not pinned "
+                                "(--fingerprint): the seals show the runs unchanged since it signed, not who signed")
     pb, pr = platform_of(base_meta, base.values()), platform_of(run_meta, run.values())
     differ = {k: (pb[k], pr[k]) for k in pb if pb[k] != pr[k]}
     if differ:

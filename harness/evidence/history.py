@@ -10,21 +10,21 @@ are left out of the trends.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from harness.core.files import write_text_atomic
+from harness.evidence.chain import verify_history
 from harness.evidence.compare import finite_number, platform_of, printable
 from harness.evidence.layout import RunIdError, validate_run_id
 from harness.evidence.manifest import is_sealed
-from harness.evidence.manifest_format import ManifestError
-from harness.evidence.reading import checked_verdict, scan_records
-from harness.evidence.verification import verify_history, verify_run
+from harness.evidence.manifest_format import EXTERNAL_SIGNER, NOT_FOR_AUDIT, ManifestError
+from harness.evidence.reading import checked_verdict, read_json, scan_records
+from harness.evidence.verification import verify_run
 
 INDEX_NAME = "index.html"
 
@@ -32,7 +32,10 @@ INDEX_NAME = "index.html"
 @dataclass
 class RunSummary:
     """One run: ``verdicts`` counts checked verdicts; ``seal`` is "intact", "not intact" or
-    "unsealed"; ``values`` maps ``drill[case].expectation`` to (measured, verdict, unit, bound)."""
+    "unsealed"; ``signer`` who signed it ("" when unsealed), saying "signed by a local key: not
+    for audit" for a key the runner held and "NOT a trusted key" when a trusted key was given
+    and another signed; ``values`` maps ``drill[case].expectation`` to (measured, verdict,
+    unit, bound)."""
 
     run_id: str
     started_at: float | None
@@ -44,6 +47,7 @@ class RunSummary:
     git_commit: str | None
     ticket: str | None
     values: dict[str, tuple[Any, str, str, str]] = field(default_factory=dict)
+    signer: str = ""
 
     @property
     def headline(self) -> str:
@@ -52,8 +56,9 @@ class RunSummary:
         return f"all {total} passed" if total and passed == total else f"{total - passed} of {total} not passed"
 
 
-def list_runs(reports: Path) -> list[RunSummary]:
-    """Every run directory under ``reports`` (named by a valid run id), oldest first."""
+def list_runs(reports: Path, trusted_fingerprints: Sequence[str] = ()) -> list[RunSummary]:
+    """Every run directory under ``reports`` (named by a valid run id), oldest first; a run not
+    signed by one of ``trusted_fingerprints`` (when given) is "not intact"."""
     runs = []
     for path in sorted(Path(reports).iterdir()):
         try:
@@ -63,7 +68,7 @@ def list_runs(reports: Path) -> list[RunSummary]:
         # A linked run lives elsewhere and is not what verify --history checks: skipped, as there.
         if path.is_dir() and not path.is_symlink() and ((path / "run.json").is_file() or is_sealed(path)):
             try:
-                runs.append(summarise(path))
+                runs.append(summarise(path, trusted_fingerprints))
             except Exception as exc:  # one damaged run must not hide the others
                 runs.append(RunSummary(run_id=path.name, started_at=None, verdicts={"error": 1}, planned=0,
                                        seal="unreadable", seal_problems=[f"{type(exc).__name__}: {str(exc)[:200]}"],
@@ -71,19 +76,21 @@ def list_runs(reports: Path) -> list[RunSummary]:
     return sorted(runs, key=lambda r: (r.started_at or 0, r.run_id))
 
 
-def summarise(run_dir: Path) -> RunSummary:
-    """One run's summary; never raises for a damaged run (it says so instead)."""
+def summarise(run_dir: Path, trusted_fingerprints: Sequence[str] = ()) -> RunSummary:
+    """One run's summary (its seal judged against ``trusted_fingerprints`` when given); never
+    raises for a damaged run (it says so instead)."""
     run_json = run_dir / "run.json"
     try:
         # Not through a link (content from outside the run) nor from a FIFO (the read would block).
-        meta = json.loads(run_json.read_text(encoding="utf-8")) \
-            if run_json.is_file() and not run_json.is_symlink() else {}
+        meta = read_json(run_json) if run_json.is_file() and not run_json.is_symlink() else {}
         meta = meta if isinstance(meta, dict) else {}
     except (OSError, ValueError):
         meta = {}
+    signer = ""
     if is_sealed(run_dir):
-        result = verify_run(run_dir)
+        result = verify_run(run_dir, trusted_fingerprints=trusted_fingerprints)
         seal, problems = ("intact", []) if result.ok else ("not intact", [str(p) for p in result.problems])
+        signer = _signer_text(result)
     else:
         seal, problems = "unsealed", []
     records, unreadable = scan_records(run_dir)
@@ -106,7 +113,18 @@ def summarise(run_dir: Path) -> RunSummary:
     return RunSummary(run_id=run_dir.name, started_at=started,
                       verdicts=verdicts, planned=len(planned), seal=seal, seal_problems=problems,
                       platform=platform, git_commit=_text(meta.get("git_commit")),
-                      ticket=_text(meta.get("ticket")), values=values)
+                      ticket=_text(meta.get("ticket")), values=values, signer=signer)
+
+
+def _signer_text(result) -> str:
+    """Who signed a verified run, in a few words: its key's fingerprint (16 hex), who held it, and
+    whether it is a trusted one when a key was pinned."""
+    if result.signer is None:
+        return "no usable signer"
+    held = "external signer" if result.custody == EXTERNAL_SIGNER else NOT_FOR_AUDIT
+    trusted = ("" if not result.pinned else
+               ", NOT a trusted key" if "untrusted-key" in result.kinds else ", a trusted key")
+    return f"sha256:{result.signer.fingerprint[:16]}… {held}{trusted}"
 
 
 def _text(value: Any) -> str | None:
@@ -122,11 +140,12 @@ def _utc(epoch: float | None) -> str:
 
 def format_runs(runs: list[RunSummary]) -> str:
     """One line per run, oldest first (text from the runs with control characters escaped)."""
-    lines = [f"{'run':26} {'started':24} {'seal':11} {'verdicts':26} platform"]
+    lines = [f"{'run':26} {'started':24} {'seal':11} {'verdicts':26} {'platform':40} signer"]
     for r in runs:
         verdicts = ", ".join(f"{n} {v}" for v, n in sorted(r.verdicts.items())) or "no records"
         platform = f"{r.platform.get('provider')} {r.platform.get('kubernetes_version')} kdrill {r.platform.get('kdrill_version')}"
-        lines.append(printable(f"{r.run_id:26} {_utc(r.started_at):24} {r.seal:11} {verdicts:26} {platform}"))
+        lines.append(printable(f"{r.run_id:26} {_utc(r.started_at):24} {r.seal:11} {verdicts:26} {platform:40} "
+                               f"{r.signer or '—'}"))
     return "\n".join(lines)
 
 
@@ -171,32 +190,36 @@ def _number(value: Any) -> float | None:
     return finite_number(value, limit=1e15)
 
 
-def chain_status(reports: Path) -> tuple[bool, str]:
-    """Whether the chain of runs verifies (harness/evidence/verification.py verify_history), and one line
-    saying so: each run's seal says nothing of a run deleted or replaced before it."""
+def chain_status(reports: Path, trusted_fingerprints: Sequence[str] = ()) -> tuple[bool, str]:
+    """Whether the chain of runs verifies (harness/evidence/chain.py verify_history; every run
+    signed by one of ``trusted_fingerprints`` when given), and one line saying so: each run's
+    seal says nothing of a run deleted or replaced before it."""
     try:
-        history = verify_history(Path(reports))
+        history = verify_history(Path(reports), trusted_fingerprints=trusted_fingerprints)
     except (ManifestError, OSError) as exc:
         return False, f"chain not checked: {exc}"
+    keys = (f"every run signed by a trusted key ({', '.join('sha256:' + t[:16] + '…' for t in trusted_fingerprints)})"
+            if trusted_fingerprints else "no key pinned, so a seal shows only that some key signed")
     if history.ok:
-        return True, f"chain of {len(history.runs)} sealed runs intact (kdrill verify --history)"
+        return True, f"chain of {len(history.runs)} sealed runs intact (kdrill verify --history), {keys}"
     return False, (f"chain NOT INTACT: {len(history.problems)} problem(s), e.g. {history.problems[0]} "
-                   "(kdrill verify --history lists them)")
+                   f"(kdrill verify --history lists them); {keys}")
 
 
-def render_index(reports: Path, chain: str | None = None) -> str:
+def render_index(reports: Path, chain: str | None = None, trusted_fingerprints: Sequence[str] = ()) -> str:
     """The index page (self-contained HTML, autoescaped); ``chain`` is :func:`chain_status`'s line
-    when the caller has it already."""
-    runs = list_runs(reports)
+    when the caller has it already; a run not signed by one of ``trusted_fingerprints`` (when
+    given) is shown "not intact"."""
+    runs = list_runs(reports, trusted_fingerprints)
     env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
     return env.get_template("index.html.j2").render(
         runs=list(reversed(runs)), trends=trends(runs), utc=_utc, reports=Path(reports).name,
-        chain=chain if chain is not None else chain_status(reports)[1],
+        chain=chain if chain is not None else chain_status(reports, trusted_fingerprints)[1],
         generated=_utc(datetime.now(timezone.utc).timestamp()))
 
 
-def write_index(reports: Path, chain: str | None = None) -> Path:
-    """Write ``<reports>/index.html``; returns its path. Raises OSError."""
+def write_index(reports: Path, chain: str | None = None, trusted_fingerprints: Sequence[str] = ()) -> Path:
+    """Write ``<reports>/index.html`` (:func:`render_index`); returns its path. Raises OSError."""
     path = Path(reports) / INDEX_NAME
-    write_text_atomic(path, render_index(reports, chain))
+    write_text_atomic(path, render_index(reports, chain, trusted_fingerprints))
     return path

@@ -32,12 +32,18 @@ harness/evidence/verification.py, and the names of both are importable here too.
      "directories": ["posix/path", ...],
      "symlinks": {"posix/path": "<link target>", ...},
      "previous": {"run_id": str, "manifest_sha256": "<hex>"} | null,
-     "signer": {"algorithm": "ed25519", "public_key": "<PEM>", "fingerprint_sha256": "<hex>"},
-     "report_error": str | null}
+     "signer": {"algorithm": "ed25519", "public_key": "<PEM>", "fingerprint_sha256": "<hex>",
+                "custody": "local-key" | "external-signer"},
+     "report_error": str | null, "report_rendered_at": "<UTC ISO-8601, µs>Z" | null}
 
-The signing key is the PEM file named by ``$KDRILL_SIGNING_KEY`` (never created), else the local
-key ``$KDRILL_STATE_DIR/signing-key.pem`` or ``~/.local/state/kdrill/signing-key.pem``, created
-with mode 0600 on first use (:func:`load_signing_key`).
+``sealed_at`` is the time :func:`seal_run` itself reads just before signing (no caller sets it);
+``report_rendered_at`` the time ``report.html`` shows, a moment earlier.
+
+The signer (harness/evidence/signers.py) is the external signing command ``$KDRILL_SIGNER``
+(custody ``external-signer``: the runner never holds the key), else a key file the runner reads
+(custody ``local-key``, not for audit): the PEM file named by ``$KDRILL_SIGNING_KEY`` (never
+created), else ``$KDRILL_STATE_DIR/signing-key.pem`` or ``~/.local/state/kdrill/signing-key.pem``,
+created with mode 0600 on first use (:func:`load_signing_key`).
 """
 
 from __future__ import annotations
@@ -52,8 +58,10 @@ from typing import Any, Iterable
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.evidence.layout import MANIFEST_NAME, SEAL_FILES, SIGNATURE_NAME, is_run_id, validate_run_id
+from harness.evidence.chain import HistoryResult, verify_history
 from harness.evidence.manifest_format import ALGORITHM, FORMAT, SEALED_AT, ChainLink, ManifestError, utc_now_iso
 from harness.evidence.run_files import MAX_DEPTH, create_exclusive, file_digest, read_no_link, scan_entries
+from harness.evidence.signers import Signer, load_signer, local_signer
 from harness.evidence.signing_keys import (
     KEY_FILE_NAME,
     SIGNING_KEY_ENV,
@@ -63,7 +71,8 @@ from harness.evidence.signing_keys import (
     load_signing_key,
     normalise_fingerprint,
 )
-from harness.evidence.verification import HistoryResult, Problem, VerifyResult, escaped, verify_history, verify_run
+from harness.evidence.strict_json import loads as strict_loads
+from harness.evidence.verification import Problem, VerifyResult, escaped, verify_run
 
 __all__ = [
     "MANIFEST_NAME",
@@ -80,6 +89,8 @@ __all__ = [
     "HistoryResult",
     "default_key_path",
     "load_signing_key",
+    "load_signer",
+    "Signer",
     "normalise_fingerprint",
     "previous_run",
     "is_sealed",
@@ -109,7 +120,7 @@ def _read_sealed(path: Path) -> tuple[bytes, dict[str, Any]] | None:
     symbolic link included: the chain names a run's own manifest, not one it points at)."""
     try:
         raw = read_no_link(path)
-        data = json.loads(raw)
+        data = strict_loads(raw)
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("sealed_at"), str):
@@ -156,15 +167,16 @@ def is_sealed(run_dir: Path) -> bool:
     return any((Path(run_dir) / name).exists() or (Path(run_dir) / name).is_symlink() for name in SEAL_FILES)
 
 
-def seal_run(run_dir: Path, key: Ed25519PrivateKey, *, previous: ChainLink | None,
-             sealed_at: datetime | None = None, report_error: str | None = None) -> Path:
+def seal_run(run_dir: Path, signer: Signer | Ed25519PrivateKey, *, previous: ChainLink | None,
+             report_error: str | None = None, report_rendered_at: datetime | None = None) -> Path:
     """Seals ``run_dir``: writes ``manifest.json`` and ``manifest.sig`` (see the module doc).
 
     Call it once, last, when nothing else will be written into the run (``report.html``
-    included). ``previous`` is the chain link to record, normally
-    ``previous_run(run_dir.parent, run_dir.name)``; ``sealed_at`` defaults to now (UTC);
-    ``report_error`` records why ``report.html`` could not be rendered, if it could not.
-    Neither file is ever replaced: the signature is created first and the manifest last, each
+    included). ``signer`` signs (a bare private key is the local key); ``previous`` is the chain
+    link to record, normally ``previous_run(run_dir.parent, run_dir.name)``; ``report_error``
+    records why ``report.html`` could not be rendered, if it could not, and
+    ``report_rendered_at`` the time the page shows. ``sealed_at`` is now, read here. Neither
+    file is ever replaced: the signature is created first and the manifest last, each
     exclusively. Returns the manifest's path.
 
     Raises RunIdError if the directory's name is not a valid run id, AlreadySealedError if the
@@ -173,7 +185,8 @@ def seal_run(run_dir: Path, key: Ed25519PrivateKey, *, previous: ChainLink | Non
     again), ManifestError if ``run_dir`` is not a directory or
     holds something that is neither a file nor a directory (a symbolic link included: its
     target's content would not be sealed) or a directory it cannot list (more than
-    :data:`MAX_DEPTH` levels down, or unreadable), OSError if an entry cannot be read.
+    :data:`MAX_DEPTH` levels down, or unreadable), SigningKeyError when the signer fails, OSError
+    if an entry cannot be read.
     """
     run_dir = Path(run_dir)
     run_id = validate_run_id(run_dir.name)
@@ -186,25 +199,29 @@ def seal_run(run_dir: Path, key: Ed25519PrivateKey, *, previous: ChainLink | Non
         if isinstance(previous_entry, dict) and previous_entry.get("run_id") == run_id:
             raise AlreadySealedError(f"{run_dir} was sealed before: run {name} names it as its previous run; "
                                      "a run is sealed once")
+    if isinstance(signer, Ed25519PrivateKey):
+        signer = local_signer(signer)
     files, directories = _entries_to_seal(run_dir)
-    signer = PublicKeyInfo.from_key(key)
     manifest = {
         "format": FORMAT,
         "run_id": run_id,
-        "sealed_at": utc_now_iso(sealed_at),
+        "sealed_at": utc_now_iso(),  # the seal's own time: what verify checks against the run's end
         "algorithm": ALGORITHM,
         "files": files,
         "directories": directories,
         "symlinks": {},  # a run holding a link is refused (_entries_to_seal): kdrill seals no links
         "previous": previous.to_dict() if previous else None,
-        "signer": {"algorithm": "ed25519", "public_key": signer.pem, "fingerprint_sha256": signer.fingerprint},
+        "signer": {"algorithm": "ed25519", "public_key": signer.public.pem,
+                   "fingerprint_sha256": signer.public.fingerprint, "custody": signer.custody},
         "report_error": report_error,
+        "report_rendered_at": utc_now_iso(report_rendered_at) if report_rendered_at else None,
     }
     raw = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode("ascii")
+    signature = signer.sign(raw, run_id)
     path = run_dir / MANIFEST_NAME
     try:
         # The signature first: the manifest appearing is what makes the run sealed.
-        create_exclusive(run_dir / SIGNATURE_NAME, key.sign(raw), mode=0o644)
+        create_exclusive(run_dir / SIGNATURE_NAME, signature, mode=0o644)
         create_exclusive(path, raw, mode=0o644)
     except FileExistsError:
         raise AlreadySealedError(f"{run_dir} was sealed by someone else meanwhile") from None

@@ -10,13 +10,13 @@ are epoch seconds.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from harness.evidence.layout import MANIFEST_NAME
+from harness.evidence.strict_json import DuplicateKeyError, load_path
 from harness.spec.scenario import Bound
 
 _NOT_RECORDS = frozenset({"run.json", MANIFEST_NAME})
@@ -41,9 +41,9 @@ class RunEvidence:
 
 
 def read_json(path: Path) -> Any:
-    """``path`` parsed as JSON (UTF-8). Raises OSError, ValueError (not JSON), RecursionError."""
-    with path.open("r", encoding="utf-8") as fh:
-        return json.load(fh)
+    """``path`` parsed as JSON (UTF-8), an object naming a key twice refused. Raises OSError,
+    DuplicateKeyError, ValueError (not JSON), RecursionError."""
+    return load_path(path)
 
 
 def as_float(value: Any) -> float | None:
@@ -80,6 +80,9 @@ def scan_records(run_dir: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list
             data = read_json(path)
         except OSError as exc:
             unreadable.append((path, f"cannot be read: {exc.strerror or exc}"))
+            continue
+        except DuplicateKeyError as exc:
+            unreadable.append((path, f"is refused: {exc}"))
             continue
         except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep to be a record
             unreadable.append((path, f"does not parse as JSON ({type(exc).__name__}: {str(exc)[:200]}); "

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from harness.evidence.manifest_format import EXTERNAL_SIGNER, NOT_FOR_AUDIT
 from harness.evidence.reading import RunEvidence, as_float
 from harness.evidence.report_format import (
     FAILING_VERDICTS,
@@ -257,11 +258,16 @@ def summary_view(records: list[tuple[Path, dict[str, Any]]],
 
 
 def seal_view(seal: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The Seal section: signer key, fingerprint, previous run (see render_report); None: unsealed."""
+    """The Seal section: who held the key (``custody``: manifest_format.CUSTODIES; absent is the
+    local key), signer key, fingerprint, previous run (see render_report); None: unsealed."""
     if not seal:
         return None
     previous = seal.get("previous")
     return {
+        # Who held the key: a seal made with a key the runner could read proves nothing to an auditor.
+        "held": ("through an external signer: the runner did not hold the key" if seal.get("custody") == EXTERNAL_SIGNER
+                 else NOT_FOR_AUDIT),
+        "for_audit": seal.get("custody") == EXTERNAL_SIGNER,
         "fingerprint": str(seal.get("fingerprint_sha256") or "unknown"),
         "public_key": as_text(seal.get("public_key") or ""),
         "previous": ({"run_id": as_text(previous.get("run_id")), "manifest_sha256": as_text(previous.get("manifest_sha256"))}

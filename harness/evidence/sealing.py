@@ -1,15 +1,20 @@
 """Sealing a finished run: its report and OpenMetrics file rendered, then a signed manifest of
-everything in it (harness.evidence.manifest). ``kdrill run`` and the pytest plugin both seal here."""
+everything in it (harness.evidence.manifest), then its head exported to ``$KDRILL_HEAD_LOG``
+(harness/evidence/heads.py). ``kdrill run`` and the pytest plugin both seal here."""
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.evidence import manifest, openmetrics, report
-from harness.evidence.manifest import ManifestError, PublicKeyInfo, is_sealed, previous_run, seal_run, verify_run
+from harness.evidence.heads import HEAD_LOG_ENV, append_head, head_line
+from harness.evidence.manifest import ManifestError, is_sealed, previous_run, seal_run, verify_run
 from harness.evidence.records import RunIdError, validate_run_id
+from harness.evidence.strict_json import loads as strict_loads
 
 
 def report_and_manifest(run_dir: Path) -> bool:
@@ -24,8 +29,8 @@ def report_and_manifest(run_dir: Path) -> bool:
     is never laundered into a new seal. Returns whether report.html exists.
 
     Raises SystemExit with one line (and the problems) when the directory's name is not a valid
-    run id, the sealed run no longer verifies, the signing key cannot be loaded, or sealing
-    fails."""
+    run id, the sealed run no longer verifies, the signer cannot be loaded, sealing fails, or
+    the head cannot be appended to ``$KDRILL_HEAD_LOG``."""
     run_dir = Path(run_dir)
     try:
         validate_run_id(run_dir.name)
@@ -38,20 +43,38 @@ def report_and_manifest(run_dir: Path) -> bool:
                              "again:\n" + "\n".join(f"  {p}" for p in result.problems))
         return (run_dir / report.REPORT_NAME).is_file()
     try:
-        key = manifest.load_signing_key()
+        signer = manifest.load_signer()
     except ManifestError as exc:
         raise SystemExit(f"kdrill: cannot seal {run_dir}: {exc}") from None
-    signer = PublicKeyInfo.from_key(key)
     previous = previous_run(run_dir.parent, run_dir.name)
-    now = datetime.now(tz=timezone.utc)  # one time for the page and the seal: re-rendering reproduces it
-    seal = {"public_key": signer.pem, "fingerprint_sha256": signer.fingerprint,
-            "previous": previous.to_dict() if previous else None}
+    now = datetime.now(tz=timezone.utc)  # the page's time, kept in the manifest: re-rendering reproduces it
+    seal = {"public_key": signer.public.pem, "fingerprint_sha256": signer.public.fingerprint,
+            "previous": previous.to_dict() if previous else None, "custody": signer.custody}
     error = _render_views(run_dir, seal, now)
     try:
-        seal_run(run_dir, key, previous=previous, sealed_at=now, report_error=error)
+        path = seal_run(run_dir, signer, previous=previous, report_error=error, report_rendered_at=now)
     except (ManifestError, OSError) as exc:
         raise SystemExit(f"kdrill: {run_dir} was NOT sealed: {exc}") from None
+    export_head(run_dir.name, path.read_bytes())
     return error is None
+
+
+def export_head(run_id: str, manifest_bytes: bytes) -> None:
+    """Appends the run's head to ``$KDRILL_HEAD_LOG`` when it is set (not empty). Raises
+    SystemExit naming the file when it cannot be written: the run is sealed, but a head that
+    should be kept elsewhere and is not would leave its deletion unseen."""
+    target = os.environ.get(HEAD_LOG_ENV)
+    if not target:
+        return
+    data = strict_loads(manifest_bytes)
+    signer = data.get("signer") or {}
+    line = head_line(run_id, hashlib.sha256(manifest_bytes).hexdigest(), str(data.get("sealed_at")),
+                     str(signer.get("fingerprint_sha256")))
+    try:
+        append_head(Path(target), line)
+    except OSError as exc:
+        raise SystemExit(f"kdrill: {run_id} is sealed, but its head was NOT appended to {HEAD_LOG_ENV}={target}: "
+                         f"{exc.strerror or exc}; append this line there yourself: {line.strip()}") from None
 
 
 def _render_views(run_dir: Path, seal: dict, now: datetime) -> str | None:

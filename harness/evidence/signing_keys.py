@@ -1,5 +1,7 @@
-"""The Ed25519 keys runs are sealed with: the signing key (configured, or local and created on
-first use) and a public key with its fingerprint.
+"""The Ed25519 keys runs are sealed with: the local signing key (a file the runner reads, named by
+``$KDRILL_SIGNING_KEY`` or created on first use), a public key with its fingerprint, and the keys
+an auditor trusts (``$KDRILL_TRUSTED_FINGERPRINTS``). harness/evidence/signers.py signs with
+the local key or through an external signer that keeps its key from the runner.
 
 A key fingerprint is the SHA-256 (hex) of the public key's DER SubjectPublicKeyInfo
 (``openssl pkey -pubin -in signer.pem -outform DER | sha256sum``).
@@ -22,6 +24,8 @@ from harness.evidence.manifest_format import ManifestError
 from harness.evidence.run_files import create_exclusive
 
 SIGNING_KEY_ENV = "KDRILL_SIGNING_KEY"
+#: Fingerprints every command that shows a seal requires when no --fingerprint/--public-key is given.
+TRUSTED_ENV = "KDRILL_TRUSTED_FINGERPRINTS"
 KEY_FILE_NAME = "signing-key.pem"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -73,6 +77,37 @@ def normalise_fingerprint(text: str) -> str:
     if not _HEX64.match(value):
         raise ValueError(f"{text!r} is not a SHA-256 key fingerprint (64 hex digits)")
     return value
+
+
+def configured_trust() -> list[str]:
+    """The fingerprints in ``$KDRILL_TRUSTED_FINGERPRINTS`` (separated by commas or blanks), each
+    as 64 lowercase hex; [] when it is unset. Raises ValueError naming the variable and the bad
+    value (an empty one included: it would silently trust every key)."""
+    text = os.environ.get(TRUSTED_ENV)
+    if text is None:
+        return []
+    values = text.replace(",", " ").split()
+    if not values:
+        raise ValueError(f"{TRUSTED_ENV}: expected SHA-256 key fingerprints, got an empty value")
+    try:
+        return [normalise_fingerprint(v) for v in values]
+    except ValueError as exc:
+        raise ValueError(f"{TRUSTED_ENV}: {exc}") from None
+
+
+def read_public_key(path: Path) -> PublicKeyInfo:
+    """The PEM public key in ``path``. Raises SigningKeyError naming the file when it cannot be
+    read, holds a private key (its public half is what is meant) or is not an Ed25519 public key."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise SigningKeyError(f"{path}: {exc.strerror or exc}") from None
+    if b"PRIVATE KEY" in data:
+        raise SigningKeyError(f"{path} is a private key; give its public half (`openssl pkey -in {path} -pubout`)")
+    try:
+        return PublicKeyInfo.from_pem(data)
+    except ManifestError as exc:
+        raise SigningKeyError(f"{path}: {exc}") from None
 
 
 def default_key_path() -> Path:

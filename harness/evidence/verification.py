@@ -1,5 +1,5 @@
-"""Verifying sealed evidence: one run against its signed manifest (:func:`verify_run`), and every
-run of a reports directory with the chain that links them (:func:`verify_history`).
+"""Verifying sealed evidence: one run against its signed manifest (:func:`verify_run`). Every run
+of a reports directory with the chain that links them is harness/evidence/chain.py.
 
 The manifest's format is described in harness/evidence/manifest.py, which seals runs; the key in
 a manifest only says who signed, so a signer is trusted only when its fingerprint is pinned.
@@ -8,18 +8,34 @@ a manifest only says who signed, so a signer is trusted only when its fingerprin
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 import os
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable
 
 from cryptography.exceptions import InvalidSignature
 
 from harness.evidence.layout import MANIFEST_NAME, SIGNATURE_NAME, is_run_id
-from harness.evidence.manifest_format import FORMAT, SEALED_AT, ChainLink, ManifestError
+from harness.evidence.manifest_format import (
+    CUSTODIES,
+    EXTERNAL_SIGNER,
+    FORMAT,
+    LOCAL_KEY,
+    NOT_FOR_AUDIT,
+    SEAL_CLOCK_SLACK_SECONDS,
+    SEAL_DELAY_LIMIT_SECONDS,
+    SEALED_AT,
+    ChainLink,
+    ManifestError,
+    iso_epoch,
+    utc_now_iso,
+)
 from harness.evidence.run_files import file_digest, link_target, read_no_link, scan_entries
 from harness.evidence.signing_keys import PublicKeyInfo, normalise_fingerprint
+from harness.evidence.strict_json import DuplicateKeyError
+from harness.evidence.strict_json import loads as strict_loads
 
 
 @dataclass(frozen=True)
@@ -27,9 +43,11 @@ class Problem:
     """One reason evidence is not intact.
 
     ``kind``: ``not-sealed``, ``manifest`` (unreadable or malformed), ``signature``,
-    ``untrusted-key``, ``run-id``, ``changed``, ``missing``, ``extra``, ``unreadable``, ``link`` (a
-    sealed symbolic link, whose target is not sealed), or, for
-    a history, ``broken-link`` and ``signer-changed``. ``subject``: the path in the run (POSIX, relative), or the run
+    ``untrusted-key``, ``run-id``, ``seal-time`` (sealed too long after the run's end, or before
+    it), ``changed``, ``missing``, ``extra``, ``unreadable``, ``link`` (a sealed symbolic link,
+    whose target is not sealed), or, for a history (harness/evidence/chain.py), ``broken-link``,
+    ``signer-changed``, ``chain-start`` (a second run naming no previous one: sealed elsewhere) and
+    ``head`` (the chain does not hold the head kept outside the reports directory). ``subject``: the path in the run (POSIX, relative), or the run
     id. ``run``: the run the problem belongs to, when verifying a history.
     """
 
@@ -53,9 +71,13 @@ def escaped(text: str) -> str:
 class VerifyResult:
     """What :func:`verify_run` found. ``ok`` only when ``problems`` is empty.
 
-    ``signer`` is the key the manifest names (None when unreadable); ``pinned`` whether a
-    trusted key was required; ``files``/``directories`` how many entries the manifest lists;
-    ``manifest_sha256`` the hex digest of manifest.json's bytes (what the next run links to).
+    ``signer`` is the key the manifest names (None when unreadable) and ``custody`` who held it
+    (``local-key`` for a manifest that does not say); ``pinned`` whether a trusted key was
+    required; ``files``/``directories`` how many entries the manifest lists; ``manifest_sha256``
+    the hex digest of manifest.json's bytes (what the next run links to); ``run_ended_at`` the
+    run's end (epoch seconds: the latest ``finished_at`` of run.json and the records; None when
+    none is recorded) its ``sealed_at`` was checked against; ``report_rendered_at`` the time
+    report.html shows.
     """
 
     run_dir: Path
@@ -69,6 +91,9 @@ class VerifyResult:
     previous: ChainLink | None = None
     manifest_sha256: str | None = None
     report_error: str | None = None
+    custody: str = LOCAL_KEY
+    run_ended_at: float | None = None
+    report_rendered_at: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -100,12 +125,14 @@ class VerifyResult:
         if "signature" in self.kinds or "not-sealed" in self.kinds:
             # The manifest names a key, but no valid signature by it: nobody is shown to have signed.
             return f"NOT signed: the manifest names Ed25519 key sha256:{self.signer.fingerprint}, but its signature is missing or invalid"
+        held = (NOT_FOR_AUDIT if self.custody == LOCAL_KEY
+                else "through an external signer: the runner did not hold the key")
         if self.pinned:
             trusted = "a trusted key" if "untrusted-key" not in self.kinds else "NOT a trusted key"
-            return f"signed by Ed25519 key sha256:{self.signer.fingerprint} ({trusted})"
-        return (f"signed by Ed25519 key sha256:{self.signer.fingerprint}; this key was not pinned, so the "
-                "signature only shows the manifest is unchanged since that key signed it (require your key "
-                "with --public-key PEM or --fingerprint HEX)")
+            return f"signed by Ed25519 key sha256:{self.signer.fingerprint} ({trusted}); {held}"
+        return (f"signed by Ed25519 key sha256:{self.signer.fingerprint}; {held}; this key was not pinned, so "
+                "the signature only shows the manifest is unchanged since that key signed it (require the "
+                "key you were given outside the evidence with --public-key PEM or --fingerprint HEX)")
 
 
 def _listings(files: Any, directories: Any, symlinks: Any) -> tuple[
@@ -140,15 +167,16 @@ def _listings(files: Any, directories: Any, symlinks: Any) -> tuple[
 
 
 def verify_run(run_dir: Path, *, trusted_fingerprints: Iterable[str] = ()) -> VerifyResult:
-    """Checks a sealed run: its signature, its signer, its run id and every entry.
+    """Checks a sealed run: its signature, its signer, its run id, its time and every entry.
 
     ``trusted_fingerprints`` are key fingerprints (see :func:`normalise_fingerprint`); when
     any are given the manifest must be signed by one of them, otherwise the signer is reported
     but not judged. Every problem is listed (see :class:`Problem`): a missing manifest; an
-    unreadable or malformed manifest; a missing or invalid signature; an untrusted key; a
-    manifest naming another run id than the directory's name; and per entry, ``changed``
-    (content, size, kind or link target differs), ``missing``, ``extra`` (present, not listed)
-    and ``unreadable``.
+    unreadable or malformed manifest (one naming a key twice included); a missing or invalid
+    signature; an untrusted key; a manifest naming another run id than the directory's name; a
+    ``sealed_at`` more than :data:`SEAL_DELAY_LIMIT_SECONDS` after the run's end or before it;
+    and per entry, ``changed`` (content, size, kind or link target differs), ``missing``,
+    ``extra`` (present, not listed) and ``unreadable``.
 
     Raises ManifestError only when ``run_dir`` is not a directory, OSError when it cannot be
     listed, ValueError for a malformed trusted fingerprint.
@@ -171,27 +199,84 @@ def verify_run(run_dir: Path, *, trusted_fingerprints: Iterable[str] = ()) -> Ve
         manifest.get("files"), manifest.get("directories"), manifest.get("symlinks"))
     problems += listing_problems
     problems += _compare_entries(run_dir, files, directories, symlinks)
-    sealed_at = manifest.get("sealed_at")
-    if not (isinstance(sealed_at, str) and SEALED_AT.fullmatch(sealed_at)):
-        # The chain is ordered by it: a run without one would stand outside every check of the history.
-        problems.append(Problem("manifest", MANIFEST_NAME, f"sealed_at {str(sealed_at)[:40]!r} is not a UTC time "
-                                "as kdrill writes it (YYYY-MM-DDTHH:MM:SS.ffffffZ)"))
-        sealed_at = None
-    previous = manifest.get("previous")
-    if previous is not None and not (isinstance(previous, dict) and isinstance(previous.get("run_id"), str)
-                                     and isinstance(previous.get("manifest_sha256"), str)):
-        problems.append(Problem("manifest", MANIFEST_NAME, "previous is neither null nor {run_id, manifest_sha256}"))
-        previous = None
-    link = (ChainLink(str(previous.get("run_id")), str(previous.get("manifest_sha256")))
-            if isinstance(previous, dict) else None)
+    sealed_at, rendered_at, ended = _times(run_dir, manifest, files, problems)
+    link = _previous(manifest, problems)
     report_error = manifest.get("report_error")
+    signer_entry = manifest.get("signer") if isinstance(manifest.get("signer"), dict) else {}
     return VerifyResult(
         run_dir=run_dir, problems=problems, run_id=run_id if isinstance(run_id, str) else None, signer=signer,
         pinned=bool(trusted), files=len(files), directories=len(directories),
         sealed_at=sealed_at,
         previous=link, manifest_sha256=digest,
         report_error=report_error if isinstance(report_error, str) else None,
+        custody=EXTERNAL_SIGNER if signer_entry.get("custody") == EXTERNAL_SIGNER else LOCAL_KEY,
+        run_ended_at=ended, report_rendered_at=rendered_at,
     )
+
+
+def _previous(manifest: dict[str, Any], problems: list[Problem]) -> ChainLink | None:
+    """The manifest's link to the previous run; a malformed one is a problem (and None)."""
+    previous = manifest.get("previous")
+    if previous is None:
+        return None
+    if not (isinstance(previous, dict) and isinstance(previous.get("run_id"), str)
+            and isinstance(previous.get("manifest_sha256"), str)):
+        problems.append(Problem("manifest", MANIFEST_NAME, "previous is neither null nor {run_id, manifest_sha256}"))
+        return None
+    return ChainLink(previous["run_id"], previous["manifest_sha256"])
+
+
+def _times(run_dir: Path, manifest: dict[str, Any], files: dict[str, Any],
+           problems: list[Problem]) -> tuple[str | None, str | None, float | None]:
+    """(sealed_at, report_rendered_at, the run's end in epoch seconds) of a manifest, appending a
+    ``manifest`` problem for a time that is not one and a ``seal-time`` problem for a seal
+    dated before the run's end or more than SEAL_DELAY_LIMIT_SECONDS after it."""
+    sealed_at = manifest.get("sealed_at")
+    if not (isinstance(sealed_at, str) and SEALED_AT.fullmatch(sealed_at)):
+        # The chain is ordered by it: a run without one would stand outside every check of the history.
+        problems.append(Problem("manifest", MANIFEST_NAME, f"sealed_at {str(sealed_at)[:40]!r} is not a UTC time "
+                                "as kdrill writes it (YYYY-MM-DDTHH:MM:SS.ffffffZ)"))
+        return None, None, None
+    sealed = iso_epoch(sealed_at)
+    rendered = manifest.get("report_rendered_at")
+    if rendered is not None and not (isinstance(rendered, str) and SEALED_AT.fullmatch(rendered)
+                                     and iso_epoch(rendered) <= sealed):
+        problems.append(Problem("manifest", MANIFEST_NAME, f"report_rendered_at {str(rendered)[:40]!r} is not a "
+                                f"UTC time as kdrill writes it, at or before sealed_at {sealed_at}"))
+        rendered = None
+    ended = run_end(run_dir, files)
+    if ended is not None and sealed < ended - SEAL_CLOCK_SLACK_SECONDS:
+        problems.append(Problem("seal-time", MANIFEST_NAME, f"sealed_at {sealed_at} is {ended - sealed:.0f} s before "
+                                f"the run's end ({utc_now_iso_epoch(ended)}, its latest finished_at): the seal "
+                                "does not cover the run as it ended"))
+    elif ended is not None and sealed > ended + SEAL_DELAY_LIMIT_SECONDS:
+        problems.append(Problem("seal-time", MANIFEST_NAME, f"sealed_at {sealed_at} is {sealed - ended:.0f} s after "
+                                f"the run's end ({utc_now_iso_epoch(ended)}, its latest finished_at); kdrill seals "
+                                f"a run within {SEAL_DELAY_LIMIT_SECONDS:.0f} s of its end: sealed again later"))
+    return sealed_at, rendered, ended
+
+
+def utc_now_iso_epoch(epoch: float) -> str:
+    """Epoch seconds as kdrill writes times (UTC ISO-8601, µs)."""
+    return utc_now_iso(datetime.fromtimestamp(epoch, tz=timezone.utc))
+
+
+def run_end(run_dir: Path, files: dict[str, Any]) -> float | None:
+    """The latest ``finished_at`` (epoch seconds) of run.json and the drill records among the
+    sealed ``files`` (top-level ``*.json``, timelines aside), or None when none records one.
+    A file that cannot be read as a JSON object counts for nothing here (verify names it)."""
+    ends: list[float] = []
+    for rel in files:
+        if "/" in rel or not rel.endswith(".json") or rel.endswith(".timeline.json"):
+            continue
+        try:
+            data = strict_loads(read_no_link(run_dir / rel))
+        except (OSError, ValueError, RecursionError):
+            continue
+        value = data.get("finished_at") if isinstance(data, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            ends.append(float(value))
+    return max(ends) if ends else None
 
 
 def _read_manifest(run_dir: Path, pinned: bool) -> tuple[bytes, str, dict[str, Any]] | VerifyResult:
@@ -214,8 +299,11 @@ def _read_manifest(run_dir: Path, pinned: bool) -> tuple[bytes, str, dict[str, A
         return VerifyResult(run_dir, [problem], pinned=pinned)
     digest = hashlib.sha256(raw).hexdigest()
     try:
-        manifest = json.loads(raw)
-    except ValueError as exc:
+        manifest = strict_loads(raw)
+    except DuplicateKeyError as exc:
+        problem = Problem("manifest", MANIFEST_NAME, f"is refused: {exc}")
+        return VerifyResult(run_dir, [problem], pinned=pinned, manifest_sha256=digest)
+    except (ValueError, RecursionError) as exc:
         problem = Problem("manifest", MANIFEST_NAME, f"does not parse as JSON ({exc}): changed after sealing")
         return VerifyResult(run_dir, [problem], pinned=pinned, manifest_sha256=digest)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -240,6 +328,10 @@ def _check_signature(run_dir: Path, raw: bytes, manifest: dict[str, Any], truste
         problems.append(Problem("signature", MANIFEST_NAME, "the manifest names no signer public key"))
     if signer is not None and signer_entry.get("fingerprint_sha256") != signer.fingerprint:
         problems.append(Problem("manifest", MANIFEST_NAME, "the recorded fingerprint is not the public key's"))
+    custody = signer_entry.get("custody", LOCAL_KEY) if isinstance(signer_entry, dict) else LOCAL_KEY
+    if custody not in CUSTODIES:
+        problems.append(Problem("manifest", MANIFEST_NAME, f"signer.custody {str(custody)[:40]!r} is none of "
+                                f"{', '.join(CUSTODIES)}"))
     sig_path = run_dir / SIGNATURE_NAME
     if sig_path.is_symlink():
         problems.append(Problem("signature", SIGNATURE_NAME, f"a symbolic link to {link_target(sig_path)!r}: "
@@ -304,145 +396,3 @@ def _compare_entries(run_dir: Path, files: dict[str, dict[str, Any]], directorie
         added = f"a {present[rel]} that is not in the manifest: added after sealing"
         problems.append(Problem("extra", rel, f"{added}; {unlisted[rel]}" if rel in unlisted else added))
     return problems
-
-
-# --------------------------------------------------------------------------- #
-# Verifying a history
-# --------------------------------------------------------------------------- #
-
-
-@dataclass(frozen=True)
-class HistoryResult:
-    """What :func:`verify_history` found in a reports directory.
-
-    ``runs``: one VerifyResult per run directory, oldest seal first (unsealed ones last);
-    ``problems``: every run's problems (``run`` set) and every broken link; ``notes``: facts
-    that are not problems (forks from concurrent runs, several chain starts, skipped
-    directories); ``head``: the most recently sealed run, the link a later run would name.
-    """
-
-    root: Path
-    runs: list[VerifyResult]
-    problems: list[Problem]
-    notes: list[str]
-    head: ChainLink | None
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-
-
-def verify_history(reports_root: Path, *, trusted_fingerprints: Iterable[str] = ()) -> HistoryResult:
-    """Verifies every run under ``reports_root`` and the chain that links them.
-
-    Each run directory is checked with :func:`verify_run` (an unsealed one is a ``not-sealed``
-    problem). Each sealed run's ``previous`` link must name a run that is still there with a
-    manifest whose SHA-256 is the recorded one: otherwise a ``broken-link`` problem names the
-    deleted, renamed or replaced run. With no trusted fingerprint given, a sealed run signed by
-    another key than its previous run is a ``signer-changed`` problem (with them given, every
-    signer must be one of them instead). A deleted latest run breaks no link; compare ``head``
-    with a copy kept elsewhere to detect that.
-
-    Raises ManifestError when ``reports_root`` is not a directory, ValueError for a malformed
-    trusted fingerprint.
-    """
-    root = Path(reports_root)
-    if not root.is_dir():
-        raise ManifestError(f"{root} is not a directory")
-    trusted = [normalise_fingerprint(f) for f in trusted_fingerprints]
-    results, notes = _verify_runs(root, trusted)
-    problems = [Problem(p.kind, p.subject, p.detail, run=r.run_dir.name) for r in results for p in r.problems]
-    link_problems, link_notes = _chain_links(root, results, pinned=bool(trusted))
-    problems += link_problems
-    if not trusted:
-        problems += _signers_unlike_the_oldest(results, {p.run for p in problems if p.kind == "signer-changed"})
-    notes += link_notes
-    sealed = [r for r in results if r.sealed_at is not None and r.manifest_sha256 is not None]
-    head = ChainLink(sealed[-1].run_dir.name, sealed[-1].manifest_sha256) if sealed else None
-    return HistoryResult(root=root, runs=results, problems=problems, notes=notes, head=head)
-
-
-def _verify_runs(root: Path, trusted: list[str]) -> tuple[list[VerifyResult], list[str]]:
-    """:func:`verify_run` of each run directory in ``root``, oldest seal first (unsealed last), and
-    a note for each directory skipped (a symbolic link, or not named by a run id)."""
-    results: list[VerifyResult] = []
-    notes: list[str] = []
-    for child in sorted(root.iterdir()):
-        if not child.is_dir():
-            continue
-        if child.is_symlink() or not is_run_id(child.name):
-            notes.append(f"skipped {child.name}: {'a symbolic link' if child.is_symlink() else 'not a run id'}")
-            continue
-        results.append(verify_run(child, trusted_fingerprints=trusted))
-    results.sort(key=lambda r: (r.sealed_at is None, r.sealed_at or "", r.run_dir.name))
-    return results, notes
-
-
-def _chain_links(root: Path, results: list[VerifyResult], pinned: bool) -> tuple[list[Problem], list[str]]:
-    """The problems of each sealed run's link to its previous run, and notes on forks (runs that
-    follow one run) and on several runs starting a chain."""
-    by_name = {r.run_dir.name: r for r in results}
-    problems: list[Problem] = []
-    followers: dict[str, list[str]] = {}
-    starts: list[str] = []
-    for r in results:
-        if r.sealed_at is None or r.manifest_sha256 is None:
-            continue  # not a readable seal: already a problem of its own
-        name = r.run_dir.name
-        if r.previous is None:
-            starts.append(name)
-            continue
-        if not is_run_id(r.previous.run_id):
-            problems.append(Problem("manifest", MANIFEST_NAME,
-                                    f"names an invalid previous run id {r.previous.run_id!r}", run=name))
-            continue
-        followers.setdefault(r.previous.run_id, []).append(name)
-        problem = _link_problem(root, r, by_name.get(r.previous.run_id), pinned)
-        if problem is not None:
-            problems.append(problem)
-    notes = [f"runs {', '.join(names)} all follow {prev} (sealed concurrently?)"
-             for prev, names in sorted(followers.items()) if len(names) > 1]
-    if len(starts) > 1:
-        notes.append(f"{len(starts)} runs start a chain ({', '.join(starts)}): each was sealed when no other "
-                     "sealed run was in this directory, or the evidence was gathered from several places")
-    return problems, notes
-
-
-def _link_problem(root: Path, r: VerifyResult, target: VerifyResult | None, pinned: bool) -> Problem | None:
-    """Why the run ``r``'s link to its previous run ``target`` (None: not a run here) does not hold,
-    or None when it holds."""
-    name, prev = r.run_dir.name, r.previous
-    named = f"named by {name} as its previous run with manifest sha256 {prev.manifest_sha256}"
-    if target is None:
-        why = "missing: deleted or renamed" if not (root / prev.run_id).exists() else "no longer a run directory"
-        return Problem("broken-link", prev.run_id, f"{named}; it is {why}", run=name)
-    if target.manifest_sha256 is None:
-        return Problem("broken-link", prev.run_id, f"{named}; its manifest is gone", run=name)
-    if target.manifest_sha256 != prev.manifest_sha256:
-        return Problem("broken-link", prev.run_id, f"{named}; its manifest now has sha256 "
-                       f"{target.manifest_sha256}: replaced or re-sealed", run=name)
-    if not pinned and r.signer and target.signer and r.signer.fingerprint != target.signer.fingerprint:
-        # Unpinned, each run's signature proves only that *some* key sealed it: a run re-sealed
-        # by another key keeps its link intact. Pinning every key (a rotation) accepts this.
-        return Problem("signer-changed", name, f"signed by sha256:{r.signer.fingerprint}, its previous "
-                       f"run {prev.run_id} by sha256:{target.signer.fingerprint}: a run re-sealed with "
-                       "another key looks like this; pin both keys (--fingerprint) to accept a key "
-                       "rotation", run=name)
-    return None
-
-
-def _signers_unlike_the_oldest(results: list[VerifyResult], flagged: set[str | None]) -> list[Problem]:
-    """A ``signer-changed`` problem for each sealed run (not in ``flagged`` already) signed by
-    another key than the oldest sealed run here."""
-    # Unpinned, each signature proves only that *some* key sealed the run: a run sealed
-    # elsewhere with another key and dropped in here names no previous run, so no link
-    # catches it. Every run here is expected to be signed by the key of the oldest.
-    signed = [r for r in results if r.sealed_at is not None and r.signer is not None]
-    first = signed[0] if signed else None
-    return [Problem("signer-changed", r.run_dir.name,
-                    f"signed by sha256:{r.signer.fingerprint}, the oldest run here ({first.run_dir.name}) by "
-                    f"sha256:{first.signer.fingerprint}: a run sealed with another key looks like this; pin "
-                    "every key (--fingerprint) to accept a key rotation", run=r.run_dir.name)
-            for r in signed[1:]
-            if r.signer.fingerprint != first.signer.fingerprint and r.run_dir.name not in flagged]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def sealed_run(reports: Path, run_id: str, api_recovery: float = 3.0, ratio: flo
     run_dir.mkdir(parents=True)
     cluster = {"provider": "kind", "kubernetes_version": kubernetes_version,
                "nodes": [{"name": "cp", "roles": ["control-plane"]}, {"name": "w", "roles": []}]}
-    (run_dir / "run.json").write_text(json.dumps({"run_id": run_id, "started_at": started, "finished_at": started + 9,
+    (run_dir / "run.json").write_text(json.dumps({"run_id": run_id, "started_at": started, "finished_at": time.time(),
                                                   "kdrill_version": "0.1.0", "planned": ["control-plane-stop"]}))
     record = {"run_id": run_id, "drill": drill, "case": None, "verdict": "passed",
               "started_at": started, "cluster": cluster, "errors": [],
@@ -89,14 +90,19 @@ def test_a_resealed_copy_with_one_timing_doubled_is_a_regression(tmp_path: Path,
     key.chmod(0o600)
     monkeypatch.setenv(SIGNING_KEY_ENV, str(key))
     report_and_manifest(forged)
-    assert kdrill(reports, "compare", BASE, FORGED) == 1
+    monkeypatch.delenv(SIGNING_KEY_ENV)
+    # Unpinned, the copy's other signer is refused, not noted.
+    assert kdrill(reports, "compare", BASE, FORGED) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "signed by different keys" in err and "none pinned" in err
+    # With both keys trusted, the doubled timing is the regression it is.
+    keys = [arg for run in (base, forged) for arg in ("--fingerprint", json.loads(
+        (run / MANIFEST_NAME).read_text())["signer"]["fingerprint_sha256"])]
+    assert kdrill(reports, "compare", BASE, FORGED, *keys) == 1
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if "api_recovery_seconds" in line)
     assert line.startswith("REGRESSION") and "+20 (+100%)" in line
     assert "1 regression(s)" in out
-    # Unpinned, the copy's other signer is said, not silently accepted.
-    flat = " ".join(out.split())
-    assert "note: signed by different keys" in flat and "no key was pinned" in flat
     assert kdrill(reports, "compare", BASE, BASE) == 0
     assert "signed by different keys" not in capsys.readouterr().out
 
@@ -198,8 +204,9 @@ def test_the_sealed_run_carries_its_measurements_as_openmetrics(tmp_path: Path) 
     assert METRICS_NAME in json.loads((run / MANIFEST_NAME).read_text())["files"] and verify_run(run).ok
 
 
-def forge(reports: Path, base: Path, run_id: str, edit, monkeypatch, tmp_path: Path) -> Path:
-    """A copy of ``base`` as ``run_id``, its record edited by ``edit(dict)``, re-sealed with a test key."""
+def forge(reports: Path, base: Path, run_id: str, edit, monkeypatch, tmp_path: Path, other_key: bool = False) -> Path:
+    """A copy of ``base`` as ``run_id``, its record edited by ``edit(dict)``, re-sealed with the
+    local key (as anyone who runs drills can), or with a key of its own."""
     forged = reports / run_id
     shutil.copytree(base, forged)
     for name in (MANIFEST_NAME, SIGNATURE_NAME, "report.html", "metrics.openmetrics.txt"):
@@ -209,6 +216,9 @@ def forge(reports: Path, base: Path, run_id: str, edit, monkeypatch, tmp_path: P
     record["run_id"] = run_id
     edit(record)
     (forged / "control-plane-stop.json").write_text(json.dumps(record))
+    if not other_key:
+        report_and_manifest(forged)
+        return forged
     key = tmp_path / f"key-{run_id}.pem"
     key.write_bytes(Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
@@ -231,7 +241,7 @@ def recovery(record: dict) -> dict:
     (lambda r: r.update(verdict="error", errors=["RuntimeError: x"]), "drill case passed -> error"),
 ], ids=["nan", "string", "loosened-bound", "loosened-tolerance", "passed-to-error"])
 def test_a_forged_run_cannot_hide_a_regression(tmp_path: Path, monkeypatch, capsys, edit, why) -> None:
-    """Each forged copy is re-sealed with another key, so it verifies (no key pinned)."""
+    """Each forged copy is re-sealed with the local key, so it verifies."""
     reports = tmp_path / "reports"
     base = sealed_run(reports, BASE, api_recovery=20.0)
     forge(reports, base, FORGED, edit, monkeypatch, tmp_path)
@@ -261,9 +271,10 @@ def test_a_trusted_key_is_required_when_given(tmp_path: Path, monkeypatch, capsy
 
     reports = tmp_path / "reports"
     base = sealed_run(reports, BASE)
-    forge(reports, base, FORGED, lambda r: None, monkeypatch, tmp_path)
+    forge(reports, base, FORGED, lambda r: None, monkeypatch, tmp_path, other_key=True)
     ours = verify_run(base).signer.fingerprint
-    assert kdrill(reports, "compare", BASE, FORGED) == 0
+    assert kdrill(reports, "compare", BASE, FORGED) == 2  # unpinned, two keys: refused, not noted
+    assert "signed by different keys" in capsys.readouterr().err
     assert kdrill(reports, "compare", BASE, FORGED, "--fingerprint", ours) == 2
     assert "untrusted" in capsys.readouterr().err.lower()
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ def make_run(run_dir: Path) -> Path:
         {
             "run_id": run_id, "drill": "control-plane-stop", "case": None,
             "title": "Control plane stop", "claim": "Pods keep serving.", "verdict": "failed",
-            "started_at": T0, "finished_at": T0 + 30, "duration_seconds": 30.0,
+            "started_at": T0, "finished_at": time.time(), "duration_seconds": 30.0,
             "probes": {"http": {"samples": 3}},
             "evidence_files": {"timeline": "control-plane-stop.timeline.json"},
         },
@@ -610,7 +611,7 @@ def test_replaced_past_run_is_a_broken_link_naming_it(
     assert "replaced or re-sealed" in str(broken[0])
 
 
-def test_a_run_sealed_elsewhere_with_another_key_and_no_link_is_a_signer_change(
+def test_a_run_sealed_elsewhere_with_another_key_and_no_link_is_a_signer_change_and_a_second_chain_start(
         reports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     three_runs(reports)
     ours = local_fingerprint()
@@ -625,10 +626,12 @@ def test_a_run_sealed_elsewhere_with_another_key_and_no_link_is_a_signer_change(
     monkeypatch.delenv(SIGNING_KEY_ENV)
 
     unpinned = verify_history(reports)
-    assert [(p.kind, p.run) for p in unpinned.problems] == [("signer-changed", "r9")]
-    assert ours in str(unpinned.problems[0]) and theirs in str(unpinned.problems[0])
-    assert any("start a chain" in n for n in unpinned.notes)
-    assert verify_history(reports, trusted_fingerprints=[ours, theirs]).ok
+    assert [(p.kind, p.run) for p in unpinned.problems] == [("chain-start", "r9"), ("signer-changed", "r9")]
+    assert "r1 was sealed here before it" in str(unpinned.problems[0])
+    assert ours in str(unpinned.problems[1]) and theirs in str(unpinned.problems[1])
+    # Trusting both keys accepts the signer, not a run that belongs to another chain.
+    pinned = verify_history(reports, trusted_fingerprints=[ours, theirs])
+    assert [(p.kind, p.run) for p in pinned.problems] == [("chain-start", "r9")]
 
 
 @pytest.mark.parametrize("sealed_at", [0, None, "yesterday"])
