@@ -173,6 +173,8 @@ def _add_list(sub, commands: Mapping[str, Command]) -> None:
     ls.add_argument("--claims", action="store_true", help="the documented claims and which drill checks each")
     ls.add_argument("--run", metavar="RUN", help="with --claims: beside each claim, whether run RUN (an id under "
                     "--reports, or a path to a run directory) confirmed or contradicted it, with what broke it")
+    ls.add_argument("--run", metavar="RUN", help="with --claims: beside each claim, whether run RUN (an id under "
+                    "--reports, or a path to a run directory) confirmed or contradicted it, with what broke it")
     ls.add_argument("-o", "--output", choices=OUTPUT_FORMATS, help="every scenario as JSON or YAML, as loaded")
     ls.add_argument("--scenarios-dir", type=path_value,
                     help="a team's scenarios directory, as for kdrill run (default: the built-in ones)")

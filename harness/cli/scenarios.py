@@ -11,8 +11,9 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader
 
 from harness import faults, probes
+from harness.cli.claims_measured import measured_lines
 from harness.cli.output import print_as
-from harness.cli.refusals import Refused
+from harness.cli.refusals import Refused, named_run_dir
 from harness.core import resources
 from harness.engine.measures import measure_kinds
 from harness.spec.claims import format_claims, list_claims
@@ -130,8 +131,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise Refused(f"kdrill list: --scenarios-dir {directory}: expected scenario files (*.yaml), got none")
     if args.claims and args.output:
         raise Refused("kdrill list: --claims is a table for people; -o gives the scenarios, claims included")
+    if args.run and not args.claims:
+        raise Refused("kdrill list: --run goes with --claims (what that run measured, beside each claim)")
     if args.claims:
-        print(format_claims(list_claims(directory)))
+        measured, run = None, ""
+        if args.run:
+            run_dir = named_run_dir(args.reports, args.run)
+            measured, run = measured_lines(run_dir), run_dir.name
+        print(format_claims(list_claims(directory), measured, run))
         return 0
     if args.output:
         print_as(args.output, [{"path": str(s.path), **s.to_dict()} for s in load_scenarios(directory)])

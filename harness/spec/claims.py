@@ -5,9 +5,9 @@ it is documented, which drill (pytest file) checks it and with which named
 expectations. ``list_claims`` collects them; ``format_claims`` renders them
 as plain text for a reader deciding what the drills actually prove.
 
-Scenarios are read with ``harness.spec.scenario.load_scenarios`` (validated) when
-that module imports; otherwise the YAML files are read directly with PyYAML,
-using only the keys ``name, title, drill, claim, source, expectations``.
+Scenarios are read with ``harness.spec.scenario.load_scenarios`` (validated), as
+``kdrill run`` reads them. What a run measured is given by the caller
+(``harness/cli/claims_measured.py``): this layer reads no evidence.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _wrap(text: str, indent: str = "", subsequent: str | None = None) -> str:
     )
 
 
-def _format_one(claim: Claim) -> str:
+def _format_one(claim: Claim, measured: dict[str, list[str]] | None = None, run: str = "") -> str:
     lines = [f"{claim.drill}: {claim.title}" if claim.title else claim.drill]
     lines.append(_wrap(claim.text, "  "))
     for src in claim.sources or (ClaimSource("(no source recorded)", ""),):
@@ -97,16 +97,21 @@ def _format_one(claim: Claim) -> str:
     checked = f"Checked by: {claim.drill} ({claim.drill_file or 'no drill file named'})"
     checked += ", expectations: " + (", ".join(claim.expectations) or "none")
     lines.append(_wrap(checked, "  ", "    "))
+    if measured is not None:
+        found = measured.get(claim.drill)
+        lines.append(f"  Measured in run {run}:" + ("" if found else " not run there"))
+        lines.extend(_wrap(line, "    " + " " * (len(line) - len(line.lstrip())), "      ") for line in found or [])
     return "\n".join(lines)
 
 
-def format_claims(claims: Iterable[Claim]) -> str:
+def format_claims(claims: Iterable[Claim], measured: dict[str, list[str]] | None = None, run: str = "") -> str:
     """Plain text for ``kdrill list --claims``: one block per claim.
 
     Each block: ``<drill>: <title>``, the claim wrapped at 100 columns,
     ``Source: <title> <url>`` per source and ``Checked by: <drill>
-    (<drill file>), expectations: a, b, c``; blocks are separated by a blank
-    line. Returns ``"No claims found."`` for an empty list.
+    (<drill file>), expectations: a, b, c``, and with ``measured`` (drill name
+    -> lines, from run ``run``) ``Measured in run RUN:`` and its lines; blocks
+    are separated by a blank line. Returns ``"No claims found."`` for an empty list.
     """
-    blocks = [_format_one(c) for c in claims]
+    blocks = [_format_one(c, measured, run) for c in claims]
     return "\n\n".join(blocks) if blocks else "No claims found."
