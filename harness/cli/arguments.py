@@ -165,14 +165,14 @@ def _add_history(sub, commands: Mapping[str, Command]) -> None:
 def _add_schema(sub, commands: Mapping[str, Command]) -> None:
     sch = sub.add_parser("schema", help="print the scenario format as a JSON Schema, for editors (kdrill validate "
                          "stays the authority)")
+    sch.add_argument("--markdown", action="store_true",
+                     help="the fault, probe and measure reference as Markdown instead (docs/reference.md)")
     sch.set_defaults(func=commands["schema"])
 
 
 def _add_list(sub, commands: Mapping[str, Command]) -> None:
     ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")
     ls.add_argument("--claims", action="store_true", help="the documented claims and which drill checks each")
-    ls.add_argument("--run", metavar="RUN", help="with --claims: beside each claim, whether run RUN (an id under "
-                    "--reports, or a path to a run directory) confirmed or contradicted it, with what broke it")
     ls.add_argument("--run", metavar="RUN", help="with --claims: beside each claim, whether run RUN (an id under "
                     "--reports, or a path to a run directory) confirmed or contradicted it, with what broke it")
     ls.add_argument("-o", "--output", choices=OUTPUT_FORMATS, help="every scenario as JSON or YAML, as loaded")

@@ -13,6 +13,7 @@ from jinja2 import Environment, PackageLoader
 from harness import faults, probes
 from harness.cli.claims_measured import measured_lines
 from harness.cli.output import print_as
+from harness.cli.reference import reference_markdown
 from harness.cli.refusals import Refused, named_run_dir
 from harness.core import resources
 from harness.engine.measures import measure_kinds
@@ -150,6 +151,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    """The scenario format as a JSON Schema on stdout (harness/spec/editor_schema.py)."""
+    """The scenario format as a JSON Schema on stdout (harness/spec/editor_schema.py), or with
+    ``--markdown`` the fault, probe and measure reference (harness/cli/reference.py)."""
+    if args.markdown:
+        print(reference_markdown(), end="")
+        return 0
     print(json.dumps(scenario_json_schema(), indent=2, sort_keys=True))
     return 0

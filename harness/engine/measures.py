@@ -7,40 +7,9 @@ the revert starts) or ``after`` (from the revert's end to the end of the drill).
 takes the window's samples and returns a value in the expectation's unit, or None when the
 window holds nothing to measure (the expectation is then an error, never a pass).
 
-- ``success_ratio``: successful samples / samples (ratio);
-- ``first_failure_seconds``: from the window's start to its first failed sample (seconds; None
-  when none failed);
-- ``first_success_seconds``: from the window's start to its first successful sample (seconds;
-  None when none succeeded): how long until a state was reached, e.g. a condition was set;
-- ``recovery_seconds``: from the window's start to the first successful sample after which every
-  sample of the window succeeded (seconds; None when the window ends failing);
-- ``longest_failure_seconds``: the longest run of consecutive failed samples, from its first
-  failure to the next success or the window's end (seconds; 0 when none failed);
-- ``longest_unanswered_seconds``: the longest time inside the window without a successful answer
-  (each taken when its request *completed*: ``t`` plus its latency), so a request that hung is a
-  stall as much as one that failed; silence before the first answer and after the last one, while
-  the probe was still asking, counts too (seconds; None for an empty window or no samples);
-- ``max_latency_seconds``: the largest latency among the window's samples that have one
-  (seconds; None when none has): for an ``image-pulls`` probe, the longest an image pull request
-  waited behind another pull on its node;
-- ``median_latency_seconds``: the median (p50) of those latencies (seconds; None when none has
-  one): e.g. how long the API server took to reject a write it could not send to its webhook;
-- ``p99_latency_seconds``: the 99th percentile of those latencies, nearest rank (seconds; None
-  when none has one): e.g. how long name lookups took while CoreDNS was healthy;
-- ``min_latency_seconds``: the smallest of those latencies (seconds; None when none has one):
-  e.g. that every write the webhook's black hole held waited for the API server's deadline.
-
-Over a ``metric`` probe's values (each sample's ``labels["value"]``, the value read; a failed read
-has none), in the scenario's own unit (the metric's):
-
-- ``max_value`` / ``min_value``: the largest / smallest value read in the window (None when no
-  read gave one; ``inf`` / ``-inf`` when the metric said so);
-- ``rate_per_second``: how fast a counter grew in the window: its increase from the first to the
-  last value read, a drop counted as a counter reset (the process restarted; the new value is
-  what it counted since), divided by the seconds between those two reads (None with fewer than
-  two values or no time between them, and when a value read is negative or infinite, or two reads
-  at one time differ: no counter's). Prometheus's ``rate()`` without its extrapolation to the
-  window's edges (https://prometheus.io/docs/prometheus/latest/querying/functions/#rate).
+Each measure's docstring says what it returns, in which unit (seconds, a ratio, or a metric
+probe's own unit for ``max_value``, ``min_value`` and ``rate_per_second``, which read each
+sample's ``labels["value"]``); ``docs/reference.md`` lists them (``kdrill schema --markdown``).
 
 ``predicted_by: <fact>`` judges a ``success_ratio`` against a ratio the fault measured: the share of
 the path's backends it takes away (e.g. the CoreDNS replicas on the nodes it freezes). The value
@@ -103,16 +72,21 @@ def as_predicted(success: float | None, share_away: float | None) -> bool | None
 
 
 def first_failure_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    """From the window's start to its first failed sample (seconds; None when none failed)."""
     failed = next((s for s in in_window(samples, start, end) if not s.ok), None)
     return failed.t - start if failed else None
 
 
 def first_success_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    """From the window's start to its first successful sample (seconds; None when none succeeded):
+    how long until a state was reached, e.g. a condition was set."""
     reached = next((s for s in in_window(samples, start, end) if s.ok), None)
     return reached.t - start if reached else None
 
 
 def recovery_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    """From the window's start to the first successful sample after which every sample of the window
+    succeeded (seconds; None when the window ends failing)."""
     window = in_window(samples, start, end)
     if not window or not window[-1].ok:
         return None
@@ -123,6 +97,8 @@ def recovery_seconds(samples: list[Sample], start: float, end: float) -> float |
 
 
 def longest_failure_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    """The longest run of consecutive failed samples, from its first failure to the next success or
+    the window's end (seconds; 0 when none failed)."""
     window = in_window(samples, start, end)
     if not window:
         return None
@@ -138,6 +114,10 @@ def longest_failure_seconds(samples: list[Sample], start: float, end: float) -> 
 
 
 def longest_unanswered_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    """The longest time inside the window without a successful answer (each taken when its request
+    *completed*: ``t`` plus its latency), so a request that hung is a stall as much as one that
+    failed; silence before the first answer and after the last one, while the probe was still
+    asking, counts too (seconds; None for an empty window or no samples)."""
     if end <= start:
         return None
     done = [(s.t + max(0.0, s.latency_seconds or 0.0), s.ok) for s in samples
@@ -153,18 +133,26 @@ def longest_unanswered_seconds(samples: list[Sample], start: float, end: float) 
 
 
 def max_latency_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    """The largest latency among the window's samples that have one (seconds; None when none has):
+    for an ``image-pulls`` probe, the longest an image pull request waited behind another pull on
+    its node."""
     timed = [s.latency_seconds for s in in_window(samples, start, end)
              if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
     return max(timed) if timed else None
 
 
 def median_latency_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    """The median (p50) of the latencies of the window's samples that have one (seconds; None when
+    none has one): e.g. how long the API server took to reject a write it could not send to its
+    webhook."""
     timed = [s.latency_seconds for s in in_window(samples, start, end)
              if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
     return statistics.median(timed) if timed else None
 
 
 def p99_latency_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    """The 99th percentile of the latencies of the window's samples that have one, nearest rank
+    (seconds; None when none has one): e.g. how long name lookups took while CoreDNS was healthy."""
     timed = [s for s in in_window(samples, start, end)
              if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
     return latency_percentile(timed, 99, ok_only=False)
@@ -177,6 +165,8 @@ def first_success_at(samples: list[Sample], start: float, end: float) -> float |
 
 
 def min_latency_seconds(samples: list[Sample], start: float, end: float) -> float | None:
+    """The smallest latency among the window's samples that have one (seconds; None when none has
+    one): e.g. that every write the webhook's black hole held waited for the API server's deadline."""
     timed = [s.latency_seconds for s in in_window(samples, start, end)
              if s.latency_seconds is not None and math.isfinite(s.latency_seconds)]
     return min(timed) if timed else None
@@ -203,16 +193,26 @@ def _values(samples: list[Sample], start: float, end: float) -> list[tuple[float
 
 
 def max_value(samples: list[Sample], start: float, end: float) -> float | None:
+    """The largest value read in the window (None when no read gave one; ``inf`` /
+    ``-inf`` when the metric said so)."""
     values = [v for _, v in _values(samples, start, end)]
     return max(values) if values else None
 
 
 def min_value(samples: list[Sample], start: float, end: float) -> float | None:
+    """The smallest value read in the window (None when no read gave one; ``inf`` /
+    ``-inf`` when the metric said so)."""
     values = [v for _, v in _values(samples, start, end)]
     return min(values) if values else None
 
 
 def rate_per_second(samples: list[Sample], start: float, end: float) -> float | None:
+    """How fast a counter grew in the window: its increase from the first to the last value read, a
+    drop counted as a counter reset (the process restarted; the new value is what it counted since),
+    divided by the seconds between those two reads (None with fewer than two values or no time
+    between them, and when a value read is negative or infinite, or two reads at one time differ: no
+    counter's). Prometheus's ``rate()`` without its extrapolation to the window's edges
+    (https://prometheus.io/docs/prometheus/latest/querying/functions/#rate)."""
     values = _values(samples, start, end)
     if len(values) < 2 or values[-1][0] <= values[0][0]:
         return None
