@@ -205,11 +205,13 @@ def _head_problems(sealed: list[VerifyResult], heads: list[Head]) -> list[Proble
             problems.append(Problem("head", head.run_id, f"kept elsewhere ({head.where}) with manifest sha256 "
                                     f"{head.manifest_sha256}; here it has {run.manifest_sha256}: replaced or "
                                     "re-sealed"))
+    # Only a head that is here unchanged anchors the chain: a run after an impostor is on none.
+    held = [h for h in heads if h.run_id in by_name and by_name[h.run_id].manifest_sha256 == h.manifest_sha256]
+    through = {name for h in held for name in _ancestry(h.run_id, by_name)}
     last = heads[-1]
-    through = {name for h in heads if h.run_id in by_name for name in _ancestry(h.run_id, by_name)}
     for run in sealed:
         name = run.run_dir.name
-        if name not in through and last.run_id not in _ancestry(name, by_name):
+        if name not in through and not (last in held and last.run_id in _ancestry(name, by_name)):
             problems.append(Problem("head", name, f"is on no chain through the heads kept elsewhere (the last: "
                                     f"{last.run_id}, {last.where}): sealed in another reports directory, or "
                                     "its head was never exported", run=name))

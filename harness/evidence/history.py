@@ -144,8 +144,9 @@ def format_runs(runs: list[RunSummary]) -> str:
     for r in runs:
         verdicts = ", ".join(f"{n} {v}" for v, n in sorted(r.verdicts.items())) or "no records"
         platform = f"{r.platform.get('provider')} {r.platform.get('kubernetes_version')} kdrill {r.platform.get('kdrill_version')}"
-        lines.append(printable(f"{r.run_id:26} {_utc(r.started_at):24} {r.seal:11} {verdicts:26} {platform:40} "
-                               f"{r.signer or '—'}"))
+        # Each field escaped and cut on its own: the signer, last, must not be cut off by the others.
+        lines.append(f"{printable(r.run_id):26} {_utc(r.started_at):24} {r.seal:11} {printable(verdicts):26} "
+                     f"{printable(platform):40} {r.signer or '—'}")
     return "\n".join(lines)
 
 

@@ -29,6 +29,10 @@ templates is each probe's chart, inline SVG drawn by report_chart.py's
 :func:`timeline_svg` from numbers and text it escapes itself (markupsafe), handed
 to the templates as ``Markup``. This module renders the page.
 
+Each drill's bounds are checked against a scenario the record does not hold
+(harness/evidence/reference_bounds.py: the one at the run's git commit, else the one shipped with
+this kdrill); a difference is shown on the drill and counted in the headline.
+
 Besides its verdict, each drill shows its vital signs (``record["vital_signs"]``,
 harness/engine/vitals.py) in a "What else broke" panel: a sign that degraded with no
 expectation about it is FLAGGED there, at the top of the drill's section, in the
@@ -107,11 +111,17 @@ def render_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
     run = load_run(run_dir)
     records = run.records
     when = generated_at or datetime.now(tz=timezone.utc)
-    drills = [drill_view(run_dir, path, record) for path, record in records]
+    drills = [drill_view(run_dir, path, record, git_commit=run.meta.get("git_commit")) for path, record in records]
+    view = run_view(run)
+    modified = sum(1 for d in drills if d["bounds"]["differences"])
+    if modified:
+        # A bound unlike the scenario's outside the record is said where the verdicts are.
+        view["headline"].append({"cls": "badge-flagged headline-bounds",
+                                 "text": f"{modified} with bounds unlike their reference scenario"})
     return _environment().get_template("report.html.j2").render(
         kdrill_version=__version__,
         run_id=run_id_of(run),
-        run=run_view(run),
+        run=view,
         seal=seal_view(seal),
         cluster=cluster_view(records),
         summary=summary_view(records, run.unreadable),

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from harness.evidence.reading import as_float, injection_windows, load_timeline
+from harness.evidence.reference_bounds import check_bounds
 from harness.evidence.report_chart import timeline_svg
 from harness.evidence.report_format import (
     as_text,
@@ -134,9 +135,12 @@ def _glance(record: Mapping[str, Any], windows: Sequence[Mapping[str, Any]], vit
     return glance
 
 
-def drill_view(run_dir: Path, record_path: Path, record: dict[str, Any]) -> dict[str, Any]:
-    """Everything a drill's section shows (report_drill.html.j2 drill_section)."""
+def drill_view(run_dir: Path, record_path: Path, record: dict[str, Any], git_commit: Any = None) -> dict[str, Any]:
+    """Everything a drill's section shows (report_drill.html.j2 drill_section); ``git_commit``
+    is the run's (run.json), whose scenario the record's bounds are checked against
+    (harness/evidence/reference_bounds.py)."""
     timeline, _, timeline_problem = load_timeline(run_dir, record_path, record)
+    bounds = check_bounds(record, git_commit)
     t0 = _drill_t0(record, timeline)
     observations = record.get("observations") if isinstance(record.get("observations"), dict) else {}
     fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
@@ -164,7 +168,11 @@ def drill_view(run_dir: Path, record_path: Path, record: dict[str, Any]) -> dict
         and (record.get("cluster") or {}).get("name") else None,
         "duration": seconds_text(record.get("duration_seconds")),
         "kdrill_version": as_text(record.get("kdrill_version") or "—"),
-        "glance": _glance(record, windows, vitals_state, flagged),
+        "glance": _glance(record, windows, vitals_state, flagged)
+        + ([("flag", f"{len(bounds.differences)} bound difference{'s' if len(bounds.differences) != 1 else ''} "
+                     "from its reference scenario")] if bounds.differences else []),
+        "bounds": {"reference": as_text(bounds.reference) if bounds.reference else None,
+                   "differences": [as_text(d) for d in bounds.differences]},
         "claim": {"text": str(claim), "sources": _sources(record.get("source"))} if claim else None,
         "fault": fault_view(record.get("fault"), t0, len(windows)),
         "timeline_problem": timeline_problem,

@@ -546,7 +546,14 @@ def test_seal_section_shows_the_signer_and_previous_run(run_dir: Path) -> None:
     section = dom.find_all("section", cls="seal")[0]
     assert "ab" * 32 in section.all_text() and "BEGIN PUBLIC KEY" in section.all_text()
     assert "run-0" in section.all_text() and "cd" * 32 in section.all_text()
-    assert f"kdrill verify run-1 --fingerprint {'ab' * 32}" in section.all_text()
+    # The page never offers its own fingerprint as the one to pin: a page sealed again would offer its forger's.
+    assert f"--fingerprint {'ab' * 32}" not in section.all_text()
+    assert "kdrill verify run-1 --fingerprint FINGERPRINT" in section.all_text()
+    assert "outside this evidence, never the one above" in " ".join(section.all_text().split())
+    assert "signed by a local key: not for audit" in section.all_text()  # a seal that does not say who held the key
+    external = parse(build_report(run_dir, seal={**seal, "custody": "external-signer"}).read_text(encoding="utf-8"))
+    held = external.find_all("section", cls="seal")[0].all_text()
+    assert "through an external signer" in held and "not for audit" not in held
     unsealed = parse(build_report(run_dir).read_text(encoding="utf-8")).find_all("section", cls="seal")[0]
     assert "without a seal" in unsealed.all_text()
 
