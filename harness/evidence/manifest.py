@@ -12,10 +12,11 @@ run`` and the pytest plugin call when a run finishes) renders ``report.html`` an
     the Ed25519 signature (64 raw bytes) of manifest.json's exact bytes.
 
 The signature covers the file's bytes, not a re-serialised form, so nothing has to be
-canonicalised: what is on disk is what was signed, and anyone can check it without kdrill::
+canonicalised: what is on disk is what was signed, and anyone can check it without kdrill, with
+the signer's public key taken from outside the evidence (docs/evidence.md, "Auditing a run",
+checks every file too)::
 
-    jq -r .signer.public_key manifest.json > signer.pem
-    openssl pkeyutl -verify -pubin -inkey signer.pem -rawin -in manifest.json -sigfile manifest.sig
+    openssl pkeyutl -verify -pubin -inkey trusted-signer.pem -rawin -in manifest.json -sigfile manifest.sig
 
 A key fingerprint is the SHA-256 (hex) of the public key's DER SubjectPublicKeyInfo
 (``openssl pkey -pubin -in signer.pem -outform DER | sha256sum``). The key in the manifest only
@@ -57,8 +58,8 @@ from typing import Any, Iterable
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from harness.evidence.layout import MANIFEST_NAME, SEAL_FILES, SIGNATURE_NAME, is_run_id, validate_run_id
 from harness.evidence.chain import HistoryResult, verify_history
+from harness.evidence.layout import MANIFEST_NAME, SEAL_FILES, SIGNATURE_NAME, is_run_id, validate_run_id
 from harness.evidence.manifest_format import ALGORITHM, FORMAT, SEALED_AT, ChainLink, ManifestError, utc_now_iso
 from harness.evidence.run_files import MAX_DEPTH, create_exclusive, file_digest, read_no_link, scan_entries
 from harness.evidence.signers import Signer, load_signer, local_signer

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Mapping
 
 import yaml

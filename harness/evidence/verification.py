@@ -17,7 +17,7 @@ from typing import Any, Iterable
 
 from cryptography.exceptions import InvalidSignature
 
-from harness.evidence.layout import MANIFEST_NAME, SIGNATURE_NAME, is_run_id
+from harness.evidence.layout import MANIFEST_NAME, SIGNATURE_NAME
 from harness.evidence.manifest_format import (
     CUSTODIES,
     EXTERNAL_SIGNER,
