@@ -199,7 +199,8 @@ def chain_status(reports: Path, trusted_fingerprints: Sequence[str] = ()) -> tup
         history = verify_history(Path(reports), trusted_fingerprints=trusted_fingerprints)
     except (ManifestError, OSError) as exc:
         return False, f"chain not checked: {exc}"
-    keys = (f"every run signed by a trusted key ({', '.join('sha256:' + t[:16] + '…' for t in trusted_fingerprints)})"
+    keys = (f"the trusted key{'s' if len(trusted_fingerprints) > 1 else ''}: "
+            f"{', '.join('sha256:' + t[:16] + '…' for t in trusted_fingerprints)}"
             if trusted_fingerprints else "no key pinned, so a seal shows only that some key signed")
     if history.ok:
         return True, f"chain of {len(history.runs)} sealed runs intact (kdrill verify --history), {keys}"

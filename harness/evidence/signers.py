@@ -132,6 +132,9 @@ def _run_signer(argv: list[str], describe: str, message: bytes, run_id: str) -> 
         raise SigningKeyError(f"{describe} did not answer within {SIGNER_TIMEOUT_SECONDS:.0f} s") from None
     except OSError as exc:
         raise SigningKeyError(f"{describe} cannot be started: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise SigningKeyError(f"{describe} printed bytes that are not text: expected the 64-byte Ed25519 "
+                              "signature as base64 or hex (`... | base64 -w0`)") from None
     return parse_signature(done.stdout, describe)
 
 

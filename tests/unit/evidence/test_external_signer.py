@@ -110,10 +110,11 @@ def command(script: str) -> str:
 
 @pytest.mark.parametrize("signer, says", [
     (command("import sys; sys.stdin.read(); print('hello')"), "expected a 64-byte Ed25519 signature"),
+    (command("import sys; sys.stdin.read(); sys.stdout.buffer.write(bytes(range(192, 256)))"), "bytes that are not text"),
     (command("import sys; sys.stdin.read(); print('ab' * 64)"), "does not verify with its public key"),
     (command("import sys; sys.stdin.read(); sys.exit('no token')"), "refused to sign: .* exited 1: no token"),
     ("/nonexistent/kdrill-signer", "cannot be started"),
-], ids=["garbage", "another-key", "fails", "missing"])
+], ids=["garbage", "raw-bytes", "another-key", "fails", "missing"])
 def test_a_signer_that_does_not_sign_with_its_key_seals_nothing(
         reports: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signer: str, says: str) -> None:
     public = tmp_path / "signer.pub.pem"
