@@ -173,7 +173,7 @@ def _add_schema(sub, commands: Mapping[str, Command]) -> None:
 def _add_list(sub, commands: Mapping[str, Command]) -> None:
     ls = sub.add_parser("list", help="list scenarios, or with --claims the documented claims")
     ls.add_argument("--claims", action="store_true", help="the documented claims and which drill checks each")
-    ls.add_argument("--run", metavar="RUN", help="with --claims: beside each claim, whether run RUN (an id under "
+    ls.add_argument("--run", metavar="RUN", type=path_value, help="with --claims: beside each claim, whether run RUN (an id under "
                     "--reports, or a path to a run directory) confirmed or contradicted it, with what broke it")
     ls.add_argument("-o", "--output", choices=OUTPUT_FORMATS, help="every scenario as JSON or YAML, as loaded")
     ls.add_argument("--scenarios-dir", type=path_value,

@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import yaml
+
 from harness import faults
 from harness.core.ledger import Ledger
 from harness.kube.providers import Cluster, ClusterGone, ProviderError, existing, node_agent
@@ -77,6 +79,32 @@ def cluster_for_entry(entry_cluster: dict, kubeconfig: str | None = None) -> Clu
     return cluster
 
 
+def _scope_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with --context or --kubeconfig (refused before anything is reverted), or None."""
+    if args.context is not None and not args.context.strip():
+        return "--context: expected a context name, got an empty value (leave it out for every entry)"
+    if not args.kubeconfig:
+        return None
+    try:
+        config = yaml.safe_load(Path(args.kubeconfig).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        return f"--kubeconfig: expected a kubeconfig file, got {args.kubeconfig} ({type(exc).__name__})"
+    if not isinstance(config, dict) or not isinstance(config.get("contexts"), list):
+        return f"--kubeconfig: expected a kubeconfig (a mapping with contexts), got {args.kubeconfig}"
+    return None
+
+
+def _contexts_not_in_kubeconfig(kubeconfig: str | None, entries: list) -> list[str]:
+    """The contexts of existing-cluster ``entries`` that ``kubeconfig`` (checked by
+    :func:`_scope_problem`) does not define; none without a kubeconfig."""
+    if not kubeconfig:
+        return []
+    defined = {c.get("name") for c in yaml.safe_load(Path(kubeconfig).read_text())["contexts"] if isinstance(c, dict)}
+    wanted = {entry_context(e.cluster) for e in entries if not e.corrupt and isinstance(e.cluster, dict)
+              and e.cluster.get("provider") == "existing"}
+    return sorted(c for c in wanted if c and c not in defined)
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     """Revert every fault in the ledger; exit 0 when each is reverted (and any node agent made here
     removed), 1 otherwise, 2 for a --ledger-dir that does not exist."""
@@ -84,8 +112,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
         # A misspelt directory must not read as "nothing to revert".
         print(f"kdrill recover: no ledger directory {args.ledger_dir}", file=sys.stderr)
         return 2
-    if args.kubeconfig and not Path(args.kubeconfig).is_file():
-        print(f"kdrill recover: --kubeconfig: expected a kubeconfig file, got {args.kubeconfig}", file=sys.stderr)
+    problem = _scope_problem(args)
+    if problem:
+        print(f"kdrill recover: {problem}", file=sys.stderr)
         return 2
     ledger = Ledger(Path(args.ledger_dir) if args.ledger_dir else None)
     entries = ledger.entries()
@@ -94,12 +123,24 @@ def cmd_recover(args: argparse.Namespace) -> int:
         return 0
     print(f"kdrill recover: {len(entries)} fault(s) in {ledger.directory}")
     only = None
-    if args.context:
-        def only(entry) -> bool:
-            return entry_context(entry.cluster) == args.context
+    if args.context is not None:
+        recorded = sorted({c for e in entries if not e.corrupt and (c := entry_context(e.cluster))})
+        if args.context not in recorded:
+            # A misspelt context must not read as "nothing to revert" either.
+            print(f"kdrill recover: --context: expected a context the ledger holds entries for ("
+                  f"{', '.join(recorded) or 'none'}), got {args.context!r}", file=sys.stderr)
+            return 2
+
+        def only(entry) -> bool:  # a corrupt entry is tried too: its failure is reported, never hidden
+            return entry.corrupt or entry_context(entry.cluster) == args.context
 
         left = sum(not only(e) for e in entries)
         print(f"  only context {args.context}: {len(entries) - left} entry(ies); {left} of other contexts left as they are")
+    missing = _contexts_not_in_kubeconfig(args.kubeconfig, [e for e in entries if only is None or only(e)])
+    if missing:
+        print(f"kdrill recover: --kubeconfig {args.kubeconfig}: expected the contexts its entries were recorded for, "
+              f"got none of {', '.join(missing)}", file=sys.stderr)
+        return 2
     agents, by_context = [], {}
 
     def cluster_for(entry_cluster: dict) -> Cluster:

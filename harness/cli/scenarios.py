@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader
@@ -132,14 +133,19 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise Refused(f"kdrill list: --scenarios-dir {directory}: expected scenario files (*.yaml), got none")
     if args.claims and args.output:
         raise Refused("kdrill list: --claims is a table for people; -o gives the scenarios, claims included")
-    if args.run and not args.claims:
+    if args.run is not None and not args.claims:
         raise Refused("kdrill list: --run goes with --claims (what that run measured, beside each claim)")
     if args.claims:
-        measured, run = None, ""
-        if args.run:
-            run_dir = named_run_dir(args.reports, args.run)
-            measured, run = measured_lines(run_dir), run_dir.name
+        measured, run, unread = None, "", []
+        if args.run is not None:
+            try:
+                run_dir = named_run_dir(args.reports, args.run)
+            except SystemExit as exc:  # a run id or directory that is not a run: refused input
+                raise Refused(f"kdrill list: --run: {exc.code}") from None
+            (measured, unread), run = measured_lines(run_dir), run_dir.name
         print(format_claims(list_claims(directory), measured, run))
+        for line in unread:
+            print(f"kdrill list: run {run}: record not read: {line}", file=sys.stderr)
         return 0
     if args.output:
         print_as(args.output, [{"path": str(s.path), **s.to_dict()} for s in load_scenarios(directory)])

@@ -74,7 +74,7 @@ class NetworkPolicyDeny(Fault):
     @classmethod
     def selects_pods(cls, params: dict[str, Any]) -> list[tuple[str, str, str | None]]:
         """The pods the policy selects: a policy that selects none would isolate nothing, and the
-        drill would prove nothing (harness/faults/__init__.py: check_targets)."""
+        drill would prove nothing (harness/faults/targets.py: check_targets)."""
         return [("pod_labels", params["pod_labels"], params.get("target_namespace"))]
 
     def manifest(self) -> client.V1NetworkPolicy:

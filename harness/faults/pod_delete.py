@@ -115,7 +115,7 @@ class PodDelete(Fault):
 
     @classmethod
     def selects_pods(cls, params: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-        """The pods to choose from (harness/faults/__init__.py: check_targets)."""
+        """The pods to choose from (harness/faults/targets.py: check_targets)."""
         return [("selector", params["selector"], params.get("target_namespace"))]
 
     def target(self) -> dict[str, Any]:

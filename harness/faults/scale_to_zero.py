@@ -52,7 +52,7 @@ class ScaleToZero(Fault):
 
     @classmethod
     def acts_on(cls, params: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
-        """The Deployment or StatefulSet scaled (harness/faults/__init__.py: check_targets)."""
+        """The Deployment or StatefulSet scaled (harness/faults/targets.py: check_targets)."""
         return [("target_name", params.get("target_kind", "Deployment"), params["target_name"],
                  params.get("target_namespace"))]
 

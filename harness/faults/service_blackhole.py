@@ -72,7 +72,7 @@ class ServiceBlackhole(Fault):
 
     @classmethod
     def acts_on(cls, params: dict[str, Any]) -> list[tuple[str, str, str, str | None]]:
-        """The Service whose selector is replaced (harness/faults/__init__.py: check_targets)."""
+        """The Service whose selector is replaced (harness/faults/targets.py: check_targets)."""
         return [("service_name", "Service", params["service_name"], params.get("target_namespace"))]
 
     @classmethod

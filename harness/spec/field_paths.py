@@ -17,7 +17,7 @@ from harness.spec.manifests import KINDS
 # The client writes a list type as List[T] (older ones list[T]), a map as Dict[str, T] (dict(str, T)).
 _LIST = re.compile(r"[Ll]ist\[(.+)\]")
 _MAP = re.compile(r"Dict\[str, (.+)\]|dict\(str, (.+)\)")
-_SCALARS = ("str", "int", "bool", "float", "datetime", "date")
+_SCALARS = ("str", "int", "bool", "float", "datetime", "date", "bytearray", "bytes")
 
 
 def model(kind: str) -> type | None:
@@ -49,7 +49,7 @@ def path_problem(kind: str, path: str) -> str | None:
         elif type_name == "object":
             return None
         elif type_name in _SCALARS:
-            return f"nothing after {at} (a {type_name})"
+            return f"nothing after {at} (a value of type {type_name})"
         else:
             fields = getattr(models, type_name, None)
             if fields is None:

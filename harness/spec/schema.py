@@ -6,9 +6,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Iterator
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import ValidationError
 
 OPS: tuple[str, ...] = ("<=", "<", ">=", ">", "==")
 # The platform's vital signs every drill records (harness/engine/vitals.py, which imports this list).
@@ -178,7 +180,8 @@ SCHEMA: dict[str, Any] = {
                 "params": _MAPPING,
                 # What the fault acts on outside what the drill makes, and why: a target_namespace
                 # the drill does not make is refused without it (harness/faults: check_targets).
-                "outside_drill": _TEXT,
+                "outside_drill": {**_TEXT, "pattern": "\\S",
+                                  "x-expected": "a sentence: what the fault acts on outside the drill, and why"},
             },
         },
         # The keys every drill reads are checked here; a drill's own keys (e.g. dns-saturation's) pass.
@@ -337,4 +340,17 @@ SCHEMA: dict[str, Any] = {
     },
 }
 
-VALIDATOR = Draft202012Validator(SCHEMA)
+def _pattern(validator, pattern: str, instance: Any, schema: dict) -> Iterator[ValidationError]:
+    """The ``pattern`` keyword as editors (ECMA-262) read it: Python's ``$`` also matches before a
+    final newline, so ``name: "pod-delete\\n"`` would pass here and fail in an editor (and on the
+    cluster, as a namespace name)."""
+    if not validator.is_type(instance, "string"):
+        return
+    if re.search(pattern, instance) is None or (pattern.endswith("$") and instance.endswith("\n")):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+# kdrill's validator: draft 2020-12 with ``pattern`` as editors read it (every schema of the
+# scenario format, a probe kind's fields included, is checked through it).
+Validator = validators.extend(Draft202012Validator, {"pattern": _pattern})
+VALIDATOR = Validator(SCHEMA)

@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
 
 from harness.spec.model import ScenarioError
-from harness.spec.schema import SCHEMA, VALIDATOR
+from harness.spec.schema import SCHEMA, VALIDATOR, Validator
 
 
 @dataclass
@@ -37,7 +36,7 @@ def schema_errors(path: Path, data: dict) -> Iterable[Problem]:
 
 def sub_schema_errors(path: Path, schema: dict, value: Any, prefix: tuple) -> Iterable[Problem]:
     """Problems of ``value`` against ``schema`` (a probe kind's field), named from ``prefix``."""
-    return _validator_errors(Draft202012Validator(schema), path, value, prefix)
+    return _validator_errors(Validator(schema), path, value, prefix)
 
 
 def _validator_errors(validator, path: Path, data: Any, prefix: tuple) -> Iterable[Problem]:

@@ -42,7 +42,8 @@ def run_dir(tmp_path):
 
 
 def test_each_case_is_confirmed_contradicted_or_not_measured_with_what_broke_it(run_dir):
-    lines = measured_lines(run_dir)
+    lines, unread = measured_lines(run_dir)
+    assert unread == []
     assert lines["pod-delete"] == ["confirmed: 1 of 1 expectations held"]
     assert lines["dns-ndots"][0] == "contradicted: 1 of 2 expectations held"
     assert "ndots1_queries_per_lookup: measured 2 queries, bound == 1 (failed)" in lines["dns-ndots"][1]
@@ -64,5 +65,38 @@ def test_list_claims_prints_them_beside_the_claims_and_not_run_for_the_others(ru
 def test_run_without_claims_is_refused_and_a_missing_run_too(tmp_path, capsys):
     assert main(["list", "--run", RUN]) == 2
     assert "--run goes with --claims" in capsys.readouterr().err
-    with pytest.raises(SystemExit, match="no run directory"):
-        main(["--reports", str(tmp_path), "list", "--claims", "--run", RUN])
+    assert main(["--reports", str(tmp_path), "list", "--claims", "--run", RUN]) == 2
+    assert "no run directory" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as empty:
+        main(["list", "--claims", "--run", ""])
+    assert empty.value.code == 2
+
+
+def test_what_a_record_says_reaches_the_terminal_escaped(tmp_path):
+    run_dir = write_run(tmp_path / "reports", {"pod-delete": {
+        "drill": "pod-delete", "case": "x\x1b]0;title\x07", "verdict": "failed\x1b[2J",
+        "expectations": [expectation("n\x1b[31m", 1, "<= 0\n", "failed")]}})
+    lines, _ = measured_lines(run_dir)
+    text = "\n".join(lines["pod-delete"])
+    assert "\x1b" not in text and "\x07" not in text and "\\x1b[2J" in text
+
+
+@pytest.mark.parametrize("record, says", [
+    ({"drill": "pod-delete", "verdict": "passed", "expectations": 5}, "not a list of mappings"),
+    ({"drill": "pod-delete", "verdict": "passed", "expectations": [expectation("a", 1, "<= 0", "failed")]},
+     "its verdict says passed, its expectations do not"),
+    ({"drill": "pod-delete", "verdict": ["passed"], "expectations": []}, "not measured (no verdict)"),
+    ({"drill": "pod-delete", "verdict": "passed", "expectations": [], "observations": [1]}, "confirmed: 0 of 0"),
+])
+def test_a_record_not_of_kdrills_shape_is_said_so_never_confirmed(tmp_path, record, says):
+    lines, _ = measured_lines(write_run(tmp_path / "reports", {"pod-delete": record}))
+    assert says in lines["pod-delete"][0]
+
+
+def test_a_record_that_does_not_parse_is_named_not_shown_as_not_run(tmp_path, capsys):
+    run_dir = write_run(tmp_path / "reports", {})
+    (run_dir / "pod-delete.json").write_bytes(b"\xff{not json")
+    (run_dir / "etcd-defrag.json").write_text(json.dumps({"drill": ["etcd-defrag"], "verdict": "passed"}))
+    assert main(["--reports", str(run_dir.parent), "list", "--claims", "--run", RUN]) == 0
+    err = capsys.readouterr().err
+    assert "record not read: pod-delete.json" in err and "record not read: etcd-defrag.json: no drill name" in err

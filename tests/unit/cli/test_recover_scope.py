@@ -57,16 +57,44 @@ def test_only_the_named_contexts_entries_are_reverted(tmp_path, reached, capsys)
 def test_kubeconfig_replaces_the_recorded_one_and_the_context_stays_recorded(tmp_path, reached):
     _, _ = two_contexts(tmp_path)
     moved = tmp_path / "moved-kubeconfig"
-    moved.write_text("apiVersion: v1\nkind: Config\n")
+    moved.write_text(KUBECONFIG)
     assert recover(tmp_path, kubeconfig=str(moved)) == 0
     assert sorted(reached) == sorted([(str(moved), "prod"), (str(moved), "staging")])
+
+
+KUBECONFIG = ("apiVersion: v1\nkind: Config\ncontexts:\n- {name: staging, context: {cluster: s, user: u}}\n"
+              "- {name: prod, context: {cluster: p, user: u}}\n")
+
+
+@pytest.mark.parametrize("options, says", [
+    ({"context": ""}, "--context: expected a context name, got an empty value"),
+    ({"context": "stagign"}, "--context: expected a context the ledger holds entries for (prod, staging), got 'stagign'"),
+    ({"kubeconfig": "/etc/hostname"}, "--kubeconfig: expected a kubeconfig (a mapping with contexts)"),
+    ({"kubeconfig": "KUBECONFIG-WITHOUT-PROD"}, "expected the contexts its entries were recorded for, got none of prod"),
+])
+def test_a_scope_that_cannot_be_meant_is_refused_before_anything_is_reverted(tmp_path, reached, capsys, options, says):
+    ledger, ids = two_contexts(tmp_path)
+    if options.get("kubeconfig") == "KUBECONFIG-WITHOUT-PROD":
+        options["kubeconfig"] = str(tmp_path / "kc")
+        (tmp_path / "kc").write_text(KUBECONFIG.split("- {name: prod")[0])
+    assert recover(tmp_path, **options) == 2
+    assert says in capsys.readouterr().err
+    assert reached == [] and sorted(e.id for e in ledger.entries()) == sorted(ids.values())
+
+
+def test_a_corrupt_entry_is_reported_under_any_context(tmp_path, reached, capsys):
+    ledger, ids = two_contexts(tmp_path)
+    (tmp_path / "ledger" / "zz-corrupt.json").write_text("{not json")
+    assert recover(tmp_path, context="prod") == 1  # the corrupt entry is not reverted, and says so
+    out = capsys.readouterr().out
+    assert "NOT REVERTED" in out and "1 of other contexts left" in out
 
 
 def test_a_missing_kubeconfig_is_refused_before_anything_is_reverted(tmp_path, reached, capsys):
     ledger, ids = two_contexts(tmp_path)
     assert recover(tmp_path, kubeconfig=str(tmp_path / "nope")) == 2
     assert reached == [] and sorted(e.id for e in ledger.entries()) == sorted(ids.values())
-    assert "--kubeconfig: expected a kubeconfig file" in capsys.readouterr().err
+    assert "--kubeconfig: expected a kubeconfig file" in capsys.readouterr().err  # (FileNotFoundError)
 
 
 def test_a_kind_entrys_context_is_kind_and_its_name():

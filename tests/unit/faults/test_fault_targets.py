@@ -1,5 +1,5 @@
 """A data-only scenario's fault acts, in a namespace the drill makes, only on an object the drill
-makes there (harness/faults/__init__.py: check_targets): a typo in a target's name is refused by
+makes there (harness/faults/targets.py: check_targets): a typo in a target's name is refused by
 ``kdrill validate``, not found on the cluster after the setup."""
 
 from __future__ import annotations
@@ -127,3 +127,20 @@ def test_a_reroute_to_labels_no_pod_has_is_refused(tmp_path):
     err = refused(tmp_path, "webhook-outage-ignore",
                   lambda d: d["cases"][1]["params"].update(reroute_to="app=webhook-blackhol"))
     assert err.field == "cases[1].params.reroute_to" and err.got == "'app=webhook-blackhol'"
+
+
+@pytest.mark.parametrize("namespace", ["kube.system", "x" * 64])
+def test_a_target_namespace_that_cannot_exist_is_refused_whatever_the_scenario_says(tmp_path, namespace):
+    def edit(d):
+        d["fault"]["params"].update(selector="app=web", target_namespace=namespace)
+        d["fault"]["outside_drill"] = "a namespace of the team's"
+
+    err = refused(tmp_path, "pod-delete", edit)
+    assert err.field == "fault.params.target_namespace" and "a namespace name (a DNS label" in err.expected
+
+
+@pytest.mark.parametrize("why", ["   ", "\n"])
+def test_a_blank_reason_is_no_reason(tmp_path, why):
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "pod-delete", lambda d: d["fault"].update(outside_drill=why))
+    assert info.value.field == "fault.outside_drill"

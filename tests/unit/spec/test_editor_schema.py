@@ -59,3 +59,19 @@ def test_kdrill_schema_prints_it(capsys):
     assert printed == json.loads(json.dumps(scenario_json_schema()))
     assert printed["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert "expected: " in json.dumps(printed)  # kdrill's own wording, as the editor's hover text
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda d: d.update(name="pod-delete\n"), "name"),
+    (lambda d: d["expectations"][0].update(name=d["expectations"][0]["name"] + "\n"), "expectations[0].name"),
+])
+def test_a_final_newline_fails_a_pattern_here_as_in_an_editor(tmp_path, edit, field):
+    """Python's ``$`` matches before a final newline; ECMA-262's (editors') does not: kdrill's
+    validator reads patterns the editors' way, so both refuse it."""
+    from scenario_copies import load_edited
+
+    from harness.spec.scenario import ScenarioError
+
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "pod-delete", edit)
+    assert info.value.field == field

@@ -35,7 +35,7 @@ def test_a_path_the_api_defines_passes(kind, path):
                                                  "minAvailable, selector, unhealthyPodEvictionPolicy"),
     ("Deployment", "status.readyReplica", "a field of Deployment at status: one of"),
     ("Pod", "status.containerStatuses.first.ready", "a list index (0, 1, ...) after status.containerStatuses"),
-    ("Pod", "metadata.name.first", "nothing after metadata.name (a str)"),
+    ("Pod", "metadata.name.first", "nothing after metadata.name (a value of type str)"),
     ("Namespace", "phase", "a field of Namespace at the object's top level"),
 ])
 def test_a_path_the_api_does_not_define_says_what_it_should_be(kind, path, expected):
@@ -51,3 +51,8 @@ def test_a_scenario_with_a_misspelt_field_is_refused_naming_it(tmp_path):
         load_edited(tmp_path, "registry-outage", edit)
     assert info.value.field.endswith(".ok_when.field") and info.value.got == "'status.readyReplica'"
     assert "readyReplicas" in info.value.expected
+
+
+def test_nothing_goes_below_a_secrets_bytes():
+    assert path_problem("Secret", "data.token.x") == "nothing after data.token (a value of type bytes)"
+    assert path_problem("Secret", "data.token") is None
