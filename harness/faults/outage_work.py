@@ -36,7 +36,13 @@ from harness.components import node_units, static_pods
 from harness.components.node_units import remove_units
 from harness.core.timeline import Sample, Timeline
 from harness.core.waiting import wait_until
-from harness.faults.scheduled_runs import lag_with_control_plane, minutes_due, scheduled_jobs, scheduled_run_facts
+from harness.faults.scheduled_runs import (
+    lag_with_control_plane,
+    minutes_due,
+    never_created,
+    scheduled_jobs,
+    scheduled_run_facts,
+)
 from harness.kube.providers import Cluster
 from harness.probes.node_side import NodeContainerSampler
 from harness.probes.pods import (
@@ -348,5 +354,6 @@ class OutageWork:
         jobs = scheduled_jobs(self.cluster, self.namespace, self.scheduled_job)
         self.evidence["scheduled_runs"] = {
             "cronjob": self.scheduled_job, "due_during_outage": minutes_due(*window), "jobs": jobs,
+            "due_during_outage_never_created": never_created(jobs, window),
             "lag_with_control_plane_seconds": lag_with_control_plane(jobs, window[0])}
         return scheduled_run_facts(jobs, window, api_back_at)

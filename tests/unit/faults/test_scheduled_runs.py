@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.faults.scheduled_runs import lag_with_control_plane, minutes_due, scheduled_run_facts
+from harness.faults.scheduled_runs import lag_with_control_plane, minutes_due, never_created, scheduled_run_facts
 
 T = 1_800_000_000.0  # a whole minute (epoch seconds)
 
@@ -39,7 +39,7 @@ def test_a_run_created_in_the_outage_is_counted_the_claim_broken():
     """A working controller creates the run on time: what a stop that did not stop it looks like."""
     facts = scheduled_run_facts([job(T, T + 1)], (T - 20, T + 40), T + 55)
     assert facts["scheduled_runs_created_during_outage"] == 1
-    assert facts["scheduled_run_created_after_return_seconds"] == pytest.approx(-54.0)
+    assert facts["scheduled_run_created_after_return_seconds"] is None  # nothing was left to make after it
 
 
 def test_with_nothing_due_the_count_could_not_fail_and_is_none():
@@ -48,7 +48,18 @@ def test_with_nothing_due_the_count_could_not_fail_and_is_none():
                      "scheduled_run_created_after_return_seconds": None}
 
 
-def test_a_missed_run_never_created_has_no_time():
+def test_no_run_created_after_the_return_has_no_time():
     facts = scheduled_run_facts([job(T - 60, T - 59)], (T - 20, T + 40), T + 55)
     assert facts["scheduled_runs_due_during_outage"] == 1
     assert facts["scheduled_run_created_after_return_seconds"] is None
+
+
+def test_the_return_is_timed_to_the_first_run_after_it_though_the_run_due_in_the_outage_was_skipped():
+    """As measured with stop-components: the controller, back after the next minute, made only
+    the most recent run it missed; the one due in the outage was never made."""
+    window, api_back = (T - 7, T + 53), T + 75
+    jobs = [job(T + 60, T + 88)]
+    assert scheduled_run_facts(jobs, window, api_back)["scheduled_run_created_after_return_seconds"] == \
+        pytest.approx(13.0)
+    assert never_created(jobs, window) == [T]
+    assert never_created([job(T, T + 56)], window) == []
