@@ -50,7 +50,7 @@ from harness.core import proc
 from harness.core.waiting import hold_until
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.faults.outage_work import JOB_FIRST_BACKOFF_SECONDS, OutageWork
-from harness.faults.scheduled_runs import cronjob_problem
+from harness.faults.scheduled_runs import LEAST_HOLD_SECONDS, cronjob_problem
 from harness.kube.providers import Cluster
 from harness.kube.providers.kind import pause_container
 from harness.spec.params import Param
@@ -207,8 +207,9 @@ class ControlPlaneStop(Fault):
         over, or "nothing was replaced" could not fail."""
         if float(params["hold_seconds"]) != windows["hold_seconds"]:
             return f"{float(params['hold_seconds']):g}, the hold_seconds param (the nodes revert on their own then)"
-        if params.get("scheduled_job") and windows["hold_seconds"] < 60:
-            return "at least 60 s with scheduled_job: an every-minute run falls due in any window that long"
+        if params.get("scheduled_job") and windows["hold_seconds"] < LEAST_HOLD_SECONDS:
+            return (f"at least {LEAST_HOLD_SECONDS:g} s with scheduled_job: a whole minute in the outage, a second "
+                    "before its end (creation times have whole seconds)")
         least = float(params.get("kill_after_seconds", DEFAULT_KILL_AFTER_SECONDS)) + 4 * JOB_FIRST_BACKOFF_SECONDS
         if params.get("control_job") and windows["hold_seconds"] < least:
             return (f"at least {least:g} s: kill_after_seconds + {4 * JOB_FIRST_BACKOFF_SECONDS:g} s, twice the Job "

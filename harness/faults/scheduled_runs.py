@@ -32,6 +32,13 @@ from kubernetes import client
 from harness.kube.providers import Cluster
 
 EVERY_MINUTE = "* * * * *"
+# A creationTimestamp has whole seconds, cut down: a Job stamped 12:00:07 was created between
+# 12:00:07 and 12:00:08. One stamped in the outage's last second may have been made just after
+# the return (frozen nodes are given back in under a second), so only runs due, and Jobs stamped,
+# a full second before the outage ends are judged.
+CREATION_RESOLUTION_SECONDS = 1.0
+# The shortest hold with a whole minute in the part of the outage judged.
+LEAST_HOLD_SECONDS = 60 + CREATION_RESOLUTION_SECONDS + 1
 SCHEDULED_AT = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 
 
@@ -79,12 +86,14 @@ def scheduled_jobs(cluster: Cluster, namespace: str, cronjob: str) -> list[dict[
 def scheduled_run_facts(jobs: list[dict[str, Any]], window: tuple[float, float],
                         api_back_at: float | None) -> dict[str, Any]:
     """The facts of ControlPlaneStop's ``scheduled_job`` over the outage ``window`` (the stop to
-    the revert's start, epoch seconds), from :func:`scheduled_jobs`: the runs due in it, the runs
-    created in it (None when none was due: it could not have failed), and the seconds from the
+    the revert's start, epoch seconds; its last CREATION_RESOLUTION_SECONDS not judged), from
+    :func:`scheduled_jobs`: the runs due in it, the Jobs stamped in it (None when none was due: it
+    could not have failed), and the seconds from the
     first API server seen ready (``api_back_at``) to the first run created after the window, of
     any schedule time (None when none was)."""
-    due = minutes_due(*window)
-    created_in = [j for j in jobs if window[0] <= j["created"] <= window[1]]
+    judged = (window[0], window[1] - CREATION_RESOLUTION_SECONDS)
+    due = minutes_due(*judged)
+    created_in = [j for j in jobs if judged[0] <= j["created"] < judged[1]]
     first = next((j for j in jobs if j["created"] > window[1]), None)
     after = first["created"] - api_back_at if first is not None and api_back_at is not None else None
     return {"scheduled_runs_due_during_outage": len(due),

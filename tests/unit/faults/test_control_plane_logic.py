@@ -199,7 +199,7 @@ def test_the_runners_hold_is_the_one_the_nodes_revert_at(tmp_path):
         d["runner"]["windows"]["hold_seconds"] = 45
     with pytest.raises(ScenarioError) as info:
         check_references(_edited(tmp_path, edit))
-    assert info.value.field == "runner.windows.hold_seconds" and "60, the hold_seconds param" in info.value.expected
+    assert info.value.field == "runner.windows.hold_seconds" and "62, the hold_seconds param" in info.value.expected
 
     def short(d):
         d["fault"]["params"].update(hold_seconds=49, kill_after_seconds=10)
@@ -220,7 +220,7 @@ def test_the_runners_hold_is_the_one_the_nodes_revert_at(tmp_path):
         d["runner"]["windows"]["hold_seconds"] = 50
     with pytest.raises(ScenarioError) as info:
         check_references(_edited(tmp_path, too_short_for_a_minute))
-    assert "at least 60 s with scheduled_job" in info.value.expected
+    assert "at least 62 s with scheduled_job" in info.value.expected
 
 
 def test_the_workers_units_survive_in_the_ledger_entry():
@@ -255,7 +255,7 @@ def declared(d: dict, kind: str) -> dict:
     (lambda d: declared(d, "CronJob")["spec"]["jobTemplate"]["spec"].pop("suspend"), "fault.params.scheduled_job",
      "jobTemplate.spec.suspend true"),
     (lambda d: declared(d, "CronJob")["spec"].update(startingDeadlineSeconds=30), "fault.params.scheduled_job",
-     "startingDeadlineSeconds more than hold_seconds (60)"),
+     "startingDeadlineSeconds more than hold_seconds (62)"),
     (lambda d: [d["fault"]["params"].pop(k) for k in ("control_job", "kill_selector", "kill_after_seconds")],
      "fault.params.scheduled_job", "without control_job"),
     (lambda d: d["fault"]["params"].pop("control_job"), "fault.params.kill_selector", "without control_job"),

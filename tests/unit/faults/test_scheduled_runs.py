@@ -63,3 +63,12 @@ def test_the_return_is_timed_to_the_first_run_after_it_though_the_run_due_in_the
         pytest.approx(13.0)
     assert never_created(jobs, window) == [T]
     assert never_created([job(T, T + 56)], window) == []
+
+
+def test_a_job_stamped_in_the_outages_last_second_is_not_judged_it_may_be_the_return():
+    """As measured with frozen nodes: the run due in the outage was made 0.3 s after the revert
+    started, stamped with the second before it."""
+    window = (T - 53.4, T + 6.7)
+    facts = scheduled_run_facts([job(T, T + 6)], window, T + 7)
+    assert facts["scheduled_runs_due_during_outage"] == 1
+    assert facts["scheduled_runs_created_during_outage"] == 0
