@@ -141,7 +141,8 @@ class ControlPlaneStop(Fault):
         "scheduled_run_created_after_return_seconds": ("seconds", "with scheduled_job: from the first API server "
                                                        "seen ready again to the first run created after the outage, "
                                                        "of any schedule time (the controller makes the most recent one "
-                                                       "it missed; whole seconds; None when none was)"),
+                                                       "it missed; whole seconds; 0 when made before the API was "
+                                                       "seen; None when none was)"),
         "kube_system_restarts_outside_control_plane": ("count", "restarts of kube-system pods other than the four "
                                                        "control-plane components, just before the stop to the end"),
         "coredns_replicas_on_stopped_nodes": ("ratio", "the share of the CoreDNS replicas (just before the stop) "

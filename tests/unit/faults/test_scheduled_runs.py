@@ -72,3 +72,8 @@ def test_a_job_stamped_in_the_outages_last_second_is_not_judged_it_may_be_the_re
     facts = scheduled_run_facts([job(T, T + 6)], window, T + 7)
     assert facts["scheduled_runs_due_during_outage"] == 1
     assert facts["scheduled_runs_created_during_outage"] == 0
+
+
+def test_a_run_made_before_the_api_was_seen_back_is_0_seconds_after_it():
+    facts = scheduled_run_facts([job(T, T + 8)], (T - 53.4, T + 6.7), T + 17.1)
+    assert facts["scheduled_run_created_after_return_seconds"] == 0.0
