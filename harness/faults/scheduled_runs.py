@@ -112,4 +112,5 @@ def never_created(jobs: list[dict[str, Any]], window: tuple[float, float]) -> li
 def lag_with_control_plane(jobs: list[dict[str, Any]], before: float) -> list[float]:
     """Seconds from each run's schedule time to its Job's creation, for the runs due before
     ``before`` (epoch seconds: the stop): the same trigger with a working control plane."""
-    return [round(j["created"] - j["scheduled"], 2) for j in jobs if j["scheduled"] is not None and j["scheduled"] < before]
+    return [round(j["created"] - j["scheduled"], 2) for j in jobs
+            if j["scheduled"] is not None and j["scheduled"] < before]
