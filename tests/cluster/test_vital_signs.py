@@ -22,6 +22,7 @@ def test_a_broken_vital_sign_is_flagged_though_no_expectation_names_it(kdrill_cl
     data = yaml.safe_load((REPO_ROOT / "scenarios" / "service-without-endpoints.yaml").read_text())
     # The fault scales kube-system/coredns to zero; nothing the scenario asserts is about names.
     data["fault"]["params"] = {"target_kind": "Deployment", "target_name": "coredns", "target_namespace": "kube-system"}
+    data["fault"]["outside_drill"] = "kube-system's CoreDNS: the vital sign it breaks is what this test checks"
     data["runner"]["probes"] = [p for p in data["runner"]["probes"] if p["target"] == "clusterip"]
     # Short windows (CI time): names fail about 5 s into the hold (CoreDNS's lameduck), so a
     # 15 s hold still has most of its lookups failing.
