@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.evidence.reading import scan_records
+from harness.evidence.verification import escaped
 
 VERDICT_WORDS = {"passed": "confirmed", "failed": "contradicted"}
 
 
 def shown(value: Any) -> str:
-    """``value`` as text with every unprintable character (escape sequences, newlines) escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
+    """``value`` as text, escaped for the terminal (:func:`harness.evidence.verification.escaped`)."""
+    return escaped(str(value))
 
 
 def _expectations(record: dict[str, Any]) -> list[dict[str, Any]] | None:

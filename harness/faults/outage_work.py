@@ -37,6 +37,7 @@ from harness.components.node_units import remove_units
 from harness.core.timeline import Sample, Timeline
 from harness.core.waiting import wait_until
 from harness.faults.scheduled_runs import (
+    judged,
     lag_with_control_plane,
     minutes_due,
     never_created,
@@ -353,7 +354,7 @@ class OutageWork:
             return {}
         jobs = scheduled_jobs(self.cluster, self.namespace, self.scheduled_job)
         self.evidence["scheduled_runs"] = {
-            "cronjob": self.scheduled_job, "due_during_outage": minutes_due(*window), "jobs": jobs,
+            "cronjob": self.scheduled_job, "due_during_outage": minutes_due(*judged(window)), "jobs": jobs,
             "due_during_outage_never_created": never_created(jobs, window),
             "lag_with_control_plane_seconds": lag_with_control_plane(jobs, window[0])}
         return scheduled_run_facts(jobs, window, api_back_at)

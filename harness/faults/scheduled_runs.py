@@ -63,6 +63,11 @@ def cronjob_problem(manifests: list[dict[str, Any]], name: str, hold_seconds: fl
     return None
 
 
+def judged(window: tuple[float, float]) -> tuple[float, float]:
+    """The part of the outage ``window`` (epoch seconds) judged: all but its last second."""
+    return window[0], window[1] - CREATION_RESOLUTION_SECONDS
+
+
 def minutes_due(start: float, end: float) -> list[float]:
     """The whole minutes in ``[start, end)`` (epoch seconds): when an every-minute schedule is due."""
     first = math.ceil(start / 60) * 60
@@ -91,9 +96,9 @@ def scheduled_run_facts(jobs: list[dict[str, Any]], window: tuple[float, float],
     could not have failed), and the seconds from the
     first API server seen ready (``api_back_at``) to the first run created after the window, of
     any schedule time (0 when made before the API was seen; None when none was)."""
-    judged = (window[0], window[1] - CREATION_RESOLUTION_SECONDS)
-    due = minutes_due(*judged)
-    created_in = [j for j in jobs if judged[0] <= j["created"] < judged[1]]
+    start, end = judged(window)
+    due = minutes_due(start, end)
+    created_in = [j for j in jobs if start <= j["created"] < end]
     first = next((j for j in jobs if j["created"] > window[1]), None)
     # 0 when made before the API servers were first seen ready: they are asked in turn once the
     # revert is done, and a frozen node's controller-manager can act before (measured: 9.1 s before).
@@ -104,9 +109,10 @@ def scheduled_run_facts(jobs: list[dict[str, Any]], window: tuple[float, float],
 
 
 def never_created(jobs: list[dict[str, Any]], window: tuple[float, float]) -> list[float]:
-    """The schedule times due in the outage ``window`` that no Job of ``jobs`` was made for."""
+    """The schedule times due in the judged part of the outage ``window`` that no Job of ``jobs``
+    was made for."""
     made = {j["scheduled"] for j in jobs}
-    return [t for t in minutes_due(*window) if t not in made]
+    return [t for t in minutes_due(*judged(window)) if t not in made]
 
 
 def lag_with_control_plane(jobs: list[dict[str, Any]], before: float) -> list[float]:
