@@ -17,15 +17,16 @@ from harness.core.progress import minutes
 from harness.evidence.history import list_runs
 from harness.evidence.report import scan_records
 from harness.faults import fault_class
-from harness.kube.objects import KINDS
+from harness.kube.objects import KINDS, custom_kinds
 from harness.kube.providers import NODE_ACCESS_LEVELS
 from harness.spec.scenario import ACTION_VERBS, Scenario, registry_images
 
 
-def _ref_text(kind: str, name: str, namespace: str | None) -> str:
-    """An object as the plan names it; placeholders stay as written ($(namespace): the drill's)."""
+def _ref_text(kind: str, name: str, namespace: str | None, kinds: dict = KINDS) -> str:
+    """An object as the plan names it; placeholders stay as written ($(namespace): the drill's).
+    ``kinds``: the runner's, and those the scenario's CustomResourceDefinitions define."""
 
-    if kind in KINDS and KINDS[kind].namespaced:
+    if kind in kinds and kinds[kind].namespaced:
         return f"{kind} {namespace or '$(namespace)'}/{name}"
     return f"{kind} {name}"
 
@@ -146,12 +147,12 @@ def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 
                    f"{', '.join(n if b == 'pause' else f'{n} (on {b})' for n, b in registry_images(r))} "
                    "(removed after the drill, with what the nodes pulled)"
                    for r in s.workload.get("registries") or []]),
-                *([f"  creates    {', '.join(_ref_text(m['kind'], m['metadata']['name'], m['metadata'].get('namespace')) for m in s.workload['manifests'])}"
+                *([f"  creates    {', '.join(_ref_text(m['kind'], m['metadata']['name'], m['metadata'].get('namespace'), {**custom_kinds(s.workload['manifests']), **KINDS}) for m in s.workload['manifests'])}"
                    " (through the ledger; deleted newest first after the drill)"]
                   if s.workload.get("manifests") else []),
                 *([f"  action     {a['window']} +{a['after_seconds']} s: {verb.replace('_', ' ')} "
                    + (f"{a[verb]['container']} of " if verb == "kill_container" else "")
-                   + f"{_ref_text(a[verb]['kind'], a[verb]['name'], a[verb].get('namespace'))}"
+                   + f"{_ref_text(a[verb]['kind'], a[verb]['name'], a[verb].get('namespace'), {**custom_kinds(s.workload.get('manifests') or []), **KINDS})}"
                    + (f" to {a[verb]['replicas']} replicas" if verb == "scale" else "")
                    for a in (s.runner or {}).get("actions") or []
                    for verb in [next(v for v in ACTION_VERBS if v in a)]]),

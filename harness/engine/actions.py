@@ -47,10 +47,10 @@ class Actions:
         verb = next(v for v in ACTION_VERBS if v in spec)
         ref = spec[verb]
         try:
-            ref = object_ref({k: v for k, v in spec[verb].items() if k in ("kind", "name", "namespace")},
-                             self.drill.namespace)
             if self.objects is None:
                 raise FaultError(f"the scenario declares no objects (workload.manifests) for an action to {verb}")
+            ref = object_ref({k: v for k, v in spec[verb].items() if k in ("kind", "name", "namespace")},
+                             self.drill.namespace, self.objects.custom)
             if verb == "scale":
                 outcome = self.objects.scale_if_ours(ref, int(spec[verb]["replicas"]))
             elif verb == "kill_container":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.spec.manifests import APP, KINDS, OWN_OBJECTS, expand, name_problem
+from harness.spec.manifests import APP, KINDS, OWN_OBJECTS, custom_kinds, expand, name_problem
 from harness.spec.params import selector_matches
 from harness.spec.scenario import ScenarioError, drill_namespace
 
@@ -50,8 +50,9 @@ def check_targets(scenario, fault_type: type) -> None:
             if manifest["kind"] == "Namespace":
                 made.setdefault(sent(manifest["metadata"]["name"]), [])
                 pods.setdefault(sent(manifest["metadata"]["name"]), [])
+        kinds = {**custom_kinds(manifests), **KINDS}
         for manifest in manifests:
-            if not KINDS[manifest["kind"]].namespaced:
+            if not kinds[manifest["kind"]].namespaced:
                 continue
             where, name = sent(manifest["metadata"].get("namespace") or "$(namespace)"), manifest["metadata"]["name"]
             made[where].append((manifest["kind"], sent(name), name))

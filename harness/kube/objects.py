@@ -24,6 +24,8 @@ from harness.spec.manifests import (  # noqa: F401  the table and names, with th
     Ref,
     apiservice_problem,
     condition,
+    crd_problem,
+    custom_kinds,
     expand,
     kind_of,
     name_problem,
@@ -54,12 +56,13 @@ def _call(cluster: Cluster, method: str, path: str, body: Any = None, api=None,
     return api.response_deserialize(response, {"2XX": "object"}).data
 
 
-def create(cluster: Cluster, manifest: dict[str, Any]) -> dict[str, Any]:
-    """Create ``manifest`` (its ``metadata.namespace`` set for a namespaced kind). Returns the
-    object the API stored. Raises ApiException (409 when it already exists), KeyError for a kind
-    the runner does not know, ValueError for a name the API would not take (nothing is sent)."""
-    ref = Ref.of(manifest)
-    kind = kind_of(ref.kind)
+def create(cluster: Cluster, manifest: dict[str, Any], ref: Ref | None = None) -> dict[str, Any]:
+    """Create ``manifest`` (its ``metadata.namespace`` set for a namespaced kind; ``ref``: its
+    :class:`Ref`, needed for a custom resource). Returns the object the API stored. Raises
+    ApiException (409 when it already exists), KeyError for a kind the runner does not know,
+    ValueError for a name the API would not take (nothing is sent)."""
+    ref = ref or Ref.of(manifest)
+    kind = ref.resource
     kind.path(ref.name, ref.namespace)  # the name checked as a read or a delete would check it
     return _call(cluster, "POST", kind.path(namespace=ref.namespace), body=manifest)
 
@@ -103,6 +106,28 @@ def dry_run_patch(cluster: Cluster, ref: Ref, patch: dict[str, Any], subresource
                  content_type="application/merge-patch+json")
 
 
+def dry_run_evict(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> None:
+    """A dry-run eviction of the Pod ``ref`` (a create on its ``eviction`` subresource, what a node
+    drain sends): the API server checks the pod's PodDisruptionBudgets and evicts nothing. Raises
+    ApiException when it refuses (429 when a budget would be broken), ValueError for a ref that is
+    no Pod or a name the API would not take."""
+    if ref.kind != "Pod":
+        raise ValueError(f"only a Pod is evicted, got {ref}")
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": ref.name, "namespace": ref.namespace},
+            "deleteOptions": {"dryRun": ["All"]}}
+    _call(cluster, "POST", kind_of("Pod").path(ref.name, ref.namespace) + "/eviction", body=body, api=api,
+          timeout_seconds=timeout_seconds, query=DRY_RUN)
+
+
+def dry_run_delete(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> None:
+    """A dry-run DELETE of ``ref``: admitted or refused as the deletion would be, nothing deleted.
+    Raises ApiException when the API refuses it (404 when the object does not exist), ValueError
+    for a name the API would not take."""
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]}
+    _call(cluster, "DELETE", ref.resource.path(ref.name, ref.namespace), body=body, api=api,
+          timeout_seconds=timeout_seconds, query=DRY_RUN)
+
+
 def read(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS,
          kind: Kind | None = None) -> dict[str, Any] | None:
     """The object, or None when it does not exist (404), read with ``api`` (default: the
@@ -110,7 +135,7 @@ def read(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_
     ApiException otherwise, what the client raises for no answer, or ValueError for a name the
     API would not take (nothing is sent)."""
     try:
-        return _call(cluster, "GET", (kind or kind_of(ref.kind)).path(ref.name, ref.namespace), api=api,
+        return _call(cluster, "GET", (kind or ref.resource).path(ref.name, ref.namespace), api=api,
                      timeout_seconds=timeout_seconds)
     except ApiException as exc:
         if exc.status == 404:
@@ -126,12 +151,29 @@ def delete(cluster: Cluster, ref: Ref, uid: str | None = None) -> bool:
     options = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background",
                **({"preconditions": {"uid": uid}} if uid else {})}
     try:
-        _call(cluster, "DELETE", kind_of(ref.kind).path(ref.name, ref.namespace), body=options)
+        _call(cluster, "DELETE", ref.resource.path(ref.name, ref.namespace), body=options)
     except ApiException as exc:
         if exc.status == 404:
             return False
         raise
     return True
+
+
+def remove_finalizers(cluster: Cluster, ref: Ref, prefix: str) -> list[str]:
+    """Remove from the object ``ref`` every finalizer that starts with ``prefix`` (a merge patch
+    of the others, with the object's resourceVersion: a concurrent change is refused with 409,
+    never overwritten). Returns those removed ([] when it has none, or is gone). Raises
+    ApiException."""
+    obj = read(cluster, ref)
+    meta = (obj or {}).get("metadata") or {}
+    finalizers = meta.get("finalizers") or []
+    removed = [f for f in finalizers if f.startswith(prefix)]
+    if removed:
+        patch = {"metadata": {"finalizers": [f for f in finalizers if f not in removed] or None,
+                              "resourceVersion": meta.get("resourceVersion")}}
+        _call(cluster, "PATCH", ref.resource.path(ref.name, ref.namespace), body=patch,
+              content_type="application/merge-patch+json")
+    return removed
 
 
 def evict(cluster: Cluster, ref: Ref, uid: str | None = None) -> bool:

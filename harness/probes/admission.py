@@ -9,7 +9,10 @@ The write is one of:
 - ``create``: a new object of ``object.kind`` named ``<object.name>-<n>`` in ``object.namespace``
   (default: the drill's), with the given ``create`` body (``metadata.labels``, ``spec``, ...);
 - ``update``: a merge patch of the existing ``object`` (or of its ``scale`` subresource: what
-  ``kubectl scale`` sends), e.g. the fix an operator would try during an outage.
+  ``kubectl scale`` sends), e.g. the fix an operator would try during an outage;
+- ``evict: {}``: an eviction of the Pod ``object`` (what a node drain sends: its
+  PodDisruptionBudgets are checked, and one that would be broken refuses it with 429);
+- ``delete: {}``: a DELETE of ``object`` (a direct deletion: no PodDisruptionBudget is consulted).
 
 What "ok" means (``ok_when``):
 
@@ -46,6 +49,7 @@ from harness.probes.api import failed
 from harness.spec.scenario import OBJECT_REF_SCHEMA
 
 ADMITTED = "admitted"
+WRITES = ("create", "update", "evict", "delete")
 # How the API server names a webhook in a refusal: 'failed calling webhook "NAME": ...' and
 # 'admission webhook "NAME" denied the request: ...'.
 WEBHOOK_IN_MESSAGE = re.compile(r'webhook "([^"]*)"')
@@ -97,6 +101,10 @@ class AdmissionProbe(Probe):
                                                               "annotations": {"type": "object",
                                                                               "additionalProperties": {"type": "string"}}}}},
                    "x-expected": "the body of the object to create, e.g. {metadata: {labels: ...}, spec: ...}"},
+        "evict": {"type": "object", "maxProperties": 0,
+                  "x-expected": "{} (the Pod object evicted, as a drain does)"},
+        "delete": {"type": "object", "maxProperties": 0,
+                   "x-expected": "{} (the object deleted directly)"},
         "update": {"type": "object", "additionalProperties": False, "required": ["patch"],
                    "properties": {"patch": {"type": "object", "minProperties": 1},
                                   "subresource": {"enum": ["scale"]}},
@@ -110,12 +118,14 @@ class AdmissionProbe(Probe):
 
     @staticmethod
     def problems(spec: dict[str, Any]) -> list[tuple[str, str, str]]:
-        """Exactly one of ``create`` and ``update``."""
-        given = [k for k in ("create", "update") if k in spec]
+        """Exactly one of ``create``, ``update``, ``evict`` (of a Pod) and ``delete``."""
+        given = [k for k in WRITES if k in spec]
         if len(given) != 1:
-            return [("create", "exactly one of create (a new object each time) and update (a patch of the object)",
-                     " and ".join(given) or "neither")]
+            return [("create", "exactly one of create (a new object each time), update (a patch of the object), "
+                     "evict (the Pod, as a drain does) and delete (the object)", " and ".join(given) or "neither")]
         kind = (spec.get("object") or {}).get("kind")
+        if "evict" in spec and kind != "Pod":
+            return [("object.kind", "Pod (only a pod is evicted)", repr(kind))]
         if (spec.get("update") or {}).get("subresource") == "scale" and kind not in ("Deployment", "StatefulSet"):
             return [("update.subresource", "scale only for a Deployment or StatefulSet", f"scale of a {kind}")]
         return []
@@ -146,17 +156,19 @@ class AdmissionProbe(Probe):
     @classmethod
     def for_scenario(cls, spec: dict[str, Any], context) -> "AdmissionProbe":
         return cls(spec["name"], context.cluster, context.ref(spec["object"]), create=spec.get("create"),
-                   update=spec.get("update"), ok_when=spec.get("ok_when", ADMITTED),
+                   update=spec.get("update"), evict="evict" in spec, delete="delete" in spec,
+                   ok_when=spec.get("ok_when", ADMITTED),
                    interval_seconds=context.interval_seconds, max_seconds=context.max_seconds)
 
     def __init__(self, name: str, cluster: Cluster, ref: Ref, create: dict[str, Any] | None = None,
                  update: dict[str, Any] | None = None, ok_when: str | dict[str, Any] = ADMITTED,
-                 timeout_seconds: float = 40.0, **kwargs) -> None:
+                 timeout_seconds: float = 40.0, evict: bool = False, delete: bool = False, **kwargs) -> None:
         super().__init__(name, **kwargs)
-        if (create is None) == (update is None):
-            raise ValueError("exactly one of create and update")
+        if [create is not None, update is not None, evict, delete].count(True) != 1:
+            raise ValueError("exactly one of create, update, evict and delete")
         holds(ADMITTED, "", ok_when)  # refuse a malformed ok_when now, not on every sample
         self.cluster, self.ref, self.create, self.update = cluster, ref, create, update
+        self.evict, self.delete = evict, delete
         self.ok_when, self.timeout_seconds = ok_when, timeout_seconds
         self.api = cluster.new_api()  # its own connection pool, no retries: one sample, one request
         self.sequence = 0
@@ -168,6 +180,10 @@ class AdmissionProbe(Probe):
             if self.create is not None:
                 kube_objects.dry_run_create(self.cluster, create_manifest(self.ref, self.create, self.sequence), api=self.api,
                                             timeout_seconds=self.timeout_seconds)
+            elif self.evict:
+                kube_objects.dry_run_evict(self.cluster, self.ref, api=self.api, timeout_seconds=self.timeout_seconds)
+            elif self.delete:
+                kube_objects.dry_run_delete(self.cluster, self.ref, api=self.api, timeout_seconds=self.timeout_seconds)
             else:
                 kube_objects.dry_run_patch(self.cluster, self.ref, self.update["patch"], self.update.get("subresource"),
                                            api=self.api, timeout_seconds=self.timeout_seconds)

@@ -16,7 +16,10 @@ What "ok" means (``ok_when``):
   ``status.readyReplicas``); ``{field: PATH, in: [VALUE, ...]}``: it equals one of them.
   Values are compared as JSON, with no conversion: ``"2"`` never equals ``2``, nor ``1`` ``true``.
   Where the probe's object is a declared manifest that gives PATH a value, a VALUE of another
-  JSON type is refused when the scenario loads (:meth:`ObjectStateProbe.declared_problems`).
+  JSON type is refused when the scenario loads (:meth:`ObjectStateProbe.declared_problems`);
+- ``{refused_with: [TEXT, ...]}``: the API server answered the read with an error whose message
+  holds every TEXT (e.g. a custom resource read at a version its conversion webhook must make:
+  ``conversion webhook for``, ``connection refused``).
 
 A read the API does not answer is a sample that is neither: ``ok`` False with
 ``labels["error"]`` set, so a measure over this probe cannot mistake an unreachable API for the
@@ -29,6 +32,8 @@ from __future__ import annotations
 import re
 import time
 from typing import Any
+
+from kubernetes.client.exceptions import ApiException
 
 from harness.core.timeline import Sample
 from harness.kube import objects as kube_objects
@@ -47,9 +52,20 @@ QUANTITY_KEYS = ("requests", "limits", "overhead", "sizeLimit")
 _ABSENT = object()
 
 
+def refused_with(ok_when: Any) -> list[str] | None:
+    """The texts of a ``{refused_with: [TEXT, ...]}`` ok_when, or None for another form."""
+    if isinstance(ok_when, dict) and set(ok_when) == {"refused_with"} and isinstance(ok_when["refused_with"], list) \
+            and ok_when["refused_with"] and all(isinstance(t, str) and t for t in ok_when["refused_with"]):
+        return ok_when["refused_with"]
+    return None
+
+
 def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
-    """Whether ``obj`` (None: it does not exist) is in the state ``ok_when`` names. Raises
-    ValueError for an ``ok_when`` that is none of the forms above."""
+    """Whether ``obj`` (None: it does not exist), as the API answered it, is in the state
+    ``ok_when`` names (an answer is never a refusal: ``refused_with`` holds for no object).
+    Raises ValueError for an ``ok_when`` that is none of the forms above."""
+    if refused_with(ok_when) is not None:
+        return False
     if ok_when == "absent":
         return obj is None
     if ok_when == "present":
@@ -70,8 +86,8 @@ def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:
         # as JSON compares: true is not 1
         return any(value == wanted and isinstance(value, bool) == isinstance(wanted, bool)
                    for wanted in (ok_when["in"] if "in" in ok_when else [ok_when["equals"]]))
-    raise ValueError("ok_when must be 'absent', 'present', 'deleting', {condition, status}, {field, equals} or {field, in}, "
-                     f"got {ok_when!r}")
+    raise ValueError("ok_when must be 'absent', 'present', 'deleting', {condition, status}, {field, equals}, "
+                     f"{{field, in}} or {{refused_with}}, got {ok_when!r}")
 
 
 def field_value(obj: dict[str, Any], path: str) -> Any:
@@ -128,10 +144,14 @@ class ObjectStateProbe(Probe):
             "properties": {"field": {"type": "string", "pattern": f"^{FIELD_PATH.pattern}$"},
                            "equals": {"type": ["string", "number", "boolean", "null"]},
                            "in": {"type": "array", "minItems": 1, "maxItems": 20,
-                                  "items": {"type": ["string", "number", "boolean", "null"]}}}}],
+                                  "items": {"type": ["string", "number", "boolean", "null"]}}}}, {
+            "type": "object", "additionalProperties": False, "required": ["refused_with"],
+            "properties": {"refused_with": {"type": "array", "minItems": 1, "maxItems": 10,
+                                            "items": {"type": "string", "minLength": 1}}}}],
             "x-expected": "absent, present, deleting, {condition: TYPE, status: \"True\"|\"False\"|\"Unknown\"}, "
-                          "or {field: PATH, equals: VALUE} or {field: PATH, in: [VALUE, ...]} (VALUE compared as "
-                          "JSON, with no conversion: \"2\" is not 2)"},
+                          "{field: PATH, equals: VALUE} or {field: PATH, in: [VALUE, ...]} (VALUE compared as "
+                          "JSON, with no conversion: \"2\" is not 2), or {refused_with: [TEXT the API's error "
+                          "message holds, ...]}"},
     }
 
     @staticmethod
@@ -192,6 +212,14 @@ class ObjectStateProbe(Probe):
         started = time.time()
         try:
             obj = kube_objects.read(self.cluster, self.ref, api=self.api, timeout_seconds=self.timeout_seconds)
+        except ApiException as exc:
+            texts = refused_with(self.ok_when)
+            if texts is None:
+                return failed(started, exc)
+            message = kube_objects.api_message(exc)
+            # A refusal is the state asked about, not an unanswered read: no error label.
+            return Sample(t=started, ok=all(text in message for text in texts), latency_seconds=time.time() - started,
+                          detail=f"refused: HTTP {exc.status}: {message[:300]}")
         except Exception as exc:
             return failed(started, exc)
         return Sample(t=started, ok=holds(obj, self.ok_when), latency_seconds=time.time() - started,

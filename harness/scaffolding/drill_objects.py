@@ -18,6 +18,7 @@ drill stops before its fault), and the revert deletes only objects carrying this
 from __future__ import annotations
 
 import copy
+import logging
 import re
 import secrets
 import time
@@ -34,10 +35,14 @@ from harness.kube.providers import Cluster
 from harness.spec.manifests import OWNER_LABEL
 
 # The label's value, one per ledger entry (secrets.token_hex); an entry's is checked against this.
+log = logging.getLogger("kdrill.scaffolding.drill_objects")
+
 TOKEN = re.compile(r"[A-Za-z0-9]{1,63}")
 # Deadlines, not measurements: objects gone after their deletion (a namespace's finalisation on
 # a loaded 2-core machine takes the longest).
 GONE_DEADLINE_SECONDS = 240
+# How long a deleted custom resource's controller has to remove its finalizers before the revert does.
+FINALIZER_GRACE_SECONDS = 60
 POLL_SECONDS = 1.0
 
 
@@ -55,8 +60,11 @@ class DrillObjects(Fault):
         super().__init__(cluster)
         self.token = token or secrets.token_hex(6)
         self.manifests = [self._labelled(m) for m in manifests]
+        # The kinds the manifests' CustomResourceDefinitions define, for the objects made of them.
+        self.custom = kube_objects.custom_kinds(self.manifests)
         # What may exist (the manifests' refs, or the ledger's after a crash), in creation order.
-        self.planned: list[dict[str, Any]] = [Ref.of(m).to_dict() for m in self.manifests] or list(planned or [])
+        self.planned: list[dict[str, Any]] = [Ref.of(m, self.custom).to_dict() for m in self.manifests] \
+            or list(planned or [])
         self.created: list[dict[str, Any]] = list(created or [])
         # Called after each creation, before the next: waits until that object serves (raises if
         # it does not), so an APIService is created after its Service and backend (see kube_objects).
@@ -72,13 +80,13 @@ class DrillObjects(Fault):
         return {"token": self.token, "planned": list(self.planned), "created": list(self.created)}
 
     def where(self) -> list[Any]:
-        return [str(Ref.of(m)) for m in self.manifests]
+        return [str(Ref.of(m, self.custom)) for m in self.manifests]
 
     def inject(self) -> None:
         for manifest in self.manifests:
-            ref = Ref.of(manifest)
+            ref = Ref.of(manifest, self.custom)
             try:
-                kube_objects.create(self.cluster, manifest)
+                kube_objects.create(self.cluster, manifest, ref)
             except ApiException as exc:
                 if exc.status == 409:
                     raise FaultError(f"{ref} already exists; kdrill does not take over an object it did not "
@@ -187,11 +195,24 @@ class DrillObjects(Fault):
         errors = []
         for ref in self._newest_first():
             try:
-                self.delete_if_ours(ref)
+                if self.delete_if_ours(ref) == "deleted" and ref.plural is not None:
+                    self._finalised(ref)
             except ApiException as exc:
                 errors.append(f"{ref}: HTTP {exc.status} {exc.reason}")
         if errors:
             raise FaultError("could not delete: " + "; ".join(errors))
+
+    def _finalised(self, ref: Ref) -> None:
+        """Wait until the deleted custom resource ``ref`` is gone: it may hold a finalizer its
+        controller removes, and that controller may be an older object of this entry. After
+        :data:`FINALIZER_GRACE_SECONDS`, the finalizers of its own group (the only ones a scenario
+        may declare) are removed here, so no object of a drill outlives it. Raises ApiException."""
+        if wait_until(lambda: self._ours(ref) is not True, FINALIZER_GRACE_SECONDS, interval_seconds=POLL_SECONDS,
+                      description=f"{ref} deleted").ok:
+            return
+        removed = kube_objects.remove_finalizers(self.cluster, ref, str(ref.api_version).split("/")[0] + "/")
+        log.warning("%s still there %d s after its deletion: removed its finalizers %s (their controller did not)",
+                    ref, FINALIZER_GRACE_SECONDS, removed)
 
     def verify_reverted(self) -> None:
 
@@ -222,12 +243,30 @@ class DrillObjects(Fault):
             if not isinstance(items, list):
                 refuse(key, "a list of objects", items)
             for i, data in enumerate(items):
-                if not isinstance(data, dict) or set(data) - {"kind", "name", "namespace"} \
-                        or data.get("kind") not in kube_objects.KINDS:
-                    refuse(f"{key}[{i}]", f"{{kind, name, namespace}} of a kind among {', '.join(kube_objects.KINDS)}",
-                           data)
-                problem = kube_objects.KINDS[data["kind"]].problem(data.get("name"), data.get("namespace"))
-                if problem is not None or data.get("name") is None:
-                    refuse(f"{key}[{i}]", problem or "a name", data)
+                problem = _ref_problem(data)
+                if problem is not None:
+                    refuse(f"{key}[{i}]", problem, data)
         return cls(cluster, [], token=target["token"], created=target.get("created") or [],
                    planned=target.get("planned") or [])
+
+
+def _ref_problem(data: Any) -> str | None:
+    """What a ledger's object ``data`` should be instead, or None: {kind, name, namespace} of a
+    kind the runner knows, or of a custom resource with its apiVersion (group/version) and plural,
+    named as the API takes them (the names become a request's path)."""
+    known = ", ".join(kube_objects.KINDS)
+    if not isinstance(data, dict) or set(data) - {"kind", "name", "namespace", "apiVersion", "plural"}:
+        return f"{{kind, name, namespace}} of a kind among {known}, or a custom resource's with apiVersion and plural"
+    if "plural" in data or "apiVersion" in data:
+        version = data.get("apiVersion")
+        group = version.rsplit("/", 1)[0] if isinstance(version, str) and "/" in version else None
+        if data.get("kind") in kube_objects.KINDS or not isinstance(data.get("kind"), str) or group is None \
+                or kube_objects.name_problem(group) or kube_objects.name_problem(version.rsplit("/", 1)[1], "label") \
+                or kube_objects.name_problem(data.get("plural"), "label"):
+            return "a custom resource's kind (none of the runner's own), apiVersion group/version and plural"
+    elif data.get("kind") not in kube_objects.KINDS:
+        return f"{{kind, name, namespace}} of a kind among {known}"
+    if data.get("name") is None:
+        return "a name"
+    return Ref.from_dict(data).resource.problem(data.get("name"), data.get("namespace"))
+

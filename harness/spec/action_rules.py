@@ -43,7 +43,7 @@ def _check_action(checks: ObjectChecks, i: int, action: dict, actions: list[dict
     if verb == "scale" and target["kind"] not in ("Deployment", "StatefulSet"):
         raise ScenarioError(path, f"{field}.scale.kind", "Deployment or StatefulSet", repr(target["kind"]))
     if verb in ("evict", "kill_container"):
-        _check_pod_target(checks, field, verb, target)
+        check_pod_target(checks, field, verb, target)
     elif checks.ref(target["kind"], target["name"], target.get("namespace")) not in checks.made:
         # As written: the namespace left out, or "$(namespace)", for the drill's own.
         raise ScenarioError(path, f"{field}.{verb}", "an object made by workload.manifests, as written there "
@@ -57,9 +57,9 @@ def _check_action(checks: ObjectChecks, i: int, action: dict, actions: list[dict
                             f"({length} s)", repr(action["after_seconds"]))
 
 
-def _check_pod_target(checks: ObjectChecks, field: str, verb: str, target: dict) -> None:
-    """An evicted Pod, or one whose container is killed: a Pod the manifests make, or one a
-    declared StatefulSet makes (``<name>-<ordinal>``, a stable name)."""
+def check_pod_target(checks: ObjectChecks, field: str, verb: str, target: dict) -> None:
+    """An evicted Pod, one whose container is killed, or a probe's evicted or deleted Pod: a Pod
+    the manifests make, or one a declared StatefulSet makes (``<name>-<ordinal>``, a stable name)."""
     path, made = checks.path, checks.made
     if target["kind"] != "Pod":
         raise ScenarioError(path, f"{field}.{verb}.kind", f"Pod (only a pod is {verb}ed)"

@@ -127,6 +127,10 @@ KINDS: dict[str, Kind] = {k.kind: k for k in [
     Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", False),
     Kind("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding",
          "validatingadmissionpolicybindings", False),
+    Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False),
+    # Confined to the scenario's own custom kinds (harness/spec/rbac_rules.py).
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", False),
+    Kind("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", False),
 ]}
 
 
@@ -163,6 +167,54 @@ def apiservice_problem(manifest: dict[str, Any]) -> tuple[str, str, str] | None:
     if name != f"{version}.{group}":
         return ("metadata.name", f"{version}.{group!s} (the API server requires <version>.<group>)", repr(name))
     return None
+
+
+def crd_problem(manifest: dict[str, Any]) -> tuple[str, str, str] | None:
+    """For a CustomResourceDefinition manifest: (field, expected, got) when the API server would
+    refuse it, it names a group Kubernetes keeps for itself (:func:`reserved_group`) or a kind the
+    runner already knows; None when a scenario may make it. The API server requires the name
+    ``<plural>.<group>`` and exactly one storage version
+    (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/)."""
+    spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
+    names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
+    group, plural, kind = spec.get("group"), names.get("plural"), names.get("kind")
+    if not isinstance(group, str) or placeholders(group) or reserved_group(group) or name_problem(group):
+        return ("spec.group", "an API group of the scenario's own, written out (not one of Kubernetes' built-in "
+                "groups, nor under k8s.io or kubernetes.io)", repr(group))
+    if not isinstance(kind, str) or not re.fullmatch(r"[A-Z][A-Za-z0-9]*", kind) or kind in KINDS:
+        return ("spec.names.kind", "a kind in CamelCase that is none of the runner's own: "
+                + ", ".join(sorted(KINDS)), repr(kind))
+    if not isinstance(plural, str) or name_problem(plural, "label"):
+        return ("spec.names.plural", "the kind's REST name: lowercase letters, digits and '-'", repr(plural))
+    if manifest.get("metadata", {}).get("name") != f"{plural}.{group}":
+        return ("metadata.name", f"{plural}.{group} (the API server requires <plural>.<group>)",
+                repr(manifest.get("metadata", {}).get("name")))
+    if spec.get("scope") not in ("Namespaced", "Cluster"):
+        return ("spec.scope", "Namespaced or Cluster", repr(spec.get("scope")))
+    versions = spec.get("versions") if isinstance(spec.get("versions"), list) else []
+    storage = [v.get("name") for v in versions if isinstance(v, dict) and v.get("storage") is True]
+    if len(storage) != 1 or not all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in versions):
+        return ("spec.versions", "named versions, exactly one of them with storage: true", repr(storage or versions))
+    return None
+
+
+def custom_kinds(manifests: list[dict[str, Any]]) -> dict[str, Kind]:
+    """The kinds the CustomResourceDefinitions among ``manifests`` define (each one checked by
+    :func:`crd_problem`): kind name -> :class:`Kind` at the storage version."""
+    kinds = {}
+    for manifest in manifests:
+        if manifest.get("kind") == "CustomResourceDefinition":
+            spec = manifest["spec"]
+            storage = next(v["name"] for v in spec["versions"] if v.get("storage") is True)
+            kinds[spec["names"]["kind"]] = Kind(f"{spec['group']}/{storage}", spec["names"]["kind"],
+                                                spec["names"]["plural"], spec["scope"] == "Namespaced")
+    return kinds
+
+
+def served_versions(manifest: dict[str, Any]) -> list[str]:
+    """The apiVersions (``group/version``) a CustomResourceDefinition manifest serves."""
+    spec = manifest["spec"]
+    return [f"{spec['group']}/{v['name']}" for v in spec["versions"] if v.get("served") is not False]
 
 
 def kind_of(name: str) -> Kind:
@@ -234,23 +286,44 @@ def placeholder_keys(value: Any, where: tuple[str | int, ...] = ()) -> Iterator[
 
 @dataclass(frozen=True)
 class Ref:
-    """One object: kind, name, namespace (None for a cluster-scoped kind)."""
+    """One object: kind, name, namespace (None for a cluster-scoped kind). For a custom resource
+    (a kind a scenario's CustomResourceDefinition defines), also ``api_version`` (group/version:
+    the version it is read and written at) and ``plural`` (its REST name), so a ref in the
+    ledger is enough to delete it from another process; both None for a kind of :data:`KINDS`."""
 
     kind: str
     name: str
     namespace: str | None = None
+    api_version: str | None = None
+    plural: str | None = None
 
     @classmethod
-    def of(cls, manifest: dict[str, Any]) -> "Ref":
+    def of(cls, manifest: dict[str, Any], custom: dict[str, Kind] | None = None) -> "Ref":
+        """The ref of ``manifest``, a kind of :data:`KINDS` or of ``custom`` (:func:`custom_kinds`).
+        Raises KeyError for a kind of neither."""
         meta = manifest.get("metadata") or {}
+        if manifest["kind"] not in KINDS and manifest["kind"] in (custom or {}):
+            kind = (custom or {})[manifest["kind"]]
+            return cls(kind.kind, meta["name"], meta.get("namespace") if kind.namespaced else None,
+                       manifest["apiVersion"], kind.plural)
         return cls(manifest["kind"], meta["name"], meta.get("namespace") if kind_of(manifest["kind"]).namespaced else None)
+
+    @property
+    def resource(self) -> Kind:
+        """The :class:`Kind` to address this object by. Raises KeyError for a kind the runner does
+        not know (not in :data:`KINDS`, and no ``plural`` given)."""
+        if self.plural is None:
+            return kind_of(self.kind)
+        return Kind(str(self.api_version), self.kind, self.plural, self.namespace is not None)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Ref":
-        return cls(data["kind"], data["name"], data.get("namespace"))
+        return cls(data["kind"], data["name"], data.get("namespace"), data.get("apiVersion"), data.get("plural"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "name": self.name, **({"namespace": self.namespace} if self.namespace else {})}
+        custom = {"apiVersion": self.api_version, "plural": self.plural} if self.plural else {}
+        return {"kind": self.kind, "name": self.name, **({"namespace": self.namespace} if self.namespace else {}),
+                **custom}
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
@@ -266,7 +339,8 @@ def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any] | None:
 
 def not_ready_reason(obj: dict[str, Any] | None) -> str | None:
     """Why the object is not yet serving, or None when it is: a Deployment or StatefulSet with
-    fewer ready replicas than wanted, a Pod not Ready, an APIService not Available; any other
+    fewer ready replicas than wanted, a Pod not Ready, an APIService not Available, a
+    CustomResourceDefinition not Established; any other
     kind counts as ready once it exists."""
     if obj is None:
         return "not found"
@@ -277,6 +351,10 @@ def not_ready_reason(obj: dict[str, Any] | None) -> str | None:
     if kind == "Pod":
         ready = condition(obj, "Ready")
         return None if ready and ready.get("status") == "True" else f"pod {status.get('phase')}, not Ready"
+    if kind == "CustomResourceDefinition":
+        # Its objects can be created once the API server serves the new REST path.
+        established = condition(obj, "Established")
+        return None if established and established.get("status") == "True" else "not Established"
     if kind == "APIService":
         available = condition(obj, "Available")
         if available and available.get("status") == "True":

@@ -17,13 +17,16 @@ from harness.spec.manifests import (
     OWNER_LABEL,
     TLS_PLACEHOLDERS,
     apiservice_problem,
+    crd_problem,
     expand,
+    name_problem,
     placeholders,
     tls_key_misplaced,
 )
 from harness.spec.model import OWN_NAMESPACE_PREFIX, ScenarioError
 from harness.spec.object_checks import ObjectChecks
 from harness.spec.probe_rules import check_probes
+from harness.spec.rbac_rules import check_rbac
 
 
 def check_objects(path: Path, data: dict) -> None:
@@ -83,9 +86,12 @@ def _check_manifest_fields(checks: ObjectChecks, field: str, manifest: dict) -> 
     path = checks.path
     checks.check_kind(f"{field}.kind", manifest["kind"])
     checks.check_placeholders(field, manifest, checks.manifest_only, workers=True)
-    if manifest["apiVersion"] != KINDS[manifest["kind"]].api_version:
+    if manifest["kind"] in checks.served:
+        checks.check_kind(f"{field}.kind", manifest["kind"], manifest["apiVersion"])
+    elif manifest["apiVersion"] != KINDS[manifest["kind"]].api_version:
         raise ScenarioError(path, f"{field}.apiVersion", f"{KINDS[manifest['kind']].api_version!r} for a "
                             f"{manifest['kind']}", repr(manifest["apiVersion"]))
+    _check_finalizers(checks, field, manifest)
     if manifest["kind"] == "Namespace" and not str(manifest["metadata"]["name"]).startswith(OWN_NAMESPACE_PREFIX):
         # The drill's namespace is kdrill's by name (kdrill-<scenario>), and so is any name
         # built on it; kube-system, default or a tenant's namespace is not, even one that does
@@ -100,6 +106,24 @@ def _check_manifest_fields(checks: ObjectChecks, field: str, manifest: dict) -> 
                             "labels the objects it makes itself", repr(manifest["metadata"]["labels"][OWNER_LABEL]))
 
 
+def _check_finalizers(checks: ObjectChecks, field: str, manifest: dict) -> None:
+    """Finalizers only on an object of the scenario's own custom kind, each named under that kind's
+    group (``<group>/<name>``): kdrill's revert may remove those, and only those, when the
+    controller that owns them is gone (a finalizer of another's would keep the object for ever)."""
+    finalizers = manifest["metadata"].get("finalizers")
+    if finalizers is None:
+        return
+    if manifest["kind"] not in checks.served:
+        raise ScenarioError(checks.path, f"{field}.metadata.finalizers", "no finalizers, except on an object of a "
+                            "kind the scenario's own CustomResourceDefinition defines", repr(finalizers))
+    group = checks.kinds[manifest["kind"]].api_version.split("/")[0]
+    for i, name in enumerate(finalizers):
+        rest = name[len(group) + 1:] if name.startswith(f"{group}/") else ""
+        if not rest or name_problem(rest, "label"):
+            raise ScenarioError(checks.path, f"{field}.metadata.finalizers[{i}]", f"{group}/<name> (a finalizer "
+                                f"of the kind's own group; <name> lowercase letters, digits and '-')", repr(name))
+
+
 def _check_manifest_place(checks: ObjectChecks, field: str, manifest: dict, this: tuple) -> None:
     """In the drill's namespace or one an earlier manifest makes, under names the API takes, and
     not one of the objects the runner makes itself."""
@@ -111,10 +135,18 @@ def _check_manifest_place(checks: ObjectChecks, field: str, manifest: dict, this
                             + ", ".join(namespaces), repr(this[2]))
     checks.check_names(f"{field}.metadata", manifest["kind"], manifest["metadata"]["name"],
                        manifest["metadata"].get("namespace"))
-    problem = apiservice_problem(manifest) if manifest["kind"] == "APIService" else None
+    problem = {"APIService": apiservice_problem, "CustomResourceDefinition": crd_problem}.get(
+        manifest["kind"], lambda m: None)(manifest)
     if problem:
         where, expected, got = problem
         raise ScenarioError(path, f"{field}.{where}", expected, got)
+    if manifest["kind"] == "CustomResourceDefinition":
+        if manifest["spec"]["names"]["kind"] in checks.served:
+            raise ScenarioError(path, f"{field}.spec.names.kind", "a kind no earlier CustomResourceDefinition "
+                                "defines", repr(manifest["spec"]["names"]["kind"]))
+        checks.define(manifest)
+    if manifest["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+        check_rbac(checks, field, manifest)
     if this[2] == "$(namespace)" and this[:2] in OWN_OBJECTS:
         raise ScenarioError(path, f"{field}.metadata.name", "a name other than those of the objects the runner "
                             "makes in the drill's namespace itself: " + ", ".join(f"{k} {n}" for k, n in OWN_OBJECTS),

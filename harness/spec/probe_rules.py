@@ -4,6 +4,7 @@ nodes, and writes only where the drill may."""
 
 from __future__ import annotations
 
+from harness.spec.action_rules import check_pod_target
 from harness.spec.manifests import KINDS, Declared, expand, placeholder_keys, placeholders
 from harness.spec.model import ScenarioError
 from harness.spec.object_checks import ObjectChecks, ref_text
@@ -59,7 +60,10 @@ def _check_probe_reach(checks: ObjectChecks, field: str, probe: dict, probe_type
         raise ScenarioError(path, "cluster.needs_node_access", f"true: {field} {on_node}",
                             repr(data["cluster"].get("needs_node_access", False)))
     if "object" in probe:
-        checks.check_kind(f"{field}.object.kind", probe["object"]["kind"])
+        checks.check_kind(f"{field}.object.kind", probe["object"]["kind"], probe["object"].get("apiVersion"))
+        if probe["object"]["kind"] not in KINDS and probe["kind"] != "object-state":
+            raise ScenarioError(path, f"{field}.object.kind", f"a kind the runner knows for a {probe['kind']} probe "
+                                "(only object-state probes read custom resources)", repr(probe["object"]["kind"]))
         checks.check_placeholders(f"{field}.object", probe["object"])
         checks.check_names(f"{field}.object", probe["object"]["kind"], probe["object"]["name"],
                            probe["object"].get("namespace"))
@@ -84,7 +88,10 @@ def _check_probe_writes(checks: ObjectChecks, field: str, probe: dict) -> None:
     path, made = checks.path, checks.made
     target = probe["object"]
     this = checks.ref(target["kind"], target["name"], target.get("namespace"))
-    if "update" in probe and this not in made:
+    if "evict" in probe or ("delete" in probe and target["kind"] == "Pod"):
+        # a declared Pod, or one of a declared StatefulSet's (a stable name)
+        check_pod_target(checks, field, "evict" if "evict" in probe else "delete", target)
+    elif ("update" in probe or "delete" in probe) and this not in made:
         raise ScenarioError(path, f"{field}.object", "an object made by workload.manifests, as written there (a "
                             "probe never writes to what the drill did not make): "
                             + (", ".join(ref_text(*m) for m in made) or "none"), ref_text(*this))
@@ -102,7 +109,7 @@ def _check_probe_writes(checks: ObjectChecks, field: str, probe: dict) -> None:
                                 "manifests make: " + ", ".join(own),
                                 f"{target['kind']} in {this[2] or 'no namespace (cluster-scoped)'}")
         # each create is named <name>-<n>: the name must leave room for the number
-        kind = KINDS[target["kind"]]
+        kind = checks.kinds[target["kind"]]
         for ns in checks.drill_namespaces:
             longest = expand(f"{target['name']}-{10 ** 7}", {"namespace": ns})
             problem = kind.problem(longest, ns)

@@ -115,21 +115,26 @@ OBJECT_REF_SCHEMA = {
     "type": "object", "additionalProperties": False, "required": ["kind", "name"],
     "properties": {"kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
                    "name": {"type": "string", "minLength": 1, "maxLength": 253},
-                   "namespace": {"type": "string", "minLength": 1, "maxLength": 63}},
-    "x-expected": "an object: {kind, name, namespace (for a namespaced kind; default: the drill's)}",
+                   "namespace": {"type": "string", "minLength": 1, "maxLength": 63},
+                   "apiVersion": {"type": "string", "pattern": "^[a-z0-9.-]+/[a-z0-9]+$"}},
+    "x-expected": "an object: {kind, name, namespace (for a namespaced kind; default: the drill's), apiVersion (a "
+                  "custom resource's: the version it is read at; default: its storage version)}",
 }
 _STRINGS = {"type": "object", "additionalProperties": {"type": "string"}, "x-expected": "a mapping of strings"}
 _MANIFEST = {
     "type": "object", "required": ["apiVersion", "kind", "metadata"],
     "properties": {"apiVersion": {"type": "string", "minLength": 1}, "kind": {"type": "string", "pattern": "^[A-Za-z]+$"},
                    # Only what a scenario says about the object: kdrill adds its owner label to
-                   # labels; finalizers (which would keep the object after the revert),
+                   # labels; finalizers only on its own custom resources, under their group (the
+                   # revert removes any its controller left: harness/scaffolding/drill_objects.py);
                    # ownerReferences (its deletion left to the garbage collector) and the fields
                    # the API sets itself are not the scenario's to declare.
                    "metadata": {"type": "object", "required": ["name"], "additionalProperties": False,
                                 "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 253},
                                                "namespace": {"type": "string", "minLength": 1, "maxLength": 63},
-                                               "labels": _STRINGS, "annotations": _STRINGS}}},
+                                               "labels": _STRINGS, "annotations": _STRINGS,
+                                               "finalizers": {"type": "array", "minItems": 1, "maxItems": 10,
+                                                              "items": {"type": "string", "minLength": 1}}}}},
     "x-expected": "a Kubernetes manifest: {apiVersion, kind, metadata: {name}, ...}",
 }
 

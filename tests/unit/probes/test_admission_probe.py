@@ -180,3 +180,34 @@ def test_bad_admission_scenarios_are_refused_with_the_field(tmp_path, edit, fiel
     with pytest.raises(ScenarioError) as err:
         load_edited(tmp_path, NAME, edit)
     assert err.value.field == field and expected in err.value.expected, err.value
+
+
+# --- evictions and direct deletions (scenarios/pdb-eviction.yaml) --------------------------------
+
+PDB = "pdb-eviction"
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    # only a pod is evicted, and only one of the drill's (a declared Pod or its StatefulSet's)
+    (lambda p: p.update(object={"kind": "StatefulSet", "name": "guarded"}), "object.kind", "Pod (only a pod"),
+    (lambda p: p["object"].update(name="coredns-0"), "evict", "a Pod made by workload.manifests"),
+    (lambda p: p["object"].update(name="guarded-3"), "evict", "guarded-0..guarded-2"),
+    (lambda p: p.update(delete={}), "create", "exactly one of create"),
+    (lambda p: p.update(evict={"gracePeriodSeconds": 0}), "evict", "{}"),
+])
+def test_an_eviction_probe_acts_only_on_the_drills_pods(tmp_path, edit, field, expected):
+    def change(d):
+        edit(next(p for p in d["runner"]["probes"] if p["name"] == "evict-refused"))
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, PDB, change)
+    i = [p["name"] for p in load_edited(tmp_path, PDB, lambda d: None).runner["probes"]].index("evict-refused")
+    assert info.value.field == f"runner.probes[{i}].{field}" and expected in info.value.expected, str(info.value)
+
+
+def test_a_delete_probe_acts_only_on_what_the_drill_made(tmp_path):
+    def change(d):
+        next(p for p in d["runner"]["probes"] if p["name"] == "delete-admitted")["object"] = {
+            "kind": "Service", "name": "kubernetes", "namespace": "default"}
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, PDB, change)
+    assert info.value.field.endswith(".object") and "made by workload.manifests" in info.value.expected

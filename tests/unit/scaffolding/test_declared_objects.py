@@ -192,8 +192,8 @@ class FakeApi:
         self.objects = dict(existing or {})
         self.calls = []
 
-    def create(self, cluster, manifest):
-        ref = Ref.of(manifest)
+    def create(self, cluster, manifest, ref=None):
+        ref = ref or Ref.of(manifest)
         self.calls.append(("create", ref))
         if ref in self.objects:
             raise ApiException(status=409, reason="AlreadyExists")
@@ -209,7 +209,19 @@ class FakeApi:
         self.calls.append(("delete", ref))
         if uid is not None and ref in self.objects and self.objects[ref]["metadata"].get("uid") != uid:
             raise ApiException(status=409, reason="Conflict")  # the API's answer to a failed precondition
+        if ref in self.objects and self.objects[ref]["metadata"].get("finalizers"):
+            self.objects[ref]["metadata"]["deletionTimestamp"] = "now"  # kept until they are removed
+            return True
         return self.objects.pop(ref, None) is not None
+
+    def remove_finalizers(self, cluster, ref, prefix):
+        self.calls.append(("remove_finalizers", ref))
+        meta = self.objects[ref]["metadata"]
+        removed = [f for f in meta["finalizers"] if f.startswith(prefix)]
+        meta["finalizers"] = [f for f in meta["finalizers"] if f not in removed]
+        if not meta["finalizers"] and meta.get("deletionTimestamp"):
+            self.objects.pop(ref)
+        return removed
 
 
 @pytest.fixture
@@ -223,7 +235,7 @@ def cluster(tmp_path):
 @pytest.fixture
 def fake(monkeypatch):
     api = FakeApi()
-    for name in ("create", "read", "delete"):
+    for name in ("create", "read", "delete", "remove_finalizers"):
         monkeypatch.setattr(kube_objects, name, getattr(api, name))
     return api
 
@@ -237,7 +249,7 @@ def test_objects_are_in_the_ledger_before_they_exist_and_deleted_newest_first(cl
     seen_in_ledger = []
     real_create = fake.create
 
-    def create(c, manifest):
+    def create(c, manifest, ref=None):
         seen_in_ledger.append([e.target["token"] for e in ledger.entries()])
         return real_create(c, manifest)
 
@@ -383,9 +395,10 @@ def test_a_namespace_is_declared_only_under_the_drills_own_name(tmp_path, name):
     # The owner label is kdrill's to set; a scenario's value would be silently replaced.
     ({"labels": {OWNER_LABEL: "0123456789ab"}}, f"workload.manifests[1].metadata.labels.{OWNER_LABEL}",
      "no kdrill.io/drill-objects label"),
-    # Lifecycle and ownership are the drill's: a finalizer would keep the object after the revert,
+    # Lifecycle and ownership are the drill's: a finalizer would keep the object after the revert
+    # (allowed only on the scenario's own custom resources: tests/unit/spec/test_custom_resources.py),
     # ownerReferences hand its deletion to the garbage collector, the rest the API sets itself.
-    ({"finalizers": ["example.com/keep"]}, "workload.manifests[1].metadata.finalizers", "no such field"),
+    ({"finalizers": ["example.com/keep"]}, "workload.manifests[1].metadata.finalizers", "no finalizers, except"),
     ({"ownerReferences": []}, "workload.manifests[1].metadata.ownerReferences", "no such field"),
     ({"generateName": "x-"}, "workload.manifests[1].metadata.generateName", "no such field"),
     ({"resourceVersion": "1"}, "workload.manifests[1].metadata.resourceVersion", "no such field"),
@@ -442,7 +455,7 @@ def test_a_creation_that_took_effect_without_an_answer_is_still_deleted(cluster,
     # but it is in `planned`, recorded before anything was made, and it carries this entry's label.
     real_create = fake.create
 
-    def create(c, manifest):
+    def create(c, manifest, ref=None):
         real_create(c, manifest)
         if manifest["kind"] == "APIService":
             raise TimeoutError("read timed out")
@@ -653,3 +666,30 @@ def test_reserved_groups_are_kubernetes_own_and_only_those():
         assert kube_objects.reserved_group(group), group
     for group in ("drill.kdrill.io", "notk8s.io", "k8s.io.example.com", "apps.example.com"):
         assert not kube_objects.reserved_group(group), group
+
+
+CRD = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+       "metadata": {"name": "gadgets.g.kdrill.io"},
+       "spec": {"group": "g.kdrill.io", "scope": "Namespaced", "names": {"kind": "Gadget", "plural": "gadgets"},
+                "versions": [{"name": "v1", "served": True, "storage": True}]}}
+HELD = {"apiVersion": "g.kdrill.io/v1", "kind": "Gadget",
+        "metadata": {"name": "held", "namespace": "ns", "finalizers": ["g.kdrill.io/cleanup"]}}
+
+
+def test_a_custom_resource_is_in_the_ledger_with_its_path_and_its_finalizers_are_removed_when_nobody_else_does(
+        cluster, fake, monkeypatch):
+    # Its controller gone, the revert waits its grace period, then removes the finalizers of the kind's
+    # own group and deletes the definition only after the object is gone.
+    monkeypatch.setattr("harness.scaffolding.drill_objects.FINALIZER_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr("harness.scaffolding.drill_objects.POLL_SECONDS", 0.05)
+    made = DrillObjects(cluster, [CRD, HELD])
+    made.inject()
+    held = Ref("Gadget", "held", "ns", "g.kdrill.io/v1", "gadgets")
+    assert made.planned[1] == held.to_dict() and held in fake.objects
+    made.revert()
+    made.verify_reverted()
+    done = [c for c in fake.calls if c[0] != "read"]
+    assert done[-3:] == [("delete", held), ("remove_finalizers", held),
+                         ("delete", Ref("CustomResourceDefinition", "gadgets.g.kdrill.io"))], done
+    assert fake.objects == {}
+

@@ -1,0 +1,173 @@
+"""Custom resources in a data-only scenario (scenarios/crd-conversion-outage.yaml): a kind a
+declared CustomResourceDefinition defines is known to the manifests after it, to object-state
+probes (at any version the definition serves) and to actions; everything else about it is refused
+when the scenario loads, and its refs carry what a later process needs to delete it
+(harness/spec/manifests.py: crd_problem, custom_kinds, Ref)."""
+
+from __future__ import annotations
+
+import pytest
+from scenario_copies import load_edited
+
+from harness.kube.objects import KINDS, Kind, Ref, crd_problem, custom_kinds
+from harness.probes.object_state import holds
+from harness.scaffolding.drill_objects import _ref_problem
+from harness.spec.scenario import ScenarioError
+
+NAME = "crd-conversion-outage"
+
+
+def manifest(d, kind, name=None):
+    return next(m for m in d["workload"]["manifests"] if m["kind"] == kind
+                and (name is None or m["metadata"]["name"] == name))
+
+
+def crd(d):
+    return manifest(d, "CustomResourceDefinition")
+
+
+def probe(d, name):
+    return next(p for p in d["runner"]["probes"] if p["name"] == name)
+
+
+def refused(tmp_path, edit) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, NAME, edit)
+    return info.value
+
+
+def test_the_shipped_scenario_defines_its_kind_at_the_storage_version(tmp_path):
+    scenario = load_edited(tmp_path, NAME, lambda d: None)
+    kinds = custom_kinds(scenario.workload["manifests"])
+    assert kinds == {"Widget": Kind("conversion.drill.kdrill.io/v1", "Widget", "widgets", True)}
+
+
+def test_a_custom_resource_ref_is_addressed_at_its_own_version_and_survives_the_ledger():
+    ref = Ref("Widget", "w", "kdrill-x", "conversion.drill.kdrill.io/v2", "widgets")
+    assert ref.resource.path("w", "kdrill-x") == "/apis/conversion.drill.kdrill.io/v2/namespaces/kdrill-x/widgets/w"
+    assert Ref.from_dict(ref.to_dict()) == ref and _ref_problem(ref.to_dict()) is None
+    assert Ref.from_dict(Ref("ConfigMap", "c", "ns").to_dict()) == Ref("ConfigMap", "c", "ns")
+
+
+@pytest.mark.parametrize("data, expected", [
+    ({"kind": "Widget", "name": "w", "namespace": "ns"}, "of a kind among"),  # no plural: unknown
+    ({"kind": "Widget", "name": "w", "namespace": "ns", "apiVersion": "g.io/v1", "plural": "../x"}, "custom"),
+    ({"kind": "Widget", "name": "w", "namespace": "ns", "apiVersion": "v1", "plural": "widgets"}, "custom"),
+    ({"kind": "ConfigMap", "name": "c", "namespace": "ns", "apiVersion": "g.io/v1", "plural": "x"}, "custom"),
+    ({"kind": "Widget", "name": "../w", "namespace": "ns", "apiVersion": "g.io/v1", "plural": "widgets"}, "name"),
+])
+def test_a_ledger_ref_that_could_reach_another_path_is_refused(data, expected):
+    assert expected in (_ref_problem(data) or "")
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    (lambda m: m["spec"].update(group="apps.k8s.io"), "spec.group", "of the scenario's own"),
+    (lambda m: m["spec"].update(group="$(namespace).kdrill.io"), "spec.group", "written out"),
+    (lambda m: m["spec"]["names"].update(kind="ConfigMap"), "spec.names.kind", "none of the runner's own"),
+    (lambda m: m.update(metadata={"name": "widgets.other.kdrill.io"}), "metadata.name", "<plural>.<group>"),
+    (lambda m: m["spec"]["versions"][1].update(storage=True), "spec.versions", "exactly one"),
+    (lambda m: m["spec"].update(scope="Everywhere"), "spec.scope", "Namespaced or Cluster"),
+])
+def test_a_definition_the_api_server_would_refuse_is_refused(tmp_path, edit, field, expected):
+    err = refused(tmp_path, lambda d: edit(crd(d)))
+    assert err.field.endswith(field) and expected in err.expected, str(err)
+
+
+def test_crd_problem_accepts_the_shipped_definition(tmp_path):
+    scenario = load_edited(tmp_path, NAME, lambda d: None)
+    assert crd_problem(crd({"workload": scenario.workload})) is None and "Widget" not in KINDS
+
+
+def test_an_object_before_its_definition_is_an_unknown_kind(tmp_path):
+    def move(d):
+        manifests = d["workload"]["manifests"]
+        manifests.insert(0, manifests.pop(manifests.index(manifest(d, "Widget"))))
+    err = refused(tmp_path, move)
+    assert err.field == "workload.manifests[0].kind" and "CustomResourceDefinition" in err.expected, str(err)
+
+
+def test_an_object_at_a_version_its_definition_does_not_serve_is_refused(tmp_path):
+    err = refused(tmp_path, lambda d: manifest(d, "Widget").update(apiVersion="conversion.drill.kdrill.io/v3"))
+    assert err.field.endswith(".apiVersion") and "conversion.drill.kdrill.io/v1" in err.expected, str(err)
+
+
+def test_a_probe_at_an_unserved_version_or_a_built_in_kind_at_a_version_is_refused(tmp_path):
+    err = refused(tmp_path, lambda d: probe(d, "own-converted")["object"].update(apiVersion="conversion.drill.kdrill.io/v9"))
+    assert err.field.endswith("object.apiVersion") and "serves" in err.expected, str(err)
+    err = refused(tmp_path, lambda d: probe(d, "victim-gone")["object"].update(apiVersion="v1/v1"))
+    assert err.field.endswith("object.apiVersion") and "only a custom resource" in err.expected, str(err)
+
+
+def test_only_object_state_probes_read_custom_resources(tmp_path):
+    def admission(d):
+        d["runner"]["probes"].append({"name": "write-widget", "kind": "admission",
+                                      "object": {"kind": "Widget", "name": "other"}, "create": {"spec": {}}})
+    err = refused(tmp_path, admission)
+    assert err.field.endswith("object.kind") and "only object-state" in err.expected, str(err)
+
+
+def test_a_second_definition_of_the_same_kind_is_refused(tmp_path):
+    def twice(d):
+        import copy
+        other = copy.deepcopy(crd(d))
+        other["metadata"]["name"] = "widgets.other.kdrill.io"
+        other["spec"]["group"] = "other.kdrill.io"
+        d["workload"]["manifests"].append(other)
+    err = refused(tmp_path, twice)
+    assert err.field.endswith("spec.names.kind") and "no earlier" in err.expected, str(err)
+
+
+def test_refused_with_holds_for_no_answered_object():
+    # A refusal is judged from the API's error (ObjectStateProbe.sample); an object read is never one.
+    ok_when = {"refused_with": ["conversion webhook for"]}
+    assert not holds(None, ok_when) and not holds({"kind": "Widget"}, ok_when)
+    with pytest.raises(ValueError):
+        holds(None, {"refused_with": []})
+
+
+# --- a controller of the scenario's own kind (scenarios/finalizer-controller-gone.yaml) -----------
+
+OPERATOR = "finalizer-controller-gone"
+
+
+def refused_operator(tmp_path, edit) -> ScenarioError:
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, OPERATOR, edit)
+    return info.value
+
+
+@pytest.mark.parametrize("rule, where, expected", [
+    ({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}, "apiGroups", "scenario's own"),
+    ({"apiGroups": ["finalizer.drill.kdrill.io"], "resources": ["*"], "verbs": ["list"]}, "resources", "gadgets"),
+    ({"apiGroups": ["finalizer.drill.kdrill.io"], "resources": ["gadgets"], "verbs": ["delete"]}, "verbs",
+     "controller's verbs"),
+    ({"apiGroups": ["finalizer.drill.kdrill.io"], "resources": ["gadgets"], "verbs": ["list"],
+      "nonResourceURLs": ["/metrics"]}, "rules[0]", "no resourceNames nor nonResourceURLs"),
+])
+def test_a_cluster_role_reaching_beyond_the_scenarios_own_kind_is_refused(tmp_path, rule, where, expected):
+    err = refused_operator(tmp_path, lambda d: manifest(d, "ClusterRole").update(rules=[rule]))
+    assert err.field.endswith(where) and expected in err.expected, str(err)
+
+
+@pytest.mark.parametrize("edit, where, expected", [
+    (lambda m: m.update(roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                 "name": "cluster-admin"}), "roleRef", "an earlier manifest makes"),
+    (lambda m: m.update(subjects=[{"kind": "ServiceAccount", "name": "default", "namespace": "kube-system"}]),
+     "subjects[0]", "an earlier manifest makes"),
+    (lambda m: m.update(subjects=[{"kind": "Group", "name": "system:authenticated"}]), "subjects[0]", "ServiceAccount"),
+    (lambda m: m["metadata"].update(name="operator"), "metadata.name", "$(namespace)"),
+])
+def test_a_cluster_role_binding_to_anything_but_the_scenarios_own_is_refused(tmp_path, edit, where, expected):
+    err = refused_operator(tmp_path, lambda d: edit(manifest(d, "ClusterRoleBinding")))
+    assert err.field.endswith(where) and expected in err.expected, str(err)
+
+
+@pytest.mark.parametrize("edit, where, expected", [
+    (lambda d: manifest(d, "Namespace", "$(namespace)-tenant")["metadata"].update(finalizers=["x.io/keep"]),
+     "metadata.finalizers", "no finalizers, except"),
+    (lambda d: manifest(d, "Gadget")["metadata"].update(finalizers=["kubernetes.io/pvc-protection"]),
+     "metadata.finalizers[0]", "finalizer.drill.kdrill.io/<name>"),
+])
+def test_a_finalizer_kdrill_could_not_remove_itself_is_refused(tmp_path, edit, where, expected):
+    err = refused_operator(tmp_path, edit)
+    assert err.field.endswith(where) and expected in err.expected, str(err)
