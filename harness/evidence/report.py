@@ -62,6 +62,7 @@ from harness.evidence.reading import (
     scan_records,
 )
 from harness.evidence.report_chart import MAX_MARKS, timeline_svg
+from harness.evidence.report_claims import claims_view
 from harness.evidence.report_drill import drill_view, unreadable_view
 from harness.evidence.report_format import TABLE_MAX_ROWS, utc_text, verdict_class
 from harness.evidence.report_run import cluster_view, run_id_of, run_view, seal_view, summary_view
@@ -125,6 +126,7 @@ def render_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
         seal=seal_view(seal),
         cluster=cluster_view(records),
         summary=summary_view(records, run.unreadable),
+        claims=claims_view(records),
         drills=drills,
         unreadable=[unreadable_view(path, reason) for path, reason in run.unreadable],
         generated_at=utc_text(when.timestamp()),

@@ -49,7 +49,7 @@ def _drill_t0(record: Mapping[str, Any], timeline: Mapping[str, list[dict[str, A
     return min(found) if found else None
 
 
-def _sources(source: Any) -> list[dict[str, str | None]]:
+def claim_sources(source: Any) -> list[dict[str, str | None]]:
     """The claim's sources: title, a link only for an http(s) URL, the URL as text, the section."""
     items = source if isinstance(source, list) else [source] if source else []
     out = []
@@ -173,7 +173,7 @@ def drill_view(run_dir: Path, record_path: Path, record: dict[str, Any], git_com
                      "from its reference scenario")] if bounds.differences else []),
         "bounds": {"reference": as_text(bounds.reference) if bounds.reference else None,
                    "differences": [as_text(d) for d in bounds.differences]},
-        "claim": {"text": str(claim), "sources": _sources(record.get("source"))} if claim else None,
+        "claim": {"text": str(claim), "sources": claim_sources(record.get("source"))} if claim else None,
         "fault": fault_view(record.get("fault"), t0, len(windows)),
         "timeline_problem": timeline_problem,
         "no_start": t0 is None,

@@ -1089,3 +1089,29 @@ def test_forged_numbers_sizes_and_node_lists_in_the_new_tables(tmp_path: Path) -
     rows = [r.all_text() for r in parse(build_report(other).read_text(encoding="utf-8"))
             .find_all("table", cls="blast-radius")[0].find_all("tr")[1:]]
     assert "not taken down" in rows[0] and "malformed" in rows[1] and "(differs)" in rows[2], rows
+
+
+def test_claims_section_says_confirmed_or_contradicted_with_what_broke_it(report) -> None:
+    _, dom = report
+    table = dom.find_all("table", cls="claims")[0]
+    rows = [r.flat_text() for r in table.find_all("tr")[1:]]
+    assert len(rows) == 2
+    assert "control-plane-stop" in rows[0] and "pods keep serving" in rows[0] and "confirmed" in rows[0]
+    assert "contradicted" not in rows[0]
+    # the failed drill: contradicted, with the expectation that did not hold, its value and bound
+    assert "dns-outage" in rows[1] and "contradicted" in rows[1], rows[1]
+    failed = table.find_all("tr")[2].find_all("span", cls="fail-text")
+    assert failed and failed[0].all_text() == "contradicted"
+
+
+def test_claims_section_never_confirms_a_record_whose_expectations_disagree(tmp_path: Path) -> None:
+    # a forged record: verdict passed, one expectation failed
+    run = make_run(tmp_path / "run-1")
+    path = run / "control-plane-stop--paused.json"
+    data = json.loads(path.read_text())
+    data["expectations"][0]["verdict"] = "failed"
+    path.write_text(json.dumps(data))
+    dom = parse(build_report(run).read_text(encoding="utf-8"))
+    first = dom.find_all("table", cls="claims")[0].find_all("tr")[1].flat_text()
+    # the report reads a passed verdict its expectations do not support as an error: not measured
+    assert "not measured" in first and "confirmed" not in first and "api_recovery_seconds" in first, first
