@@ -19,7 +19,8 @@ What "ok" means (``ok_when``):
   JSON type is refused when the scenario loads (:meth:`ObjectStateProbe.declared_problems`);
 - ``{refused_with: [TEXT, ...]}``: the API server answered the read with an error whose message
   holds every TEXT (e.g. a custom resource read at a version its conversion webhook must make:
-  ``conversion webhook for``, ``connection refused``).
+  ``conversion webhook for``, ``connection refused``); a 404 is never one (it reads as absent),
+  nor a request the API server did not answer.
 
 A read the API does not answer is a sample that is neither: ``ok`` False with
 ``labels["error"]`` set, so a measure over this probe cannot mistake an unreachable API for the
@@ -214,7 +215,7 @@ class ObjectStateProbe(Probe):
             obj = kube_objects.read(self.cluster, self.ref, api=self.api, timeout_seconds=self.timeout_seconds)
         except ApiException as exc:
             texts = refused_with(self.ok_when)
-            if texts is None:
+            if texts is None or not exc.status:  # no HTTP answer: nothing was refused
                 return failed(started, exc)
             message = kube_objects.api_message(exc)
             # A refusal is the state asked about, not an unanswered read: no error label.

@@ -239,34 +239,39 @@ class DrillObjects(Fault):
         if not isinstance(token, str) or not TOKEN.fullmatch(token):
             refuse("token", "the entry's own label value (letters and digits)", token)
         for key in ("planned", "created"):
-            items = target.get(key, [])
-            if not isinstance(items, list):
-                refuse(key, "a list of objects", items)
-            for i, data in enumerate(items):
-                problem = _ref_problem(data)
+            if not isinstance(target.get(key, []), list):
+                refuse(key, "a list of objects", target.get(key))
+        # The definitions this entry made (a custom resource's is always among them, before it).
+        definitions = {data.get("name") for key in ("planned", "created") for data in target.get(key, [])
+                       if isinstance(data, dict) and data.get("kind") == "CustomResourceDefinition"}
+        for key in ("planned", "created"):
+            for i, data in enumerate(target.get(key, [])):
+                problem = _ref_problem(data, definitions)
                 if problem is not None:
                     refuse(f"{key}[{i}]", problem, data)
         return cls(cluster, [], token=target["token"], created=target.get("created") or [],
                    planned=target.get("planned") or [])
 
 
-def _ref_problem(data: Any) -> str | None:
+def _ref_problem(data: Any, definitions: set[str] = frozenset()) -> str | None:
     """What a ledger's object ``data`` should be instead, or None: {kind, name, namespace} of a
     kind the runner knows, or of a custom resource with its apiVersion (group/version) and plural,
-    named as the API takes them (the names become a request's path)."""
+    whose CustomResourceDefinition (``<plural>.<group>``) is among the entry's own objects
+    (``definitions``: their names), named as the API takes them (the names become a request's
+    path, and a forged entry must not reach another group's objects)."""
     known = ", ".join(kube_objects.KINDS)
-    if not isinstance(data, dict) or set(data) - {"kind", "name", "namespace", "apiVersion", "plural"}:
+    if not isinstance(data, dict) or set(data) - {"kind", "name", "namespace", "apiVersion", "plural"} \
+            or not all(isinstance(v, str) for v in data.values()):
         return f"{{kind, name, namespace}} of a kind among {known}, or a custom resource's with apiVersion and plural"
     if "plural" in data or "apiVersion" in data:
-        version = data.get("apiVersion")
-        group = version.rsplit("/", 1)[0] if isinstance(version, str) and "/" in version else None
-        if data.get("kind") in kube_objects.KINDS or not isinstance(data.get("kind"), str) or group is None \
-                or kube_objects.name_problem(group) or kube_objects.name_problem(version.rsplit("/", 1)[1], "label") \
-                or kube_objects.name_problem(data.get("plural"), "label"):
-            return "a custom resource's kind (none of the runner's own), apiVersion group/version and plural"
+        group, _, version = str(data.get("apiVersion")).rpartition("/")
+        if data["kind"] in kube_objects.KINDS or not re.fullmatch(r"[A-Z][A-Za-z0-9]*", data["kind"]) \
+                or kube_objects.name_problem(version, "label-1035") or kube_objects.reserved_group(group) \
+                or "." not in group or f"{data.get('plural')}.{group}" not in definitions:
+            return ("a custom resource: a kind none of the runner's own, at group/version, of a "
+                    "CustomResourceDefinition <plural>.<group> this entry made")
     elif data.get("kind") not in kube_objects.KINDS:
         return f"{{kind, name, namespace}} of a kind among {known}"
     if data.get("name") is None:
         return "a name"
     return Ref.from_dict(data).resource.problem(data.get("name"), data.get("namespace"))
-

@@ -34,6 +34,9 @@ def _check_action(checks: ObjectChecks, i: int, action: dict, actions: list[dict
                             "StatefulSet) or kill_container (a Pod's)", " and ".join(verbs) or "neither")
     verb = verbs[0]
     target = action[verb]
+    if "apiVersion" in target:
+        raise ScenarioError(path, f"{field}.{verb}.apiVersion", "no apiVersion: an action addresses the object at the "
+                            "version it is made at", repr(target["apiVersion"]))
     checks.check_kind(f"{field}.{verb}.kind", target["kind"])
     checks.check_placeholders(f"{field}.{verb}", target)
     checks.check_names(f"{field}.{verb}", target["kind"], target["name"], target.get("namespace"))

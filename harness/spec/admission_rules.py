@@ -161,7 +161,7 @@ def check_webhook_scope(path: Path, data: dict, made: list[tuple], drill_namespa
             if problem is not None:
                 raise ScenarioError(path, f"{field}.{problem[0]}", problem[1], problem[2])
             _check_webhook_match(path, field, hook, own)
-            _check_webhook_client(path, field, hook, own, manifests[:i])
+            check_webhook_client(path, field, hook, own, manifests[:i])
 
 
 def _check_webhook_match(path: Path, field: str, hook: dict, own: set[str]) -> None:
@@ -183,7 +183,7 @@ def _check_webhook_match(path: Path, field: str, hook: dict, own: set[str]) -> N
                             "drill's namespaces: " + ", ".join(sorted(own)), repr(selector))
 
 
-def _check_webhook_client(path: Path, field: str, hook: dict, own: set[str], earlier_manifests: list[dict]) -> None:
+def check_webhook_client(path: Path, field: str, hook: dict, own: set[str], earlier_manifests: list[dict]) -> None:
     """The webhook at ``field`` calls a Service in the namespaces of ``own`` that one of
     ``earlier_manifests`` makes, never a url. Raises ScenarioError."""
     # Where the API server sends what it intercepts (objects, Secrets included): a Service

@@ -172,29 +172,66 @@ def apiservice_problem(manifest: dict[str, Any]) -> tuple[str, str, str] | None:
 def crd_problem(manifest: dict[str, Any]) -> tuple[str, str, str] | None:
     """For a CustomResourceDefinition manifest: (field, expected, got) when the API server would
     refuse it, it names a group Kubernetes keeps for itself (:func:`reserved_group`) or a kind the
-    runner already knows; None when a scenario may make it. The API server requires the name
-    ``<plural>.<group>`` and exactly one storage version
-    (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/)."""
+    runner already knows, or its storage version is not served (objects are read and deleted at
+    it); None when a scenario may make it. The API server requires a group with a dot, the name
+    ``<plural>.<group>``, versions named as DNS-1035 labels, each once, with ``served`` and
+    ``storage`` set, and exactly one storage version
+    (https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/).
+    Where a conversion webhook is called is checked with the scenario's other objects
+    (harness/spec/object_rules.py)."""
     spec = manifest.get("spec") if isinstance(manifest.get("spec"), dict) else {}
     names = spec.get("names") if isinstance(spec.get("names"), dict) else {}
     group, plural, kind = spec.get("group"), names.get("plural"), names.get("kind")
-    if not isinstance(group, str) or placeholders(group) or reserved_group(group) or name_problem(group):
-        return ("spec.group", "an API group of the scenario's own, written out (not one of Kubernetes' built-in "
-                "groups, nor under k8s.io or kubernetes.io)", repr(group))
+    if not isinstance(group, str) or placeholders(group) or reserved_group(group) or name_problem(group) \
+            or "." not in group:
+        return ("spec.group", "an API group of the scenario's own, written out, with a dot (not one of Kubernetes' "
+                "built-in groups, nor under k8s.io or kubernetes.io)", repr(group))
     if not isinstance(kind, str) or not re.fullmatch(r"[A-Z][A-Za-z0-9]*", kind) or kind in KINDS:
         return ("spec.names.kind", "a kind in CamelCase that is none of the runner's own: "
                 + ", ".join(sorted(KINDS)), repr(kind))
-    if not isinstance(plural, str) or name_problem(plural, "label"):
-        return ("spec.names.plural", "the kind's REST name: lowercase letters, digits and '-'", repr(plural))
+    if name_problem(plural, "label-1035"):
+        return ("spec.names.plural", "the kind's REST name: lowercase letters, digits and '-', starting with a letter",
+                repr(plural))
     if manifest.get("metadata", {}).get("name") != f"{plural}.{group}":
         return ("metadata.name", f"{plural}.{group} (the API server requires <plural>.<group>)",
                 repr(manifest.get("metadata", {}).get("name")))
     if spec.get("scope") not in ("Namespaced", "Cluster"):
         return ("spec.scope", "Namespaced or Cluster", repr(spec.get("scope")))
-    versions = spec.get("versions") if isinstance(spec.get("versions"), list) else []
-    storage = [v.get("name") for v in versions if isinstance(v, dict) and v.get("storage") is True]
-    if len(storage) != 1 or not all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in versions):
-        return ("spec.versions", "named versions, exactly one of them with storage: true", repr(storage or versions))
+    return _versions_problem(spec.get("versions")) or _conversion_problem(spec)
+
+
+def _versions_problem(versions: Any) -> tuple[str, str, str] | None:
+    """A CRD's ``spec.versions`` as :func:`crd_problem` requires them, or None."""
+    if not isinstance(versions, list) or not versions:
+        return ("spec.versions", "a list of versions", repr(versions))
+    seen = set()
+    for i, version in enumerate(versions):
+        name = version.get("name") if isinstance(version, dict) else None
+        if name_problem(name, "label-1035") or name in seen:
+            return (f"spec.versions[{i}].name", "a version name (a DNS-1035 label, e.g. v1beta1), each once", repr(name))
+        seen.add(name)
+        for key in ("served", "storage"):
+            if not isinstance(version.get(key), bool):
+                return (f"spec.versions[{i}].{key}", "true or false", repr(version.get(key)))
+    storage = [v for v in versions if v["storage"]]
+    if len(storage) != 1 or not storage[0]["served"]:
+        return ("spec.versions", "exactly one version with storage: true, and served (objects are made, read and "
+                "deleted at it)", repr([v["name"] for v in storage]))
+    return None
+
+
+def _conversion_problem(spec: dict[str, Any]) -> tuple[str, str, str] | None:
+    """A CRD's ``spec.conversion``, if given: ``{strategy: None}`` or ``{strategy: Webhook,
+    webhook: {clientConfig, conversionReviewVersions}}``; or None."""
+    conversion = spec.get("conversion")
+    if conversion is None:
+        return None
+    if not isinstance(conversion, dict) or conversion.get("strategy") not in ("None", "Webhook"):
+        return ("spec.conversion", "{strategy: None} or {strategy: Webhook, webhook: {clientConfig, "
+                "conversionReviewVersions}}", repr(conversion)[:200])
+    if conversion["strategy"] == "Webhook" and not isinstance(conversion.get("webhook"), dict):
+        return ("spec.conversion.webhook", "{clientConfig: {service, caBundle}, conversionReviewVersions}",
+                repr(conversion.get("webhook"))[:200])
     return None
 
 
@@ -214,7 +251,7 @@ def custom_kinds(manifests: list[dict[str, Any]]) -> dict[str, Kind]:
 def served_versions(manifest: dict[str, Any]) -> list[str]:
     """The apiVersions (``group/version``) a CustomResourceDefinition manifest serves."""
     spec = manifest["spec"]
-    return [f"{spec['group']}/{v['name']}" for v in spec["versions"] if v.get("served") is not False]
+    return [f"{spec['group']}/{v['name']}" for v in spec["versions"] if v.get("served") is True]
 
 
 def kind_of(name: str) -> Kind:

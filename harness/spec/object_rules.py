@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.spec.action_rules import check_actions
-from harness.spec.admission_rules import check_policy_scope, check_webhook_scope
+from harness.spec.admission_rules import check_policy_scope, check_webhook_client, check_webhook_scope
 from harness.spec.manifests import (
     KINDS,
     OWN_OBJECTS,
@@ -141,6 +141,13 @@ def _check_manifest_place(checks: ObjectChecks, field: str, manifest: dict, this
         where, expected, got = problem
         raise ScenarioError(path, f"{field}.{where}", expected, got)
     if manifest["kind"] == "CustomResourceDefinition":
+        webhook = (manifest["spec"].get("conversion") or {}).get("webhook")
+        if webhook is not None:
+            # Where the API server sends the objects it converts: a Service of the drill's, as for
+            # an admission webhook.
+            own = {"$(namespace)"} | {name for kind, name, _ in checks.made if kind == "Namespace"}
+            check_webhook_client(path, f"{field}.spec.conversion.webhook", webhook, own,
+                                 [m for _, m in checks.declared.values()])
         if manifest["spec"]["names"]["kind"] in checks.served:
             raise ScenarioError(path, f"{field}.spec.names.kind", "a kind no earlier CustomResourceDefinition "
                                 "defines", repr(manifest["spec"]["names"]["kind"]))

@@ -90,7 +90,7 @@ def _check_probe_writes(checks: ObjectChecks, field: str, probe: dict) -> None:
     this = checks.ref(target["kind"], target["name"], target.get("namespace"))
     if "evict" in probe or ("delete" in probe and target["kind"] == "Pod"):
         # a declared Pod, or one of a declared StatefulSet's (a stable name)
-        check_pod_target(checks, field, "evict" if "evict" in probe else "delete", target)
+        check_pod_target(checks, field, "object", target)
     elif ("update" in probe or "delete" in probe) and this not in made:
         raise ScenarioError(path, f"{field}.object", "an object made by workload.manifests, as written there (a "
                             "probe never writes to what the drill did not make): "

@@ -190,8 +190,8 @@ PDB = "pdb-eviction"
 @pytest.mark.parametrize("edit, field, expected", [
     # only a pod is evicted, and only one of the drill's (a declared Pod or its StatefulSet's)
     (lambda p: p.update(object={"kind": "StatefulSet", "name": "guarded"}), "object.kind", "Pod (only a pod"),
-    (lambda p: p["object"].update(name="coredns-0"), "evict", "a Pod made by workload.manifests"),
-    (lambda p: p["object"].update(name="guarded-3"), "evict", "guarded-0..guarded-2"),
+    (lambda p: p["object"].update(name="coredns-0"), "object", "a Pod made by workload.manifests"),
+    (lambda p: p["object"].update(name="guarded-3"), "object", "guarded-0..guarded-2"),
     (lambda p: p.update(delete={}), "create", "exactly one of create"),
     (lambda p: p.update(evict={"gracePeriodSeconds": 0}), "evict", "{}"),
 ])

@@ -7,10 +7,12 @@ when the scenario loads, and its refs carry what a later process needs to delete
 from __future__ import annotations
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 from scenario_copies import load_edited
 
+from harness.kube import objects as kube_objects
 from harness.kube.objects import KINDS, Kind, Ref, crd_problem, custom_kinds
-from harness.probes.object_state import holds
+from harness.probes.object_state import ObjectStateProbe, holds
 from harness.scaffolding.drill_objects import _ref_problem
 from harness.spec.scenario import ScenarioError
 
@@ -42,10 +44,15 @@ def test_the_shipped_scenario_defines_its_kind_at_the_storage_version(tmp_path):
     assert kinds == {"Widget": Kind("conversion.drill.kdrill.io/v1", "Widget", "widgets", True)}
 
 
+DEFINED = {"widgets.g.io", "deployments.apps", "x.g.io"}  # a forged entry may name any definition
+
+
 def test_a_custom_resource_ref_is_addressed_at_its_own_version_and_survives_the_ledger():
     ref = Ref("Widget", "w", "kdrill-x", "conversion.drill.kdrill.io/v2", "widgets")
     assert ref.resource.path("w", "kdrill-x") == "/apis/conversion.drill.kdrill.io/v2/namespaces/kdrill-x/widgets/w"
-    assert Ref.from_dict(ref.to_dict()) == ref and _ref_problem(ref.to_dict()) is None
+    assert Ref.from_dict(ref.to_dict()) == ref
+    assert _ref_problem(ref.to_dict(), {"widgets.conversion.drill.kdrill.io"}) is None
+    assert _ref_problem(ref.to_dict()) is not None  # its definition is not among the entry's objects
     assert Ref.from_dict(Ref("ConfigMap", "c", "ns").to_dict()) == Ref("ConfigMap", "c", "ns")
 
 
@@ -55,12 +62,31 @@ def test_a_custom_resource_ref_is_addressed_at_its_own_version_and_survives_the_
     ({"kind": "Widget", "name": "w", "namespace": "ns", "apiVersion": "v1", "plural": "widgets"}, "custom"),
     ({"kind": "ConfigMap", "name": "c", "namespace": "ns", "apiVersion": "g.io/v1", "plural": "x"}, "custom"),
     ({"kind": "Widget", "name": "../w", "namespace": "ns", "apiVersion": "g.io/v1", "plural": "widgets"}, "name"),
+    # another group's objects, even with a forged definition beside them
+    ({"kind": "Foo", "name": "coredns", "namespace": "kube-system", "apiVersion": "apps/v1",
+      "plural": "deployments"}, "custom"),
+    ({"kind": "Foo", "name": "w", "namespace": "ns", "apiVersion": "g.io/v1/../x", "plural": "x"}, "custom"),
+    ({"kind": "Foo Bar", "name": "w", "namespace": "ns", "apiVersion": "g.io/v1", "plural": "widgets"}, "custom"),
+    ({"kind": ["Pod"], "name": "w", "namespace": "ns"}, "of a kind among"),  # no TypeError
 ])
 def test_a_ledger_ref_that_could_reach_another_path_is_refused(data, expected):
-    assert expected in (_ref_problem(data) or "")
+    assert expected in (_ref_problem(data, DEFINED) or "")
 
 
 @pytest.mark.parametrize("edit, field, expected", [
+    (lambda m: m["spec"]["versions"][0].update(name="v1/../../../api/v1"), "spec.versions[0].name", "DNS-1035"),
+    (lambda m: m["spec"]["versions"][1].update(name="v1"), "spec.versions[1].name", "each once"),
+    (lambda m: m["spec"]["versions"][1].pop("served"), "spec.versions[1].served", "true or false"),
+    (lambda m: m["spec"]["versions"][0].update(served=False), "spec.versions", "and served"),
+    (lambda m: m["spec"].update(group="widgetgroup"), "spec.group", "with a dot"),
+    (lambda m: m["spec"]["names"].update(plural="1widgets"), "spec.names.plural", "starting with a letter"),
+    (lambda m: m["spec"].update(conversion=[]), "spec.conversion", "strategy"),
+    (lambda m: m["spec"]["conversion"]["webhook"].update(clientConfig={"url": "https://203.0.113.7/convert"}),
+     "spec.conversion.webhook.clientConfig", "no url"),
+    (lambda m: m["spec"]["conversion"]["webhook"]["clientConfig"].update(
+        service={"name": "kube-dns", "namespace": "kube-system"}), "spec.conversion.webhook.clientConfig", "no url"),
+    (lambda m: m["spec"]["conversion"]["webhook"]["clientConfig"]["service"].update(name="elsewhere"),
+     "spec.conversion.webhook.clientConfig.service", "a Service an earlier manifest makes"),
     (lambda m: m["spec"].update(group="apps.k8s.io"), "spec.group", "of the scenario's own"),
     (lambda m: m["spec"].update(group="$(namespace).kdrill.io"), "spec.group", "written out"),
     (lambda m: m["spec"]["names"].update(kind="ConfigMap"), "spec.names.kind", "none of the runner's own"),
@@ -171,3 +197,27 @@ def test_a_cluster_role_binding_to_anything_but_the_scenarios_own_is_refused(tmp
 def test_a_finalizer_kdrill_could_not_remove_itself_is_refused(tmp_path, edit, where, expected):
     err = refused_operator(tmp_path, edit)
     assert err.field.endswith(where) and expected in err.expected, str(err)
+
+
+def test_an_action_takes_no_api_version(tmp_path):
+    def change(d):
+        d["runner"]["actions"][0]["delete"]["apiVersion"] = "apps/v1"
+    err = refused(tmp_path, change)
+    assert err.field == "runner.actions[0].delete.apiVersion" and "no apiVersion" in err.expected, str(err)
+
+
+
+@pytest.mark.parametrize("exc, ok, unanswered", [
+    (ApiException(status=500, reason="Internal Server Error"), True, False),   # the refusal asked about
+    (ApiException(status=403, reason="Forbidden"), False, False),              # refused, another message
+    (ApiException(status=0, reason="SSLError"), False, True),                  # no HTTP answer: refused nothing
+])
+def test_a_refusal_is_judged_from_the_apis_answer_and_no_answer_is_no_refusal(monkeypatch, exc, ok, unanswered):
+    exc.body = '{"message": "conversion webhook for g.io/v1, Kind=Widget failed: connection refused"}' \
+        if exc.status == 500 else '{"message": "forbidden"}'
+    monkeypatch.setattr(kube_objects, "read", lambda *a, **k: (_ for _ in ()).throw(exc))
+    probe = ObjectStateProbe.__new__(ObjectStateProbe)  # the sampling alone: no cluster connection
+    probe.cluster, probe.api, probe.timeout_seconds = None, None, 1.0
+    probe.ref, probe.ok_when = Ref("Widget", "w", "ns", "g.io/v2", "widgets"), {"refused_with": ["conversion webhook"]}
+    sample = probe.sample()
+    assert sample.ok is ok and ("error" in sample.labels) is unanswered, sample
