@@ -6,6 +6,7 @@ https://kubernetes.io/docs/reference/using-api/api-concepts/#resource-uris)."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from kubernetes.client.exceptions import ApiException
@@ -43,17 +44,31 @@ REQUEST_TIMEOUT_SECONDS = 10
 
 def _call(cluster: Cluster, method: str, path: str, body: Any = None, api=None,
           timeout_seconds: float = REQUEST_TIMEOUT_SECONDS, query: list[tuple[str, str]] | None = None,
-          content_type: str = "application/json") -> Any:
-    """One request on ``path`` (with ``query`` parameters); the answer as plain JSON data. Raises
-    ApiException for a non-2xx answer (as the typed clients do), or what the client raises when
-    nothing answers."""
+          content_type: str = "application/json", warnings: list[str] | None = None) -> Any:
+    """One request on ``path`` (with ``query`` parameters); the answer as plain JSON data, and the
+    text of each ``Warning`` header of a 2xx answer appended to ``warnings`` when given (the API
+    server's warnings: https://kubernetes.io/docs/reference/using-api/api-concepts/#warnings).
+    Raises ApiException for a non-2xx answer (as the typed clients do), or what the client raises
+    when nothing answers."""
     api = api or cluster.api
     request = api.param_serialize(method, path, query_params=query or [],
                                   header_params={"Content-Type": content_type, "Accept": "application/json"},
                                   body=body, auth_settings=["BearerToken"])
     response = api.call_api(*request, _request_timeout=timeout_seconds)
     response.read()
-    return api.response_deserialize(response, {"2XX": "object"}).data
+    data = api.response_deserialize(response, {"2XX": "object"}).data
+    if warnings is not None:
+        warnings.extend(warning_texts(response.getheaders().get("Warning")))
+    return data
+
+
+WARNING = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')
+
+
+def warning_texts(header: str | None) -> list[str]:
+    """The texts of a ``Warning`` header's values (``299 - "text"``, comma-separated; RFC 7234
+    section 5.5), unescaped; [] for none."""
+    return [re.sub(r"\\(.)", r"\1", text) for text in WARNING.findall(header or "")]
 
 
 def create(cluster: Cluster, manifest: dict[str, Any], ref: Ref | None = None) -> dict[str, Any]:
@@ -82,10 +97,11 @@ def api_message(exc: ApiException) -> str:
 
 
 def dry_run_create(cluster: Cluster, manifest: dict[str, Any], api=None,
-                   timeout_seconds: float = REQUEST_TIMEOUT_SECONDS, kind: Kind | None = None) -> dict[str, Any]:
+                   timeout_seconds: float = REQUEST_TIMEOUT_SECONDS, kind: Kind | None = None,
+                   warnings: list[str] | None = None) -> dict[str, Any]:
     """A dry-run CREATE of ``manifest`` (its ``metadata.namespace`` set for a namespaced kind):
     the object as admission and validation left it, never stored (``kind``: for one the runner
-    does not declare, see :func:`dry_run_patch`). Raises ApiException when the
+    does not declare, see :func:`dry_run_patch`; ``warnings``: as for :func:`_call`). Raises ApiException when the
     API refuses it (an admission denial included), what the client raises for no answer, KeyError
     for a kind the runner does not know, ValueError for a name the API would not take."""
     kind = kind or kind_of(manifest["kind"])
@@ -93,7 +109,7 @@ def dry_run_create(cluster: Cluster, manifest: dict[str, Any], api=None,
     namespace = meta.get("namespace") if kind.namespaced else None
     kind.path(meta["name"], namespace)
     return _call(cluster, "POST", kind.path(namespace=namespace), body=manifest, api=api,
-                 timeout_seconds=timeout_seconds, query=DRY_RUN)
+                 timeout_seconds=timeout_seconds, query=DRY_RUN, warnings=warnings)
 
 
 def dry_run_patch(cluster: Cluster, ref: Ref, patch: dict[str, Any], subresource: str | None = None, api=None,

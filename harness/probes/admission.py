@@ -17,6 +17,9 @@ The write is one of:
 What "ok" means (``ok_when``):
 
 - ``admitted`` (the default): the API server accepted the write;
+- ``{admitted_with_warning: [TEXT, ...]}`` (a ``create`` only): the API server accepted the write
+  and its ``Warning`` headers hold every TEXT (e.g. a ValidatingAdmissionPolicy bound with
+  ``validationActions: [Warn]``);
 - ``{rejected_with: [TEXT, ...]}``: the API server answered with an error whose message holds
   every TEXT, e.g. ``failed calling webhook`` (a webhook the API server could not call, under
   ``failurePolicy: Fail``) or a ValidatingAdmissionPolicy's own message. A timeout or a refused
@@ -60,15 +63,17 @@ WEBHOOK_CONFIGURATIONS = ("ValidatingWebhookConfiguration", "MutatingWebhookConf
 
 
 def holds(outcome: str, message: str, ok_when: str | dict[str, Any]) -> bool:
-    """Whether a write whose ``outcome`` is ``admitted``, ``rejected`` (the API answered with an
-    error ``message``) or ``error`` (no answer) is what ``ok_when`` asks for. Raises ValueError for
-    an ``ok_when`` of neither form."""
+    """Whether a write whose ``outcome`` is ``admitted`` (``message``: the API server's warnings,
+    one per line), ``rejected`` (the API answered with an error ``message``) or ``error`` (no
+    answer) is what ``ok_when`` asks for. Raises ValueError for an ``ok_when`` of no such form."""
     if ok_when == ADMITTED:
         return outcome == ADMITTED
-    if isinstance(ok_when, dict) and set(ok_when) == {"rejected_with"} and isinstance(ok_when["rejected_with"], list) \
-            and ok_when["rejected_with"] and all(isinstance(t, str) and t for t in ok_when["rejected_with"]):
-        return outcome == "rejected" and all(text in message for text in ok_when["rejected_with"])
-    raise ValueError(f"ok_when must be 'admitted' or {{rejected_with: [text, ...]}}, got {ok_when!r}")
+    for key, wanted in (("rejected_with", "rejected"), ("admitted_with_warning", ADMITTED)):
+        if isinstance(ok_when, dict) and set(ok_when) == {key} and isinstance(ok_when[key], list) \
+                and ok_when[key] and all(isinstance(t, str) and t for t in ok_when[key]):
+            return outcome == wanted and all(text in message for text in ok_when[key])
+    raise ValueError("ok_when must be 'admitted', {rejected_with: [text, ...]} or {admitted_with_warning: [text, ...]}, "
+                     f"got {ok_when!r}")
 
 
 def create_manifest(ref: Ref, body: dict[str, Any], sequence: int) -> dict[str, Any]:
@@ -112,8 +117,12 @@ class AdmissionProbe(Probe):
         "ok_when": {"anyOf": [{"const": ADMITTED}, {
             "type": "object", "additionalProperties": False, "required": ["rejected_with"],
             "properties": {"rejected_with": {"type": "array", "minItems": 1,
-                                             "items": {"type": "string", "minLength": 1}}}}],
-            "x-expected": "admitted, or {rejected_with: [text the API's message holds, ...]}"},
+                                             "items": {"type": "string", "minLength": 1}}}}, {
+            "type": "object", "additionalProperties": False, "required": ["admitted_with_warning"],
+            "properties": {"admitted_with_warning": {"type": "array", "minItems": 1,
+                                                     "items": {"type": "string", "minLength": 1}}}}],
+            "x-expected": "admitted, {rejected_with: [text the API's message holds, ...]}, or "
+                          "{admitted_with_warning: [text the API's warnings hold, ...]} (a create only)"},
     }
 
     @staticmethod
@@ -124,6 +133,9 @@ class AdmissionProbe(Probe):
             return [("create", "exactly one of create (a new object each time), update (a patch of the object), "
                      "evict (the Pod, as a drain does) and delete (the object)", " and ".join(given) or "neither")]
         kind = (spec.get("object") or {}).get("kind")
+        if isinstance(spec.get("ok_when"), dict) and "admitted_with_warning" in spec["ok_when"] and "create" not in spec:
+            return [("ok_when", "admitted or {rejected_with: [...]} (warnings are read from a create's answer only)",
+                     repr(spec["ok_when"]))]
         if "evict" in spec and kind != "Pod":
             return [("object.kind", "Pod (only a pod is evicted)", repr(kind))]
         if (spec.get("update") or {}).get("subresource") == "scale" and kind not in ("Deployment", "StatefulSet"):
@@ -177,9 +189,10 @@ class AdmissionProbe(Probe):
         self.sequence += 1
         started = time.time()
         try:
+            warnings: list[str] = []
             if self.create is not None:
                 kube_objects.dry_run_create(self.cluster, create_manifest(self.ref, self.create, self.sequence), api=self.api,
-                                            timeout_seconds=self.timeout_seconds)
+                                            timeout_seconds=self.timeout_seconds, warnings=warnings)
             elif self.evict:
                 kube_objects.dry_run_evict(self.cluster, self.ref, api=self.api, timeout_seconds=self.timeout_seconds)
             elif self.delete:
@@ -195,8 +208,10 @@ class AdmissionProbe(Probe):
                           detail=message[:600], labels={"outcome": "rejected", "status": str(exc.status)})
         except Exception as exc:
             return _unanswered(started, exc)
-        return Sample(t=started, ok=holds(ADMITTED, "", self.ok_when), latency_seconds=time.time() - started,
-                      detail=ADMITTED, labels={"outcome": ADMITTED})
+        said = "\n".join(warnings)
+        return Sample(t=started, ok=holds(ADMITTED, said, self.ok_when), latency_seconds=time.time() - started,
+                      detail=(f"{ADMITTED}; warning: {'; '.join(warnings)}"[:600] if warnings else ADMITTED),
+                      labels={"outcome": ADMITTED})
 
 
 def _unanswered(started: float, exc: BaseException) -> Sample:

@@ -13,7 +13,7 @@ from scenario_copies import load_edited
 from harness.core.timeline import Sample
 from harness.engine import measures
 from harness.engine.judging import narrow
-from harness.kube.objects import Ref
+from harness.kube.objects import Ref, warning_texts
 from harness.probes.admission import api_message, create_manifest, holds
 from harness.probes.object_state import holds as state_holds
 from harness.spec.scenario import RUNNER_DRILL, ScenarioError
@@ -141,7 +141,7 @@ def test_the_shipped_scenario_loads(tmp_path):
     (lambda d: probe(d, "matched-admitted")["create"].update(spec="$(toolbox_image)"), "runner.probes[1].create",
      "literal values"),
     (lambda d: probe(d, "matched-rejected").update(ok_when={"rejected_with": []}), "runner.probes[2].ok_when",
-     "admitted, or {rejected_with"),
+     "admitted, {rejected_with"),
     (lambda d: expectation(d, "webhook_down_held_ratio")["measure"].update(from_first_success=False),
      "expectations[1].measure.from_first_success", "true (or left out)"),
     (lambda d: probe(d, "webhook-down").update(ok_when={"field": "status..x", "equals": 1}),
@@ -211,3 +211,32 @@ def test_a_delete_probe_acts_only_on_what_the_drill_made(tmp_path):
     with pytest.raises(ScenarioError) as info:
         load_edited(tmp_path, PDB, change)
     assert info.value.field.endswith(".object") and "made by workload.manifests" in info.value.expected
+
+
+# --- warnings (scenarios/admission-policy-versus-webhook.yaml) ------------------------------------
+
+def test_admitted_with_warning_needs_the_write_admitted_and_every_text_in_its_warnings():
+    ok_when = {"admitted_with_warning": ["label team is required"]}
+    said = "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': label team is required"
+    assert holds("admitted", said, ok_when)
+    assert not holds("admitted", "", ok_when)  # admitted without the warning: the binding did not warn
+    assert not holds("rejected", said, ok_when)  # a refusal is no warning, whatever its message
+
+
+def test_the_warning_header_is_read_as_the_api_server_writes_it():
+    header = ('299 - "Validation failed for ValidatingAdmissionPolicy \'p\': label team is required", '
+              '299 - "a \\"b\\""')
+    assert warning_texts(header) == ["Validation failed for ValidatingAdmissionPolicy \'p\': label team is required",
+                                     'a "b"']
+    assert warning_texts(None) == [] and warning_texts("garbage") == []
+
+
+def test_a_warning_is_asked_of_a_create_only(tmp_path):
+    def change(d):
+        probe = next(p for p in d["runner"]["probes"] if p["name"] == "warned")
+        probe.pop("create")
+        probe["object"] = {"kind": "Deployment", "name": "webhook"}
+        probe["update"] = {"patch": {"metadata": {"labels": {"x": "y"}}}}
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "admission-policy-versus-webhook", change)
+    assert info.value.field.endswith(".ok_when") and "create's answer only" in info.value.expected
