@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
 import yaml
 
 from harness.core import resources
-from harness.spec.scenario import Scenario, load_scenario
+from harness.spec.scenario import Scenario, ScenarioError, load_scenario
 
 
 def load_edited(tmp_path: Path, name: str, edit: Callable[[dict[str, Any]], Any]) -> Scenario:
@@ -19,3 +20,12 @@ def load_edited(tmp_path: Path, name: str, edit: Callable[[dict[str, Any]], Any]
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return load_scenario(path)
+
+
+def refused_edit(tmp_path: Path, name: str, edit: Callable[[dict[str, Any]], Any]) -> ScenarioError:
+    """The ScenarioError loading ``scenarios/<name>.yaml`` after ``edit`` raises; fails the test
+    when it loads."""
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, name, edit)
+    return info.value
+

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 from kubernetes.client.exceptions import ApiException
-from scenario_copies import load_edited
+from scenario_copies import load_edited, refused_edit
 
 from harness.kube import objects as kube_objects
 from harness.kube.objects import KINDS, Kind, Ref, crd_problem, custom_kinds
@@ -33,9 +33,7 @@ def probe(d, name):
 
 
 def refused(tmp_path, edit) -> ScenarioError:
-    with pytest.raises(ScenarioError) as info:
-        load_edited(tmp_path, NAME, edit)
-    return info.value
+    return refused_edit(tmp_path, NAME, edit)
 
 
 def test_the_shipped_scenario_defines_its_kind_at_the_storage_version(tmp_path):
@@ -157,9 +155,7 @@ OPERATOR = "finalizer-controller-gone"
 
 
 def refused_operator(tmp_path, edit) -> ScenarioError:
-    with pytest.raises(ScenarioError) as info:
-        load_edited(tmp_path, OPERATOR, edit)
-    return info.value
+    return refused_edit(tmp_path, OPERATOR, edit)
 
 
 @pytest.mark.parametrize("rule, where, expected", [
