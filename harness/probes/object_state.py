@@ -42,7 +42,7 @@ from harness.kube.objects import Ref
 from harness.kube.providers import Cluster
 from harness.probes import Probe
 from harness.probes.api import failed
-from harness.spec.field_paths import path_problem
+from harness.spec.field_paths import path_problem, schema_path_problem
 from harness.spec.scenario import OBJECT_REF_SCHEMA
 
 CONDITION_STATUSES = ("True", "False", "Unknown")
@@ -128,6 +128,20 @@ def _json_type(value: Any) -> str:
     return "a list" if isinstance(value, list) else "a mapping"
 
 
+def _custom_field_problem(target: dict[str, Any], path: str, declared) -> str | None:
+    """For an object of a kind a declared CustomResourceDefinition defines: what ``path`` should
+    be instead, read at the probe's version (its ``apiVersion``, else the storage version) against
+    that version's schema (:func:`harness.spec.field_paths.schema_path_problem`); None otherwise."""
+    crd = next((m for _, m in declared.manifests if m.get("kind") == "CustomResourceDefinition"
+                and (m["spec"].get("names") or {}).get("kind") == target.get("kind")), None)
+    if crd is None:
+        return None
+    wanted = str(target.get("apiVersion") or "").rpartition("/")[2]
+    version = next((v for v in crd["spec"]["versions"] if v["name"] == wanted or (not wanted and v["storage"])), None)
+    schema = ((version or {}).get("schema") or {}).get("openAPIV3Schema")
+    return schema_path_problem(schema, path, target["kind"]) if isinstance(schema, dict) else None
+
+
 class ObjectStateProbe(Probe):
     """Read ``ref`` every ``interval_seconds``; ``ok`` when :func:`holds` ``ok_when``."""
 
@@ -178,6 +192,9 @@ class ObjectStateProbe(Probe):
         2``: it could never hold. A null VALUE (the field gone), a field the manifest does not give
         or gives null, and resource quantities (:data:`QUANTITY_KEYS`) are not checked."""
         ok_when, found = spec.get("ok_when"), declared.find(spec["object"])
+        if isinstance(ok_when, dict) and "field" in ok_when \
+                and (problem := _custom_field_problem(spec["object"], ok_when["field"], declared)) is not None:
+            return [("ok_when.field", problem, repr(ok_when["field"]))]
         if found is None or not isinstance(ok_when, dict) or "field" not in ok_when:
             return []
         where, manifest = found

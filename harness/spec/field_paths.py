@@ -9,6 +9,7 @@ Source: "API Conventions", https://github.com/kubernetes/community/blob/master/c
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import kubernetes.client as models
 
@@ -58,5 +59,38 @@ def path_problem(kind: str, path: str) -> str | None:
             if part not in by_json:
                 return (f"a field of {kind} at {at}: one of {', '.join(sorted(by_json))}")
             type_name = fields.openapi_types[by_json[part]]
+        walked.append(part)
+    return None
+
+
+def schema_path_problem(schema: dict[str, Any], path: str, kind: str) -> str | None:
+    """What ``path`` should be instead in an object of a custom ``kind`` whose version has the
+    structural OpenAPI ``schema`` (a CustomResourceDefinition's ``openAPIV3Schema``), or None
+    when every key of it is one the schema defines (or it enters ``metadata``, which the API
+    server defines, or a part the schema leaves open: ``x-kubernetes-preserve-unknown-fields``,
+    ``additionalProperties``). Source: "Specifying a structural schema",
+    https://kubernetes.io/docs/tasks/extend-kubernetes/custom-resources/custom-resource-definitions/#specifying-a-structural-schema"""
+    parts = path.split(".")
+    if parts[0] in ("metadata", "apiVersion", "kind"):
+        return None
+    node, walked = schema, []
+    for part in parts:
+        if not isinstance(node, dict) or node.get("x-kubernetes-preserve-unknown-fields") is True:
+            return None
+        at = ".".join(walked) or "the object's top level"
+        if node.get("type") == "array":
+            if not part.isdigit():
+                return f"a list index (0, 1, ...) after {at}, a list"
+            node = node.get("items")
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        elif isinstance(node.get("properties"), dict):
+            if part not in node["properties"]:
+                return f"a field of {kind} at {at} its schema defines: one of {', '.join(sorted(node['properties']))}"
+            node = node["properties"][part]
+        elif node.get("type") in ("string", "integer", "number", "boolean"):
+            return f"nothing after {at} (a {node['type']} in {kind}'s schema)"
+        else:
+            return None
         walked.append(part)
     return None

@@ -14,6 +14,7 @@ from harness.kube import objects as kube_objects
 from harness.kube.objects import KINDS, Kind, Ref, crd_problem, custom_kinds
 from harness.probes.object_state import ObjectStateProbe, holds
 from harness.scaffolding.drill_objects import _ref_problem
+from harness.spec.field_paths import schema_path_problem
 from harness.spec.scenario import ScenarioError
 
 NAME = "crd-conversion-outage"
@@ -217,3 +218,23 @@ def test_a_refusal_is_judged_from_the_apis_answer_and_no_answer_is_no_refusal(mo
     probe.ref, probe.ok_when = Ref("Widget", "w", "ns", "g.io/v2", "widgets"), {"refused_with": ["conversion webhook"]}
     sample = probe.sample()
     assert sample.ok is ok and ("error" in sample.labels) is unanswered, sample
+
+
+@pytest.mark.parametrize("name, field, expected", [
+    ("own-converted", "spec.colour", "one of color"),   # v2's schema names it color
+    ("tenant-stored", "spec.color", "one of colour"),   # the storage version's, colour
+    ("tenant-stored", "spec.colour.x", "nothing after spec.colour"),
+])
+def test_a_custom_resource_field_is_checked_against_the_schema_of_the_version_read(tmp_path, name, field, expected):
+    err = refused(tmp_path, lambda d: probe(d, name)["ok_when"].update(field=field))
+    assert err.field.endswith("ok_when.field") and expected in err.expected, str(err)
+
+
+def test_metadata_and_open_parts_of_a_schema_are_not_second_guessed():
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                                               "status": {"type": "object", "properties": {
+                                                   "items": {"type": "array", "items": {"type": "string"}}}}}}
+    assert schema_path_problem(schema, "metadata.deletionTimestamp", "Widget") is None
+    assert schema_path_problem(schema, "spec.anything.at.all", "Widget") is None
+    assert schema_path_problem(schema, "status.items.0", "Widget") is None
+    assert "list index" in schema_path_problem(schema, "status.items.first", "Widget")
