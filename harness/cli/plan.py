@@ -17,7 +17,7 @@ from harness.core.progress import minutes
 from harness.evidence.history import list_runs
 from harness.evidence.report import scan_records
 from harness.faults import fault_class
-from harness.kube.objects import KINDS, custom_kinds
+from harness.kube.objects import KINDS, known_kinds
 from harness.kube.providers import NODE_ACCESS_LEVELS
 from harness.spec.scenario import ACTION_VERBS, Scenario, registry_images
 
@@ -147,12 +147,12 @@ def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 
                    f"{', '.join(n if b == 'pause' else f'{n} (on {b})' for n, b in registry_images(r))} "
                    "(removed after the drill, with what the nodes pulled)"
                    for r in s.workload.get("registries") or []]),
-                *([f"  creates    {', '.join(_ref_text(m['kind'], m['metadata']['name'], m['metadata'].get('namespace'), {**custom_kinds(s.workload['manifests']), **KINDS}) for m in s.workload['manifests'])}"
+                *([f"  creates    {', '.join(_ref_text(m['kind'], m['metadata']['name'], m['metadata'].get('namespace'), known_kinds(s.workload['manifests'])) for m in s.workload['manifests'])}"
                    " (through the ledger; deleted newest first after the drill)"]
                   if s.workload.get("manifests") else []),
                 *([f"  action     {a['window']} +{a['after_seconds']} s: {verb.replace('_', ' ')} "
                    + (f"{a[verb]['container']} of " if verb == "kill_container" else "")
-                   + f"{_ref_text(a[verb]['kind'], a[verb]['name'], a[verb].get('namespace'), {**custom_kinds(s.workload.get('manifests') or []), **KINDS})}"
+                   + f"{_ref_text(a[verb]['kind'], a[verb]['name'], a[verb].get('namespace'), known_kinds(s.workload.get('manifests') or []))}"
                    + (f" to {a[verb]['replicas']} replicas" if verb == "scale" else "")
                    for a in (s.runner or {}).get("actions") or []
                    for verb in [next(v for v in ACTION_VERBS if v in a)]]),

@@ -50,7 +50,7 @@ class Actions:
             if self.objects is None:
                 raise FaultError(f"the scenario declares no objects (workload.manifests) for an action to {verb}")
             ref = object_ref({k: v for k, v in spec[verb].items() if k in ("kind", "name", "namespace")},
-                             self.drill.namespace, self.objects.custom)
+                             self.drill.namespace, self.objects.kinds)
             if verb == "scale":
                 outcome = self.objects.scale_if_ours(ref, int(spec[verb]["replicas"]))
             elif verb == "kill_container":

@@ -70,7 +70,7 @@ from harness.engine.workload import (
 )
 from harness.faults import FaultError, data_usable, fault_class, injected
 from harness.kube import objects as kube_objects
-from harness.kube.objects import Ref, custom_kinds
+from harness.kube.objects import Ref, known_kinds
 from harness.kube.workloads import deploy_http_server
 from harness.probes import ProbeContext, probe_types
 from harness.probes.incluster import (
@@ -216,6 +216,7 @@ class Plan:
     replicas: int  # of the built-in HTTP server
     wanted: dict[str, str]  # probe pod probe -> its target (name, clusterip or a Service)
     dns_views: list[str]  # the incluster-dns probes, read as lookups
+    kinds: dict = field(default_factory=dict)  # the runner's and the scenario's own custom kinds, by name
 
 
 @dataclass
@@ -251,7 +252,8 @@ def plan_run(drill, use: Collaborators) -> Plan:
     # lookup is a call by name whose samples are read for the lookup: incluster.lookups).
     wanted = {p["name"]: p.get("target", "name") for p in spec["probes"] if use.probe_types()[p["kind"]].in_probe_pod}
     dns_views = [p["name"] for p in spec["probes"] if p["kind"] == "incluster-dns"]
-    return Plan(spec, windows, fault_type, replicas, wanted, dns_views)
+    return Plan(spec, windows, fault_type, replicas, wanted, dns_views,
+                known_kinds(drill.workload.get("manifests") or []))
 
 
 def set_up(drill, plan: Plan, made: Made, use: Collaborators) -> None:
@@ -282,7 +284,7 @@ def create_objects(drill, images: dict[str, str], stack: ExitStack, use: Collabo
     extra = manifest_only_values(drill.topology.workers, images)
     objects = use.drill_objects(cluster, declared_manifests(drill.workload["manifests"], ns, tls, extra),
                                 until_serving=lambda ref: serving.update({str(ref): until_serving(cluster, ref)}))
-    drill.observe("objects", {"created": [str(Ref.of(m, objects.custom)) for m in objects.manifests],
+    drill.observe("objects", {"created": [str(Ref.of(m, objects.kinds)) for m in objects.manifests],
                               "serving_seconds": serving})
     stack.enter_context(use.injected(objects, drill.ledger, drill=drill.name))
     return objects
@@ -298,8 +300,7 @@ def start_probes(drill, plan: Plan, made: Made, use: Collaborators) -> dict[str,
     made.probe = use.probe_pod(cluster, ns, PROBE_POD, urls, interval_seconds=drill.interval_seconds,
                                duration_seconds=total, node=(drill.topology.workers or [None])[-1]).start()
     # Every other kind is a plug-in that runs in this process (harness/probes/__init__.py).
-    custom = custom_kinds(drill.workload.get("manifests") or [])
-    context = ProbeContext(cluster, ns, drill.interval_seconds, total, lambda spec: object_ref(spec, ns, custom))
+    context = ProbeContext(cluster, ns, drill.interval_seconds, total, lambda spec: object_ref(spec, ns, plan.kinds))
     kinds = use.probe_types()
     for p in plan.spec["probes"]:
         if not kinds[p["kind"]].in_probe_pod:
@@ -397,8 +398,7 @@ def record(drill, plan: Plan, made: Made, use: Collaborators) -> dict[str, Timel
     done = made.actions["fault"].results + made.actions["after"].results
     if done:
         drill.observe("actions", done)
-    custom = custom_kinds(drill.workload.get("manifests") or [])
-    record_pod_events(drill, [object_ref(p["object"], drill.namespace, custom) for p in plan.spec["probes"]
+    record_pod_events(drill, [object_ref(p["object"], drill.namespace, plan.kinds) for p in plan.spec["probes"]
                               if p.get("object")], use.pod_events)
     return timelines
 

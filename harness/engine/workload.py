@@ -73,25 +73,21 @@ def declared_manifests(manifests: list[dict], namespace: str, tls: WebhookTLS | 
     :func:`manifest_only_values`), a namespaced object without ``metadata.namespace`` put in the
     drill's ``namespace``. Raises KeyError for a placeholder with no value (e.g. ``$(worker_3)``
     on a cluster with two workers)."""
-    result, custom = [], kube_objects.custom_kinds(manifests)
+    result, kinds = [], kube_objects.known_kinds(manifests)
     for manifest in kube_objects.expand(manifests, {**placeholder_values(namespace, tls), **(extra or {})}):
-        if (custom.get(manifest["kind"]) or kube_objects.kind_of(manifest["kind"])).namespaced:
+        if (kinds.get(manifest["kind"]) or kube_objects.kind_of(manifest["kind"])).namespaced:
             manifest["metadata"].setdefault("namespace", namespace)
         result.append(manifest)
     return result
 
 
-def object_ref(spec: dict, namespace: str, custom: dict[str, Kind] | None = None) -> Ref:
+def object_ref(spec: dict, namespace: str, kinds: dict[str, Kind] = kube_objects.KINDS) -> Ref:
     """A probe's ``object`` or an action's target as a :class:`Ref` (placeholders expanded, the
-    drill's ``namespace`` by default for a namespaced kind). A kind of ``custom`` (the scenario's
-    CustomResourceDefinitions', :func:`harness.kube.objects.custom_kinds`) is addressed at the
-    spec's ``apiVersion``, by default its storage version. Raises KeyError for a kind of neither."""
+    drill's ``namespace`` by default for a namespaced kind), of a kind in ``kinds``
+    (:func:`harness.kube.objects.known_kinds` for the scenario's own custom resources, addressed at
+    the spec's ``apiVersion``, by default the storage version). Raises KeyError for another kind."""
     spec = kube_objects.expand(spec, placeholder_values(namespace))
-    kind = kube_objects.KINDS.get(spec["kind"]) or (custom or {}).get(spec["kind"]) or kube_objects.kind_of(spec["kind"])
-    ref_namespace = (spec.get("namespace") or namespace) if kind.namespaced else None
-    if spec["kind"] in kube_objects.KINDS:
-        return Ref(spec["kind"], spec["name"], ref_namespace)
-    return Ref(spec["kind"], spec["name"], ref_namespace, spec.get("apiVersion") or kind.api_version, kind.plural)
+    return Ref.at(spec["kind"], spec["name"], spec.get("namespace") or namespace, spec.get("apiVersion"), kinds)
 
 
 # The repository under which a scenario's images are pushed: kdrill-registry-<name>:5000/kdrill-drill/<image>.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.spec.manifests import APP, KINDS, OWN_OBJECTS, custom_kinds, expand, name_problem
+from harness.spec.manifests import APP, OWN_OBJECTS, expand, known_kinds, name_problem
 from harness.spec.params import selector_matches
 from harness.spec.scenario import ScenarioError, drill_namespace
 
@@ -50,7 +50,7 @@ def check_targets(scenario, fault_type: type) -> None:
             if manifest["kind"] == "Namespace":
                 made.setdefault(sent(manifest["metadata"]["name"]), [])
                 pods.setdefault(sent(manifest["metadata"]["name"]), [])
-        kinds = {**custom_kinds(manifests), **KINDS}
+        kinds = known_kinds(manifests)
         for manifest in manifests:
             if not kinds[manifest["kind"]].namespaced:
                 continue

@@ -26,9 +26,9 @@ from harness.spec.manifests import (  # noqa: F401  the table and names, with th
     apiservice_problem,
     condition,
     crd_problem,
-    custom_kinds,
     expand,
     kind_of,
+    known_kinds,
     name_problem,
     not_ready_reason,
     placeholder_keys,
@@ -122,17 +122,23 @@ def dry_run_patch(cluster: Cluster, ref: Ref, patch: dict[str, Any], subresource
                  content_type="application/merge-patch+json")
 
 
+def _eviction(ref: Ref, delete_options: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """The path and body of an eviction of the Pod ``ref``. Raises ValueError for a ref that is no
+    Pod or a name the API would not take."""
+    if ref.kind != "Pod":
+        raise ValueError(f"only a Pod can be evicted, got {ref}")
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": ref.name, "namespace": ref.namespace},
+            **({"deleteOptions": delete_options} if delete_options else {})}
+    return kind_of("Pod").path(ref.name, ref.namespace) + "/eviction", body
+
+
 def dry_run_evict(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> None:
     """A dry-run eviction of the Pod ``ref`` (a create on its ``eviction`` subresource, what a node
     drain sends): the API server checks the pod's PodDisruptionBudgets and evicts nothing. Raises
     ApiException when it refuses (429 when a budget would be broken), ValueError for a ref that is
     no Pod or a name the API would not take."""
-    if ref.kind != "Pod":
-        raise ValueError(f"only a Pod is evicted, got {ref}")
-    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": ref.name, "namespace": ref.namespace},
-            "deleteOptions": {"dryRun": ["All"]}}
-    _call(cluster, "POST", kind_of("Pod").path(ref.name, ref.namespace) + "/eviction", body=body, api=api,
-          timeout_seconds=timeout_seconds, query=DRY_RUN)
+    path, body = _eviction(ref, {"dryRun": ["All"]})
+    _call(cluster, "POST", path, body=body, api=api, timeout_seconds=timeout_seconds, query=DRY_RUN)
 
 
 def dry_run_delete(cluster: Cluster, ref: Ref, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> None:
@@ -198,13 +204,9 @@ def evict(cluster: Cluster, ref: Ref, uid: str | None = None) -> bool:
     was already gone. Raises ApiException otherwise, or ValueError for a ref that is no Pod or a
     name the API would not take (nothing is sent).
     Source: https://kubernetes.io/docs/concepts/scheduling-eviction/api-eviction/"""
-    if ref.kind != "Pod":
-        raise ValueError(f"only a Pod can be evicted, got {ref}")
-    body = {"apiVersion": "policy/v1", "kind": "Eviction",
-            "metadata": {"name": ref.name, "namespace": ref.namespace},
-            **({"deleteOptions": {"preconditions": {"uid": uid}}} if uid else {})}
+    path, body = _eviction(ref, {"preconditions": {"uid": uid}} if uid else None)
     try:
-        _call(cluster, "POST", kind_of("Pod").path(ref.name, ref.namespace) + "/eviction", body=body)
+        _call(cluster, "POST", path, body=body)
     except ApiException as exc:
         if exc.status == 404:
             return False

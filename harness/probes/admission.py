@@ -48,7 +48,7 @@ from harness.kube import objects as kube_objects
 from harness.kube.objects import Ref, api_message
 from harness.kube.providers import Cluster
 from harness.probes import Probe
-from harness.probes.api import failed
+from harness.probes.api import failed, texts
 from harness.spec.scenario import OBJECT_REF_SCHEMA
 
 ADMITTED = "admitted"
@@ -69,9 +69,8 @@ def holds(outcome: str, message: str, ok_when: str | dict[str, Any]) -> bool:
     if ok_when == ADMITTED:
         return outcome == ADMITTED
     for key, wanted in (("rejected_with", "rejected"), ("admitted_with_warning", ADMITTED)):
-        if isinstance(ok_when, dict) and set(ok_when) == {key} and isinstance(ok_when[key], list) \
-                and ok_when[key] and all(isinstance(t, str) and t for t in ok_when[key]):
-            return outcome == wanted and all(text in message for text in ok_when[key])
+        if (said := texts(ok_when, key)) is not None:
+            return outcome == wanted and all(text in message for text in said)
     raise ValueError("ok_when must be 'admitted', {rejected_with: [text, ...]} or {admitted_with_warning: [text, ...]}, "
                      f"got {ok_when!r}")
 

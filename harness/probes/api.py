@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Any
 
 import urllib3
 from kubernetes import client
@@ -40,6 +41,15 @@ def classify(exc: BaseException) -> str:
     if "reset" in text.lower() or isinstance(exc, urllib3.exceptions.ProtocolError):
         return "reset"
     return type(exc).__name__
+
+
+def texts(ok_when: Any, key: str) -> list[str] | None:
+    """The texts of an ok_when ``{key: [TEXT, ...]}`` (a non-empty list of non-empty strings, and
+    no other key), or None for another form."""
+    if isinstance(ok_when, dict) and set(ok_when) == {key} and isinstance(ok_when[key], list) and ok_when[key] \
+            and all(isinstance(t, str) and t for t in ok_when[key]):
+        return ok_when[key]
+    return None
 
 
 def failed(started: float, exc: BaseException) -> Sample:

@@ -41,7 +41,7 @@ from harness.kube import objects as kube_objects
 from harness.kube.objects import Ref
 from harness.kube.providers import Cluster
 from harness.probes import Probe
-from harness.probes.api import failed
+from harness.probes.api import failed, texts
 from harness.spec.field_paths import path_problem, schema_path_problem
 from harness.spec.scenario import OBJECT_REF_SCHEMA
 
@@ -55,10 +55,7 @@ _ABSENT = object()
 
 def refused_with(ok_when: Any) -> list[str] | None:
     """The texts of a ``{refused_with: [TEXT, ...]}`` ok_when, or None for another form."""
-    if isinstance(ok_when, dict) and set(ok_when) == {"refused_with"} and isinstance(ok_when["refused_with"], list) \
-            and ok_when["refused_with"] and all(isinstance(t, str) and t for t in ok_when["refused_with"]):
-        return ok_when["refused_with"]
-    return None
+    return texts(ok_when, "refused_with")
 
 
 def holds(obj: dict[str, Any] | None, ok_when: str | dict[str, Any]) -> bool:

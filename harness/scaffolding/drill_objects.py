@@ -34,9 +34,9 @@ from harness.kube.objects import Ref
 from harness.kube.providers import Cluster
 from harness.spec.manifests import OWNER_LABEL
 
-# The label's value, one per ledger entry (secrets.token_hex); an entry's is checked against this.
 log = logging.getLogger("kdrill.scaffolding.drill_objects")
 
+# The label's value, one per ledger entry (secrets.token_hex); an entry's is checked against this.
 TOKEN = re.compile(r"[A-Za-z0-9]{1,63}")
 # Deadlines, not measurements: objects gone after their deletion (a namespace's finalisation on
 # a loaded 2-core machine takes the longest).
@@ -60,10 +60,10 @@ class DrillObjects(Fault):
         super().__init__(cluster)
         self.token = token or secrets.token_hex(6)
         self.manifests = [self._labelled(m) for m in manifests]
-        # The kinds the manifests' CustomResourceDefinitions define, for the objects made of them.
-        self.custom = kube_objects.custom_kinds(self.manifests)
+        # The runner's kinds and those the manifests' CustomResourceDefinitions define.
+        self.kinds = kube_objects.known_kinds(self.manifests)
         # What may exist (the manifests' refs, or the ledger's after a crash), in creation order.
-        self.planned: list[dict[str, Any]] = [Ref.of(m, self.custom).to_dict() for m in self.manifests] \
+        self.planned: list[dict[str, Any]] = [Ref.of(m, self.kinds).to_dict() for m in self.manifests] \
             or list(planned or [])
         self.created: list[dict[str, Any]] = list(created or [])
         # Called after each creation, before the next: waits until that object serves (raises if
@@ -80,11 +80,11 @@ class DrillObjects(Fault):
         return {"token": self.token, "planned": list(self.planned), "created": list(self.created)}
 
     def where(self) -> list[Any]:
-        return [str(Ref.of(m, self.custom)) for m in self.manifests]
+        return [str(Ref.of(m, self.kinds)) for m in self.manifests]
 
     def inject(self) -> None:
         for manifest in self.manifests:
-            ref = Ref.of(manifest, self.custom)
+            ref = Ref.of(manifest, self.kinds)
             try:
                 kube_objects.create(self.cluster, manifest, ref)
             except ApiException as exc:

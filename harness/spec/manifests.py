@@ -248,6 +248,12 @@ def custom_kinds(manifests: list[dict[str, Any]]) -> dict[str, Kind]:
     return kinds
 
 
+def known_kinds(manifests: list[dict[str, Any]]) -> dict[str, Kind]:
+    """:data:`KINDS` and the kinds the CustomResourceDefinitions among ``manifests`` define
+    (:func:`custom_kinds`; a definition may not name one of KINDS): kind name -> :class:`Kind`."""
+    return {**custom_kinds(manifests), **KINDS}
+
+
 def served_versions(manifest: dict[str, Any]) -> list[str]:
     """The apiVersions (``group/version``) a CustomResourceDefinition manifest serves."""
     spec = manifest["spec"]
@@ -335,15 +341,24 @@ class Ref:
     plural: str | None = None
 
     @classmethod
-    def of(cls, manifest: dict[str, Any], custom: dict[str, Kind] | None = None) -> "Ref":
-        """The ref of ``manifest``, a kind of :data:`KINDS` or of ``custom`` (:func:`custom_kinds`).
-        Raises KeyError for a kind of neither."""
+    def of(cls, manifest: dict[str, Any], kinds: dict[str, Kind] = KINDS) -> "Ref":
+        """The ref of ``manifest``, of a kind in ``kinds`` (:func:`known_kinds` for a scenario's
+        own custom resources, addressed at the manifest's apiVersion). Raises KeyError for a kind
+        of neither."""
         meta = manifest.get("metadata") or {}
-        if manifest["kind"] not in KINDS and manifest["kind"] in (custom or {}):
-            kind = (custom or {})[manifest["kind"]]
-            return cls(kind.kind, meta["name"], meta.get("namespace") if kind.namespaced else None,
-                       manifest["apiVersion"], kind.plural)
-        return cls(manifest["kind"], meta["name"], meta.get("namespace") if kind_of(manifest["kind"]).namespaced else None)
+        return cls.at(manifest["kind"], meta["name"], meta.get("namespace"), manifest.get("apiVersion"), kinds)
+
+    @classmethod
+    def at(cls, kind_name: str, name: str, namespace: str | None, api_version: str | None,
+           kinds: dict[str, Kind] = KINDS) -> "Ref":
+        """The ref of the object ``kind_name`` ``name`` in ``namespace`` (dropped for a
+        cluster-scoped kind), a kind of ``kinds``; a custom resource's at ``api_version``, by
+        default its storage version. Raises KeyError for a kind not in ``kinds``."""
+        kind = kinds[kind_name] if kind_name in kinds else kind_of(kind_name)
+        namespace = namespace if kind.namespaced else None
+        if kind_name in KINDS:
+            return cls(kind_name, name, namespace)
+        return cls(kind_name, name, namespace, api_version or kind.api_version, kind.plural)
 
     @property
     def resource(self) -> Kind:

@@ -134,7 +134,7 @@ def stubbed(monkeypatch):
         service_targets=lambda *a, **k: {"name": "http://web", "clusterip": "http://10.96.0.1"},
         probe_pod=FakeProbe, probe_types=lambda: kinds, fault_class=lambda kind: FakeFault,
         set_up_registries=fake_registries, injected=fake_injected,
-        drill_objects=lambda cluster, manifests, until_serving: type("DrillObjects", (), {"manifests": manifests, "custom": {}})(),
+        drill_objects=lambda cluster, manifests, until_serving: type("DrillObjects", (), {"manifests": manifests, "kinds": {}})(),
         actions=ActionsWithoutTimers, hold=lambda seconds: None, guarded_hold=lambda *a, **k: None,
         pod_events=lambda *a, **k: [])
     monkeypatch.setattr(threading, "Timer", None)  # no action may start a real timer here
