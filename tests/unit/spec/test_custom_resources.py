@@ -11,10 +11,10 @@ from kubernetes.client.exceptions import ApiException
 from scenario_copies import load_edited, refused_edit
 
 from harness.kube import objects as kube_objects
-from harness.kube.objects import KINDS, Kind, Ref, crd_problem, custom_kinds
 from harness.probes.object_state import ObjectStateProbe, holds
 from harness.scaffolding.drill_objects import _ref_problem
 from harness.spec.field_paths import schema_path_problem
+from harness.spec.manifests import KINDS, Kind, Ref, crd_problem, custom_kinds
 from harness.spec.scenario import ScenarioError
 
 NAME = "crd-conversion-outage"
