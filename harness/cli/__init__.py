@@ -21,6 +21,7 @@ from pathlib import Path
 from harness.cli import arguments
 from harness.cli.cluster import cmd_cluster, cmd_doctor, cmd_images, prepare_kind
 from harness.cli.history import cmd_compare, cmd_history, print_comparison, write_history_index
+from harness.cli.matrix import cmd_matrix
 from harness.cli.pytest_process import run_until_reverted
 from harness.cli.recover import cmd_recover
 from harness.cli.refusals import Refused, refusing
@@ -74,10 +75,10 @@ def parser() -> argparse.ArgumentParser:
     return arguments.parser({"run": cmd_run, "new": cmd_new, "validate": cmd_validate, "compare": cmd_compare,
                              "history": cmd_history, "list": cmd_list, "recover": cmd_recover, "doctor": cmd_doctor,
                              "images": cmd_images, "cluster": cmd_cluster, "report": cmd_report,
-                             "verify": cmd_verify, "schema": cmd_schema})
+                             "verify": cmd_verify, "schema": cmd_schema, "matrix": cmd_matrix})
 
 
-REPORTS_COMMANDS = ("run", "compare", "history", "report", "verify")  # the commands that read --reports
+REPORTS_COMMANDS = ("run", "compare", "history", "report", "verify", "matrix")  # the commands that read --reports
 
 
 def main(argv: list[str] | None = None) -> int:

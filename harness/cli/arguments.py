@@ -11,10 +11,12 @@
   kdrill history               every run with verdicts, platform and seal; writes reports/index.html
   kdrill recover               revert every fault the ledger still holds (after a crash)
   kdrill doctor                check Docker, kind, images, memory, inotify limits; say how to fix
-  kdrill images build|status   build the offline kind images (cached by content); `build gatekeeper`: that one only
+  kdrill images build|status   build the offline kind images (cached by content); `build gatekeeper` or `build observability`: that one only
   kdrill cluster create|delete|status   a kind cluster from clusters/ (default: ha)
   kdrill report RUN [--stdout] check that a verified run's sealed report.html re-renders from its
                                evidence (never writes into a sealed run)
+  kdrill matrix RUN [-o csv]   the run's failure matrix: per drill its impact, whether the platform's
+                               monitoring noticed (detection), the way out it exercised and recovery
   kdrill verify RUN            check reports/RUN's signature, run id and every file (exit 1 on any problem)
   kdrill verify --history [DIR] [--head HEAD]   verify every run in DIR (default: reports/), the chain
                                linking them, and that chain against the head kept elsewhere
@@ -67,7 +69,7 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=functools.partial(
         argparse.ArgumentParser, allow_abbrev=False, parents=[common]))
     for add in (_add_run, _add_new, _add_validate, _add_schema, _add_compare, _add_history, _add_list, _add_recover,
-                _add_doctor, _add_images, _add_cluster, _add_report, _add_verify):  # in the order `kdrill --help` lists them
+                _add_doctor, _add_images, _add_cluster, _add_report, _add_matrix, _add_verify):  # in the order `kdrill --help` lists them
         add(sub, commands)
     return p
 
@@ -111,6 +113,12 @@ def _add_run(sub, commands: Mapping[str, Command]) -> None:
     run.add_argument("--platform", metavar="DIR",
                      help="drill the kind cluster built with this platform profile (made with it when it does not "
                      "exist; refused when it exists from another version of the profile); see kdrill cluster --help")
+    run.add_argument("--prometheus", metavar="URL",
+                     help="read each drill's detection (which alerts fired, when) from this Prometheus, read only "
+                     "(default: the platform profile's own, when it names one)")
+    run.add_argument("--prometheus-token-file", metavar="FILE", type=path_value,
+                     help="a file holding the bearer token --prometheus wants (or $KDRILL_PROMETHEUS_TOKEN); "
+                     "never on the command line")
     run.add_argument("--plan", action="store_true",
                      help="print what would run (faults, windows, access, expected duration) and touch nothing")
     run.add_argument("-o", "--output", choices=OUTPUT_FORMATS, help="with --plan: the plan as JSON or YAML")
@@ -205,7 +213,8 @@ def _add_images(sub, commands: Mapping[str, Command]) -> None:
     img.add_argument("action", choices=["build", "status"], help="build what is missing, or say what is built")
     # No argparse choices: with nargs="*" it refuses the empty list too (checked in cmd_images).
     img.add_argument("targets", nargs="*", metavar="TARGET",
-                     help=f"build only this on-request image: {', '.join(ON_REQUEST)} (for clusters/platforms/gatekeeper)")
+                     help=f"build only this on-request image: {', '.join(ON_REQUEST)} "
+                          "(for the profiles of those names under clusters/platforms/)")
     img.set_defaults(func=commands["images"])
 
 
@@ -232,6 +241,13 @@ def _add_report(sub, commands: Mapping[str, Command]) -> None:
     rep.add_argument("--stdout", action="store_true", help="print the fresh rendering (nothing is written)")
     _add_trust(rep, "the run")
     rep.set_defaults(func=commands["report"])
+
+
+def _add_matrix(sub, commands: Mapping[str, Command]) -> None:
+    mat = sub.add_parser("matrix", help="a run's failure matrix: impact, detection, mitigation, recovery per drill")
+    mat.add_argument("run", help="run id under --reports, or a path (with /) to a run directory")
+    mat.add_argument("-o", "--output", choices=("csv",) + OUTPUT_FORMATS, help="the matrix as CSV, JSON or YAML")
+    mat.set_defaults(func=commands["matrix"])
 
 
 def _add_verify(sub, commands: Mapping[str, Command]) -> None:

@@ -25,6 +25,7 @@ from harness.kube.providers import ProviderError, existing
 from harness.kube.providers.kind import cluster_name_problem
 from harness.kube.workloads import toolbox_problem
 from harness.platform.profile import PlatformProfile
+from harness.probes.alerts import source_problem
 from harness.spec.scenario import Scenario, ScenarioError, find_scenario, load_scenarios
 
 
@@ -114,6 +115,11 @@ def _refuse_run_options(args: argparse.Namespace) -> PlatformProfile | None:
         # The drills' session would refuse it too, but after this run's directory was made.
         raise Refused("kdrill: --node-agent runs privileged pods on every node of the cluster; consent with "
                       "--allow-context CONTEXT (the context drilled)")
+    if args.prometheus is not None and source_problem(args.prometheus):
+        raise Refused(f"kdrill: --prometheus: expected {source_problem(args.prometheus)}, got {args.prometheus!r}")
+    if args.prometheus_token_file is not None and not os.access(args.prometheus_token_file, os.R_OK):
+        raise Refused("kdrill: --prometheus-token-file: expected a readable file, "
+                      f"got {str(args.prometheus_token_file)!r}")
     if profile is not None and (args.kubeconfig or args.context):
         raise Refused("kdrill: --platform builds a kind cluster; an existing cluster (--kubeconfig, --context) is "
                       "drilled as it is (its record, if any, is in the evidence)")
@@ -249,6 +255,8 @@ def pytest_command(args: argparse.Namespace, planned: PlannedRun, run_dir: Path)
         # differ tenfold, so an even split up front leaves one cluster idle).
         # No replacement for a crashed worker: it would make a new cluster beside the crashed one's.
         cmd += ["-p", "xdist", f"--numprocesses={planned.clusters}", "--dist=worksteal", "--max-worker-restart=0"]
+    cmd += [f"--kdrill-prometheus={args.prometheus}"] if args.prometheus else []
+    cmd += [f"--kdrill-prometheus-token-file={args.prometheus_token_file}"] if args.prometheus_token_file else []
     cmd += [f"--kdrill-ticket={args.ticket}"] if args.ticket else []
     cmd += [f"--kdrill-approved-by={args.approved_by}"] if args.approved_by else []
     return cmd + args.pytest_args

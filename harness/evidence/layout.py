@@ -13,6 +13,11 @@ SIGNATURE_NAME = "manifest.sig"
 #: The seal's own files, at the top of the run directory: not listed in the manifest.
 SEAL_FILES = frozenset({MANIFEST_NAME, SIGNATURE_NAME})
 
+# The failure matrix of the run (harness/evidence/failure_matrix.py), beside the records: "_" is in
+# no scenario's name, so no drill record is ever named so.
+MATRIX_CSV_NAME = "failure_matrix.csv"
+MATRIX_JSON_NAME = "failure_matrix.json"
+
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 

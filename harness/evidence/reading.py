@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.evidence.layout import MANIFEST_NAME
+from harness.evidence.layout import MANIFEST_NAME, MATRIX_JSON_NAME
 from harness.evidence.strict_json import DuplicateKeyError, load_path
 from harness.spec.scenario import Bound
 
-_NOT_RECORDS = frozenset({"run.json", MANIFEST_NAME})
+_NOT_RECORDS = frozenset({"run.json", MANIFEST_NAME, MATRIX_JSON_NAME})
 
 
 class ReportError(Exception):
@@ -60,7 +60,7 @@ def as_float(value: Any) -> float | None:
 def scan_records(run_dir: Path) -> tuple[list[tuple[Path, dict[str, Any]]], list[tuple[Path, str]]]:
     """Every drill record slot in ``run_dir`` (top level only): ``(records, unreadable)``.
 
-    Every top-level ``*.json`` but ``run.json``, ``manifest.json`` and
+    Every top-level ``*.json`` but ``run.json``, ``manifest.json``, ``failure_matrix.json`` and
     ``*.timeline.json`` is a drill record by the run directory's layout. One
     that is an object with both a ``drill`` and a ``verdict`` key is in
     ``records`` as ``(path, record)``, sorted by ``started_at`` (epoch
@@ -162,6 +162,41 @@ def _against_scenario(record: Mapping[str, Any], expectations: list) -> list[str
     return problems
 
 
+def detection_problems(record: Mapping[str, Any]) -> list[str]:
+    """Why a record's ``detection`` (harness/plugin/detection.py) does not support "passed": a
+    failed or errored reading, an alert not detected or outside the bounds it states, or one its
+    scenario expects in this case missing. Empty when there is none, or it was not checked."""
+    detection = record.get("detection")
+    if not detection:
+        return []
+    if not isinstance(detection, dict):
+        return ["its detection is not an object"]
+    verdict = detection.get("verdict")
+    if verdict in ("not checked", "none expected"):
+        return []
+    if verdict != "passed":
+        return [f"its detection is {str(verdict)[:40]}"]
+    problems, named = [], set()
+    for alert in detection.get("alerts") if isinstance(detection.get("alerts"), list) else [None]:
+        if not isinstance(alert, dict):
+            problems.append("a detection entry is not an object")
+            continue
+        named.add(alert.get("alert"))
+        fired, resolved = alert.get("fired_after_seconds"), alert.get("resolved_after_seconds")
+        within = [(fired, alert.get("fires_within_seconds")), (resolved, alert.get("resolves_within_seconds"))]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                      for pair in within for v in pair)
+        if alert.get("verdict") != "passed" or alert.get("outcome") != "detected" or not numbers \
+                or any(v > bound for v, bound in within):
+            problems.append(f"detection of {str(alert.get('alert'))[:60]} does not hold")
+    scenario = record.get("scenario") if isinstance(record.get("scenario"), dict) else {}
+    for spec in scenario.get("detection") or []:
+        cases = spec.get("cases") if isinstance(spec, dict) else None
+        if isinstance(spec, dict) and (not cases or record.get("case") in cases) and spec.get("alert") not in named:
+            problems.append(f"detection of {str(spec.get('alert'))[:60]} its scenario expects is missing")
+    return problems
+
+
 def checked_verdict(record: Mapping[str, Any]) -> tuple[Any, str | None]:
     """The verdict a drill record's own content supports, and why it differs from the one it
     states (None when it does not). A record that says "passed" is an "error" unless it has
@@ -182,6 +217,7 @@ def checked_verdict(record: Mapping[str, Any]) -> tuple[Any, str | None]:
         if len(names) != len(set(map(str, names))):
             problems.append("an expectation is listed twice")
         problems += _against_scenario(record, expectations)
+    problems += detection_problems(record)
     if record.get("errors"):
         problems.append("it records errors")
     if problems:

@@ -119,6 +119,8 @@ class DrillRecord:
     waits_dropped: int = 0
     # harness/engine/vitals.py: {"windows", "signs": {sign: {...}}, "flagged": [sign, ...]}
     vital_signs: dict[str, Any] = field(default_factory=dict)
+    # harness/plugin/detection.py: {"verdict", "source", "expected", "alerts", "also_fired", ...}; {} when not read
+    detection: dict[str, Any] = field(default_factory=dict)
     source: list[dict[str, Any]] = field(default_factory=list)
     scenario: dict[str, Any] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -156,7 +158,9 @@ class DrillRecord:
         # A measurement that was replaced by a later one leaves its trace here.
         latest = {id(o) for o in expectations.outcomes()}
         self.replaced_measurements = [o.to_dict() for o in expectations.history if id(o) not in latest]
-        self.verdict = worst_verdict([expectations.verdict()] + (["error"] if self.errors else []))
+        detected = self.detection.get("verdict")  # "passed", "failed", "error", or a verdict-free "not checked"
+        self.verdict = worst_verdict([expectations.verdict()] + (["error"] if self.errors else [])
+                                     + ([detected] if detected in ("failed", "error") else []))
 
     def finish(self, finished_at: float | None = None) -> None:
         """Set ``finished_at`` (default now) and ``duration_seconds``."""

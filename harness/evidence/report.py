@@ -63,6 +63,7 @@ from harness.evidence.reading import (
 )
 from harness.evidence.report_chart import MAX_MARKS, timeline_svg
 from harness.evidence.report_claims import claims_view
+from harness.evidence.report_detection import matrix_view
 from harness.evidence.report_drill import drill_view, unreadable_view
 from harness.evidence.report_format import TABLE_MAX_ROWS, utc_text, verdict_class
 from harness.evidence.report_run import cluster_view, run_id_of, run_view, seal_view, summary_view
@@ -127,6 +128,7 @@ def render_report(run_dir: Path, *, seal: Mapping[str, Any] | None = None,
         cluster=cluster_view(records),
         summary=summary_view(records, run.unreadable),
         claims=claims_view(records),
+        matrix=matrix_view(records),
         drills=drills,
         unreadable=[unreadable_view(path, reason) for path, reason in run.unreadable],
         generated_at=utc_text(when.timestamp()),

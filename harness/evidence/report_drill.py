@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 from harness.evidence.reading import as_float, injection_windows, load_timeline
 from harness.evidence.reference_bounds import check_bounds
 from harness.evidence.report_chart import timeline_svg
+from harness.evidence.report_detection import detection_view
 from harness.evidence.report_format import (
     as_text,
     drill_label,
@@ -180,6 +181,7 @@ def drill_view(run_dir: Path, record_path: Path, record: dict[str, Any], git_com
         "figures": _charts_view(record, timeline or {}, t0) if t0 is not None and not timeline_problem else [],
         "expectations": expectation_rows(record.get("expectations"), t0),
         "vitals": vitals_view(record, t0),
+        "detection": detection_view(record),
         "probes": probe_rows(record.get("probes"), t0),
         "observations": observation_rows(record.get("observations")),
         "blast_radius": blast_radius_rows(record.get("observations")),

@@ -10,7 +10,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.evidence import manifest, openmetrics, report
+from harness.evidence import failure_matrix, manifest, openmetrics, report
 from harness.evidence.heads import HEAD_LOG_ENV, append_head, head_line
 from harness.evidence.manifest import ManifestError, is_sealed, previous_run, seal_run, verify_run
 from harness.evidence.records import RunIdError, validate_run_id
@@ -86,6 +86,11 @@ def _render_views(run_dir: Path, seal: dict, now: datetime) -> str | None:
         openmetrics.write(run_dir)
     except Exception as exc:  # noqa: BLE001 - a view of the records; the records are the evidence
         print(f"kdrill: {run_dir.name}: OpenMetrics file not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+    try:
+        # Failure, impact, detection, mitigation and recovery of each drill, as CSV and JSON.
+        failure_matrix.write(run_dir)
+    except Exception as exc:  # noqa: BLE001 - a view of the records, as the OpenMetrics file
+        print(f"kdrill: {run_dir.name}: failure matrix not written: {type(exc).__name__}: {exc}", file=sys.stderr)
     try:
         report.build_report(run_dir, seal=seal, generated_at=now)
     except Exception as exc:  # noqa: BLE001 - the evidence is sealed whether or not its page renders

@@ -69,8 +69,11 @@ ROOTFS_PACKAGES = {
 TARGETS = ["node", "haproxy", "toolbox", "go-etcdutl"]
 # Built only when asked for (`kdrill images build gatekeeper`): a real policy engine for the
 # example profile clusters/platforms/gatekeeper, kept out of a cold machine's default build.
-ON_REQUEST = ["gatekeeper"]
+ON_REQUEST = ["gatekeeper", "observability"]
 GATEKEEPER_VERSION = "v3.23.1"
+# The monitoring stack of clusters/platforms/observability (`kdrill images build observability`),
+# from their Go modules: the module versions, not the products' release numbers.
+OBSERVABILITY_VERSIONS = {"prometheus": "v0.316.0", "alertmanager": "v0.35.0", "kube-state-metrics": "v2.20.0"}
 
 
 def read_versions() -> dict[str, str]:
@@ -99,6 +102,12 @@ def _go_etcdutl(step: Step) -> None:
 
 def _go_gatekeeper(step: Step) -> None:
     run(["bash", str(IMAGES_DIR / "go" / "build-gatekeeper.sh"), str(step.out), GATEKEEPER_VERSION], step.log_file)
+
+
+def _go_observability(step: Step) -> None:
+    v = OBSERVABILITY_VERSIONS
+    run(["bash", str(IMAGES_DIR / "go" / "build-observability.sh"), str(step.out), v["prometheus"],
+         v["alertmanager"], v["kube-state-metrics"]], step.log_file)
 
 
 def _rootfs(flavour: str) -> Callable[[Step], None]:
@@ -150,6 +159,7 @@ class Build:
         self.haproxy_image = "docker.io/kindest/haproxy:v20251211-v0.29.0-alpha-100-g82a92c5d"
         # Not in self.tags (those are preloaded into every node): a profile's images/ carries it.
         self.gatekeeper_image = f"docker.io/kdrill/gatekeeper:{GATEKEEPER_VERSION}"
+        self.observability_image = f"docker.io/kdrill/observability:{OBSERVABILITY_VERSIONS['prometheus']}"
         self._steps = self._graph()
 
     # The graph: leaves first. Each lambda closes over self for tags and dependencies.
@@ -186,6 +196,10 @@ class Build:
                                   extra=[GATEKEEPER_VERSION])
         s["gatekeeper"] = Step("gatekeeper", [], self._gatekeeper, deps=[s["go-gatekeeper"]],
                                extra=[inspect.getsource(Build._gatekeeper)], image=self.gatekeeper_image)
+        s["go-observability"] = Step("go-observability", [d / "go" / "build-observability.sh"], _go_observability,
+                                     extra=[f"{k}={v}" for k, v in sorted(OBSERVABILITY_VERSIONS.items())])
+        s["observability"] = Step("observability", [], self._observability, deps=[s["go-observability"]],
+                                  extra=[inspect.getsource(Build._observability)], image=self.observability_image)
         return s
 
     def step(self, name: str) -> Step:
@@ -282,6 +296,16 @@ class Build:
             shutil.copy(self.step("go-gatekeeper").out / "manager", Path(ctx) / "manager")
             _docker_build(step, 'FROM scratch\nCOPY manager /manager\nUSER 65532:65532\nENTRYPOINT ["/manager"]\n',
                           Path(ctx))
+
+    def _observability(self, step: Step) -> None:
+        """Prometheus, Alertmanager and kube-state-metrics in one image FROM scratch (all static);
+        each container of the profile names its binary as its command."""
+        binaries = ["prometheus", "alertmanager", "kube-state-metrics"]
+        with tempfile.TemporaryDirectory(prefix="kdrill-observability-") as ctx:
+            for b in binaries:
+                shutil.copy(self.step("go-observability").out / b, Path(ctx) / b)
+            lines = ["FROM scratch", f"COPY {' '.join(binaries)} /bin/", "USER 65534:65534"]
+            _docker_build(step, "\n".join(lines) + "\n", Path(ctx))
 
     # --- driving ---
 

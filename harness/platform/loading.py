@@ -1,5 +1,5 @@
 """Checking a platform profile directory part by part, as :func:`harness.platform.profile.load`
-reads it: its entries, platform.yaml (name, description, webhook_tls, prepare), kubeadm/,
+reads it: its entries, platform.yaml (name, description, webhook_tls, prepare, prometheus), kubeadm/,
 manifests/, coredns/, images/ and files/. Each step raises ProfileError (file, field, expected,
 got) for the first thing the layout (harness/platform/profile.py) does not allow; none reads a
 cluster."""
@@ -66,8 +66,8 @@ def check_root(directory: str | Path) -> Path:
 
 
 def read_meta(root: Path) -> dict[str, Any]:
-    """platform.yaml's one mapping, its keys checked to be name, description, webhook_tls and
-    prepare (each checked by the steps below). Raises ProfileError."""
+    """platform.yaml's one mapping, its keys checked to be name, description, webhook_tls, prepare
+    and prometheus (each checked by the steps below). Raises ProfileError."""
     meta_path = root / PROFILE_FILE
     if not meta_path.is_file():
         raise ProfileError(meta_path, "file", "platform.yaml with name and description", "no such file")
@@ -79,9 +79,10 @@ def read_meta(root: Path) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise ProfileError(meta_path, "content", "one mapping with name and description", f"{len(docs)} documents"
                            if len(docs) != 1 else type(meta).__name__)
-    unknown = sorted(set(meta) - {"name", "description", "webhook_tls", "prepare"})
+    unknown = sorted(set(meta) - {"name", "description", "webhook_tls", "prepare", "prometheus"})
     if unknown:
-        raise ProfileError(meta_path, unknown[0], "only name, description, webhook_tls and prepare", repr(unknown[0]))
+        raise ProfileError(meta_path, unknown[0], "only name, description, webhook_tls, prepare and prometheus",
+                           repr(unknown[0]))
     return meta
 
 
@@ -98,6 +99,19 @@ def check_webhook_tls(meta_path: Path, webhook_tls: Any) -> None:
         if not isinstance(webhook_tls[key], str) or not pattern.fullmatch(webhook_tls[key]):
             raise ProfileError(meta_path, f"webhook_tls.{key}", f"{what} of at most 63 characters (a-z, 0-9, -)",
                                repr(webhook_tls[key]))
+
+
+def check_prometheus(meta_path: Path, prometheus: Any) -> int | None:
+    """platform.yaml's ``prometheus: {node_port}``: the NodePort (30000 to 32767) of the profile's
+    own Prometheus, where drills read detection unless ``--prometheus`` names another; None when
+    absent. Raises ProfileError."""
+    if prometheus is None:
+        return None
+    port = prometheus.get("node_port") if isinstance(prometheus, dict) and set(prometheus) == {"node_port"} else None
+    if isinstance(port, bool) or not isinstance(port, int) or not 30000 <= port <= 32767:
+        raise ProfileError(meta_path, "prometheus", "a mapping {node_port: N}, N the NodePort (30000 to 32767) of the "
+                           "profile's Prometheus", repr(prometheus))
+    return port
 
 
 def check_name_and_description(meta_path: Path, name: Any, description: Any) -> None:

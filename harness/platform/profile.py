@@ -4,6 +4,9 @@
 A profile is a directory (``kdrill run --platform DIR``, ``kdrill cluster create --platform DIR``)::
 
     platform.yaml        name (a DNS label, at most 20 characters) and description; required.
+                         Optional ``prometheus: {node_port}``: the NodePort of the profile's own
+                         Prometheus, where drills read detection (harness/engine/detection.py)
+                         through the kind config's ``127.0.0.1`` mapping of it
                          Optional ``webhook_tls: {service, namespace}``: a CA and a serving
                          certificate for that Service are made when the profile is installed
                          (never stored in the profile), and the manifests' ``$(tls_cert)``,
@@ -101,6 +104,7 @@ class PlatformProfile:
     files: dict[str, str] = field(default_factory=dict)
     hash: str = ""
     webhook_tls: dict[str, str] | None = None  # {"service", "namespace"}: a serving certificate made at install
+    prometheus_node_port: int | None = None  # the profile's own Prometheus's NodePort: where detection is read
 
     def record(self) -> dict[str, Any]:
         """What the cluster and the evidence keep: name, description, hash, files."""
@@ -142,6 +146,7 @@ def load(directory: str | Path) -> PlatformProfile:
     name, description = meta.get("name"), meta.get("description")
     loading.check_name_and_description(meta_path, name, description)
     loading.check_prepared(root, meta_path, meta.get("prepare"))
+    prometheus_node_port = loading.check_prometheus(meta_path, meta.get("prometheus"))
     patches = loading.kubeadm_patches(root)
     manifests, made = loading.manifests(root, webhook_tls)
     loading.check_webhook_service(meta_path, webhook_tls, made)
@@ -152,4 +157,5 @@ def load(directory: str | Path) -> PlatformProfile:
     return PlatformProfile(root=root, name=name, description=description.strip(), kubeadm_patches=patches,
                            manifests=manifests, corefile=corefile, images=images,
                            has_node_files=(root / "files").is_dir(), files=files, hash=profile_hash(files),
-                           webhook_tls=dict(webhook_tls) if webhook_tls else None)
+                           webhook_tls=dict(webhook_tls) if webhook_tls else None,
+                           prometheus_node_port=prometheus_node_port)

@@ -35,7 +35,7 @@ finish.py (the session's end and the seal).
 from __future__ import annotations
 
 from harness.plugin.cluster import kdrill_cluster
-from harness.plugin.cluster_facts import kdrill_identity, kdrill_topology, kdrill_vitals
+from harness.plugin.cluster_facts import kdrill_identity, kdrill_monitoring, kdrill_topology, kdrill_vitals
 from harness.plugin.collection import pytest_collection_finish, pytest_collection_modifyitems, pytest_generate_tests
 from harness.plugin.drill_fixture import drill
 from harness.plugin.finish import pytest_sessionfinish, pytest_unconfigure
@@ -43,6 +43,7 @@ from harness.plugin.options import pytest_addoption, pytest_configure
 from harness.plugin.records import kdrill_run, pytest_runtest_makereport
 
 # What pytest registers from this module (the pytest11 entry point harness.plugin).
-__all__ = ["drill", "kdrill_cluster", "kdrill_identity", "kdrill_run", "kdrill_topology", "kdrill_vitals",
+__all__ = ["drill", "kdrill_cluster", "kdrill_identity", "kdrill_monitoring", "kdrill_run", "kdrill_topology",
+           "kdrill_vitals",
            "pytest_addoption", "pytest_collection_finish", "pytest_collection_modifyitems", "pytest_configure",
            "pytest_generate_tests", "pytest_runtest_makereport", "pytest_sessionfinish", "pytest_unconfigure"]

@@ -13,6 +13,7 @@ from harness.components.topology import cluster_identity, discover
 from harness.core.ledger import Ledger
 from harness.engine.vitals import VitalSigns
 from harness.platform.profile import recorded
+from harness.plugin.detection import monitoring_for
 
 
 @pytest.fixture(scope="session")
@@ -56,3 +57,11 @@ def kdrill_vitals(kdrill_cluster, kdrill_topology):
     vitals = VitalSigns(kdrill_cluster, (kdrill_topology.workers or [None])[-1], ledger=Ledger())
     yield vitals
     vitals.delete()
+
+
+@pytest.fixture(scope="session")
+def kdrill_monitoring(request: pytest.FixtureRequest, kdrill_cluster, kdrill_run):
+    """Where the session reads detection (harness/plugin/detection.py), or None; named in run.json."""
+    monitoring = monitoring_for(request.config, kdrill_cluster)
+    kdrill_run["meta"]["detection_source"] = monitoring.source if monitoring else None
+    return monitoring

@@ -15,6 +15,7 @@ from harness.core.progress import RunProgress
 from harness.kube.providers import NODE_CHANNEL_SAYS, Cluster
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 from harness.plugin.cluster import settle_namespaces
+from harness.plugin.detection import read_detection
 from harness.plugin.drill import Drill
 from harness.plugin.records import record_not_run
 from harness.plugin.session import reports_dir, scenario_of, session_scenario
@@ -25,7 +26,7 @@ log = logging.getLogger("kdrill.plugin")
 
 @pytest.fixture
 def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster, kdrill_topology, kdrill_identity,
-          kdrill_vitals):
+          kdrill_vitals, kdrill_monitoring):
     """A :class:`harness.plugin.drill.Drill` for the test's scenario and case; its evidence is written
     after the test body whatever happened (and a record says why when it does not run)."""
     config = request.config
@@ -57,6 +58,7 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     error = _call_error(request.node)
     if vitals is not None:
         _finish_vitals(d, vitals, scenario, error)
+    _finish_detection(d, kdrill_monitoring, scenario, error)
     d.finish(error)
     _add_junit_properties(request.node, d, label)
     progress(f"kdrill: {session_progress.ended(label, d.record.verdict, d.record.duration_seconds or 0.0)}")
@@ -107,6 +109,28 @@ def _finish_vitals(d: Drill, vitals, scenario: Scenario, error: BaseException | 
         vital = d.record.vital_signs["signs"][sign]
         d.say(f"FLAGGED vital sign {sign}: {vital['reason']}: "
               f"{ {k: v for k, v in vital.items() if k in ('baseline', 'fault', 'after', 'added')} }")
+
+
+def _finish_detection(d: Drill, monitoring, scenario: Scenario, error: BaseException | None) -> None:
+    """Whether the platform's monitoring noticed (harness/plugin/detection.py), into the record;
+    each expected alert said. A drill that failed before its fault, or without a Prometheus to
+    read and nothing expected, records none."""
+    expected = scenario.detection_for(d.case)
+    if not expected and monitoring is None:
+        return
+    injections = d.record.observations.get("injections", [])
+    if error is not None and not injections:
+        return
+    try:
+        d.record.detection = read_detection(monitoring, expected, injections)
+    except Exception as exc:  # recorded: the drill's own outcome stands, its detection is an error
+        d.record.detection = {"verdict": "error", "why": f"detection not read: {type(exc).__name__}: {exc}"[:500]}
+    for alert in d.record.detection.get("alerts", []):
+        d.say(f"detection {alert['alert']}: {alert['outcome']}" + (f" ({alert['why']})" if alert["why"] else
+              f" (fired after {alert['fired_after_seconds']:.0f} s, resolved {alert['resolved_after_seconds']:.0f} s "
+              "after the revert)"))
+    if d.record.detection.get("verdict") in ("error", "not checked"):
+        d.say(f"detection {d.record.detection['verdict']}: {d.record.detection.get('why')}")
 
 
 def _add_junit_properties(item: pytest.Item, d: Drill, label: str) -> None:

@@ -17,6 +17,7 @@ from harness.kube.providers.kind import cluster_name_problem
 from harness.kube.workloads import toolbox_problem
 from harness.plugin.tiers import DEFAULT_TIER, TIERS
 from harness.plugin.workers import XdistController
+from harness.probes.alerts import source_problem
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,6 +45,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="who approved breaking this cluster for the drills (recorded in the evidence)")
     group.addoption("--kdrill-scenarios-dir", default=None,
                     help="where drills find their scenario files (default: kdrill's built-in scenarios)")
+    group.addoption("--kdrill-prometheus", default=os.environ.get("KDRILL_PROMETHEUS"),
+                    help="read detection (each drill's alerts) from this Prometheus, read only "
+                         "(default: a platform profile's own, if it names one; harness/plugin/detection.py)")
+    group.addoption("--kdrill-prometheus-token-file", default=os.environ.get("KDRILL_PROMETHEUS_TOKEN_FILE"),
+                    help="a file holding the bearer token for --kdrill-prometheus (or $KDRILL_PROMETHEUS_TOKEN)")
     group.addoption("--kdrill-tier", default=os.environ.get("KDRILL_TIER", DEFAULT_TIER), choices=TIERS,
                     help="presubmit (default): the representative drill set and one SIGKILL case per fault kind "
                          "(harness/plugin/tiers.py); full: every test and every drill of the catalogue. Named "
@@ -67,6 +73,9 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = cluster_name_problem(name) if name is not None else None
     if problem:  # refused before any cluster is touched, not by kind after the images are built
         raise pytest.UsageError(f"--kdrill-cluster-name / KDRILL_CLUSTER_NAME: {problem}")
+    url = config.getoption("--kdrill-prometheus")
+    if url is not None and source_problem(url):  # refused before any cluster is touched
+        raise pytest.UsageError(f"--kdrill-prometheus / KDRILL_PROMETHEUS: expected {source_problem(url)}, got {url!r}")
     if worker_id(config) is not None:  # a pytest-xdist worker: the controller's run (harness/core/workers.py)
         config._kdrill_run_id = config.workerinput["kdrill_run_id"]
         return

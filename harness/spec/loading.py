@@ -13,7 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import resources
-from harness.spec.model import Bound, Case, ExpectationSpec, Scenario, ScenarioError, Source, display_path
+from harness.spec.model import (
+    Bound,
+    Case,
+    DetectionSpec,
+    ExpectationSpec,
+    Scenario,
+    ScenarioError,
+    Source,
+    display_path,
+)
 from harness.spec.plugins import PluginError, data_usable, fault_kinds, registered_fault
 from harness.spec.rules import check_rules
 from harness.spec.schema import MAX_PROBE_INTERVAL_SECONDS, RUNNER_DRILL
@@ -170,6 +179,8 @@ def _build(path: Path, data: dict) -> Scenario:
         runner=copy.deepcopy(data.get("runner")),
         node_access_for=data["cluster"].get("node_access_for", ""),
         on_request=data.get("on_request", "").strip(),
+        detection=tuple(DetectionSpec(d["alert"], float(d["fires_within_seconds"]), float(d["resolves_within_seconds"]),
+                                      tuple(d.get("cases") or ())) for d in data.get("detection") or []),
         cases=tuple(Case(c["name"], copy.deepcopy(c.get("params") or {}), _expectation_specs(c.get("expectations") or []))
                     for c in data.get("cases", [])),
         path=path,

@@ -55,6 +55,23 @@ class ScenarioError(ValueError):
 
 
 @dataclass(frozen=True)
+class DetectionSpec:
+    """An alert the platform's monitoring should fire for the drill's failure: within
+    ``fires_within_seconds`` of the fault taking effect, resolved within ``resolves_within_seconds``
+    of the revert; in every case, or only in ``cases``."""
+
+    alert: str
+    fires_within_seconds: float
+    resolves_within_seconds: float
+    cases: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alert": self.alert, "fires_within_seconds": self.fires_within_seconds,
+                "resolves_within_seconds": self.resolves_within_seconds,
+                **({"cases": list(self.cases)} if self.cases else {})}
+
+
+@dataclass(frozen=True)
 class Source:
     """A primary document stating the behaviour under test."""
 
@@ -167,6 +184,11 @@ class Scenario:
     node_access_for: str = ""  # cluster.node_access_for: what a drill file does on the nodes
     on_request: str = ""  # why it runs only when named; "" for a drill of the default catalogue
     fault_outside_drill: str = ""  # fault.outside_drill: what the fault acts on beyond the drill's objects, and why
+    detection: tuple[DetectionSpec, ...] = ()  # what the platform's monitoring should notice
+
+    def detection_for(self, case: str | None = None) -> list[DetectionSpec]:
+        """The alerts expected in ``case`` (those without ``cases``, and those naming it)."""
+        return [d for d in self.detection if not d.cases or case in d.cases]
 
     def node_access_needs(self, case: str | None = None) -> list[str]:
         """What the drill does on the nodes, each a phrase after "it": its fault's (the fault
@@ -261,6 +283,7 @@ class Scenario:
             "cases": [c.to_dict() for c in self.cases],
             "vital_signs": {sign: list(names) for sign, names in self.vital_signs.items()},
             "severity": self.severity,
+            **({"detection": [d.to_dict() for d in self.detection]} if self.detection else {}),
             **({"on_request": self.on_request} if self.on_request else {}),
             **({"runner": copy.deepcopy(self.runner)} if self.runner is not None else {}),
             "path": str(self.path),

@@ -27,6 +27,7 @@ def check_rules(path: Path, data: dict) -> None:
     _check_no_todo(path, data)
     check_runner(path, data)
     _check_vital_signs(path, data)
+    _check_detection(path, data)
     common = {item["name"]: i for i, item in enumerate(data["expectations"])}
     for where, items in expectation_lists(data):
         for i, item in enumerate(items):
@@ -36,6 +37,23 @@ def check_rules(path: Path, data: dict) -> None:
                 raise ScenarioError(path, f"{where}[{i}].name",
                                     f"a name not used by the scenario's own expectations "
                                     f"(expectations[{common[item['name']]}] already uses it)", repr(item["name"]))
+
+
+def _check_detection(path: Path, data: dict) -> None:
+    """Each alert of ``detection`` expected once in any case, and the cases it names the scenario's."""
+    cases = [c["name"] for c in data.get("cases") or []]
+    seen: dict[tuple[str, str | None], int] = {}
+    for i, item in enumerate(data.get("detection") or []):
+        for j, case in enumerate(item.get("cases") or []):
+            if case not in cases:
+                raise ScenarioError(path, f"detection[{i}].cases[{j}]",
+                                    f"the name of a case of this scenario ({', '.join(cases) or 'it has none'})",
+                                    repr(case))
+        for case in item.get("cases") or cases or [None]:
+            first = seen.setdefault((item["alert"], case), i)
+            if first != i:
+                raise ScenarioError(path, f"detection[{i}].alert", f"an alert expected once in each case "
+                                    f"(detection[{first}] already expects it)", repr(item["alert"]))
 
 
 def _check_unique_names(path: Path, data: dict) -> None:

@@ -37,6 +37,8 @@ ACTION_VERBS = ("delete", "evict", "scale", "kill_container")  # what a runner a
 UNITS: tuple[str, ...] = ("seconds", "ratio", "count", "bool", "flag", "bytes", "per_second",
                           "apiservices", "names", "queries", "requests")
 IMAGE_NAME = "^[a-z][a-z0-9]{0,30}$"
+# An alert's name: a Prometheus metric name (the ALERTS series carries it as a label value).
+ALERT_NAME = "^[a-zA-Z_][a-zA-Z0-9_]{0,99}$"
 IMAGE_BASES = ("pause", "toolbox")  # what a declared registry's image is built on (registry_images)
 MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below this
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
@@ -330,6 +332,26 @@ SCHEMA: dict[str, Any] = {
                 "anyOf": [{"type": "string", "pattern": "^[a-z0-9_]+$"},
                           {"type": "array", "minItems": 1, "items": {"type": "string", "pattern": "^[a-z0-9_]+$"}}],
                 "x-expected": "the name of an expectation of this scenario, or a list of them (one per case)"},
+        },
+        # What the platform's monitoring should notice: each alert firing within seconds of the
+        # fault taking effect and resolving within seconds of the revert (harness/engine/detection.py)
+        "detection": {
+            "type": "array", "minItems": 1,
+            "x-expected": "a list of at least one alert (or leave detection out)",
+            "items": {
+                "type": "object", "additionalProperties": False,
+                "required": ["alert", "fires_within_seconds", "resolves_within_seconds"],
+                "properties": {
+                    "alert": {"type": "string", "pattern": ALERT_NAME,
+                              "x-expected": "an alert's name as Prometheus's rules name it ([a-zA-Z_][a-zA-Z0-9_]*)"},
+                    "fires_within_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600,
+                                             "x-expected": "seconds from the fault taking effect, above 0, at most 3600"},
+                    "resolves_within_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600,
+                                                "x-expected": "seconds from the revert, above 0, at most 3600"},
+                    "cases": {"type": "array", "minItems": 1, "items": _NAME,
+                              "x-expected": "the names of the cases this alert is expected in"},
+                },
+            },
         },
         "cases": {
             "type": "array", "minItems": 1,

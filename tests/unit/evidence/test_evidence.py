@@ -30,7 +30,7 @@ EXAMPLE = Path(__file__).parents[1] / "data" / "example-drill.yaml"
 RECORD_KEYS = {
     "run_id", "drill", "case", "title", "claim", "verdict", "started_at", "finished_at", "duration_seconds",
     "cluster", "fault", "phases", "expectations", "probes", "observations", "source", "scenario", "errors",
-    "evidence_files", "kdrill_version", "vital_signs", "replaced_measurements", "waits", "waits_dropped",
+    "evidence_files", "kdrill_version", "vital_signs", "replaced_measurements", "waits", "waits_dropped", "detection",
 }
 
 

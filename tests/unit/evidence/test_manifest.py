@@ -283,7 +283,7 @@ def test_untouched_sealed_run_verifies(run_dir: Path) -> None:
     result = verify_run(run_dir)
     assert result.ok, result.problems
     assert result.problems == []
-    assert result.files == 14 and result.directories == 4  # with metrics.openmetrics.txt
+    assert result.files == 16 and result.directories == 4  # with metrics.openmetrics.txt and the failure matrix (2)
     assert result.run_id == RUN_ID
     assert result.signer is not None and result.signer.fingerprint == local_fingerprint()
     assert not result.pinned and "not pinned" in result.signer_line()

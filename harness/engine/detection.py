@@ -1,0 +1,121 @@
+"""Would the team notice? Each alert a scenario's ``detection`` names, judged from what the
+platform's own Prometheus recorded (harness/probes/alerts.py): fired within
+``fires_within_seconds`` of the fault taking effect (the first injection's ``injected_at``) and
+resolved within ``resolves_within_seconds`` of the revert (the last ``reverted_at``).
+
+Outcomes, each with its verdict ("passed" only for the first):
+
+- ``detected``: fired in time and resolved in time;
+- ``undetected``: the platform has no alerting rule of that name, or it never fired;
+- ``late``: it fired, after its bound;
+- ``already firing``: it was firing when the fault took effect, so it cannot tell this failure;
+- ``not resolved`` / ``resolved late``: it fired in time but was still firing at the end of the
+  reading, or resolved after its bound.
+
+Times are the ``ALERTS`` series' own, good to one rule evaluation (the profile's: 5 s) and one
+sampled second; ``condition_after_seconds`` is when the rule's condition first held (its
+pending state began, or it fired at once when its ``for:`` is 0), so a late alert says whether
+the failure was slow to show or the rule slow to fire. Alerts that fired in the window without
+being expected are listed as ``also_fired``: what else noticed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.probes.alerts import AlertInterval
+from harness.spec.model import DetectionSpec
+
+OUTCOMES = ("detected", "undetected", "late", "already firing", "not resolved", "resolved late")
+
+
+def detection_window(injections: list[dict[str, Any]]) -> tuple[float, float | None] | None:
+    """(injected_at of the first injection, reverted_at of the last, None when never reverted),
+    or None when the drill injected nothing."""
+    times = [i for i in injections if isinstance(i.get("injected_at"), (int, float))]
+    if not times:
+        return None
+    return float(times[0]["injected_at"]), times[-1].get("reverted_at")
+
+
+def reading_deadline(expected: list[DetectionSpec], injected_at: float, reverted_at: float | None,
+                     slack_seconds: float) -> float:
+    """Epoch seconds until which an alert may still fire or resolve within its bounds (plus
+    ``slack_seconds`` for the reading itself)."""
+    reverted = reverted_at if reverted_at is not None else injected_at
+    latest = max([injected_at + d.fires_within_seconds for d in expected]
+                 + [reverted + d.resolves_within_seconds for d in expected])
+    return latest + slack_seconds
+
+
+def judge_alert(spec: DetectionSpec, intervals: list[AlertInterval], rules: dict[str, float],
+                injected_at: float, reverted_at: float | None) -> dict[str, Any]:
+    """One expected alert's entry: ``{"alert", "outcome", "verdict", "why", "fires_within_seconds",
+    "resolves_within_seconds", "for_seconds", "condition_after_seconds", "fired_after_seconds",
+    "resolved_after_seconds"}`` (seconds; None where not measured). ``intervals`` are every
+    alert's, from Prometheus; ``rules`` its alerting rules (name -> ``for:`` seconds)."""
+    entry: dict[str, Any] = {"alert": spec.alert, "fires_within_seconds": spec.fires_within_seconds,
+                             "resolves_within_seconds": spec.resolves_within_seconds,
+                             "for_seconds": rules.get(spec.alert), "condition_after_seconds": None,
+                             "fired_after_seconds": None, "resolved_after_seconds": None}
+    if spec.alert not in rules:
+        return _outcome(entry, "undetected", f"the platform's Prometheus has no alerting rule named {spec.alert}")
+    firing = [i for i in intervals if i.alert == spec.alert and i.state == "firing"]
+    if any(i.start <= injected_at and (i.end is None or i.end > injected_at) for i in firing):
+        return _outcome(entry, "already firing", "it was firing when the fault took effect: it cannot tell this failure")
+    after = [i for i in firing if i.start > injected_at]
+    if not after:
+        return _outcome(entry, "undetected", "it never fired")
+    first = min(i.start for i in after)
+    entry["fired_after_seconds"] = round(first - injected_at, 3)
+    pending = [i.start for i in intervals if i.alert == spec.alert and i.state == "pending" and injected_at < i.start <= first]
+    entry["condition_after_seconds"] = round((min(pending) if pending else first) - injected_at, 3)
+    if first - injected_at > spec.fires_within_seconds:
+        return _outcome(entry, "late", f"it fired {first - injected_at:.1f} s after the fault took effect, "
+                                       f"later than {spec.fires_within_seconds:g} s")
+    if any(i.end is None for i in after):
+        return _outcome(entry, "not resolved", "it was still firing when the reading ended")
+    resolved = max(i.end for i in after if i.end is not None)
+    entry["resolved_after_seconds"] = round(resolved - (reverted_at if reverted_at is not None else injected_at), 3)
+    if entry["resolved_after_seconds"] > spec.resolves_within_seconds:
+        return _outcome(entry, "resolved late", f"it resolved {entry['resolved_after_seconds']:.1f} s after the revert, "
+                                                f"later than {spec.resolves_within_seconds:g} s")
+    return _outcome(entry, "detected", "")
+
+
+def _outcome(entry: dict[str, Any], outcome: str, why: str) -> dict[str, Any]:
+    entry.update(outcome=outcome, verdict="passed" if outcome == "detected" else "failed", why=why)
+    return entry
+
+
+def also_fired(expected: list[DetectionSpec], intervals: list[AlertInterval], injected_at: float,
+               reverted_at: float | None) -> list[dict[str, Any]]:
+    """The alerts not expected that fired after the fault took effect: ``[{"alert",
+    "fired_after_seconds", "resolved_after_seconds", "labels"}]`` (the first firing of each; a
+    resolution None while it still fired), in the order they fired."""
+    names = {d.alert for d in expected}
+    reverted = reverted_at if reverted_at is not None else injected_at
+    out: dict[str, dict[str, Any]] = {}
+    for i in sorted(intervals, key=lambda i: i.start):
+        if i.state != "firing" or i.alert in names or i.start <= injected_at or i.alert in out:
+            continue
+        out[i.alert] = {"alert": i.alert, "fired_after_seconds": round(i.start - injected_at, 3),
+                        "resolved_after_seconds": None if i.end is None else round(i.end - reverted, 3),
+                        "labels": {k: v for k, v in i.labels.items() if k != "alertname"}}
+    return list(out.values())
+
+
+def already_firing(intervals: list[AlertInterval], injected_at: float) -> list[str]:
+    """The names of the alerts firing when the fault took effect (the platform was not quiet)."""
+    return sorted({i.alert for i in intervals if i.state == "firing" and i.start <= injected_at
+                   and (i.end is None or i.end > injected_at)})
+
+
+def judge_detection(expected: list[DetectionSpec], intervals: list[AlertInterval], rules: dict[str, float],
+                    injected_at: float, reverted_at: float | None) -> dict[str, Any]:
+    """The drill's detection: ``{"verdict": "passed" | "failed", "alerts": [judge_alert()],
+    "also_fired": [...], "already_firing": [...]}``."""
+    alerts = [judge_alert(spec, intervals, rules, injected_at, reverted_at) for spec in expected]
+    return {"verdict": "passed" if all(a["verdict"] == "passed" for a in alerts) else "failed",
+            "alerts": alerts, "also_fired": also_fired(expected, intervals, injected_at, reverted_at),
+            "already_firing": already_firing(intervals, injected_at)}

@@ -1,0 +1,123 @@
+"""The failure matrix of a run: one row per failure drilled, the seeds' columns, from what each
+record measured: **impact** (the expectations and vital signs: which paths failed, how much, for
+how long), **detection** (which alert after how many seconds, or undetected: the record's
+``detection``, harness/plugin/detection.py), **mitigation** (the way out the drill exercised: the
+fault's revert, verified or not, with its time) and **recovery** (seconds from the revert until
+the expected alerts resolved, when detection was read). ``kdrill matrix RUN`` prints it, the
+report shows it first, and the run's ``failure_matrix.csv`` and ``failure_matrix.json`` carry it,
+sealed with the run.
+
+Every cell says what the record holds and no more: a drill without a detection reading says
+"not checked", never "detected".
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.core.files import write_text_atomic
+from harness.evidence.layout import MATRIX_CSV_NAME, MATRIX_JSON_NAME
+from harness.evidence.reading import checked_verdict, expectation_problem, load_run
+
+COLUMNS = ("drill", "case", "verdict", "impact", "detection", "detection_verdict", "mitigation", "recovery_seconds")
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def impact(record: Mapping[str, Any]) -> str:
+    """The expectations that did not hold (name=measured) and the flagged vital signs, or what held."""
+    expectations = [x for x in record.get("expectations") or [] if isinstance(x, dict)]
+    broken = [f"{x.get('name')}={x.get('measured')}" for x in expectations if expectation_problem(x) is not None]
+    vitals = record.get("vital_signs") if isinstance(record.get("vital_signs"), dict) else {}
+    flagged = [str(s) for s in vitals.get("flagged") or []]
+    parts = [f"{len(expectations) - len(broken)}/{len(expectations)} expectations held"]
+    parts += [f"not held: {', '.join(broken)}"] if broken else []
+    parts += [f"flagged vital signs: {', '.join(flagged)}"] if flagged else []
+    return "; ".join(parts)
+
+
+def detection(record: Mapping[str, Any]) -> tuple[str, str]:
+    """(what the platform's monitoring noticed, in words; its verdict: detected, undetected,
+    not checked or error)."""
+    d = record.get("detection") if isinstance(record.get("detection"), dict) else {}
+    verdict = d.get("verdict")
+    if not d or verdict in ("not checked", None):
+        return (str(d.get("why") or "no detection expected or read"), "not checked")
+    if verdict == "error":
+        return (str(d.get("why")), "error")
+    words = []
+    for a in d.get("alerts") or []:
+        if not isinstance(a, dict):
+            continue
+        fired = _number(a.get("fired_after_seconds"))
+        words.append(f"{a.get('alert')}: {a.get('outcome')}" + (f" after {fired:.0f} s" if fired is not None else ""))
+    also = [str(a.get("alert")) for a in d.get("also_fired") or [] if isinstance(a, dict)]
+    if also:
+        words.append(f"also fired: {', '.join(also)}")
+    if verdict == "none expected":
+        return ("; ".join(words) or "nothing fired", "not checked")
+    return ("; ".join(words), "detected" if verdict == "passed" else "undetected")
+
+
+def mitigation(record: Mapping[str, Any]) -> str:
+    """The way out the drill exercised: its fault's revert, verified or not, and when."""
+    fault = record.get("fault") if isinstance(record.get("fault"), dict) else {}
+    injected, reverted = _number(fault.get("injected_at")), _number(fault.get("reverted_at"))
+    if injected is None:
+        return "fault never injected"
+    if reverted is None:
+        return f"{fault.get('kind')} ({fault.get('method')}): not reverted"
+    verified = "verified" if fault.get("revert_verified") else "NOT verified"
+    return f"{fault.get('kind')} ({fault.get('method')}) reverted {reverted - injected:.0f} s after injection, {verified}"
+
+
+def recovery_seconds(record: Mapping[str, Any]) -> float | None:
+    """Seconds from the revert until the last expected alert resolved, when detection was read."""
+    d = record.get("detection") if isinstance(record.get("detection"), dict) else {}
+    times = [_number(a.get("resolved_after_seconds")) for a in d.get("alerts") or [] if isinstance(a, dict)]
+    times = [t for t in times if t is not None]
+    return round(max(times), 1) if times else None
+
+
+def matrix_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per record (COLUMNS), the verdict as the record's own content supports it."""
+    rows = []
+    for record in records:
+        words, verdict = detection(record)
+        rows.append({"drill": str(record.get("drill")), "case": record.get("case"),
+                     "verdict": checked_verdict(record)[0], "impact": impact(record), "detection": words,
+                     "detection_verdict": verdict, "mitigation": mitigation(record),
+                     "recovery_seconds": recovery_seconds(record)})
+    return rows
+
+
+def as_csv(rows: list[dict[str, Any]]) -> str:
+    """The rows as CSV with a header line (COLUMNS); an empty value for None."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if row[k] is None else row[k] for k in COLUMNS})
+    return out.getvalue()
+
+
+def as_json(rows: list[dict[str, Any]]) -> str:
+    return json.dumps({"columns": list(COLUMNS), "rows": rows}, indent=2) + "\n"
+
+
+def run_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """The matrix of the run in ``run_dir`` (its records as :func:`load_run` reads them)."""
+    return matrix_rows([record for _, record in load_run(Path(run_dir)).records])
+
+
+def write(run_dir: Path) -> list[Path]:
+    """Write ``failure_matrix.csv`` and ``failure_matrix.json`` into the run (before its seal)."""
+    rows = run_rows(run_dir)
+    return [write_text_atomic(Path(run_dir) / MATRIX_CSV_NAME, as_csv(rows)),
+            write_text_atomic(Path(run_dir) / MATRIX_JSON_NAME, as_json(rows))]

@@ -1,0 +1,49 @@
+"""The report's views of detection: the failure matrix first (harness/evidence/failure_matrix.py),
+and each drill's "Would the team notice?" panel from its record's ``detection``
+(harness/plugin/detection.py). Values are shown as the record holds them; nothing is inferred."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from harness.evidence.failure_matrix import matrix_rows
+from harness.evidence.report_format import as_text, record_anchor
+
+DETECTION_CLASSES = {"detected": "ok-text", "undetected": "fail-text", "error": "fail-text", "not checked": "muted"}
+
+
+def matrix_view(records: list[tuple[Path, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """The matrix's rows with each drill's anchor and its detection's CSS class."""
+    rows = matrix_rows([record for _, record in records])
+    return [{**row, "anchor": record_anchor(path), "cls": DETECTION_CLASSES.get(row["detection_verdict"], "muted"),
+             "recovery": "—" if row["recovery_seconds"] is None else f"{row['recovery_seconds']:.0f} s"}
+            for (path, _), row in zip(records, rows)]
+
+
+def _seconds(value: Any) -> str:
+    return f"{value:.1f} s" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
+
+
+def detection_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``{"verdict", "why", "source", "alerts": [...], "also_fired": [...], "already_firing"}`` as
+    text, or None when the record has no detection."""
+    d = record.get("detection")
+    if not isinstance(d, dict) or not d:
+        return None
+    source = d.get("source") if isinstance(d.get("source"), dict) else {}
+    alerts = [{"alert": as_text(a.get("alert")), "outcome": as_text(a.get("outcome")),
+               "cls": "ok-text" if a.get("outcome") == "detected" else "fail-text",
+               "fired": _seconds(a.get("fired_after_seconds")), "fires_within": _seconds(a.get("fires_within_seconds")),
+               "condition": _seconds(a.get("condition_after_seconds")), "for": _seconds(a.get("for_seconds")),
+               "resolved": _seconds(a.get("resolved_after_seconds")),
+               "resolves_within": _seconds(a.get("resolves_within_seconds")), "why": as_text(a.get("why") or "")}
+              for a in d.get("alerts") or [] if isinstance(a, dict)]
+    also = [{"alert": as_text(a.get("alert")), "fired": _seconds(a.get("fired_after_seconds")),
+             "resolved": _seconds(a.get("resolved_after_seconds")),
+             "labels": ", ".join(f"{k}={v}" for k, v in sorted((a.get("labels") or {}).items()))}
+            for a in d.get("also_fired") or [] if isinstance(a, dict)]
+    return {"verdict": as_text(d.get("verdict")), "why": as_text(d.get("why") or ""),
+            "source": as_text(f"{source.get('prometheus')} (named by {source.get('named_by')})") if source else "",
+            "alerts": alerts, "also_fired": also,
+            "already_firing": [as_text(a) for a in d.get("already_firing") or []]}
