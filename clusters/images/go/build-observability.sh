@@ -27,6 +27,4 @@ for ui in elm mantine; do
     > "$src/ui/app/dist/$ui/index.html"
 done
 (cd "$src" && go build "${flags[@]}" -mod=readonly -o "$out/alertmanager" ./cmd/alertmanager)
-"$out/prometheus" --version | head -1
-"$out/alertmanager" --version | head -1
-"$out/kube-state-metrics" --version 2>&1 | head -1
+ls -l "$out"

@@ -173,3 +173,45 @@ def test_a_passed_record_needs_its_detection_to_hold():
     # An alert the scenario expects, dropped from a passed record.
     assert detection_problems(_record({"verdict": "passed", "alerts": []}, spec)) == [
         "detection of EtcdMemberDown its scenario expects is missing"]
+
+
+# --- reading (harness/plugin/detection.py), with a stand-in for Prometheus's answers --------
+
+class StandIn:
+    """Prometheus's two answers as plain data, or an error."""
+
+    def __init__(self, rules=None, intervals=(), error=None):
+        self.rules, self.intervals, self.error, self.reads = rules or {}, list(intervals), error, 0
+
+    def alert_rules(self):
+        self.reads += 1
+        if self.error:
+            raise self.error
+        return self.rules
+
+    def alert_intervals(self, start, end):
+        return [i for i in self.intervals if i.start >= start]
+
+
+def test_reading_says_not_checked_without_a_prometheus_or_an_injection():
+    from harness.plugin.detection import Monitoring, read_detection
+    assert read_detection(None, [SPEC], [{"injected_at": T0, "reverted_at": REVERT}])["verdict"] == "not checked"
+    monitoring = Monitoring(StandIn(RULES), {"prometheus": "http://p", "named_by": "--prometheus"})
+    result = read_detection(monitoring, [SPEC], [])
+    assert result["verdict"] == "not checked" and result["why"] == "the fault never took effect"
+
+
+def test_reading_returns_once_every_alert_has_settled_and_names_its_source(monkeypatch):
+    import time as clock
+
+    from harness.plugin.detection import Monitoring, PrometheusError, read_detection
+    now = clock.time()
+    injections = [{"injected_at": now - 100, "reverted_at": now - 50}]
+    settled = StandIn(RULES, [firing(now - 90, now - 40)])
+    result = read_detection(Monitoring(settled, {"prometheus": "http://p", "named_by": "x"}), [SPEC], injections)
+    assert result["verdict"] == "passed" and result["source"] == {"prometheus": "http://p", "named_by": "x"}
+    assert settled.reads == 1  # settled at the first reading: no waiting
+    broken = StandIn(error=PrometheusError("http://p/api/v1/rules: connection refused"))
+    # Past its deadline already: one attempt, then the error is the record's.
+    result = read_detection(Monitoring(broken, {}), [DetectionSpec("X", 1, 1)], injections)
+    assert result["verdict"] == "error" and "connection refused" in result["why"]

@@ -614,3 +614,30 @@ def test_tls_placeholders_outside_manifests_are_refused(profile_dir, relative):
 def test_webhook_tls_must_name_a_service_the_manifests_make(profile_dir, value, expected):
     error = _refused_webhook_tls(profile_dir, value)
     assert error.where.startswith("webhook_tls") and expected in error.expected
+
+
+@pytest.mark.parametrize("value", [30090, {"node_port": 80}, {"node_port": "30090"}, {"node_port": True},
+                                   {"node_port": 30090, "path": "/"}, {}])
+def test_a_malformed_prometheus_is_refused(profile_dir, value):
+    meta = yaml.safe_load((profile_dir / "platform.yaml").read_text())
+    meta["prometheus"] = value
+    (profile_dir / "platform.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.where == "prometheus" and "NodePort (30000 to 32767)" in str(caught.value)
+
+
+def test_the_observability_profile_names_its_prometheus_and_its_rules_parse():
+    root = EXAMPLE.parent / "observability"
+    meta = yaml.safe_load((root / "platform.yaml").read_text())
+    assert meta["prometheus"] == {"node_port": 30090}
+    stack = list(yaml.safe_load_all((root / "manifests" / "30-stack.yaml").read_text()))
+    service = next(d for d in stack if d["kind"] == "Service" and d["metadata"]["name"] == "prometheus")
+    assert service["spec"]["ports"][0]["nodePort"] == 30090
+    rules = next(yaml.safe_load_all((root / "manifests" / "21-prometheus-rules.yaml").read_text()))
+    names = [r["alert"] for text in rules["data"].values() for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
+    assert len(names) == len(set(names)) and "EtcdMemberDown" in names
+    # Every alert a catalogue scenario expects is one of the profile's rules (else it reads undetected).
+    from harness.spec.scenario import load_scenarios
+    expected = {d.alert for s in load_scenarios(resources.scenarios_dir()) for d in s.detection}
+    assert expected and expected <= set(names), expected - set(names)
