@@ -71,10 +71,13 @@ def mitigation(record: Mapping[str, Any]) -> str:
     injected, reverted = _number(fault.get("injected_at")), _number(fault.get("reverted_at"))
     if injected is None:
         return "fault never injected"
+    # A method is named first in its text ("scale-subresource: the backend is scaled ..."): the name alone.
+    method = str(fault.get("method") or "").split(":")[0].strip()[:60]
+    what = f"{fault.get('kind')}" + (f" ({method})" if method else "")
     if reverted is None:
-        return f"{fault.get('kind')} ({fault.get('method')}): not reverted"
+        return f"{what}: not reverted"
     verified = "verified" if fault.get("revert_verified") else "NOT verified"
-    return f"{fault.get('kind')} ({fault.get('method')}) reverted {reverted - injected:.0f} s after injection, {verified}"
+    return f"{what} reverted {reverted - injected:.0f} s after injection, {verified}"
 
 
 def recovery_seconds(record: Mapping[str, Any]) -> float | None:
