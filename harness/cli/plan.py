@@ -105,6 +105,7 @@ def plan_data(scenarios: list[Scenario], reports: Path, target: str, existing: s
                           "access": _access(s, case, existing),
                           "cluster_config": None if existing else s.cluster_config,
                           "expectations": len(s.expectations_for(case)),
+                          "detection": [d.to_dict() for d in s.detection_for(case)],
                           "expected_seconds": past[0] if past else None, "expected_from": past[1] if past else None})
     known = [c["expected_seconds"] for c in cases]
     return {"target": target, "touches_nothing": True, "cases": cases,
@@ -162,6 +163,9 @@ def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 
                 *(["  probes     " + ", ".join(f"{p['name']} ({p['kind']})" for p in s.runner["probes"])]
                   if s.runner is not None else []),
                 f"  checks     {len(s.expectations_for(case))} expectations, and the vital signs",
+                *([f"  detection  " + "; ".join(f"{d.alert} firing within {d.fires_within_seconds:g} s, resolved within "
+                                              f"{d.resolves_within_seconds:g} s of the revert" for d in detection)
+                   + " (read from a Prometheus, when one is named)"] if (detection := s.detection_for(case)) else []),
                 f"  expected   {expected}",
             ]
     cases = sum(len(s.cases) or 1 for s in scenarios)
