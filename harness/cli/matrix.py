@@ -9,6 +9,7 @@ from harness.cli.output import print_as
 from harness.cli.refusals import named_run_dir, refusing
 from harness.evidence import failure_matrix
 from harness.evidence.manifest import is_sealed, verify_run
+from harness.evidence.verification import escaped
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
@@ -27,9 +28,12 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         for row in rows:
             name = row["drill"] + (f"[{row['case']}]" if row["case"] else "")
             recovery = "-" if row["recovery_seconds"] is None else f"{row['recovery_seconds']:.0f} s"
-            print(f"{name}  {row['verdict']}\n  impact:     {row['impact']}\n"
-                  f"  detection:  {row['detection_verdict'].upper()}: {row['detection']}\n"
-                  f"  mitigation: {row['mitigation']}\n  recovery:   {recovery} (expected alerts resolved after the revert)")
+            # Escaped: a record's text (an alert's name) must not rewrite what the terminal shows.
+            print("\n".join(escaped(line) for line in (
+                f"{name}  {row['verdict']}", f"  impact:     {row['impact']}",
+                f"  detection:  {row['detection_verdict'].upper()}: {row['detection']}",
+                f"  mitigation: {row['mitigation']}",
+                f"  recovery:   {recovery} (expected alerts resolved after the revert)")))
         print({None: f"run {run_dir.name}: not sealed", True: f"run {run_dir.name}: sealed, intact",
                False: f"run {run_dir.name}: sealed, NOT INTACT (kdrill verify says why)"}[intact])
     return 1 if intact is False else 0

@@ -163,7 +163,7 @@ def plan(scenarios: list[Scenario], reports: Path, target: str, clusters: int = 
                 *(["  probes     " + ", ".join(f"{p['name']} ({p['kind']})" for p in s.runner["probes"])]
                   if s.runner is not None else []),
                 f"  checks     {len(s.expectations_for(case))} expectations, and the vital signs",
-                *([f"  detection  " + "; ".join(f"{d.alert} firing within {d.fires_within_seconds:g} s, resolved within "
+                *(["  detection  " + "; ".join(f"{d.alert} firing within {d.fires_within_seconds:g} s, resolved within "
                                               f"{d.resolves_within_seconds:g} s of the revert" for d in detection)
                    + " (read from a Prometheus, when one is named)"] if (detection := s.detection_for(case)) else []),
                 f"  expected   {expected}",

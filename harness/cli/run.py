@@ -25,7 +25,7 @@ from harness.kube.providers import ProviderError, existing
 from harness.kube.providers.kind import cluster_name_problem
 from harness.kube.workloads import toolbox_problem
 from harness.platform.profile import PlatformProfile
-from harness.probes.alerts import source_problem
+from harness.probes.alerts import TOKEN_ENVIRONMENT, read_token_file, source_problem, token_problem
 from harness.spec.scenario import Scenario, ScenarioError, find_scenario, load_scenarios
 
 
@@ -115,15 +115,33 @@ def _refuse_run_options(args: argparse.Namespace) -> PlatformProfile | None:
         # The drills' session would refuse it too, but after this run's directory was made.
         raise Refused("kdrill: --node-agent runs privileged pods on every node of the cluster; consent with "
                       "--allow-context CONTEXT (the context drilled)")
-    if args.prometheus is not None and source_problem(args.prometheus):
-        raise Refused(f"kdrill: --prometheus: expected {source_problem(args.prometheus)}, got {args.prometheus!r}")
-    if args.prometheus_token_file is not None and not os.access(args.prometheus_token_file, os.R_OK):
-        raise Refused("kdrill: --prometheus-token-file: expected a readable file, "
-                      f"got {str(args.prometheus_token_file)!r}")
+    _refuse_prometheus_options(args)
     if profile is not None and (args.kubeconfig or args.context):
         raise Refused("kdrill: --platform builds a kind cluster; an existing cluster (--kubeconfig, --context) is "
                       "drilled as it is (its record, if any, is in the evidence)")
     return profile
+
+
+def _refuse_prometheus_options(args: argparse.Namespace) -> None:
+    """--prometheus, --prometheus-token-file and their environment variables, as the drills would
+    read them, refused before anything is touched. Raises Refused."""
+    url = args.prometheus if args.prometheus is not None else os.environ.get("KDRILL_PROMETHEUS")
+    name = "--prometheus" if args.prometheus is not None else "KDRILL_PROMETHEUS"
+    if url is not None and source_problem(url):
+        raise Refused(f"kdrill: {name}: expected {source_problem(url)}, got {url[:200]!r}")
+    token_file = (args.prometheus_token_file if args.prometheus_token_file is not None
+                  else os.environ.get("KDRILL_PROMETHEUS_TOKEN_FILE"))
+    if token_file is not None:
+        if url is None:
+            raise Refused("kdrill: --prometheus-token-file is the token for --prometheus URL; give the URL too")
+        try:
+            problem = token_problem(read_token_file(token_file))
+        except OSError as exc:
+            problem = f"a readable file ({exc.strerror or exc})"
+        if problem:
+            raise Refused(f"kdrill: --prometheus-token-file {str(token_file)[:200]!r}: expected {problem}")
+    if os.environ.get(TOKEN_ENVIRONMENT) is not None and token_problem(os.environ[TOKEN_ENVIRONMENT]):
+        raise Refused(f"kdrill: {TOKEN_ENVIRONMENT}: expected {token_problem(os.environ[TOKEN_ENVIRONMENT])}")
 
 
 def cluster_count(args: argparse.Namespace) -> int:

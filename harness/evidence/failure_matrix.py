@@ -21,13 +21,18 @@ from typing import Any, Mapping
 
 from harness.core.files import write_text_atomic
 from harness.evidence.layout import MATRIX_CSV_NAME, MATRIX_JSON_NAME
-from harness.evidence.reading import checked_verdict, expectation_problem, load_run
+from harness.evidence.reading import checked_verdict, detection_problems, expectation_problem, load_run, real_number
 
 COLUMNS = ("drill", "case", "verdict", "impact", "detection", "detection_verdict", "mitigation", "recovery_seconds")
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return real_number(value)
+
+
+def objects(value: Any) -> list[dict[str, Any]]:
+    """The objects of a list read from a record (anything else: none)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def impact(record: Mapping[str, Any]) -> str:
@@ -44,20 +49,23 @@ def impact(record: Mapping[str, Any]) -> str:
 
 def detection(record: Mapping[str, Any]) -> tuple[str, str]:
     """(what the platform's monitoring noticed, in words; its verdict: detected, undetected,
-    not checked or error)."""
+    not checked or error). A record whose detection does not hold up (harness.evidence.reading's
+    detection_problems) is an error, whatever it states."""
     d = record.get("detection") if isinstance(record.get("detection"), dict) else {}
     verdict = d.get("verdict")
+    problems = detection_problems(record)
+    if problems and verdict in ("passed", "not checked", "none expected", None):
+        return ("; ".join(problems)[:300], "error")
     if not d or verdict in ("not checked", None):
-        return (str(d.get("why") or "no detection expected or read"), "not checked")
+        return (str(d.get("why") or "no detection expected or read")[:300], "not checked")
     if verdict == "error":
-        return (str(d.get("why")), "error")
+        return (str(d.get("why"))[:300], "error")
     words = []
-    for a in d.get("alerts") or []:
-        if not isinstance(a, dict):
-            continue
+    for a in objects(d.get("alerts")):
         fired = _number(a.get("fired_after_seconds"))
-        words.append(f"{a.get('alert')}: {a.get('outcome')}" + (f" after {fired:.0f} s" if fired is not None else ""))
-    also = [str(a.get("alert")) for a in d.get("also_fired") or [] if isinstance(a, dict)]
+        words.append(f"{str(a.get('alert'))[:60]}: {str(a.get('outcome'))[:40]}"
+                     + (f" after {fired:.0f} s" if fired is not None else ""))
+    also = [str(a.get("alert"))[:60] for a in objects(d.get("also_fired"))]
     if also:
         words.append(f"also fired: {', '.join(also)}")
     if verdict == "none expected":
@@ -83,7 +91,7 @@ def mitigation(record: Mapping[str, Any]) -> str:
 def recovery_seconds(record: Mapping[str, Any]) -> float | None:
     """Seconds from the revert until the last expected alert resolved, when detection was read."""
     d = record.get("detection") if isinstance(record.get("detection"), dict) else {}
-    times = [_number(a.get("resolved_after_seconds")) for a in d.get("alerts") or [] if isinstance(a, dict)]
+    times = [_number(a.get("resolved_after_seconds")) for a in objects(d.get("alerts"))]
     times = [t for t in times if t is not None]
     return round(max(times), 1) if times else None
 
@@ -93,11 +101,22 @@ def matrix_rows(records: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     rows = []
     for record in records:
         words, verdict = detection(record)
-        rows.append({"drill": str(record.get("drill")), "case": record.get("case"),
+        case = record.get("case")
+        rows.append({"drill": str(record.get("drill"))[:100], "case": None if case is None else str(case)[:100],
                      "verdict": checked_verdict(record)[0], "impact": impact(record), "detection": words,
                      "detection_verdict": verdict, "mitigation": mitigation(record),
                      "recovery_seconds": recovery_seconds(record)})
     return rows
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text: one starting with =, +, -, @ or a control character
+    would be read as a formula, so it gets a leading apostrophe (numbers stay numbers)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
 
 
 def as_csv(rows: list[dict[str, Any]]) -> str:
@@ -106,7 +125,7 @@ def as_csv(rows: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if row[k] is None else row[k] for k in COLUMNS})
+        writer.writerow({k: _cell(row[k]) for k in COLUMNS})
     return out.getvalue()
 
 

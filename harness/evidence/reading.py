@@ -162,38 +162,81 @@ def _against_scenario(record: Mapping[str, Any], expectations: list) -> list[str
     return problems
 
 
+def real_number(value: Any) -> float | None:
+    """``value`` as a finite number of sane size, or None (booleans, text, NaN, 10**400 are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) and abs(number) <= 1e12 else None
+
+
+def expected_detection(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The alerts the record's own scenario expects in its case: alert name -> its entry
+    (``fires_within_seconds``, ``resolves_within_seconds``); malformed entries left out."""
+    scenario = record.get("scenario") if isinstance(record.get("scenario"), dict) else {}
+    specs = scenario.get("detection") if isinstance(scenario.get("detection"), list) else []
+    out = {}
+    for spec in specs:
+        if not isinstance(spec, dict) or not isinstance(spec.get("alert"), str):
+            continue
+        cases = spec.get("cases")
+        if cases is None or (isinstance(cases, list) and record.get("case") in cases):
+            out[spec["alert"]] = spec
+    return out
+
+
+def _alert_problem(alert: Any, wanted: Mapping[str, Any] | None) -> str | None:
+    """Why one detected alert's entry does not hold: its outcome, its times against its bounds,
+    its bounds against its scenario's (``wanted``; None: not expected there)."""
+    if not isinstance(alert, dict) or not isinstance(alert.get("alert"), str):
+        return "a detection entry is not an alert"
+    name = alert["alert"][:60]
+    if wanted is None:
+        return f"detection of {name} is not one its scenario expects"
+    if alert.get("verdict") != "passed" or alert.get("outcome") != "detected":
+        return f"detection of {name} is {str(alert.get('outcome'))[:40]}"
+    fired, resolved = real_number(alert.get("fired_after_seconds")), real_number(alert.get("resolved_after_seconds"))
+    bounds = [real_number(alert.get(k)) for k in ("fires_within_seconds", "resolves_within_seconds")]
+    if bounds != [real_number(wanted.get(k)) for k in ("fires_within_seconds", "resolves_within_seconds")] or None in bounds:
+        return f"detection of {name} states bounds its scenario does not"
+    if fired is None or resolved is None or not 0 < fired <= bounds[0] or resolved > bounds[1]:
+        return f"detection of {name}: its times do not satisfy its bounds"
+    return None
+
+
 def detection_problems(record: Mapping[str, Any]) -> list[str]:
-    """Why a record's ``detection`` (harness/plugin/detection.py) does not support "passed": a
-    failed or errored reading, an alert not detected or outside the bounds it states, or one its
-    scenario expects in this case missing. Empty when there is none, or it was not checked."""
+    """Why a record's ``detection`` (harness/plugin/detection.py) does not support "passed". kdrill
+    writes one for every drill that injected its fault and expects an alert: "not checked" (no
+    Prometheus; then no alert is judged), "none expected" (only when the scenario expects none),
+    or "passed" with each expected alert detected within the scenario's own bounds. Empty when it
+    holds, or the scenario expects no alert and the record has no detection."""
+    wanted = expected_detection(record)
     detection = record.get("detection")
-    if not detection:
-        return []
+    if "detection" not in record or detection in (None, {}):
+        return [f"its scenario expects detection of {', '.join(sorted(wanted))[:120]} and it records none"] if wanted else []
     if not isinstance(detection, dict):
         return ["its detection is not an object"]
     verdict = detection.get("verdict")
-    if verdict in ("not checked", "none expected"):
-        return []
+    if verdict == "not checked":
+        return ["its detection was not checked, yet lists alerts"] if detection.get("alerts") else []
+    if verdict == "none expected":
+        return ["its detection says none expected, but its scenario expects some"] if wanted else []
     if verdict != "passed":
         return [f"its detection is {str(verdict)[:40]}"]
-    problems, named = [], set()
-    for alert in detection.get("alerts") if isinstance(detection.get("alerts"), list) else [None]:
-        if not isinstance(alert, dict):
-            problems.append("a detection entry is not an object")
-            continue
-        named.add(alert.get("alert"))
-        fired, resolved = alert.get("fired_after_seconds"), alert.get("resolved_after_seconds")
-        within = [(fired, alert.get("fires_within_seconds")), (resolved, alert.get("resolves_within_seconds"))]
-        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                      for pair in within for v in pair)
-        if alert.get("verdict") != "passed" or alert.get("outcome") != "detected" or not numbers \
-                or any(v > bound for v, bound in within):
-            problems.append(f"detection of {str(alert.get('alert'))[:60]} does not hold")
-    scenario = record.get("scenario") if isinstance(record.get("scenario"), dict) else {}
-    for spec in scenario.get("detection") or []:
-        cases = spec.get("cases") if isinstance(spec, dict) else None
-        if isinstance(spec, dict) and (not cases or record.get("case") in cases) and spec.get("alert") not in named:
-            problems.append(f"detection of {str(spec.get('alert'))[:60]} its scenario expects is missing")
+    alerts = detection.get("alerts")
+    if not isinstance(alerts, list):
+        return ["its detection's alerts are not a list"]
+    problems = [p for a in alerts for p in [_alert_problem(a, wanted.get(a.get("alert")) if isinstance(a, dict)
+                                                           and isinstance(a.get("alert"), str) else None)] if p]
+    named = [a.get("alert") for a in alerts if isinstance(a, dict) and isinstance(a.get("alert"), str)]
+    problems += [f"detection of {n[:60]} its scenario expects is missing" for n in sorted(wanted) if n not in named]
+    problems += ["an alert is listed twice in its detection"] if len(named) != len(set(named)) else []
+    already = detection.get("already_firing")
+    if isinstance(already, list) and any(n in already for n in named):
+        problems.append("an expected alert is also listed in its detection as already firing")
     return problems
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from harness.evidence.failure_matrix import matrix_rows
+from harness.evidence.failure_matrix import matrix_rows, objects
+from harness.evidence.reading import real_number
 from harness.evidence.report_format import as_text, record_anchor
 
 DETECTION_CLASSES = {"detected": "ok-text", "undetected": "fail-text", "error": "fail-text", "not checked": "muted"}
@@ -22,7 +23,8 @@ def matrix_view(records: list[tuple[Path, Mapping[str, Any]]]) -> list[dict[str,
 
 
 def _seconds(value: Any) -> str:
-    return f"{value:.1f} s" if isinstance(value, (int, float)) and not isinstance(value, bool) else "—"
+    number = real_number(value)
+    return "—" if number is None else f"{number:.1f} s"
 
 
 def detection_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -38,12 +40,14 @@ def detection_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
                "condition": _seconds(a.get("condition_after_seconds")), "for": _seconds(a.get("for_seconds")),
                "resolved": _seconds(a.get("resolved_after_seconds")),
                "resolves_within": _seconds(a.get("resolves_within_seconds")), "why": as_text(a.get("why") or "")}
-              for a in d.get("alerts") or [] if isinstance(a, dict)]
+              for a in objects(d.get("alerts"))]
     also = [{"alert": as_text(a.get("alert")), "fired": _seconds(a.get("fired_after_seconds")),
              "resolved": _seconds(a.get("resolved_after_seconds")),
-             "labels": ", ".join(f"{k}={v}" for k, v in sorted((a.get("labels") or {}).items()))}
-            for a in d.get("also_fired") or [] if isinstance(a, dict)]
+             "labels": as_text(", ".join(f"{k}={v}" for k, v in sorted(a["labels"].items(), key=str)))
+             if isinstance(a.get("labels"), dict) else ""}
+            for a in objects(d.get("also_fired"))]
     return {"verdict": as_text(d.get("verdict")), "why": as_text(d.get("why") or ""),
             "source": as_text(f"{source.get('prometheus')} (named by {source.get('named_by')})") if source else "",
             "alerts": alerts, "also_fired": also,
-            "already_firing": [as_text(a) for a in d.get("already_firing") or []]}
+            "already_firing": [as_text(a) for a in d.get("already_firing")] if isinstance(d.get("already_firing"), list)
+            else []}

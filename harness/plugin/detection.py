@@ -15,14 +15,20 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.core.waiting import wait_until
 from harness.engine.detection import detection_window, judge_detection, reading_deadline
-from harness.probes.alerts import Prometheus, PrometheusError, source_problem
+from harness.probes.alerts import (
+    TOKEN_ENVIRONMENT,
+    Prometheus,
+    PrometheusError,
+    read_token_file,
+    source_problem,
+    token_problem,
+)
 from harness.spec.model import DetectionSpec
 
 log = logging.getLogger("kdrill.detection")
@@ -33,7 +39,6 @@ READING_SLACK_SECONDS = 15.0
 # Alerts read from this long before the fault, so one already firing is seen as such.
 LOOKBACK_SECONDS = 120.0
 POLL_SECONDS = 2.0
-TOKEN_ENVIRONMENT = "KDRILL_PROMETHEUS_TOKEN"
 
 
 @dataclass(frozen=True)
@@ -46,15 +51,19 @@ class Monitoring:
 
 
 def token(config: pytest.Config) -> str | None:
-    """The bearer token: the file ``--kdrill-prometheus-token-file`` names (stripped), else
-    $KDRILL_PROMETHEUS_TOKEN, else None. Raises pytest.UsageError for a file that cannot be read."""
+    """The bearer token: the file ``--kdrill-prometheus-token-file`` names (its ends stripped), else
+    $KDRILL_PROMETHEUS_TOKEN, else None. Raises pytest.UsageError for a file that cannot be read
+    or a token that is not one line of printable text."""
     path = config.getoption("--kdrill-prometheus-token-file")
-    if path:
-        try:
-            return Path(path).read_text().strip() or None
-        except OSError as exc:
-            raise pytest.UsageError(f"kdrill: --prometheus-token-file: cannot read {path}: {exc.strerror}") from None
-    return os.environ.get(TOKEN_ENVIRONMENT) or None
+    try:
+        value = read_token_file(path) if path else os.environ.get(TOKEN_ENVIRONMENT)
+    except OSError as exc:
+        raise pytest.UsageError(f"kdrill: --prometheus-token-file: cannot read {str(path)[:200]}: "
+                                f"{exc.strerror or exc}") from None
+    if value is not None and token_problem(value):
+        raise pytest.UsageError(f"kdrill: the Prometheus token ({'the file ' + str(path)[:200] if path else TOKEN_ENVIRONMENT})"
+                                f": expected {token_problem(value)}")
+    return value
 
 
 def monitoring_for(config: pytest.Config, cluster: Any) -> Monitoring | None:
@@ -64,12 +73,16 @@ def monitoring_for(config: pytest.Config, cluster: Any) -> Monitoring | None:
     if url:
         problem = source_problem(url)
         if problem:
-            raise pytest.UsageError(f"kdrill: --prometheus: expected {problem}, got {url!r}")
+            raise pytest.UsageError(f"kdrill: --prometheus: expected {problem}, got {url[:200]!r}")
         return Monitoring(Prometheus(url, token(config)), {"prometheus": url, "named_by": "--prometheus"})
     profile = getattr(getattr(cluster, "kind_provider", None), "platform", None)
     port = getattr(profile, "prometheus_node_port", None)
     if port is None:
         return None
+    if port not in getattr(cluster, "host_ports", {}):  # the host reaches a cluster only through its 127.0.0.1 mappings
+        raise pytest.UsageError(f"kdrill: platform profile {profile.name}: its Prometheus's NodePort {port} is not mapped "
+                                f"to 127.0.0.1 by the kind config ({sorted(cluster.host_ports)} are): read it with "
+                                "--prometheus URL")
     url = f"http://127.0.0.1:{cluster.host_port(port)}"
     return Monitoring(Prometheus(url), {"prometheus": url, "named_by": f"platform profile {profile.name}"})
 

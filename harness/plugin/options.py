@@ -75,7 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--kdrill-cluster-name / KDRILL_CLUSTER_NAME: {problem}")
     url = config.getoption("--kdrill-prometheus")
     if url is not None and source_problem(url):  # refused before any cluster is touched
-        raise pytest.UsageError(f"--kdrill-prometheus / KDRILL_PROMETHEUS: expected {source_problem(url)}, got {url!r}")
+        raise pytest.UsageError(f"--kdrill-prometheus / KDRILL_PROMETHEUS: expected {source_problem(url)}, "
+                                f"got {url[:200]!r}")
     if worker_id(config) is not None:  # a pytest-xdist worker: the controller's run (harness/core/workers.py)
         config._kdrill_run_id = config.workerinput["kdrill_run_id"]
         return

@@ -11,6 +11,7 @@ its detection read, once Prometheus answers again.
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import urllib.error
@@ -61,8 +62,10 @@ class Prometheus:
             raise PrometheusError(f"{self.url}{path}: HTTP {exc.code} {exc.reason}") from None
         except (urllib.error.URLError, OSError, TimeoutError) as exc:
             raise PrometheusError(f"{self.url}{path}: {getattr(exc, 'reason', exc)}") from None
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise PrometheusError(f"{self.url}{path}: not JSON ({exc})") from None
+        except (ValueError, http.client.HTTPException) as exc:  # never echoed: the message may hold the token
+            raise PrometheusError(f"{self.url}{path}: the request could not be sent ({type(exc).__name__})") from None
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error") if isinstance(body, dict) else None
             raise PrometheusError(f"{self.url}{path}: not a successful Prometheus answer ({str(error)[:200]})")
@@ -112,14 +115,42 @@ def _runs(times: list[float], step: float) -> list[tuple[float, float]]:
     return runs
 
 
+MAX_URL_LENGTH = 2048
+TOKEN_ENVIRONMENT = "KDRILL_PROMETHEUS_TOKEN"
+MAX_TOKEN_BYTES = 64 * 1024
+
+
+def read_token_file(path: str) -> str:
+    """The token a file holds, its ends stripped; at most MAX_TOKEN_BYTES read. Raises OSError,
+    IsADirectoryError for a directory."""
+    with open(path, "rb") as handle:
+        return handle.read(MAX_TOKEN_BYTES).decode("utf-8", errors="replace").strip()
+
+
 def source_problem(url: str) -> str | None:
-    """Why ``url`` cannot be a Prometheus to read (None when it can): it must be http(s) with a
-    host, and carry no credentials (a token comes from a file or the environment)."""
-    parsed = urllib.parse.urlparse(url)
+    """Why ``url`` cannot be a Prometheus to read (None when it can): an http(s) URL of at most
+    MAX_URL_LENGTH characters with a host and a valid port, no space or control character, no
+    credentials (a token comes from a file or the environment), no query or fragment."""
+    if len(url) > MAX_URL_LENGTH or any(not c.isprintable() or c.isspace() for c in url):
+        return f"an http:// or https:// URL of at most {MAX_URL_LENGTH} characters, without spaces or control characters"
+    try:
+        parsed = urllib.parse.urlparse(url)
+        parsed.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:
+        return "an http:// or https:// URL with a host and a port from 1 to 65535"
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         return "an http:// or https:// URL with a host"
+    if parsed.port == 0 or (parsed.netloc.endswith(":") and parsed.port is None):
+        return "an http:// or https:// URL with a host and a port from 1 to 65535"
     if parsed.username or parsed.password:
         return "a URL without credentials (give a token with --prometheus-token-file or KDRILL_PROMETHEUS_TOKEN)"
     if parsed.query or parsed.fragment:
         return "a URL without a query or fragment (the API's paths are added to it)"
+    return None
+
+
+def token_problem(token: str) -> str | None:
+    """Why ``token`` cannot be a bearer token (None when it can): one line of printable text."""
+    if not token or any(not c.isprintable() or c.isspace() for c in token):
+        return "one non-empty line of printable text without spaces"
     return None

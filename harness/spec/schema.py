@@ -344,11 +344,12 @@ SCHEMA: dict[str, Any] = {
                 "properties": {
                     "alert": {"type": "string", "pattern": ALERT_NAME,
                               "x-expected": "an alert's name as Prometheus's rules name it ([a-zA-Z_][a-zA-Z0-9_]*)"},
-                    "fires_within_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600,
-                                             "x-expected": "seconds from the fault taking effect, above 0, at most 3600"},
-                    "resolves_within_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600,
-                                                "x-expected": "seconds from the revert, above 0, at most 3600"},
-                    "cases": {"type": "array", "minItems": 1, "items": _NAME,
+                    # At least a second: Prometheus samples every second at best.
+                    "fires_within_seconds": {"type": "number", "minimum": 1, "maximum": 3600,
+                                             "x-expected": "seconds from the fault taking effect, from 1 to 3600"},
+                    "resolves_within_seconds": {"type": "number", "minimum": 1, "maximum": 3600,
+                                                "x-expected": "seconds from the revert, from 1 to 3600"},
+                    "cases": {"type": "array", "minItems": 1, "uniqueItems": True, "items": _NAME,
                               "x-expected": "the names of the cases this alert is expected in"},
                 },
             },

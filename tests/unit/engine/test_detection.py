@@ -107,7 +107,10 @@ def test_sampled_times_become_runs_a_gap_of_more_than_a_step_apart():
 
 @pytest.mark.parametrize("url,ok", [("http://127.0.0.1:30090", True), ("https://prom.example:9090/prometheus", True),
                                     ("127.0.0.1:30090", False), ("file:///etc/passwd", False),
-                                    ("http://user:secret@prom:9090", False), ("http://prom:9090/?x=1", False)])
+                                    ("http://user:secret@prom:9090", False), ("http://prom:9090/?x=1", False),
+                                    ("http://[::1", False), ("http://h x:9090", False), ("http://h:9090\r\nX: y", False),
+                                    ("http://h:abc", False), ("http://h:99999", False), ("http://h:", False),
+                                    ("http://h/" + "x" * 3000, False)])
 def test_a_prometheus_url_is_http_without_credentials(url, ok):
     assert (source_problem(url) is None) is ok
 
@@ -129,7 +132,7 @@ def test_a_detection_section_loads_per_case(tmp_path):
     ([{"alert": "Etcd Down", "fires_within_seconds": 30, "resolves_within_seconds": 60}], "detection[0].alert",
      "an alert's name"),
     ([{"alert": "EtcdDown", "fires_within_seconds": 0, "resolves_within_seconds": 60}],
-     "detection[0].fires_within_seconds", "above 0"),
+     "detection[0].fires_within_seconds", "from 1 to 3600"),
     ([{"alert": "EtcdDown", "fires_within_seconds": 30}], "detection[0]", "resolves_within_seconds"),
     ([{"alert": "EtcdDown", "fires_within_seconds": 30, "resolves_within_seconds": 60, "cases": ["nosuch"]}],
      "detection[0].cases[0]", "the name of a case of this scenario"),
@@ -137,6 +140,10 @@ def test_a_detection_section_loads_per_case(tmp_path):
       {"alert": "EtcdDown", "fires_within_seconds": 9, "resolves_within_seconds": 9, "cases": ["scheduler"]}],
      "detection[1].alert", "expected once in each case"),
     ([], "detection", "at least one alert"),
+    ([{"alert": "EtcdDown", "fires_within_seconds": 1e-300, "resolves_within_seconds": 60}],
+     "detection[0].fires_within_seconds", "from 1 to 3600"),
+    ([{"alert": "EtcdDown", "fires_within_seconds": 30, "resolves_within_seconds": 60,
+       "cases": ["scheduler", "scheduler"]}], "detection[0].cases", "the names of the cases"),
 ])
 def test_a_bad_detection_section_is_refused_naming_its_field(tmp_path, detection, field, expected):
     error = refused_edit(tmp_path, "leader-failover", lambda data: data.__setitem__("detection", detection))
@@ -147,12 +154,13 @@ def test_a_bad_detection_section_is_refused_naming_its_field(tmp_path, detection
 # --- a record's detection, read back --------------------------------------------------------
 
 def _record(detection, scenario_detection=None) -> dict:
+    """A passed record with one held expectation, ``detection`` (None: left out) and its scenario's."""
     expectation = {"name": "x", "measured": 1.0, "bound": {"op": "<=", "value": 2}, "bound_text": "<= 2",
                    "unit": "seconds", "verdict": "passed"}
     return {"drill": "d", "case": None, "verdict": "passed", "expectations": [expectation], "errors": [],
             "scenario": {"expectations": [{"name": "x", "bound": {"op": "<=", "value": 2}}],
                          **({"detection": scenario_detection} if scenario_detection else {})},
-            "detection": detection}
+            **({"detection": detection} if detection is not None else {})}
 
 
 def _detected(**changes) -> dict:
@@ -165,14 +173,27 @@ def test_a_passed_record_needs_its_detection_to_hold():
     spec = [SPEC.to_dict()]
     assert checked_verdict(_record(_detected(), spec)) == ("passed", None)
     assert checked_verdict(_record({"verdict": "not checked", "why": "no Prometheus"}, spec))[0] == "passed"
+    assert checked_verdict(_record(None))[0] == "passed"  # nothing expected, nothing read
+    undetected = _detected(outcome="undetected", verdict="failed")["alerts"]
     for forged in (_detected(fired_after_seconds=31.0), _detected(outcome="undetected"),
                    _detected(resolved_after_seconds=None), _detected(fired_after_seconds=float("nan")),
-                   {"verdict": "failed", "alerts": []}, {"verdict": "passed", "alerts": "all good"}):
+                   _detected(fired_after_seconds=-5.0), _detected(fired_after_seconds=10 ** 400),
+                   _detected(fired_after_seconds=True), _detected(alert=["EtcdMemberDown"]),
+                   # bounds widened in the record beyond its scenario's
+                   _detected(fired_after_seconds=90.0, fires_within_seconds=100),
+                   {"verdict": "failed", "alerts": []}, {"verdict": "passed", "alerts": "all good"},
+                   {"verdict": "not checked", "alerts": undetected}, {"verdict": "none expected"},
+                   {}, [], "passed", 0,
+                   {**_detected(), "already_firing": ["EtcdMemberDown"]},
+                   {"verdict": "passed", "alerts": _detected()["alerts"] * 2}):
         verdict, why = checked_verdict(_record(forged, spec))
         assert verdict == "error" and "detection" in why, forged
-    # An alert the scenario expects, dropped from a passed record.
+    # The record's detection deleted outright, its scenario expecting an alert.
+    assert "records none" in checked_verdict(_record(None, spec))[1]
     assert detection_problems(_record({"verdict": "passed", "alerts": []}, spec)) == [
         "detection of EtcdMemberDown its scenario expects is missing"]
+    # A malformed scenario section never crashes the check.
+    assert checked_verdict(_record(_detected(), [{"alert": "EtcdMemberDown", "cases": 5}]))[0] == "error"
 
 
 # --- reading (harness/plugin/detection.py), with a stand-in for Prometheus's answers --------
@@ -215,3 +236,29 @@ def test_reading_returns_once_every_alert_has_settled_and_names_its_source(monke
     # Past its deadline already: one attempt, then the error is the record's.
     result = read_detection(Monitoring(broken, {}), [DetectionSpec("X", 1, 1)], injections)
     assert result["verdict"] == "error" and "connection refused" in result["why"]
+
+
+# --- kdrill run's options, refused before anything is touched ---------------------------
+
+@pytest.mark.parametrize("argv, env, said", [
+    (["--prometheus", "http://[::1"], {}, "--prometheus: expected an http:// or https:// URL with a host and a port"),
+    (["--prometheus", "file:///etc/passwd"], {}, "--prometheus: expected an http:// or https:// URL with a host"),
+    ([], {"KDRILL_PROMETHEUS": "http://h x"}, "KDRILL_PROMETHEUS: expected an http:// or https:// URL of at most"),
+    (["--prometheus-token-file", "TOKEN"], {}, "--prometheus-token-file is the token for --prometheus URL"),
+    (["--prometheus", "http://p:9090", "--prometheus-token-file", "DIR"], {}, "expected a readable file"),
+    (["--prometheus", "http://p:9090", "--prometheus-token-file", "TWO_LINES"], {}, "expected one non-empty line"),
+    (["--prometheus", "http://p:9090", "--prometheus-token-file", "EMPTY"], {}, "expected one non-empty line"),
+    (["--prometheus", "http://p:9090"], {"KDRILL_PROMETHEUS_TOKEN": "a b"}, "KDRILL_PROMETHEUS_TOKEN: expected one"),
+])
+def test_bad_prometheus_options_are_refused_before_anything(tmp_path, monkeypatch, capsys, argv, env, said):
+    from harness.cli import main
+    files = {"TOKEN": "secret\n", "TWO_LINES": "secret\nmore\n", "EMPTY": "\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "DIR").mkdir()
+    argv = [str(tmp_path / a) if a in (*files, "DIR") else a for a in argv]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["run", "--plan", "coredns-scaled-to-zero", *argv]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "secret" not in err

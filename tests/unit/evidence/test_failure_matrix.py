@@ -34,6 +34,9 @@ def _run(tmp_path: Path) -> Path:
         path = run_dir / f"{name}.json"
         data = json.loads(path.read_text())
         data["detection"] = detection
+        data["scenario"]["detection"] = [{"alert": a["alert"], "fires_within_seconds": a["fires_within_seconds"],
+                                          "resolves_within_seconds": a["resolves_within_seconds"]}
+                                         for a in detection["alerts"]]
         write_json(path, data)
     return run_dir
 
@@ -52,7 +55,15 @@ def test_a_record_without_detection_is_not_checked_never_detected():
     row = failure_matrix.matrix_rows([record("pod-delete", None, "passed", T0)])[0]
     assert row["detection_verdict"] == "not checked" and row["recovery_seconds"] is None
     forged = record("pod-delete", None, "passed", T0, detection={"verdict": "passed", "alerts": "yes"})
-    assert failure_matrix.matrix_rows([forged])[0]["verdict"] == "error"
+    row = failure_matrix.matrix_rows([forged])[0]
+    assert row["verdict"] == "error" and row["detection_verdict"] == "error"
+
+
+def test_a_csv_cell_a_spreadsheet_would_run_is_kept_as_text():
+    rows = [{**{k: None for k in failure_matrix.COLUMNS}, "drill": "=HYPERLINK(1)", "case": "+cmd", "impact": "@SUM",
+             "detection": "-1", "recovery_seconds": 12.5}]
+    line = failure_matrix.as_csv(rows).splitlines()[1]
+    assert line.startswith("'=HYPERLINK(1),'+cmd,,'@SUM,'-1,") and line.endswith(",12.5")
 
 
 def test_the_matrix_is_written_as_csv_and_json_and_the_report_shows_it_first(tmp_path):
