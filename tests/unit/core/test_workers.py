@@ -56,7 +56,7 @@ def test_the_nodeports_stay_and_only_host_ports_move(tmp_path, monkeypatch):
     assert written["name"] == "kdrill-ha-gw1"
     assert host_ports(written) == {30080: 30280, 30081: 30281, 30090: 30290}
     # The original config is untouched.
-    assert host_ports(yaml.safe_load((clusters_dir() / "ha.yaml").read_text())) == {30080: 30080, 30081: 30081}
+    assert host_ports(yaml.safe_load((clusters_dir() / "ha.yaml").read_text())) == {30080: 30080, 30081: 30081, 30090: 30090}
 
 
 def test_a_port_pushed_out_of_range_is_refused():

@@ -141,6 +141,9 @@ def write_run(run_dir: Path, *, ticket: str = "CHG-1", cluster: str = "kind-kdri
               "cluster": {"name": cluster, "provider": "kind", "kubernetes_version": "v1.35.4",
                           "nodes": [{"name": "cp", "roles": ["control-plane"]}]},
               "expectations": expectations, "scenario": scenario.to_dict(),
+              # as kdrill writes it for a scenario that expects alerts, with no Prometheus to read
+              "detection": {"verdict": "not checked", "why": "no Prometheus to read",
+                            "expected": [d.to_dict() for d in scenario.detection]},
               "evidence_files": {"timeline": f"{DRILL}.timeline.json"}}
     (run_dir / f"{DRILL}.json").write_text(json.dumps(record, indent=2))
     (run_dir / f"{DRILL}.timeline.json").write_text(json.dumps(
