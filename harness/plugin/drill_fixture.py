@@ -126,9 +126,10 @@ def _finish_detection(d: Drill, monitoring, scenario: Scenario, error: BaseExcep
     except Exception as exc:  # recorded: the drill's own outcome stands, its detection is an error
         d.record.detection = {"verdict": "error", "why": f"detection not read: {type(exc).__name__}: {exc}"[:500]}
     for alert in d.record.detection.get("alerts", []):
+        resolved = alert["resolved_after_seconds"]
         d.say(f"detection {alert['alert']}: {alert['outcome']}" + (f" ({alert['why']})" if alert["why"] else
-              f" (fired after {alert['fired_after_seconds']:.0f} s, resolved {alert['resolved_after_seconds']:.0f} s "
-              "after the revert)"))
+              f" (fired after {alert['fired_after_seconds']:.0f} s, resolved {abs(resolved):.0f} s "
+              f"{'after' if resolved >= 0 else 'before'} the revert)"))
     if d.record.detection.get("verdict") in ("error", "not checked"):
         d.say(f"detection {d.record.detection['verdict']}: {d.record.detection.get('why')}")
 
