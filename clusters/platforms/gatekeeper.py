@@ -26,9 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from harness.core import proc  # noqa: E402
 from harness.core.files import write_text_atomic  # noqa: E402
-from harness.kube.images import GATEKEEPER_VERSION, Build, BuildError, ensure_built  # noqa: E402
+from harness.kube.images import GATEKEEPER_VERSION, Build, BuildError, ensure_built, save_image  # noqa: E402
 
 PROFILE = Path(__file__).resolve().parent / "gatekeeper"
 PUBLISHED_IMAGE = f"openpolicyagent/gatekeeper:{GATEKEEPER_VERSION}"
@@ -65,11 +64,7 @@ def main() -> int:
     published = (build.step("go-gatekeeper").out / "gatekeeper.yaml").read_text()
     manifest = PROFILE / "manifests" / "10-gatekeeper.yaml"
     write_text_atomic(manifest, localise(published, build.gatekeeper_image))
-    archive = PROFILE / "images" / "gatekeeper.tar"
-    archive.parent.mkdir(exist_ok=True)
-    partial = archive.with_name(".gatekeeper.tar.partial")  # hidden: a profile ignores it
-    proc.run(["docker", "save", "-o", str(partial), build.gatekeeper_image], timeout_seconds=300)
-    partial.replace(archive)
+    archive = save_image(build.gatekeeper_image, PROFILE / "images" / "gatekeeper.tar")
     print(f"wrote {manifest} and {archive} ({archive.stat().st_size / 1e6:.0f} MB)")
     return 0
 

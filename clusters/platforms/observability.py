@@ -20,8 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from harness.core import proc  # noqa: E402
-from harness.kube.images import Build, BuildError, ensure_built  # noqa: E402
+from harness.kube.images import Build, BuildError, ensure_built, save_image  # noqa: E402
 
 PROFILE = Path(__file__).resolve().parent / "observability"
 
@@ -32,12 +31,7 @@ def main() -> int:
     except BuildError as exc:
         print(f"observability: {exc}", file=sys.stderr)
         return 1
-    image = Build().observability_image
-    archive = PROFILE / "images" / "observability.tar"
-    archive.parent.mkdir(exist_ok=True)
-    partial = archive.with_name(".observability.tar.partial")  # hidden: a profile ignores it
-    proc.run(["docker", "save", "-o", str(partial), image], timeout_seconds=300)
-    partial.replace(archive)
+    archive = save_image(Build().observability_image, PROFILE / "images" / "observability.tar")
     print(f"wrote {archive} ({archive.stat().st_size / 1e6:.0f} MB)")
     return 0
 

@@ -19,12 +19,11 @@ compared only when asked (``allow_mismatch``), and the result says they differ.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from harness.evidence.reading import checked_verdict, expectation_problem, read_json, scan_records
+from harness.evidence.reading import checked_verdict, expectation_problem, finite_number, read_json, scan_records
 from harness.evidence.verification import escaped, verify_run
 from harness.spec.scenario import Bound
 
@@ -101,17 +100,6 @@ def tolerance_for(expectation: dict[str, Any]) -> dict[str, float]:
         value = _number(own.get(key))
         out[key] = value if value is not None and 0 <= value <= (100 if key == "relative" else 1e12) else default[key]
     return out
-
-
-def finite_number(value: Any, limit: float = math.inf) -> float | None:
-    """``value`` as a float when it is a number (not a bool), finite and below ``limit`` in size."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) and abs(number) < limit else None
 
 
 _number = finite_number

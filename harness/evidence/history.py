@@ -19,11 +19,11 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from harness.core.files import write_text_atomic
 from harness.evidence.chain import verify_history
-from harness.evidence.compare import finite_number, platform_of, printable
+from harness.evidence.compare import platform_of, printable
 from harness.evidence.layout import RunIdError, validate_run_id
 from harness.evidence.manifest import is_sealed
 from harness.evidence.manifest_format import EXTERNAL_SIGNER, NOT_FOR_AUDIT, ManifestError
-from harness.evidence.reading import checked_verdict, read_json, scan_records
+from harness.evidence.reading import checked_verdict, finite_number, read_json, scan_records
 from harness.evidence.verification import verify_run
 
 INDEX_NAME = "index.html"

@@ -162,15 +162,20 @@ def _against_scenario(record: Mapping[str, Any], expectations: list) -> list[str
     return problems
 
 
-def real_number(value: Any) -> float | None:
-    """``value`` as a finite number of sane size, or None (booleans, text, NaN, 10**400 are not)."""
+def finite_number(value: Any, limit: float = math.inf) -> float | None:
+    """``value`` as a float when it is a number (not a bool), finite and below ``limit`` in size."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
         number = float(value)
     except OverflowError:
         return None
-    return number if math.isfinite(number) and abs(number) <= 1e12 else None
+    return number if math.isfinite(number) and abs(number) < limit else None
+
+
+def real_number(value: Any) -> float | None:
+    """A record's seconds: :func:`finite_number` below 10**12 (booleans, text, NaN, 10**400 are not)."""
+    return finite_number(value, 1e12)
 
 
 def expected_detection(record: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -401,6 +401,16 @@ def ensure_built(progress: Callable[[str], None] = print, targets: list[str] | N
     return {name: seconds for name, seconds in spent.items() if seconds}
 
 
+def save_image(image: str, archive: Path) -> Path:
+    """``docker save`` of ``image`` to ``archive`` (a profile's images/), through a hidden partial
+    file a profile ignores, so a crash never leaves half an archive. Returns ``archive``."""
+    archive.parent.mkdir(exist_ok=True)
+    partial = archive.with_name(f".{archive.name}.partial")
+    proc.run(["docker", "save", "-o", str(partial), image], timeout_seconds=300)
+    partial.replace(archive)
+    return archive
+
+
 def image_sizes(tags: list[str]) -> dict[str, int]:
     """Bytes per local image tag (as ``docker image inspect`` reports them)."""
     sizes = {}
