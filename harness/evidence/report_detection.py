@@ -27,6 +27,16 @@ def _seconds(value: Any) -> str:
     return "—" if number is None else f"{number:.1f} s"
 
 
+def _notifications(value: Any) -> str:
+    """What Prometheus handed its Alertmanagers from the fault on, in words ("" when not read)."""
+    if not isinstance(value, dict):
+        return ""
+    if "error" in value:
+        return f"not read: {as_text(value['error'])}"
+    counts = {k: real_number(value.get(k)) for k in ("sent", "errors", "dropped")}
+    return ", ".join(f"{'—' if n is None else f'{n:g}'} {k}" for k, n in counts.items())
+
+
 def detection_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
     """``{"verdict", "why", "source", "alerts": [...], "also_fired": [...], "already_firing"}`` as
     text, or None when the record has no detection."""
@@ -49,5 +59,6 @@ def detection_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"verdict": as_text(d.get("verdict")), "why": as_text(d.get("why") or ""),
             "source": as_text(f"{source.get('prometheus')} (named by {source.get('named_by')})") if source else "",
             "alerts": alerts, "also_fired": also,
+            "notifications": _notifications(d.get("notifications")),
             "already_firing": [as_text(a) for a in d.get("already_firing")] if isinstance(d.get("already_firing"), list)
             else []}

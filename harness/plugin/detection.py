@@ -122,6 +122,10 @@ def read_detection(monitoring: Monitoring | None, expected: list[DetectionSpec],
             return {**base, "verdict": "error", "why": f"Prometheus could not be read: {exc}"[:500]}
     if not expected:
         result["verdict"] = "none expected"
+    try:  # the way to the team: what Prometheus handed its Alertmanagers meanwhile (counts, not per alert)
+        result["notifications"] = monitoring.prometheus.notifications(injected_at, time.time())
+    except PrometheusError as exc:
+        result["notifications"] = {"error": str(exc)[:300]}
     return {**base, **result, "read_at": time.time()}
 
 

@@ -88,6 +88,18 @@ class Prometheus:
         data = self.get("/api/v1/query", {"query": 'ALERTS{alertstate="firing"}'})
         return {r["metric"].get("alertname", "") for r in (data or {}).get("result") or []}
 
+    def notifications(self, start: float, end: float) -> dict[str, float | None]:
+        """How many alert notifications Prometheus sent to its Alertmanagers between ``start`` and
+        ``end`` (epoch seconds), and how many failed or were dropped: {"sent", "errors",
+        "dropped"}, each None when Prometheus has no such series. Raises PrometheusError."""
+        window = max(1, round(end - start))
+        counts: dict[str, float | None] = {}
+        for what in ("sent", "errors", "dropped"):
+            query = f"sum(increase(prometheus_notifications_{what}_total[{window}s]))"
+            result = (self.get("/api/v1/query", {"query": query, "time": f"{end:.3f}"}) or {}).get("result") or []
+            counts[what] = round(float(result[0]["value"][1]), 1) if result else None
+        return counts
+
     def alert_intervals(self, start: float, end: float) -> list[AlertInterval]:
         """Every alert's pending and firing intervals between ``start`` and ``end`` (epoch seconds),
         sampled every second (coarser when that would exceed MAX_POINTS). Raises PrometheusError."""

@@ -213,6 +213,9 @@ class StandIn:
     def alert_intervals(self, start, end):
         return [i for i in self.intervals if i.start >= start]
 
+    def notifications(self, start, end):
+        return {"sent": 3.0, "errors": 0.0, "dropped": None}
+
 
 def test_reading_says_not_checked_without_a_prometheus_or_an_injection():
     from harness.plugin.detection import Monitoring, read_detection
@@ -232,6 +235,7 @@ def test_reading_returns_once_every_alert_has_settled_and_names_its_source(monke
     result = read_detection(Monitoring(settled, {"prometheus": "http://p", "named_by": "x"}), [SPEC], injections)
     assert result["verdict"] == "passed" and result["source"] == {"prometheus": "http://p", "named_by": "x"}
     assert settled.reads == 1  # settled at the first reading: no waiting
+    assert result["notifications"] == {"sent": 3.0, "errors": 0.0, "dropped": None}
     broken = StandIn(error=PrometheusError("http://p/api/v1/rules: connection refused"))
     # Past its deadline already: one attempt, then the error is the record's.
     result = read_detection(Monitoring(broken, {}), [DetectionSpec("X", 1, 1)], injections)

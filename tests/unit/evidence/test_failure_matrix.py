@@ -19,7 +19,8 @@ DETECTED = {"verdict": "passed", "source": {"prometheus": "http://127.0.0.1:3009
                         "fired_after_seconds": 17.0, "fires_within_seconds": 60, "condition_after_seconds": 6.0,
                         "for_seconds": 10.0, "resolved_after_seconds": 23.5, "resolves_within_seconds": 120}],
             "also_fired": [{"alert": "EtcdNoLeader", "fired_after_seconds": 31.0, "resolved_after_seconds": 4.0,
-                            "labels": {"node": "cp-2"}}], "already_firing": ["Watchdog"]}
+                            "labels": {"node": "cp-2"}}], "already_firing": ["Watchdog"],
+            "notifications": {"sent": 4.0, "errors": 0.0, "dropped": None}}
 UNDETECTED = {"verdict": "failed", "source": DETECTED["source"],
               "alerts": [{"alert": "CoreDNSAbsent", "outcome": "undetected", "verdict": "failed",
                           "why": "the platform's Prometheus has no alerting rule named CoreDNSAbsent",
@@ -77,6 +78,7 @@ def test_the_matrix_is_written_as_csv_and_json_and_the_report_shows_it_first(tmp
     assert '<span class="fail-text">undetected</span>' in page
     assert "Would the team notice? (detection)" in page and "<code>EtcdNoLeader</code> after 31.0 s" in page
     assert "no alerting rule named CoreDNSAbsent" in page
+    assert "from the fault on: 4 sent, 0 errors, — dropped." in page
 
 
 def test_kdrill_matrix_prints_the_rows_and_csv(tmp_path, capsys):
