@@ -291,6 +291,9 @@ def summary(run_dir: Path) -> str:
         verdict, _ = checked_verdict(record)  # as the report judges it, not as the record says
         failed = [f"{e.get('name')}={e.get('measured')}" for e in record.get("expectations") or []
                   if not isinstance(e, dict) or expectation_problem(e) is not None]
+        detection = record.get("detection") if isinstance(record.get("detection"), dict) else {}
+        failed += [f"detection {a.get('alert')} {a.get('outcome')}" for a in detection.get("alerts") or []
+                   if isinstance(a, dict) and a.get("verdict") != "passed"]
         duration = record.get("duration_seconds")
         duration = f"{duration:.0f} s" if isinstance(duration, (int, float)) else "-"
         lines.append(f"{str(verdict):8} {name:40} {duration:>9}  {', '.join(failed) or '-'}")
