@@ -94,6 +94,21 @@ class Cluster:
         configuration.retries = False
         return client.ApiClient(configuration)
 
+    def api_as(self, token: str) -> client.ApiClient:
+        """An API client that is someone else: the kubeconfig's server and CA, but ``token`` (for
+        example a ServiceAccount's, from a TokenRequest) as its only credential: no client
+        certificate and no exec plugin of the kubeconfig's user, so the API server authorizes
+        exactly that identity."""
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=str(self.kubeconfig), context=self.context,
+                                client_configuration=configuration)
+        configuration.cert_file = configuration.key_file = None
+        configuration.refresh_api_key_hook = None
+        configuration.api_key = {"authorization": f"Bearer {token}"}
+        configuration.api_key_prefix = {}
+        configuration.retries = False
+        return client.ApiClient(configuration)
+
     @property
     def core(self) -> client.CoreV1Api:
         return client.CoreV1Api(self.api)
