@@ -49,7 +49,8 @@ def impact(record: Mapping[str, Any]) -> str:
 
 def detection(record: Mapping[str, Any]) -> tuple[str, str]:
     """(what the platform's monitoring noticed, in words; its verdict: detected, undetected,
-    not checked or error). A record whose detection does not hold up (harness.evidence.reading's
+    none expected (Prometheus was read; the scenario expects no alert: what fired is listed),
+    not checked (no Prometheus read) or error). A record whose detection does not hold up (harness.evidence.reading's
     detection_problems) is an error, whatever it states."""
     d = record.get("detection") if isinstance(record.get("detection"), dict) else {}
     verdict = d.get("verdict")
@@ -69,7 +70,7 @@ def detection(record: Mapping[str, Any]) -> tuple[str, str]:
     if also:
         words.append(f"also fired: {', '.join(also)}")
     if verdict == "none expected":
-        return ("; ".join(words) or "nothing fired", "not checked")
+        return ("; ".join(words) or "nothing fired", "none expected")
     return ("; ".join(words), "detected" if verdict == "passed" else "undetected")
 
 

@@ -11,7 +11,8 @@ from harness.evidence.failure_matrix import matrix_rows, objects
 from harness.evidence.reading import real_number
 from harness.evidence.report_format import as_text, record_anchor
 
-DETECTION_CLASSES = {"detected": "ok-text", "undetected": "fail-text", "error": "fail-text", "not checked": "muted"}
+DETECTION_CLASSES = {"detected": "ok-text", "undetected": "fail-text", "error": "fail-text", "not checked": "muted",
+                    "none expected": "muted"}
 
 
 def matrix_view(records: list[tuple[Path, Mapping[str, Any]]]) -> list[dict[str, Any]]:

@@ -93,3 +93,14 @@ def test_kdrill_matrix_prints_the_rows_and_csv(tmp_path, capsys):
     assert cli.main(["matrix", str(run_dir), "-o", "csv"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == ",".join(failure_matrix.COLUMNS)
     assert cli.main(["matrix", str(tmp_path / "nothing-here")]) == 2
+
+
+def test_a_drill_expecting_no_alert_says_so_with_what_fired():
+    read = {"verdict": "none expected", "source": DETECTED["source"], "expected": [], "alerts": [],
+            "also_fired": [{"alert": "CoreDNSSlow", "fired_after_seconds": 52.0, "resolved_after_seconds": None,
+                            "labels": {}}], "already_firing": []}
+    row = failure_matrix.matrix_rows([record("dns-ndots", None, "passed", T0, detection=read)])[0]
+    assert (row["detection_verdict"], row["detection"]) == ("none expected", "also fired: CoreDNSSlow")
+    quiet = {**read, "also_fired": []}
+    row = failure_matrix.matrix_rows([record("dns-ndots", None, "passed", T0, detection=quiet)])[0]
+    assert (row["detection_verdict"], row["detection"]) == ("none expected", "nothing fired")
