@@ -119,6 +119,12 @@ def _add_run(sub, commands: Mapping[str, Command]) -> None:
     run.add_argument("--prometheus-token-file", metavar="FILE", type=path_value,
                      help="a file holding the bearer token --prometheus wants (or $KDRILL_PROMETHEUS_TOKEN); "
                      "never on the command line")
+    run.add_argument("--alertmanager", metavar="URL",
+                     help="watch this Alertmanager during each drill, read only: did each expected alert reach it, "
+                     "to which receivers, or was it silenced (default: the platform profile's own, when it names one)")
+    run.add_argument("--alertmanager-token-file", metavar="FILE", type=path_value,
+                     help="a file holding the bearer token --alertmanager wants (or $KDRILL_ALERTMANAGER_TOKEN); "
+                     "never on the command line")
     run.add_argument("--plan", action="store_true",
                      help="print what would run (faults, windows, access, expected duration) and touch nothing")
     run.add_argument("-o", "--output", choices=OUTPUT_FORMATS, help="with --plan: the plan as JSON or YAML")

@@ -25,7 +25,13 @@ from harness.kube.providers import ProviderError, existing
 from harness.kube.providers.kind import cluster_name_problem
 from harness.kube.workloads import toolbox_problem
 from harness.platform.profile import PlatformProfile
-from harness.probes.alerts import TOKEN_ENVIRONMENT, read_token_file, source_problem, token_problem
+from harness.probes.alerts import (
+    ALERTMANAGER_TOKEN_ENVIRONMENT,
+    TOKEN_ENVIRONMENT,
+    read_token_file,
+    source_problem,
+    token_problem,
+)
 from harness.spec.scenario import Scenario, ScenarioError, find_scenario, load_scenarios
 
 
@@ -116,6 +122,11 @@ def _refuse_run_options(args: argparse.Namespace) -> PlatformProfile | None:
         raise Refused("kdrill: --node-agent runs privileged pods on every node of the cluster; consent with "
                       "--allow-context CONTEXT (the context drilled)")
     _refuse_prometheus_options(args)
+    watched = args.alertmanager if args.alertmanager is not None else os.environ.get("KDRILL_ALERTMANAGER")
+    read = args.prometheus if args.prometheus is not None else os.environ.get("KDRILL_PROMETHEUS")
+    if watched and not read and getattr(profile, "prometheus_node_port", None) is None:
+        raise Refused("kdrill: --alertmanager is watched for the alerts a Prometheus says fired: name that Prometheus "
+                      "too (--prometheus URL, or a --platform profile with its own)")
     if profile is not None and (args.kubeconfig or args.context):
         raise Refused("kdrill: --platform builds a kind cluster; an existing cluster (--kubeconfig, --context) is "
                       "drilled as it is (its record, if any, is in the evidence)")
@@ -123,25 +134,27 @@ def _refuse_run_options(args: argparse.Namespace) -> PlatformProfile | None:
 
 
 def _refuse_prometheus_options(args: argparse.Namespace) -> None:
-    """--prometheus, --prometheus-token-file and their environment variables, as the drills would
-    read them, refused before anything is touched. Raises Refused."""
-    url = args.prometheus if args.prometheus is not None else os.environ.get("KDRILL_PROMETHEUS")
-    name = "--prometheus" if args.prometheus is not None else "KDRILL_PROMETHEUS"
-    if url is not None and source_problem(url):
-        raise Refused(f"kdrill: {name}: expected {source_problem(url)}, got {url[:200]!r}")
-    token_file = (args.prometheus_token_file if args.prometheus_token_file is not None
-                  else os.environ.get("KDRILL_PROMETHEUS_TOKEN_FILE"))
-    if token_file is not None:
-        if url is None:
-            raise Refused("kdrill: --prometheus-token-file is the token for --prometheus URL; give the URL too")
-        try:
-            problem = token_problem(read_token_file(token_file))
-        except OSError as exc:
-            problem = f"a readable file ({exc.strerror or exc})"
-        if problem:
-            raise Refused(f"kdrill: --prometheus-token-file {str(token_file)[:200]!r}: expected {problem}")
-    if os.environ.get(TOKEN_ENVIRONMENT) is not None and token_problem(os.environ[TOKEN_ENVIRONMENT]):
-        raise Refused(f"kdrill: {TOKEN_ENVIRONMENT}: expected {token_problem(os.environ[TOKEN_ENVIRONMENT])}")
+    """--prometheus, --alertmanager, their token files and their environment variables, as the
+    drills would read them, refused before anything is touched. Raises Refused."""
+    for of, environment in (("prometheus", TOKEN_ENVIRONMENT), ("alertmanager", ALERTMANAGER_TOKEN_ENVIRONMENT)):
+        given = getattr(args, of)
+        url = given if given is not None else os.environ.get(f"KDRILL_{of.upper()}")
+        name = f"--{of}" if given is not None else f"KDRILL_{of.upper()}"
+        if url is not None and source_problem(url):
+            raise Refused(f"kdrill: {name}: expected {source_problem(url)}, got {url[:200]!r}")
+        token_file = getattr(args, f"{of}_token_file")
+        token_file = token_file if token_file is not None else os.environ.get(f"KDRILL_{of.upper()}_TOKEN_FILE")
+        if token_file is not None:
+            if url is None:
+                raise Refused(f"kdrill: --{of}-token-file is the token for --{of} URL; give the URL too")
+            try:
+                problem = token_problem(read_token_file(token_file))
+            except OSError as exc:
+                problem = f"a readable file ({exc.strerror or exc})"
+            if problem:
+                raise Refused(f"kdrill: --{of}-token-file {str(token_file)[:200]!r}: expected {problem}")
+        if os.environ.get(environment) is not None and token_problem(os.environ[environment]):
+            raise Refused(f"kdrill: {environment}: expected {token_problem(os.environ[environment])}")
 
 
 def cluster_count(args: argparse.Namespace) -> int:
@@ -275,6 +288,8 @@ def pytest_command(args: argparse.Namespace, planned: PlannedRun, run_dir: Path)
         cmd += ["-p", "xdist", f"--numprocesses={planned.clusters}", "--dist=worksteal", "--max-worker-restart=0"]
     cmd += [f"--kdrill-prometheus={args.prometheus}"] if args.prometheus else []
     cmd += [f"--kdrill-prometheus-token-file={args.prometheus_token_file}"] if args.prometheus_token_file else []
+    cmd += [f"--kdrill-alertmanager={args.alertmanager}"] if args.alertmanager else []
+    cmd += [f"--kdrill-alertmanager-token-file={args.alertmanager_token_file}"] if args.alertmanager_token_file else []
     cmd += [f"--kdrill-ticket={args.ticket}"] if args.ticket else []
     cmd += [f"--kdrill-approved-by={args.approved_by}"] if args.approved_by else []
     return cmd + args.pytest_args

@@ -119,3 +119,42 @@ def judge_detection(expected: list[DetectionSpec], intervals: list[AlertInterval
     return {"verdict": "passed" if all(a["verdict"] == "passed" for a in alerts) else "failed",
             "alerts": alerts, "also_fired": also_fired(expected, intervals, injected_at, reverted_at),
             "already_firing": already_firing(intervals, injected_at)}
+
+
+DELIVERY_OUTCOMES = ("delivered", "not delivered", "silenced", "inhibited")
+
+
+def judge_delivery(detection: dict[str, Any], sightings: list[dict[str, Any]], injected_at: float,
+                   watch_errors: list[str] | None = None) -> dict[str, Any]:
+    """``detection`` (:func:`judge_detection`'s) with each alert that fired given ``delivery``:
+    whether the team's Alertmanager (harness/probes/alertmanager.py, watched during the drill) held
+    it active after the fault took effect: ``{"outcome": delivered | not delivered | silenced |
+    inhibited, "after_seconds" (from the fault, to the first poll that saw it active), "receivers",
+    "why"}``. An alert not delivered fails, as does the detection: a rule that fires into a silence,
+    an inhibition or nowhere tells no one. Only sightings of alerts that started after the fault
+    count (``startsAt`` is when Prometheus saw it fire)."""
+    for alert in detection["alerts"]:
+        if alert["fired_after_seconds"] is None:
+            continue
+        mine = [s for s in sightings if s["alert"] == alert["alert"]
+                and (s["starts_at"] is None or s["starts_at"] > injected_at - 1.0)]
+        active = [s for s in mine if s["state"] == "active"]
+        if active:
+            first = min(active, key=lambda s: s["seen_at"])
+            delivery = {"outcome": "delivered", "after_seconds": round(first["seen_at"] - injected_at, 3),
+                        "receivers": first["receivers"], "why": ""}
+        elif any(s["silenced_by"] for s in mine):
+            delivery = {"outcome": "silenced", "after_seconds": None, "receivers": [],
+                        "why": "Alertmanager held it, silenced: no one was told"}
+        elif any(s["inhibited_by"] for s in mine):
+            delivery = {"outcome": "inhibited", "after_seconds": None, "receivers": [],
+                        "why": "Alertmanager held it, inhibited by another alert: no one was told of it"}
+        else:
+            why = "Alertmanager never listed it while the drill watched"
+            delivery = {"outcome": "not delivered", "after_seconds": None, "receivers": [],
+                        "why": why + (f" ({len(watch_errors)} polls failed, e.g. {watch_errors[0]})" if watch_errors else "")}
+        alert["delivery"] = delivery
+        if delivery["outcome"] != "delivered" and alert["verdict"] == "passed":
+            alert.update(verdict="failed", why=delivery["why"])
+    detection["verdict"] = "passed" if all(a["verdict"] == "passed" for a in detection["alerts"]) else "failed"
+    return detection

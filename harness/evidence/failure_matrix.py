@@ -65,13 +65,24 @@ def detection(record: Mapping[str, Any]) -> tuple[str, str]:
     for a in objects(d.get("alerts")):
         fired = _number(a.get("fired_after_seconds"))
         words.append(f"{str(a.get('alert'))[:60]}: {str(a.get('outcome'))[:40]}"
-                     + (f" after {fired:.0f} s" if fired is not None else ""))
+                     + (f" after {fired:.0f} s" if fired is not None else "") + _delivery(a.get("delivery")))
     also = [str(a.get("alert"))[:60] for a in objects(d.get("also_fired"))]
     if also:
         words.append(f"also fired: {', '.join(also)}")
     if verdict == "none expected":
         return ("; ".join(words) or "nothing fired", "none expected")
     return ("; ".join(words), "detected" if verdict == "passed" else "undetected")
+
+
+def _delivery(delivery: Any) -> str:
+    """How an alert stood in the team's Alertmanager, in words ("" when it was not watched)."""
+    if not isinstance(delivery, dict):
+        return ""
+    after = _number(delivery.get("after_seconds"))
+    if delivery.get("outcome") == "delivered" and after is not None:
+        receivers = [str(r)[:40] for r in delivery.get("receivers") or [] if isinstance(r, str)][:5]
+        return f", in Alertmanager after {after:.0f} s (to {', '.join(receivers) or 'no receiver'})"
+    return f", {str(delivery.get('outcome'))[:40]} to Alertmanager"
 
 
 def mitigation(record: Mapping[str, Any]) -> str:

@@ -201,6 +201,10 @@ def _alert_problem(alert: Any, wanted: Mapping[str, Any] | None) -> str | None:
     name = alert["alert"][:60]
     if wanted is None:
         return f"detection of {name} is not one its scenario expects"
+    delivery = alert.get("delivery")
+    if "delivery" in alert and (not isinstance(delivery, dict) or delivery.get("outcome") != "delivered"):
+        outcome = delivery.get("outcome") if isinstance(delivery, dict) else delivery
+        return f"detection of {name}: {str(outcome)[:40]} to Alertmanager"
     if alert.get("verdict") != "passed" or alert.get("outcome") != "detected":
         return f"detection of {name} is {str(alert.get('outcome'))[:40]}"
     fired, resolved = real_number(alert.get("fired_after_seconds")), real_number(alert.get("resolved_after_seconds"))
@@ -238,6 +242,10 @@ def detection_problems(record: Mapping[str, Any]) -> list[str]:
                                                            and isinstance(a.get("alert"), str) else None)] if p]
     named = [a.get("alert") for a in alerts if isinstance(a, dict) and isinstance(a.get("alert"), str)]
     problems += [f"detection of {n[:60]} its scenario expects is missing" for n in sorted(wanted) if n not in named]
+    source = detection.get("source")
+    if isinstance(source, dict) and source.get("alertmanager"):  # then every alert that fired says where it went
+        problems += [f"detection of {str(a.get('alert'))[:60]} says nothing of its delivery, though Alertmanager "
+                     "was watched" for a in alerts if isinstance(a, dict) and "delivery" not in a]
     problems += ["an alert is listed twice in its detection"] if len(named) != len(set(named)) else []
     already = detection.get("already_firing")
     if isinstance(already, list) and any(n in already for n in named):

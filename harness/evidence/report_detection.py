@@ -38,6 +38,17 @@ def _notifications(value: Any) -> str:
     return ", ".join(f"{'—' if n is None else f'{n:g}'} {k}" for k, n in counts.items())
 
 
+def _delivery_cell(delivery: Any) -> dict[str, str]:
+    """The "In Alertmanager" cell: delivered after N s to its receivers, or how it was not."""
+    if not isinstance(delivery, dict):
+        return {"delivery": "—", "delivery_cls": "muted"}
+    if delivery.get("outcome") == "delivered":
+        receivers = ", ".join(str(r) for r in delivery.get("receivers") or []) or "no receiver"
+        return {"delivery": as_text(f"after {_seconds(delivery.get('after_seconds'))}, to {receivers}"),
+                "delivery_cls": "ok-text"}
+    return {"delivery": as_text(delivery.get("outcome")), "delivery_cls": "fail-text"}
+
+
 def detection_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
     """``{"verdict", "why", "source", "alerts": [...], "also_fired": [...], "already_firing"}`` as
     text, or None when the record has no detection."""
@@ -50,7 +61,8 @@ def detection_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
                "fired": _seconds(a.get("fired_after_seconds")), "fires_within": _seconds(a.get("fires_within_seconds")),
                "condition": _seconds(a.get("condition_after_seconds")), "for": _seconds(a.get("for_seconds")),
                "resolved": _seconds(a.get("resolved_after_seconds")),
-               "resolves_within": _seconds(a.get("resolves_within_seconds")), "why": as_text(a.get("why") or "")}
+               "resolves_within": _seconds(a.get("resolves_within_seconds")), "why": as_text(a.get("why") or ""),
+               **_delivery_cell(a.get("delivery"))}
               for a in objects(d.get("alerts"))]
     also = [{"alert": as_text(a.get("alert")), "fired": _seconds(a.get("fired_after_seconds")),
              "resolved": _seconds(a.get("resolved_after_seconds")),
@@ -59,6 +71,7 @@ def detection_view(record: Mapping[str, Any]) -> dict[str, Any] | None:
             for a in objects(d.get("also_fired"))]
     return {"verdict": as_text(d.get("verdict")), "why": as_text(d.get("why") or ""),
             "source": as_text(f"{source.get('prometheus')} (named by {source.get('named_by')})") if source else "",
+            "alertmanager": as_text(source.get("alertmanager") or ""),
             "alerts": alerts, "also_fired": also,
             "notifications": _notifications(d.get("notifications")),
             "already_firing": [as_text(a) for a in d.get("already_firing")] if isinstance(d.get("already_firing"), list)

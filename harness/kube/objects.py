@@ -62,6 +62,12 @@ def _call(cluster: Cluster, method: str, path: str, body: Any = None, api=None,
     return data
 
 
+def get_path(cluster: Cluster, path: str, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> Any:
+    """A GET of the API server's ``path`` (e.g. a service proxy's), its JSON answer as plain data.
+    Raises ApiException for a non-2xx answer, or what the client raises when nothing answers."""
+    return _call(cluster, "GET", path, api=api, timeout_seconds=timeout_seconds)
+
+
 WARNING = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')
 
 

@@ -1,5 +1,5 @@
 """Checking a platform profile directory part by part, as :func:`harness.platform.profile.load`
-reads it: its entries, platform.yaml (name, description, webhook_tls, prepare, prometheus), kubeadm/,
+reads it: its entries, platform.yaml (name, description, webhook_tls, prepare, prometheus, alertmanager), kubeadm/,
 manifests/, coredns/, images/ and files/. Each step raises ProfileError (file, field, expected,
 got) for the first thing the layout (harness/platform/profile.py) does not allow; none reads a
 cluster."""
@@ -79,9 +79,9 @@ def read_meta(root: Path) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise ProfileError(meta_path, "content", "one mapping with name and description", f"{len(docs)} documents"
                            if len(docs) != 1 else type(meta).__name__)
-    unknown = sorted(set(meta) - {"name", "description", "webhook_tls", "prepare", "prometheus"})
+    unknown = sorted(set(meta) - {"name", "description", "webhook_tls", "prepare", "prometheus", "alertmanager"})
     if unknown:
-        raise ProfileError(meta_path, unknown[0], "only name, description, webhook_tls, prepare and prometheus",
+        raise ProfileError(meta_path, unknown[0], "only name, description, webhook_tls, prepare, prometheus and alertmanager",
                            repr(unknown[0]))
     return meta
 
@@ -112,6 +112,24 @@ def check_prometheus(meta_path: Path, prometheus: Any) -> int | None:
         raise ProfileError(meta_path, "prometheus", "a mapping {node_port: N}, N the NodePort (30000 to 32767) of the "
                            "profile's Prometheus", repr(prometheus))
     return port
+
+
+def check_alertmanager(meta_path: Path, alertmanager: Any) -> tuple[str, str, int] | None:
+    """platform.yaml's ``alertmanager: {service: <namespace>/<name>, port: N}``: the Service of the
+    profile's own Alertmanager, watched during drills through the API server's service proxy
+    unless ``--alertmanager`` names another; (namespace, name, port), or None when absent. Raises
+    ProfileError."""
+    if alertmanager is None:
+        return None
+    ok = isinstance(alertmanager, dict) and set(alertmanager) == {"service", "port"}
+    service = alertmanager.get("service") if ok else None
+    port = alertmanager.get("port") if ok else None
+    parts = service.split("/") if isinstance(service, str) else []
+    if (len(parts) != 2 or not NAMESPACE.fullmatch(parts[0]) or not SERVICE.fullmatch(parts[1]) or isinstance(port, bool)
+            or not isinstance(port, int) or not 1 <= port <= 65535):
+        raise ProfileError(meta_path, "alertmanager", "a mapping {service: <namespace>/<name>, port: N}: the Service "
+                           "of the profile's Alertmanager and its port (1 to 65535)", repr(alertmanager))
+    return parts[0], parts[1], port
 
 
 def check_name_and_description(meta_path: Path, name: Any, description: Any) -> None:

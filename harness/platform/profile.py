@@ -7,6 +7,9 @@ A profile is a directory (``kdrill run --platform DIR``, ``kdrill cluster create
                          Optional ``prometheus: {node_port}``: the NodePort of the profile's own
                          Prometheus, where drills read detection (harness/engine/detection.py)
                          through the kind config's ``127.0.0.1`` mapping of it
+                         Optional ``alertmanager: {service: <namespace>/<name>, port}``: its
+                         Alertmanager's Service, watched during drills through the API server's
+                         service proxy (did the alert reach it, to which receivers)
                          Optional ``webhook_tls: {service, namespace}``: a CA and a serving
                          certificate for that Service are made when the profile is installed
                          (never stored in the profile), and the manifests' ``$(tls_cert)``,
@@ -105,6 +108,8 @@ class PlatformProfile:
     hash: str = ""
     webhook_tls: dict[str, str] | None = None  # {"service", "namespace"}: a serving certificate made at install
     prometheus_node_port: int | None = None  # the profile's own Prometheus's NodePort: where detection is read
+    # The profile's own Alertmanager's Service (namespace, name, port): watched through the API server.
+    alertmanager_service: tuple[str, str, int] | None = None
 
     def record(self) -> dict[str, Any]:
         """What the cluster and the evidence keep: name, description, hash, files."""
@@ -147,6 +152,7 @@ def load(directory: str | Path) -> PlatformProfile:
     loading.check_name_and_description(meta_path, name, description)
     loading.check_prepared(root, meta_path, meta.get("prepare"))
     prometheus_node_port = loading.check_prometheus(meta_path, meta.get("prometheus"))
+    alertmanager_service = loading.check_alertmanager(meta_path, meta.get("alertmanager"))
     patches = loading.kubeadm_patches(root)
     manifests, made = loading.manifests(root, webhook_tls)
     loading.check_webhook_service(meta_path, webhook_tls, made)
@@ -158,4 +164,4 @@ def load(directory: str | Path) -> PlatformProfile:
                            manifests=manifests, corefile=corefile, images=images,
                            has_node_files=(root / "files").is_dir(), files=files, hash=profile_hash(files),
                            webhook_tls=dict(webhook_tls) if webhook_tls else None,
-                           prometheus_node_port=prometheus_node_port)
+                           prometheus_node_port=prometheus_node_port, alertmanager_service=alertmanager_service)

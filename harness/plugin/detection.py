@@ -15,13 +15,15 @@ import logging
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
 from harness.core.waiting import wait_until
-from harness.engine.detection import detection_window, judge_detection, reading_deadline
+from harness.engine.detection import detection_window, judge_delivery, judge_detection, reading_deadline
+from harness.probes.alertmanager import AlertmanagerWatch, proxy_reader, url_reader
 from harness.probes.alerts import (
+    ALERTMANAGER_TOKEN_ENVIRONMENT,
     TOKEN_ENVIRONMENT,
     Prometheus,
     PrometheusError,
@@ -44,26 +46,51 @@ POLL_SECONDS = 2.0
 @dataclass(frozen=True)
 class Monitoring:
     """Where detection is read: ``prometheus``, and ``source`` as the evidence names it
-    (``{"prometheus": url, "named_by": "--prometheus" | "platform profile <name>"}``)."""
+    (``{"prometheus": url, "named_by": "--prometheus" | "platform profile <name>"}``, with
+    ``alertmanager`` when one is watched); ``alertmanager``: a reader of its ``/api/v2/alerts``
+    (harness/probes/alertmanager.py), or None."""
 
     prometheus: Prometheus
     source: dict[str, str]
+    alertmanager: Callable[[], Any] | None = None
+
+    def watch_alertmanager(self) -> AlertmanagerWatch | None:
+        """A started watch of the Alertmanager, or None without one."""
+        return AlertmanagerWatch(self.alertmanager).start() if self.alertmanager is not None else None
 
 
-def token(config: pytest.Config) -> str | None:
-    """The bearer token: the file ``--kdrill-prometheus-token-file`` names (its ends stripped), else
-    $KDRILL_PROMETHEUS_TOKEN, else None. Raises pytest.UsageError for a file that cannot be read
-    or a token that is not one line of printable text."""
-    path = config.getoption("--kdrill-prometheus-token-file")
+def token(config: pytest.Config, of: str = "prometheus") -> str | None:
+    """The bearer token for ``of`` (prometheus or alertmanager): the file
+    ``--kdrill-<of>-token-file`` names (its ends stripped), else $KDRILL_<OF>_TOKEN, else None.
+    Raises pytest.UsageError for a file that cannot be read or a token that is not one line of
+    printable text."""
+    path = config.getoption(f"--kdrill-{of}-token-file")
+    environment = TOKEN_ENVIRONMENT if of == "prometheus" else ALERTMANAGER_TOKEN_ENVIRONMENT
     try:
-        value = read_token_file(path) if path else os.environ.get(TOKEN_ENVIRONMENT)
+        value = read_token_file(path) if path else os.environ.get(environment)
     except OSError as exc:
-        raise pytest.UsageError(f"kdrill: --prometheus-token-file: cannot read {str(path)[:200]}: "
+        raise pytest.UsageError(f"kdrill: --{of}-token-file: cannot read {str(path)[:200]}: "
                                 f"{exc.strerror or exc}") from None
     if value is not None and token_problem(value):
-        raise pytest.UsageError(f"kdrill: the Prometheus token ({'the file ' + str(path)[:200] if path else TOKEN_ENVIRONMENT})"
+        raise pytest.UsageError(f"kdrill: the {of.capitalize()} token ({'the file ' + str(path)[:200] if path else environment})"
                                 f": expected {token_problem(value)}")
     return value
+
+
+def _alertmanager(config: pytest.Config, cluster: Any, profile: Any) -> tuple[Callable[[], Any], str] | None:
+    """A reader of the Alertmanager to watch and how the evidence names it: ``--kdrill-alertmanager``'s
+    URL, else the profile's Service through the API server; None without either."""
+    url = config.getoption("--kdrill-alertmanager")
+    if url:
+        problem = source_problem(url)
+        if problem:
+            raise pytest.UsageError(f"kdrill: --alertmanager: expected {problem}, got {url[:200]!r}")
+        return url_reader(url, token(config, "alertmanager")), url
+    service = getattr(profile, "alertmanager_service", None)
+    if service is None:
+        return None
+    namespace, name, port = service
+    return proxy_reader(cluster, namespace, name, port), f"service {namespace}/{name}:{port} through the API server"
 
 
 def monitoring_for(config: pytest.Config, cluster: Any) -> Monitoring | None:
@@ -74,26 +101,42 @@ def monitoring_for(config: pytest.Config, cluster: Any) -> Monitoring | None:
         problem = source_problem(url)
         if problem:
             raise pytest.UsageError(f"kdrill: --prometheus: expected {problem}, got {url[:200]!r}")
-        return Monitoring(Prometheus(url, token(config)), {"prometheus": url, "named_by": "--prometheus"})
+        return _with_alertmanager(config, cluster, Monitoring(Prometheus(url, token(config)),
+                                                              {"prometheus": url, "named_by": "--prometheus"}))
     profile = getattr(getattr(cluster, "kind_provider", None), "platform", None)
     port = getattr(profile, "prometheus_node_port", None)
     if port is None:
+        if config.getoption("--kdrill-alertmanager"):
+            raise pytest.UsageError("kdrill: --alertmanager is watched for the alerts a Prometheus says fired: name "
+                                    "that Prometheus too (--prometheus URL, or a platform profile with its own)")
         return None
     if port not in getattr(cluster, "host_ports", {}):  # the host reaches a cluster only through its 127.0.0.1 mappings
         raise pytest.UsageError(f"kdrill: platform profile {profile.name}: its Prometheus's NodePort {port} is not mapped "
                                 f"to 127.0.0.1 by the kind config ({sorted(cluster.host_ports)} are): read it with "
                                 "--prometheus URL")
     url = f"http://127.0.0.1:{cluster.host_port(port)}"
-    return Monitoring(Prometheus(url), {"prometheus": url, "named_by": f"platform profile {profile.name}"})
+    return _with_alertmanager(config, cluster, Monitoring(Prometheus(url), {"prometheus": url,
+                                                                            "named_by": f"platform profile {profile.name}"}))
+
+
+def _with_alertmanager(config: pytest.Config, cluster: Any, monitoring: Monitoring) -> Monitoring:
+    """``monitoring`` with the Alertmanager to watch, when one is named (the option, else the profile's)."""
+    profile = getattr(getattr(cluster, "kind_provider", None), "platform", None)
+    found = _alertmanager(config, cluster, profile)
+    if found is None:
+        return monitoring
+    reader, named = found
+    return Monitoring(monitoring.prometheus, {**monitoring.source, "alertmanager": named}, reader)
 
 
 def read_detection(monitoring: Monitoring | None, expected: list[DetectionSpec],
-                   injections: list[dict[str, Any]]) -> dict[str, Any]:
+                   injections: list[dict[str, Any]], watch: AlertmanagerWatch | None = None) -> dict[str, Any]:
     """The drill's ``detection`` record: :func:`harness.engine.detection.judge_detection`'s, with
-    ``source`` and ``expected``; or ``{"verdict": "not checked", "why"}`` without a Prometheus or
-    an injection, or ``{"verdict": "error", "why"}`` when Prometheus could not be read. Waits
-    (polling, bounded by the alerts' own bounds) until every expected alert has fired and
-    resolved or can no longer do so in time."""
+    ``source`` and ``expected`` (and, with the Alertmanager ``watch`` started before the fault,
+    each fired alert's ``delivery``: :func:`harness.engine.detection.judge_delivery`); or
+    ``{"verdict": "not checked", "why"}`` without a Prometheus or an injection, or ``{"verdict":
+    "error", "why"}`` when Prometheus could not be read. Waits (polling, bounded by the alerts'
+    own bounds) until every expected alert has fired and resolved or can no longer do so in time."""
     base = {"expected": [d.to_dict() for d in expected]}
     if monitoring is None:
         return {**base, "verdict": "not checked",
@@ -120,6 +163,10 @@ def read_detection(monitoring: Monitoring | None, expected: list[DetectionSpec],
             result = _judge(monitoring.prometheus, expected, injected_at, reverted_at)
         except PrometheusError as exc:
             return {**base, "verdict": "error", "why": f"Prometheus could not be read: {exc}"[:500]}
+    if watch is not None:
+        watch.stop()
+        judge_delivery(result, watch.sightings, injected_at, watch.errors)
+        result["alertmanager_watch"] = {"polls": watch.polls, "errors": watch.errors[:5]}
     if not expected:
         result["verdict"] = "none expected"
     try:  # the way to the team: what Prometheus handed its Alertmanagers meanwhile (counts, not per alert)

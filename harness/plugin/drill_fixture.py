@@ -54,11 +54,13 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     except Exception as exc:  # recorded: a cluster that cannot run them is itself a finding
         vitals = None
         d.record.vital_signs = {"error": f"vital signs not watched: {type(exc).__name__}: {exc}"[:500]}
+    # Alertmanager keeps no history: whether an alert reached it is watched while the drill runs.
+    watch = kdrill_monitoring.watch_alertmanager() if kdrill_monitoring and scenario.detection_for(drill_case) else None
     yield d
     error = _call_error(request.node)
     if vitals is not None:
         _finish_vitals(d, vitals, scenario, error)
-    _finish_detection(d, kdrill_monitoring, scenario, error)
+    _finish_detection(d, kdrill_monitoring, scenario, error, watch)
     d.finish(error)
     _add_junit_properties(request.node, d, label)
     progress(f"kdrill: {session_progress.ended(label, d.record.verdict, d.record.duration_seconds or 0.0)}")
@@ -111,27 +113,38 @@ def _finish_vitals(d: Drill, vitals, scenario: Scenario, error: BaseException | 
               f"{ {k: v for k, v in vital.items() if k in ('baseline', 'fault', 'after', 'added')} }")
 
 
-def _finish_detection(d: Drill, monitoring, scenario: Scenario, error: BaseException | None) -> None:
+def _finish_detection(d: Drill, monitoring, scenario: Scenario, error: BaseException | None, watch=None) -> None:
     """Whether the platform's monitoring noticed (harness/plugin/detection.py), into the record;
-    each expected alert said. A drill that failed before its fault, or without a Prometheus to
-    read and nothing expected, records none."""
+    each expected alert said, with its delivery when ``watch`` (the Alertmanager's) ran. A drill
+    that failed before its fault, or without a Prometheus to read and nothing expected, records none."""
     expected = scenario.detection_for(d.case)
-    if not expected and monitoring is None:
-        return
     injections = d.record.observations.get("injections", [])
-    if error is not None and not injections:
-        return
     try:
-        d.record.detection = read_detection(monitoring, expected, injections)
+        if (not expected and monitoring is None) or (error is not None and not injections):
+            return
+        d.record.detection = read_detection(monitoring, expected, injections, watch)
     except Exception as exc:  # recorded: the drill's own outcome stands, its detection is an error
         d.record.detection = {"verdict": "error", "why": f"detection not read: {type(exc).__name__}: {exc}"[:500]}
+    finally:
+        if watch is not None:
+            watch.stop()
     for alert in d.record.detection.get("alerts", []):
         resolved = alert["resolved_after_seconds"]
         d.say(f"detection {alert['alert']}: {alert['outcome']}" + (f" ({alert['why']})" if alert["why"] else
               f" (fired after {alert['fired_after_seconds']:.0f} s, resolved {abs(resolved):.0f} s "
-              f"{'after' if resolved >= 0 else 'before'} the revert)"))
+              f"{'after' if resolved >= 0 else 'before'} the revert)") + _delivery_words(alert))
     if d.record.detection.get("verdict") in ("error", "not checked"):
         d.say(f"detection {d.record.detection['verdict']}: {d.record.detection.get('why')}")
+
+
+def _delivery_words(alert: dict) -> str:
+    delivery = alert.get("delivery")
+    if not delivery:
+        return ""
+    if delivery["outcome"] != "delivered":
+        return f"; {delivery['outcome']} to Alertmanager"
+    return (f"; in Alertmanager after {delivery['after_seconds']:.0f} s, receivers "
+            f"{', '.join(delivery['receivers']) or 'none'}")
 
 
 def _add_junit_properties(item: pytest.Item, d: Drill, label: str) -> None:

@@ -50,6 +50,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "(default: a platform profile's own, if it names one; harness/plugin/detection.py)")
     group.addoption("--kdrill-prometheus-token-file", default=os.environ.get("KDRILL_PROMETHEUS_TOKEN_FILE"),
                     help="a file holding the bearer token for --kdrill-prometheus (or $KDRILL_PROMETHEUS_TOKEN)")
+    group.addoption("--kdrill-alertmanager", default=os.environ.get("KDRILL_ALERTMANAGER"),
+                    help="watch this Alertmanager during each drill with expected alerts, read only (default: a "
+                         "platform profile's own, if it names one; harness/probes/alertmanager.py)")
+    group.addoption("--kdrill-alertmanager-token-file", default=os.environ.get("KDRILL_ALERTMANAGER_TOKEN_FILE"),
+                    help="a file holding the bearer token for --kdrill-alertmanager (or $KDRILL_ALERTMANAGER_TOKEN)")
     group.addoption("--kdrill-tier", default=os.environ.get("KDRILL_TIER", DEFAULT_TIER), choices=TIERS,
                     help="presubmit (default): the representative drill set and one SIGKILL case per fault kind "
                          "(harness/plugin/tiers.py); full: every test and every drill of the catalogue. Named "
@@ -73,10 +78,11 @@ def pytest_configure(config: pytest.Config) -> None:
     problem = cluster_name_problem(name) if name is not None else None
     if problem:  # refused before any cluster is touched, not by kind after the images are built
         raise pytest.UsageError(f"--kdrill-cluster-name / KDRILL_CLUSTER_NAME: {problem}")
-    url = config.getoption("--kdrill-prometheus")
-    if url is not None and source_problem(url):  # refused before any cluster is touched
-        raise pytest.UsageError(f"--kdrill-prometheus / KDRILL_PROMETHEUS: expected {source_problem(url)}, "
-                                f"got {url[:200]!r}")
+    for of in ("prometheus", "alertmanager"):
+        url = config.getoption(f"--kdrill-{of}")
+        if url is not None and source_problem(url):  # refused before any cluster is touched
+            raise pytest.UsageError(f"--kdrill-{of} / KDRILL_{of.upper()}: expected {source_problem(url)}, "
+                                    f"got {url[:200]!r}")
     if worker_id(config) is not None:  # a pytest-xdist worker: the controller's run (harness/core/workers.py)
         config._kdrill_run_id = config.workerinput["kdrill_run_id"]
         return

@@ -129,6 +129,7 @@ def _runs(times: list[float], step: float) -> list[tuple[float, float]]:
 
 MAX_URL_LENGTH = 2048
 TOKEN_ENVIRONMENT = "KDRILL_PROMETHEUS_TOKEN"
+ALERTMANAGER_TOKEN_ENVIRONMENT = "KDRILL_ALERTMANAGER_TOKEN"
 MAX_TOKEN_BYTES = 64 * 1024
 
 
@@ -155,7 +156,7 @@ def source_problem(url: str) -> str | None:
     if parsed.port == 0 or (parsed.netloc.endswith(":") and parsed.port is None):
         return "an http:// or https:// URL with a host and a port from 1 to 65535"
     if parsed.username or parsed.password:
-        return "a URL without credentials (give a token with --prometheus-token-file or KDRILL_PROMETHEUS_TOKEN)"
+        return "a URL without credentials (give a token in a file, --prometheus-token-file or --alertmanager-token-file, or the environment)"
     if parsed.query or parsed.fragment:
         return "a URL without a query or fragment (the API's paths are added to it)"
     return None

@@ -253,6 +253,12 @@ def test_reading_returns_once_every_alert_has_settled_and_names_its_source(monke
     (["--prometheus", "http://p:9090", "--prometheus-token-file", "TWO_LINES"], {}, "expected one non-empty line"),
     (["--prometheus", "http://p:9090", "--prometheus-token-file", "EMPTY"], {}, "expected one non-empty line"),
     (["--prometheus", "http://p:9090"], {"KDRILL_PROMETHEUS_TOKEN": "a b"}, "KDRILL_PROMETHEUS_TOKEN: expected one"),
+    (["--alertmanager", "ftp://am"], {}, "--alertmanager: expected an http:// or https:// URL with a host"),
+    (["--alertmanager", "http://am:9093"], {}, "--alertmanager is watched for the alerts a Prometheus says fired"),
+    (["--alertmanager-token-file", "TOKEN"], {}, "--alertmanager-token-file is the token for --alertmanager URL"),
+    (["--prometheus", "http://p:9090", "--alertmanager", "http://am:9093", "--alertmanager-token-file", "TWO_LINES"],
+     {}, "--alertmanager-token-file"),
+    (["--prometheus", "http://p:9090"], {"KDRILL_ALERTMANAGER_TOKEN": "a b"}, "KDRILL_ALERTMANAGER_TOKEN: expected one"),
 ])
 def test_bad_prometheus_options_are_refused_before_anything(tmp_path, monkeypatch, capsys, argv, env, said):
     from harness.cli import main

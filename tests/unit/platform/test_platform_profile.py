@@ -627,6 +627,20 @@ def test_a_malformed_prometheus_is_refused(profile_dir, value):
     assert caught.value.where == "prometheus" and "NodePort (30000 to 32767)" in str(caught.value)
 
 
+@pytest.mark.parametrize("value", [{"service": "monitoring", "port": 9093}, {"service": "a/b/c", "port": 9093},
+                                   {"service": "monitoring/Alertmanager", "port": 9093},
+                                   {"service": "monitoring/alertmanager", "port": 0},
+                                   {"service": "monitoring/alertmanager", "port": True},
+                                   {"service": "monitoring/alertmanager"}, "monitoring/alertmanager:9093"])
+def test_a_malformed_alertmanager_is_refused(profile_dir, value):
+    meta = yaml.safe_load((profile_dir / "platform.yaml").read_text())
+    meta["alertmanager"] = value
+    (profile_dir / "platform.yaml").write_text(yaml.safe_dump(meta))
+    with pytest.raises(ProfileError) as caught:
+        load(profile_dir)
+    assert caught.value.where == "alertmanager" and "<namespace>/<name>" in str(caught.value)
+
+
 def test_the_observability_profile_names_its_prometheus_and_its_rules_parse():
     root = EXAMPLE.parent / "observability"
     meta = yaml.safe_load((root / "platform.yaml").read_text())
@@ -634,6 +648,11 @@ def test_the_observability_profile_names_its_prometheus_and_its_rules_parse():
     stack = list(yaml.safe_load_all((root / "manifests" / "30-stack.yaml").read_text()))
     service = next(d for d in stack if d["kind"] == "Service" and d["metadata"]["name"] == "prometheus")
     assert service["spec"]["ports"][0]["nodePort"] == 30090
+    # Its Alertmanager, watched through the API server: the Service and port the profile makes.
+    namespace, name = meta["alertmanager"]["service"].split("/")
+    manager = next(d for d in stack if d["kind"] == "Service" and d["metadata"]["name"] == name)
+    assert manager["metadata"]["namespace"] == namespace
+    assert manager["spec"]["ports"][0]["port"] == meta["alertmanager"]["port"]
     rules = next(yaml.safe_load_all((root / "manifests" / "21-prometheus-rules.yaml").read_text()))
     names = [r["alert"] for text in rules["data"].values() for g in yaml.safe_load(text)["groups"] for r in g["rules"]]
     assert len(names) == len(set(names)) and "EtcdMemberDown" in names
