@@ -121,7 +121,7 @@ def judge_detection(expected: list[DetectionSpec], intervals: list[AlertInterval
             "already_firing": already_firing(intervals, injected_at)}
 
 
-DELIVERY_OUTCOMES = ("delivered", "not delivered", "silenced", "inhibited")
+DELIVERY_OUTCOMES = ("delivered", "not delivered", "silenced", "muted", "inhibited")
 
 
 def judge_delivery(detection: dict[str, Any], sightings: list[dict[str, Any]], injected_at: float,
@@ -129,7 +129,7 @@ def judge_delivery(detection: dict[str, Any], sightings: list[dict[str, Any]], i
     """``detection`` (:func:`judge_detection`'s) with each alert that fired given ``delivery``:
     whether the team's Alertmanager (harness/probes/alertmanager.py, watched during the drill) held
     it active after the fault took effect: ``{"outcome": delivered | not delivered | silenced |
-    inhibited, "after_seconds" (from the fault, to the first poll that saw it active), "receivers",
+    muted | inhibited, "after_seconds" (from the fault, to the first poll that saw it active), "receivers",
     "why"}``. An alert not delivered fails, as does the detection: a rule that fires into a silence,
     an inhibition or nowhere tells no one. Only sightings of alerts that started after the fault
     count (``startsAt`` is when Prometheus saw it fire)."""
@@ -146,6 +146,9 @@ def judge_delivery(detection: dict[str, Any], sightings: list[dict[str, Any]], i
         elif any(s["silenced_by"] for s in mine):
             delivery = {"outcome": "silenced", "after_seconds": None, "receivers": [],
                         "why": "Alertmanager held it, silenced: no one was told"}
+        elif any(s.get("muted_by") for s in mine):
+            delivery = {"outcome": "muted", "after_seconds": None, "receivers": [],
+                        "why": "Alertmanager held it, muted by a time interval: no one was told"}
         elif any(s["inhibited_by"] for s in mine):
             delivery = {"outcome": "inhibited", "after_seconds": None, "receivers": [],
                         "why": "Alertmanager held it, inhibited by another alert: no one was told of it"}

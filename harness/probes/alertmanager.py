@@ -2,7 +2,7 @@
 drill, because Alertmanager keeps no history (an alert resolved is gone from its API). Read only:
 GETs of ``/api/v2/alerts`` (https://prometheus.io/docs/alerting/latest/clients/ and Alertmanager's
 OpenAPI ``api/v2/openapi.yaml``: each alert's labels, ``startsAt``, ``receivers`` and ``status``
-with ``state`` unprocessed, active or suppressed, ``silencedBy`` and ``inhibitedBy``).
+with ``state`` unprocessed, active or suppressed, ``silencedBy``, ``inhibitedBy`` and ``mutedBy``).
 
 Two ways in: an Alertmanager URL (``kdrill run --alertmanager URL``, the team's own), or a
 Service in the cluster read through the API server's service proxy
@@ -91,7 +91,8 @@ def epoch(timestamp: Any) -> float | None:
 def sightings_of(answer: Any, seen_at: float) -> list[dict[str, Any]]:
     """One sighting per alert in an ``/api/v2/alerts`` answer: {alert, fingerprint, starts_at,
     seen_at (epoch seconds), state, silenced_by, inhibited_by, receivers}. Raises
-    AlertmanagerError when the answer is not a list of alerts."""
+    AlertmanagerError when the answer is not a list of alerts. ``muted_by``: the time intervals
+    muting it (``mutedBy``, in Alertmanager's newer API; [] where absent)."""
     if not isinstance(answer, list):
         raise AlertmanagerError(f"not a list of alerts: {type(answer).__name__}")
     found = []
@@ -105,6 +106,7 @@ def sightings_of(answer: Any, seen_at: float) -> list[dict[str, Any]]:
                       "state": str(status.get("state", ""))[:20],
                       "silenced_by": [str(s)[:64] for s in status.get("silencedBy") or []],
                       "inhibited_by": [str(s)[:64] for s in status.get("inhibitedBy") or []],
+                      "muted_by": [str(s)[:64] for s in status.get("mutedBy") or []],
                       "receivers": sorted({str(r.get("name", ""))[:100] for r in alert.get("receivers") or []
                                            if isinstance(r, dict)})})
     return found

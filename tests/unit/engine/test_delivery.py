@@ -40,6 +40,7 @@ def test_an_alert_active_in_alertmanager_is_delivered_with_its_receivers():
 @pytest.mark.parametrize("sightings, outcome", [
     ([], "not delivered"),
     (sightings_of(_answer(state="suppressed", silenced=["s1"]), T0 + 21.0), "silenced"),
+    ([{**sightings_of(_answer(state="suppressed"), T0 + 21.0)[0], "muted_by": ["nights"]}], "muted"),
     # The same alert name, active since before the fault: another failure's, not this one's.
     (sightings_of(_answer(starts="1970-01-12T13:40:00Z"), T0 + 2.0), "not delivered"),
 ])
