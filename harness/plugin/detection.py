@@ -41,6 +41,9 @@ READING_SLACK_SECONDS = 15.0
 # Alerts read from this long before the fault, so one already firing is seen as such.
 LOOKBACK_SECONDS = 120.0
 POLL_SECONDS = 2.0
+# How long a drill waits before its fault for its expected alerts to stop firing: the longest
+# resolution bound of the catalogue (80 s) and its slack, with room.
+QUIET_DEADLINE_SECONDS = 180.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,26 @@ def _with_alertmanager(config: pytest.Config, cluster: Any, monitoring: Monitori
     return Monitoring(monitoring.prometheus, {**monitoring.source, "alertmanager": named}, reader)
 
 
+def await_quiet(monitoring: Monitoring | None, expected: list[DetectionSpec]) -> dict[str, Any] | None:
+    """Before the fault: wait (polling, at most QUIET_DEADLINE_SECONDS) until none of the
+    ``expected`` alerts fires, since one still firing from an earlier failure (the drill before,
+    say) could not tell this one. ``{"waited_seconds", "still_firing"}``, or None with nothing to
+    wait for or no Prometheus answering (then the reading says what was already firing)."""
+    if monitoring is None or not expected:
+        return None
+    names = {d.alert for d in expected}
+    started = time.monotonic()
+    try:
+        firing = monitoring.prometheus.firing() & names
+    except PrometheusError:
+        return None
+    if firing:
+        waited = wait_until(lambda: not (monitoring.prometheus.firing() & names), QUIET_DEADLINE_SECONDS,
+                            interval_seconds=POLL_SECONDS, description=f"{', '.join(sorted(firing))} no longer firing")
+        firing = set() if waited.ok else firing
+    return {"waited_seconds": round(time.monotonic() - started, 1), "still_firing": sorted(firing)}
+
+
 def read_detection(monitoring: Monitoring | None, expected: list[DetectionSpec],
                    injections: list[dict[str, Any]], watch: AlertmanagerWatch | None = None) -> dict[str, Any]:
     """The drill's ``detection`` record: :func:`harness.engine.detection.judge_detection`'s, with
@@ -165,8 +188,8 @@ def read_detection(monitoring: Monitoring | None, expected: list[DetectionSpec],
             return {**base, "verdict": "error", "why": f"Prometheus could not be read: {exc}"[:500]}
     if watch is not None:
         watch.stop()
-        judge_delivery(result, watch.sightings, injected_at, watch.errors)
-        result["alertmanager_watch"] = {"polls": watch.polls, "errors": watch.errors[:5]}
+        judge_delivery(result, watch.sightings, injected_at, reverted_at, watch.failed_at)
+        result["alertmanager_watch"] = {"polls": watch.polls, "failed": len(watch.failed_at), "errors": watch.errors[:5]}
     if not expected:
         result["verdict"] = "none expected"
     try:  # the way to the team: what Prometheus handed its Alertmanagers meanwhile (counts, not per alert)

@@ -15,7 +15,7 @@ from harness.core.progress import RunProgress
 from harness.kube.providers import NODE_CHANNEL_SAYS, Cluster
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 from harness.plugin.cluster import settle_namespaces
-from harness.plugin.detection import read_detection
+from harness.plugin.detection import await_quiet, read_detection
 from harness.plugin.drill import Drill
 from harness.plugin.records import record_not_run
 from harness.plugin.session import reports_dir, scenario_of, session_scenario
@@ -54,8 +54,12 @@ def drill(request: pytest.FixtureRequest, drill_case, kdrill_run, kdrill_cluster
     except Exception as exc:  # recorded: a cluster that cannot run them is itself a finding
         vitals = None
         d.record.vital_signs = {"error": f"vital signs not watched: {type(exc).__name__}: {exc}"[:500]}
+    expected = scenario.detection_for(drill_case)
+    quiet = await_quiet(kdrill_monitoring, expected)
+    if quiet is not None:
+        d.observe("detection_quiet_before_fault", quiet)
     # Alertmanager keeps no history: whether an alert reached it is watched while the drill runs.
-    watch = kdrill_monitoring.watch_alertmanager() if kdrill_monitoring and scenario.detection_for(drill_case) else None
+    watch = kdrill_monitoring.watch_alertmanager() if kdrill_monitoring and expected else None
     yield d
     error = _call_error(request.node)
     if vitals is not None:

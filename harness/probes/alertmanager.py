@@ -116,11 +116,13 @@ def sightings_of(answer: Any, seen_at: float) -> list[dict[str, Any]]:
 class AlertmanagerWatch:
     """Polls ``read`` (a reader of ``/api/v2/alerts``) every POLL_SECONDS in a thread, from
     :meth:`start` until :meth:`stop` or MAX_WATCH_SECONDS, keeping each alert's first sighting in
-    each state (``sightings``) and the polls that failed (``errors``, at most 20 kept)."""
+    each state (``sightings``), the polls that failed (``errors``, at most 20 kept) and when
+    (``failed_at``, epoch seconds)."""
 
     read: Callable[[], Any]
     sightings: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    failed_at: list[float] = field(default_factory=list)
     polls: int = 0
     started_at: float | None = None
     _stop: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -151,6 +153,7 @@ class AlertmanagerWatch:
             try:
                 self.poll()
             except Exception as exc:  # noqa: BLE001 - a failed poll is recorded, the watch goes on
+                self.failed_at.append(time.time())
                 if len(self.errors) < 20:
                     self.errors.append(f"{type(exc).__name__}: {exc}"[:300])
             self._stop.wait(POLL_SECONDS)

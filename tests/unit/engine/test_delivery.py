@@ -70,3 +70,36 @@ def test_a_record_whose_alertmanager_was_watched_says_each_alerts_delivery():
                    {**_detected(delivery="yes"), "source": source}):
         verdict, why = checked_verdict(_record(forged, [SPEC.to_dict()]))
         assert verdict == "error" and "Alertmanager" in why, forged
+
+
+def test_an_alert_unseen_while_the_watch_was_blind_is_unknown_not_undelivered():
+    detection = judge_detection([SPEC], [firing(T0 + 18, REVERT + 12)], RULES, T0, REVERT)
+    judged = judge_delivery(detection, [], T0, REVERT, failed_at=[T0 + 30.0])
+    alert = judged["alerts"][0]
+    assert alert["delivery"]["outcome"] == "unknown" and alert["verdict"] == "passed"
+    # A failed poll well before it fired left the watch blind to nothing of it.
+    detection = judge_detection([SPEC], [firing(T0 + 18, REVERT + 12)], RULES, T0, REVERT)
+    alert = judge_delivery(detection, [], T0, REVERT, failed_at=[T0 + 2.0])["alerts"][0]
+    assert alert["delivery"]["outcome"] == "not delivered" and alert["verdict"] == "failed"
+
+
+class Firing:
+    """A Prometheus whose firing alerts are given, one set per reading (the last repeated)."""
+
+    def __init__(self, *readings):
+        self.readings = list(readings)
+
+    def firing(self):
+        return self.readings.pop(0) if len(self.readings) > 1 else self.readings[0]
+
+
+def test_before_its_fault_a_drill_waits_for_its_alerts_to_stop_firing(monkeypatch):
+    from harness.plugin import detection
+    monkeypatch.setattr(detection, "POLL_SECONDS", 0.01)
+    monitoring = detection.Monitoring(Firing({"EtcdMemberDown", "Other"}, {"Other"}), {})
+    quiet = detection.await_quiet(monitoring, [SPEC])
+    assert quiet["still_firing"] == [] and quiet["waited_seconds"] >= 0
+    monkeypatch.setattr(detection, "QUIET_DEADLINE_SECONDS", 0.05)
+    stuck = detection.await_quiet(detection.Monitoring(Firing({"EtcdMemberDown"}), {}), [SPEC])
+    assert stuck["still_firing"] == ["EtcdMemberDown"]
+    assert detection.await_quiet(monitoring, []) is None and detection.await_quiet(None, [SPEC]) is None
