@@ -616,29 +616,25 @@ def test_webhook_tls_must_name_a_service_the_manifests_make(profile_dir, value, 
     assert error.where.startswith("webhook_tls") and expected in error.expected
 
 
-@pytest.mark.parametrize("value", [30090, {"node_port": 80}, {"node_port": "30090"}, {"node_port": True},
-                                   {"node_port": 30090, "path": "/"}, {}])
-def test_a_malformed_prometheus_is_refused(profile_dir, value):
+PROMETHEUS_SAYS, ALERTMANAGER_SAYS = "NodePort (30000 to 32767)", "<namespace>/<name>"
+
+
+@pytest.mark.parametrize("key, value, says", [
+    *[("prometheus", v, PROMETHEUS_SAYS) for v in (30090, {"node_port": 80}, {"node_port": "30090"},
+                                                   {"node_port": True}, {"node_port": 30090, "path": "/"}, {})],
+    *[("alertmanager", v, ALERTMANAGER_SAYS) for v in (
+        {"service": "monitoring", "port": 9093}, {"service": "a/b/c", "port": 9093},
+        {"service": "monitoring/Alertmanager", "port": 9093}, {"service": "monitoring/alertmanager", "port": 0},
+        {"service": "monitoring/alertmanager", "port": True}, {"service": "monitoring/alertmanager"},
+        "monitoring/alertmanager:9093")],
+])
+def test_a_malformed_prometheus_or_alertmanager_is_refused(profile_dir, key, value, says):
     meta = yaml.safe_load((profile_dir / "platform.yaml").read_text())
-    meta["prometheus"] = value
+    meta[key] = value
     (profile_dir / "platform.yaml").write_text(yaml.safe_dump(meta))
     with pytest.raises(ProfileError) as caught:
         load(profile_dir)
-    assert caught.value.where == "prometheus" and "NodePort (30000 to 32767)" in str(caught.value)
-
-
-@pytest.mark.parametrize("value", [{"service": "monitoring", "port": 9093}, {"service": "a/b/c", "port": 9093},
-                                   {"service": "monitoring/Alertmanager", "port": 9093},
-                                   {"service": "monitoring/alertmanager", "port": 0},
-                                   {"service": "monitoring/alertmanager", "port": True},
-                                   {"service": "monitoring/alertmanager"}, "monitoring/alertmanager:9093"])
-def test_a_malformed_alertmanager_is_refused(profile_dir, value):
-    meta = yaml.safe_load((profile_dir / "platform.yaml").read_text())
-    meta["alertmanager"] = value
-    (profile_dir / "platform.yaml").write_text(yaml.safe_dump(meta))
-    with pytest.raises(ProfileError) as caught:
-        load(profile_dir)
-    assert caught.value.where == "alertmanager" and "<namespace>/<name>" in str(caught.value)
+    assert caught.value.where == key and says in str(caught.value)
 
 
 def test_the_observability_profile_names_its_prometheus_and_its_rules_parse():
