@@ -157,6 +157,14 @@ def _refuse_prometheus_options(args: argparse.Namespace) -> None:
             raise Refused(f"kdrill: {environment}: expected {token_problem(os.environ[environment])}")
 
 
+def _detection_outcome(alert: dict) -> str:
+    """An alert's outcome in the run summary: Prometheus's, or, when it fired, how Alertmanager held it."""
+    delivery = alert.get("delivery") if isinstance(alert.get("delivery"), dict) else {}
+    if alert.get("outcome") == "detected" and delivery.get("outcome") not in (None, "delivered", "unknown"):
+        return f"{delivery.get('outcome')} in Alertmanager"
+    return str(alert.get("outcome"))
+
+
 def cluster_count(args: argparse.Namespace) -> int:
     """How many clusters ``kdrill run`` drills in parallel: ``--clusters``, or one per repeated
     ``--context``. Raises Refused for a count out of range or one that disagrees with the contexts."""
@@ -307,7 +315,7 @@ def summary(run_dir: Path) -> str:
         failed = [f"{e.get('name')}={e.get('measured')}" for e in record.get("expectations") or []
                   if not isinstance(e, dict) or expectation_problem(e) is not None]
         detection = record.get("detection") if isinstance(record.get("detection"), dict) else {}
-        failed += [f"detection {a.get('alert')} {a.get('outcome')}" for a in detection.get("alerts") or []
+        failed += [f"detection {a.get('alert')} {_detection_outcome(a)}" for a in detection.get("alerts") or []
                    if isinstance(a, dict) and a.get("verdict") != "passed"]
         duration = record.get("duration_seconds")
         duration = f"{duration:.0f} s" if isinstance(duration, (int, float)) else "-"

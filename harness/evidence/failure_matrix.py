@@ -82,7 +82,8 @@ def _delivery(delivery: Any) -> str:
     if delivery.get("outcome") == "delivered" and after is not None:
         receivers = [str(r)[:40] for r in delivery.get("receivers") or [] if isinstance(r, str)][:5]
         return f", in Alertmanager after {after:.0f} s (to {', '.join(receivers) or 'no receiver'})"
-    return f", {str(delivery.get('outcome'))[:40]} to Alertmanager"
+    outcome = str(delivery.get("outcome"))[:40]
+    return f", {outcome} {'to' if outcome in ('not delivered', 'unknown') else 'in'} Alertmanager"
 
 
 def mitigation(record: Mapping[str, Any]) -> str:
