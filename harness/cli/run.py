@@ -17,6 +17,7 @@ from harness.cli.refusals import Refused, check_reports_not_a_run, named_run_dir
 from harness.cli.scenarios import check_references
 from harness.core import resources
 from harness.core.workers import MAX_WORKERS
+from harness.engine.detection import TOLD_NO_ONE
 from harness.evidence import manifest
 from harness.evidence.manifest import SigningKeyError
 from harness.evidence.records import RunIdError, create_run_dir, new_run_id, validate_run_id
@@ -160,7 +161,7 @@ def _refuse_prometheus_options(args: argparse.Namespace) -> None:
 def _detection_outcome(alert: dict) -> str:
     """An alert's outcome in the run summary: Prometheus's, or, when it fired, how Alertmanager held it."""
     delivery = alert.get("delivery") if isinstance(alert.get("delivery"), dict) else {}
-    if alert.get("outcome") == "detected" and delivery.get("outcome") not in (None, "delivered", "unknown"):
+    if alert.get("outcome") == "detected" and delivery.get("outcome") in TOLD_NO_ONE:
         return f"{delivery.get('outcome')} in Alertmanager"
     return str(alert.get("outcome"))
 

@@ -65,7 +65,7 @@ def detection(record: Mapping[str, Any]) -> tuple[str, str]:
     for a in objects(d.get("alerts")):
         fired = _number(a.get("fired_after_seconds"))
         words.append(f"{str(a.get('alert'))[:60]}: {str(a.get('outcome'))[:40]}"
-                     + (f" after {fired:.0f} s" if fired is not None else "") + _delivery(a.get("delivery")))
+                     + (f" after {fired:.0f} s" if fired is not None else "") + delivery_words(a.get("delivery")))
     also = [str(a.get("alert"))[:60] for a in objects(d.get("also_fired"))]
     if also:
         words.append(f"also fired: {', '.join(also)}")
@@ -74,7 +74,7 @@ def detection(record: Mapping[str, Any]) -> tuple[str, str]:
     return ("; ".join(words), "detected" if verdict == "passed" else "undetected")
 
 
-def _delivery(delivery: Any) -> str:
+def delivery_words(delivery: Any) -> str:
     """How an alert stood in the team's Alertmanager, in words ("" when it was not watched)."""
     if not isinstance(delivery, dict):
         return ""

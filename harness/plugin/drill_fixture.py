@@ -12,6 +12,7 @@ import pytest
 from harness.cli.plan import expected_seconds, past_durations
 from harness.core.ledger import Ledger
 from harness.core.progress import RunProgress
+from harness.evidence.failure_matrix import delivery_words
 from harness.kube.providers import NODE_CHANNEL_SAYS, Cluster
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 from harness.plugin.cluster import settle_namespaces
@@ -136,19 +137,9 @@ def _finish_detection(d: Drill, monitoring, scenario: Scenario, error: BaseExcep
         resolved = alert["resolved_after_seconds"]
         d.say(f"detection {alert['alert']}: {alert['outcome']}" + (f" ({alert['why']})" if alert["why"] else
               f" (fired after {alert['fired_after_seconds']:.0f} s, resolved {abs(resolved):.0f} s "
-              f"{'after' if resolved >= 0 else 'before'} the revert)") + _delivery_words(alert))
+              f"{'after' if resolved >= 0 else 'before'} the revert)") + delivery_words(alert.get("delivery")))
     if d.record.detection.get("verdict") in ("error", "not checked"):
         d.say(f"detection {d.record.detection['verdict']}: {d.record.detection.get('why')}")
-
-
-def _delivery_words(alert: dict) -> str:
-    delivery = alert.get("delivery")
-    if not delivery:
-        return ""
-    if delivery["outcome"] != "delivered":
-        return f"; {delivery['outcome']} to Alertmanager"
-    return (f"; in Alertmanager after {delivery['after_seconds']:.0f} s, receivers "
-            f"{', '.join(delivery['receivers']) or 'none'}")
 
 
 def _add_junit_properties(item: pytest.Item, d: Drill, label: str) -> None:

@@ -99,15 +99,13 @@ class Cluster:
         example a ServiceAccount's, from a TokenRequest) as its only credential: no client
         certificate and no exec plugin of the kubeconfig's user, so the API server authorizes
         exactly that identity."""
-        configuration = client.Configuration()
-        config.load_kube_config(config_file=str(self.kubeconfig), context=self.context,
-                                client_configuration=configuration)
+        api = self.new_api()
+        configuration = api.configuration
         configuration.cert_file = configuration.key_file = None
         configuration.refresh_api_key_hook = None
         configuration.api_key = {"authorization": f"Bearer {token}"}
         configuration.api_key_prefix = {}
-        configuration.retries = False
-        return client.ApiClient(configuration)
+        return api
 
     @property
     def core(self) -> client.CoreV1Api:
