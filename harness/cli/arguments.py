@@ -220,7 +220,8 @@ def _add_images(sub, commands: Mapping[str, Command]) -> None:
     # No argparse choices: with nargs="*" it refuses the empty list too (checked in cmd_images).
     img.add_argument("targets", nargs="*", metavar="TARGET",
                      help=f"build only this on-request image: {', '.join(ON_REQUEST)} "
-                          "(for the profiles of those names under clusters/platforms/)")
+                          "(gatekeeper, observability: for the profiles of those names under clusters/platforms/; "
+                          "kubernetes-<version>: another release's node image, for upgrade rehearsals)")
     img.set_defaults(func=commands["images"])
 
 
@@ -234,6 +235,9 @@ def _add_cluster(sub, commands: Mapping[str, Command]) -> None:
     clu.add_argument("--host-port-offset", type=int, default=0, metavar="N",
                      help="add N to every host port the config maps (another cluster of the same config beside this "
                      "one; NodePorts inside stay as written); default 0")
+    clu.add_argument("--kubernetes", metavar="VERSION",
+                     help="create the cluster at another release built on request (kdrill images build "
+                     "kubernetes-VERSION), e.g. v1.34.4; default: the default build's")
     clu.add_argument("--platform", metavar="DIR",
                      help="build a team's platform profile into the cluster: kubeadm patches, files on the nodes, "
                      "manifests, a CoreDNS Corefile, image archives (harness/platform/profile.py says how DIR is laid "

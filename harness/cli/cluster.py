@@ -14,7 +14,7 @@ from harness.cli.refusals import Refused
 from harness.core import workers
 from harness.kube import images
 from harness.kube.health import unhealthy
-from harness.kube.images import ON_REQUEST, Build, BuildError, image_sizes
+from harness.kube.images import ON_REQUEST, Build, BuildError, build_for, image_sizes, releases
 from harness.kube.providers import ProviderError
 from harness.kube.providers.kind import (
     KindProvider,
@@ -122,11 +122,15 @@ def cmd_images(args: argparse.Namespace) -> int:
     if unknown:
         print(f"kdrill images build: TARGET: expected one of {', '.join(ON_REQUEST)}, got {unknown[0]}", file=sys.stderr)
         return 2
+    try:
+        build = build_for(args.targets)
+    except BuildError as exc:
+        print(f"kdrill images build: TARGET: {exc}", file=sys.stderr)
+        return 2
     require_docker()  # status reads the images' labels from Docker too
-    build = Build()
     if args.action == "status":
-        for s in build.status():
-            print(f"{'built' if s['built'] else 'to do':6} {s['step']:16} {s['key']}  {s['image'] or ''}")
+        for s in _status_rows(build):
+            print(f"{'built' if s['built'] else 'to do':6} {s['step']:22} {s['key']}  {s['image'] or ''}")
         return 0
     if args.targets:  # e.g. gatekeeper, for the example profile clusters/platforms/gatekeeper
         build_images(args.targets)
@@ -139,11 +143,21 @@ def cmd_images(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status_rows(build: Build) -> list[dict]:
+    """The default build's steps, then each on-request release's own steps (harness.kube.images.releases)."""
+    rows = build.status()
+    for version in releases():
+        rows += [s for s in Build(release=version).status() if s["step"].endswith(version)]
+    return rows
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     """Create, delete or check a kind cluster from clusters/ (with --platform, built with that profile)."""
     profile = _refuse_cluster_options(args)
+    image = _release_image(args)
     prepare_kind(build=args.action == "create")
-    provider = KindProvider(args.config, name=args.name, platform=profile, host_port_offset=args.host_port_offset)
+    provider = KindProvider(args.config, name=args.name, image=image, platform=profile,
+                            host_port_offset=args.host_port_offset)
     if args.action in ("create", "delete"):
         try:  # never under a session that is running drills on it
             SessionLock(provider.name).acquire()
@@ -165,6 +179,20 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     print("\n".join(problems) or f"kind cluster {provider.name}: every node Ready, every kube-system pod Running"
           + (f"; platform profile {profile.name} as recorded" if profile else ""))
     return 1 if problems else 0
+
+
+def _release_image(args: argparse.Namespace) -> str | None:
+    """The node image of ``--kubernetes`` (None without it), built when missing and creating.
+    Raises Refused for a release kdrill does not build, SystemExit when its build fails."""
+    if args.kubernetes is None:
+        return None
+    if args.kubernetes not in releases():
+        raise Refused(f"kdrill cluster: --kubernetes: expected one of {', '.join(releases()) or 'none'} "
+                      f"(clusters/images/releases), got {args.kubernetes}")
+    if args.action == "create":
+        require_docker()
+        build_images([f"kubernetes-{args.kubernetes}"])
+    return Build(release=args.kubernetes).node_image
 
 
 def _refuse_cluster_options(args: argparse.Namespace) -> PlatformProfile | None:

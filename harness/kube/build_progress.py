@@ -30,10 +30,21 @@ COLD_SECONDS = {
 HEARTBEAT_SECONDS = 60  # a progress line at least this often while a long Go build runs
 
 
+def default_step(name: str) -> str:
+    """The default build's step a release's step does the work of ("go-kubernetes-v1.34.4" ->
+    "go-kubernetes", "kubernetes-v1.34.4" -> "node"), or ``name`` itself. Its Go step also builds
+    etcd and CoreDNS, less than the tools step does."""
+    base, _, version = name.rpartition("-v")
+    if not version[:1].isdigit():
+        return name
+    return "node" if base == "kubernetes" else base
+
+
 def expected_seconds(names: list[str], recorded: dict[str, float]) -> dict[str, float]:
     """Estimated seconds per step: its ``recorded`` time (see recorded_seconds), else its
-    COLD_SECONDS figure (60 s for a step with neither)."""
-    return {n: recorded.get(n, COLD_SECONDS.get(n, 60.0)) for n in names}
+    COLD_SECONDS figure, or that of the default step it does the work of (60 s for a step with
+    neither)."""
+    return {n: recorded.get(n, COLD_SECONDS.get(default_step(n), 60.0)) for n in names}
 
 
 def lane_of(name: str) -> str | None:

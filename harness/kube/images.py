@@ -69,16 +69,33 @@ ROOTFS_PACKAGES = {
 TARGETS = ["node", "haproxy", "toolbox", "go-etcdutl"]
 # Built only when asked for (`kdrill images build gatekeeper`): a real policy engine for the
 # example profile clusters/platforms/gatekeeper, kept out of a cold machine's default build.
-ON_REQUEST = ["gatekeeper", "observability"]
+IMAGES_ON_REQUEST = ["gatekeeper", "observability"]
+# Other Kubernetes releases, for upgrade rehearsals (`kdrill images build kubernetes-v1.34.4`): each
+# is a directory under clusters/images/releases/ with its versions.env and wrapper modules.
+RELEASES_DIR = IMAGES_DIR / "releases"
+
+
+def releases() -> list[str]:
+    """The versions buildable on request, e.g. ["v1.34.4"], oldest first."""
+    found = [p.name for p in RELEASES_DIR.glob("v*") if (p / "versions.env").is_file()]
+    return sorted(found, key=lambda v: tuple(int(x) for x in v.lstrip("v").split(".")))
+
+
+def release_target(version: str) -> str:
+    """The build target (and node image step) of a release: ``kubernetes-v1.34.4``."""
+    return f"kubernetes-{version}"
+
+
+ON_REQUEST = IMAGES_ON_REQUEST + [release_target(v) for v in releases()]
 GATEKEEPER_VERSION = "v3.23.1"
 # The monitoring stack of clusters/platforms/observability (`kdrill images build observability`),
 # from their Go modules: the module versions, not the products' release numbers.
 OBSERVABILITY_VERSIONS = {"prometheus": "v0.316.0", "alertmanager": "v0.35.0", "kube-state-metrics": "v2.20.0"}
 
 
-def read_versions() -> dict[str, str]:
+def read_versions(path: Path = IMAGES_DIR / "versions.env") -> dict[str, str]:
     versions = {}
-    for line in (IMAGES_DIR / "versions.env").read_text().splitlines():
+    for line in path.read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
@@ -110,6 +127,16 @@ def _go_observability(step: Step) -> None:
          v["alertmanager"], v["kube-state-metrics"]], step.log_file)
 
 
+def _go_release(version: str) -> Callable[[Step], None]:
+    def build(step: Step) -> None:
+        run(["bash", str(IMAGES_DIR / "go" / "build-release.sh"), str(step.out), str(RELEASES_DIR / version)],
+            step.log_file)
+        # The release's components and node take the version-free tools from the default build.
+        for tool in ("pause", "netd", "local-path-provisioner", "crictl"):
+            shutil.copy(step.deps[0].out / tool, step.out / tool)
+    return build
+
+
 def _rootfs(flavour: str) -> Callable[[Step], None]:
     def build(step: Step) -> None:
         run(["bash", str(IMAGES_DIR / "rootfs.sh"), str(step.out / "rootfs.tar"),
@@ -137,8 +164,16 @@ class Build:
     """The whole build graph, with the tags every manifest and kubeadm refers to."""
 
     versions: dict[str, str] = field(default_factory=read_versions)
+    # Another Kubernetes release (one of releases()): its own binaries, component images, preload
+    # and node image; every other step is the default build's, with the same keys.
+    release: str | None = None
 
     def __post_init__(self) -> None:
+        if self.release is not None:
+            if self.release not in releases():
+                raise BuildError(f"Kubernetes {self.release}: expected one of {', '.join(releases()) or 'none'} "
+                                 f"(directories under {RELEASES_DIR})")
+            self.versions = {**self.versions, **read_versions(RELEASES_DIR / self.release / "versions.env")}
         v = self.versions
         self.k8s_tag = v["KUBERNETES_VERSION"].replace("+", "_")
         self.tags = {
@@ -200,7 +235,25 @@ class Build:
                                      extra=[f"{k}={v}" for k, v in sorted(OBSERVABILITY_VERSIONS.items())])
         s["observability"] = Step("observability", [], self._observability, deps=[s["go-observability"]],
                                   extra=[inspect.getsource(Build._observability)], image=self.observability_image)
+        if self.release:
+            s.update(self._release_graph(s))
         return s
+
+    def _release_graph(self, s: dict[str, Step]) -> dict[str, Step]:
+        """The release's own steps, under the names the default recipes look up ("go-kubernetes",
+        "go-tools", "components", "preload", "node"), so _components and _node build it unchanged."""
+        v, d = self.release, IMAGES_DIR
+        go = Step(f"go-kubernetes-{v}", [RELEASES_DIR / v, d / "go" / "build-release.sh"], _go_release(v),
+                  deps=[s["go-tools"]])
+        components = Step(f"components-{v}", [], self._components, deps=[go, s["base-net"]],
+                          extra=sorted(self.tags.values()) + [inspect.getsource(Build._components)],
+                          image=self.tags["kube-apiserver"])
+        preload = Step(f"preload-{v}", [d / "preload.sh"], self._preload, deps=[components, s["toolbox"]],
+                       extra=sorted(self.tags.values()))
+        node = Step(release_target(v), [d / "manifests"], self._node, extra=[inspect.getsource(Build._node)],
+                    deps=[s["node-base"], go, preload], image=self.node_image)
+        return {"go-kubernetes": go, "go-tools": go, "components": components, "preload": preload, "node": node,
+                node.name: node}
 
     def step(self, name: str) -> Step:
         return self._steps[name]
@@ -361,8 +414,9 @@ class Build:
         return spent
 
     def status(self) -> list[dict]:
-        return [{"step": st.name, "key": st.key, "built": st.done(), "image": st.image}
-                for st in self._steps.values()]
+        """Each step once (a release's steps stand under two names), as step, key, built, image."""
+        steps = list({id(st): st for st in self._steps.values()}.values())
+        return [{"step": st.name, "key": st.key, "built": st.done(), "image": st.image} for st in steps]
 
 
 def ensure_built(progress: Callable[[str], None] = print, targets: list[str] | None = None) -> dict[str, float]:
@@ -377,7 +431,7 @@ def ensure_built(progress: Callable[[str], None] = print, targets: list[str] | N
     log file, or, before building anything, what is missing to build (Go, debootstrap) and how to
     get it.
     """
-    build = Build()
+    build = build_for(targets)
     todo = build.missing(targets)
     if not todo:
         progress(f"kdrill: {', '.join(targets)} built and current" if targets and set(targets) <= set(ON_REQUEST)
@@ -399,6 +453,15 @@ def ensure_built(progress: Callable[[str], None] = print, targets: list[str] | N
         spent = build.build_all(targets, progress=lines)
     progress(f"kdrill: kind images built in {format_seconds(time.monotonic() - started)}")
     return {name: seconds for name, seconds in spent.items() if seconds}
+
+
+def build_for(targets: list[str] | None) -> Build:
+    """The build graph holding ``targets``: a release's graph for ``kubernetes-vX.Y.Z`` (one release
+    at a time), else the default one. Raises BuildError for two releases at once."""
+    versions = [t.removeprefix("kubernetes-") for t in targets or [] if t.startswith("kubernetes-v")]
+    if len(versions) > 1:
+        raise BuildError(f"one Kubernetes release per build: expected one of {', '.join(versions)}, got all of them")
+    return Build(release=versions[0]) if versions else Build()
 
 
 def save_image(image: str, archive: Path) -> Path:

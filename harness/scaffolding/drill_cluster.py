@@ -14,8 +14,15 @@ what was stored before stays readable. The key lives in a 0700 directory under k
 directory (``$KDRILL_STATE_DIR/clusters/<name>``), bind-mounted read-only into the node, and is
 deleted with the cluster; it never enters evidence.
 
+A rehearsal of an upgrade runs on a cluster made for it too: ``kubernetes`` names an older release
+built on request (``kdrill images build kubernetes-v1.34.4``, harness.kube.images.releases); the
+cluster is HA, made from ``clusters/upgrade-rehearsal.yaml.j2`` as ``<session cluster>-upg``, every
+node mounting the drill's directory (how the revert knows it is the drill's), and deleted by the
+revert whatever state the upgrade left it in: an upgraded cluster is never the user's.
+
 Source: "Encrypting Confidential Data at Rest"
-(https://kubernetes.io/docs/tasks/administer-cluster/encrypt-data/).
+(https://kubernetes.io/docs/tasks/administer-cluster/encrypt-data/); "Upgrading kubeadm clusters"
+(https://kubernetes.io/docs/tasks/administer-cluster/kubeadm/kubeadm-upgrade/).
 """
 
 from __future__ import annotations
@@ -32,13 +39,17 @@ import yaml
 from harness.core import resources
 from harness.core.ledger import state_dir
 from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.kube.images import Build, read_versions, releases
 from harness.kube.providers import Cluster
 from harness.kube.providers.kind import KindProvider, kubeconfig_cache_path
+from harness.spec.params import Param
 
 log = logging.getLogger("kdrill.faults.drill_cluster")
 
 TEMPLATE = resources.clusters_dir() / "encryption-at-rest.yaml.j2"
+UPGRADE_TEMPLATE = resources.clusters_dir() / "upgrade-rehearsal.yaml.j2"
 NODE_DIR = "/etc/kubernetes/kdrill-encryption"  # where the node and kube-apiserver see the directory
+UPGRADE_NODE_DIR = "/etc/kdrill-drill"  # where an upgrade cluster's nodes see the drill's directory
 CONFIG_FILE = "encryption-config.yaml"
 PROVIDERS = ("secretbox", "aescbc")  # both take a 32-byte key ("Encrypting Confidential Data at Rest")
 KEY_NAME = "kdrill-key1"
@@ -47,17 +58,28 @@ KEY_NAME = "kdrill-key1"
 CREATE_WAIT_SECONDS = 300
 
 
-NAME_SUFFIX = "-enc"  # every cluster of this kind is called <session cluster>-enc: nothing else is deleted
+NAME_SUFFIX = "-enc"  # every encrypted cluster is called <session cluster>-enc: nothing else is deleted
+UPGRADE_SUFFIX = "-upg"  # and every upgrade rehearsal's <session cluster>-upg
 
 
-def check_name(name: str) -> None:
+def check_name(name: str, suffix: str = NAME_SUFFIX) -> None:
     """Raise ValueError unless ``name`` is a kind cluster name this kind may create and delete:
-    lowercase letters, digits and '-', ending in :data:`NAME_SUFFIX`."""
+    lowercase letters, digits and '-', ending in ``suffix`` (:data:`NAME_SUFFIX` or
+    :data:`UPGRADE_SUFFIX`)."""
     import re
 
-    if not (isinstance(name, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,40})" + re.escape(NAME_SUFFIX), name)):
+    if not (isinstance(name, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,40})" + re.escape(suffix), name)):
         raise ValueError(f"drill cluster name {name!r}: expected lowercase letters, digits and '-' ending in "
-                         f"{NAME_SUFFIX!r}")
+                         f"{suffix!r}")
+
+
+def check_kubernetes(version: str) -> str:
+    """``version`` when it is a release kdrill builds (the default one or one of
+    harness.kube.images.releases()); raises ValueError otherwise."""
+    known = releases() + [read_versions()["KUBERNETES_VERSION"]]
+    if version not in known:
+        raise ValueError(f"Kubernetes {version!r}: expected one of {', '.join(known)} (clusters/images/releases)")
+    return version
 
 
 def directory_of(name: str) -> Path:
@@ -98,6 +120,18 @@ def render_kind_config(encryption_dir: Path) -> str:
                                                         config_file=CONFIG_FILE)
 
 
+def render_upgrade_config(drill_dir: Path) -> str:
+    """The HA kind config of an upgrade rehearsal's cluster, every node mounting ``drill_dir`` (an
+    absolute host path without ':'). Raises ValueError otherwise."""
+    from jinja2 import Environment, StrictUndefined
+
+    if not drill_dir.is_absolute() or ":" in str(drill_dir) or not str(drill_dir).isprintable():
+        raise ValueError(f"drill directory {str(drill_dir)!r}: an absolute path without ':' or control characters "
+                         "(set KDRILL_STATE_DIR to one)")
+    env = Environment(undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    return env.from_string(UPGRADE_TEMPLATE.read_text()).render(drill_dir=str(drill_dir), node_dir=UPGRADE_NODE_DIR)
+
+
 def expected_prefix(provider: str) -> bytes:
     """What kube-apiserver writes ahead of a value this configuration encrypted:
     ``k8s:enc:<provider>:v1:<key name>:``."""
@@ -105,21 +139,36 @@ def expected_prefix(provider: str) -> bytes:
 
 
 class DrillCluster(Fault):
-    """The kind cluster ``name`` with Secrets encrypted at rest by ``provider``: :meth:`inject`
-    creates it (:attr:`created` is its :class:`Cluster` afterwards), :meth:`revert` deletes it and
-    its key directory. ``cluster`` (the session's) is only where the drill runs from: the ledger
-    entry names the new cluster."""
+    """The kind cluster ``name`` with Secrets encrypted at rest by ``provider`` or, given
+    ``kubernetes`` (a version, see :func:`check_kubernetes`), an HA cluster at that release for an
+    upgrade rehearsal: :meth:`inject` creates it (:attr:`created` is its :class:`Cluster`
+    afterwards), :meth:`revert` deletes it and its directory. ``cluster`` (the session's) is only
+    where the drill runs from: the ledger entry names the new cluster. Raises ValueError for a
+    name, provider or version it may not use."""
 
     kind = "drill-cluster"
     needs_node_access = True
     node_access_level = "container"
     node_capability = "creates and deletes a kind cluster of its own beside the session's (docker)"
+    # What an upgrade rehearsal (drills/test_control_plane_upgrade.py) is given; the encrypted
+    # cluster of secrets-at-rest takes its provider from planted-secret's params.
+    params = {
+        "from_version": Param("choice", "the release the cluster is created at (built on request: kdrill images "
+                              "build kubernetes-<version>)", choices=tuple(releases())),
+        "skip_to_version": Param("version", "a release two minors above from_version, which kubeadm must refuse"),
+        "order": Param("choice", "documented: kubeadm's order; kubelet-first: one worker's kubelet before the "
+                       "control plane (against the skew policy)", choices=("documented", "kubelet-first")),
+        "replicas": Param("integer", "pods of the workload, spread over the two workers", minimum=2, maximum=8),
+        "min_available": Param("integer", "the workload's PodDisruptionBudget minAvailable", minimum=1, maximum=7),
+        "probe_seconds": Param("seconds", "how long the probe pod calls the workload (outlasting the upgrade)",
+                               minimum=600, maximum=3600),
+    }
 
-    def __init__(self, cluster: Cluster, name: str, provider: str = "secretbox") -> None:
+    def __init__(self, cluster: Cluster, name: str, provider: str = "secretbox", kubernetes: str | None = None) -> None:
         if provider not in PROVIDERS:
             raise ValueError(f"encryption provider {provider!r}: expected one of {', '.join(PROVIDERS)}")
-        check_name(name)
-
+        check_name(name, UPGRADE_SUFFIX if kubernetes else NAME_SUFFIX)
+        self.kubernetes = check_kubernetes(kubernetes) if kubernetes else None
         self.name, self.provider = name, provider
         self.directory = directory_of(name)
         # The ledger records the new cluster: recover deletes it whatever became of the session's.
@@ -130,14 +179,21 @@ class DrillCluster(Fault):
         self.create_seconds: float | None = None
 
     def target(self) -> dict[str, Any]:
+        if self.kubernetes:
+            return {"name": self.name, "kubernetes": self.kubernetes, "directory": str(self.directory)}
         return {"name": self.name, "provider": self.provider, "directory": str(self.directory)}
 
     def where(self) -> list[Any]:
+        if self.kubernetes:
+            return [f"kind cluster {self.name} (HA, Kubernetes {self.kubernetes}, for an upgrade rehearsal)"]
         return [f"kind cluster {self.name} (EncryptionConfiguration: {self.provider})"]
 
     def evidence(self) -> dict[str, Any]:
-        return {"cluster": self.name, "encryption_provider": self.provider, "key_name": KEY_NAME,
-                "create_seconds": None if self.create_seconds is None else round(self.create_seconds, 1)}
+        made = {"cluster": self.name, "create_seconds": None if self.create_seconds is None
+                else round(self.create_seconds, 1)}
+        if self.kubernetes:
+            return {**made, "kubernetes": self.kubernetes}
+        return {**made, "encryption_provider": self.provider, "key_name": KEY_NAME}
 
     def _ours(self) -> bool:
         """Whether kind cluster :attr:`name` is the one this fault made: its node mounts
@@ -155,12 +211,15 @@ class DrillCluster(Fault):
         if self.directory.exists():  # an earlier run's, whose cluster recover found gone
             shutil.rmtree(self.directory)
         self.directory.mkdir(parents=True, mode=0o700)
-        config = encryption_configuration(self.provider, secrets.token_bytes(32))
-        key_file = self.directory / CONFIG_FILE
-        key_file.touch(mode=0o600)
-        key_file.write_text(yaml.safe_dump(config, sort_keys=False))
         kind_config = self.directory / "kind.yaml"
-        kind_config.write_text(render_kind_config(self.directory))
+        if self.kubernetes:
+            kind_config.write_text(render_upgrade_config(self.directory))
+        else:
+            config = encryption_configuration(self.provider, secrets.token_bytes(32))
+            key_file = self.directory / CONFIG_FILE
+            key_file.touch(mode=0o600)
+            key_file.write_text(yaml.safe_dump(config, sort_keys=False))
+            kind_config.write_text(render_kind_config(self.directory))
         # Before kind runs, so `kdrill recover` finds a kubeconfig path even mid-creation (the
         # revert needs only `kind delete cluster`); creation writes the real one over it.
         kubeconfig = self.cluster.kubeconfig
@@ -168,7 +227,8 @@ class DrillCluster(Fault):
         if not kubeconfig.exists():
             kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n")
             kubeconfig.chmod(0o600)
-        provider = KindProvider(kind_config, name=self.name)
+        image = Build(release=self.kubernetes if self.kubernetes in releases() else None).node_image
+        provider = KindProvider(kind_config, name=self.name, image=image)
         # Its own kubeconfig file: the user's current context is left alone.
         self.create_seconds = provider.create(wait_seconds=CREATE_WAIT_SECONDS, kubeconfig=kubeconfig)
         self.created = provider.cluster()
@@ -201,4 +261,5 @@ class DrillCluster(Fault):
         # The name is checked and the directory derived from it, not taken from the entry: a
         # forged or corrupt entry can name only a *-enc cluster this kind made (see _ours).
         provider = target.get("provider", "secretbox")
-        return cls(cluster, target["name"], provider if provider in PROVIDERS else "secretbox")
+        return cls(cluster, target["name"], provider if provider in PROVIDERS else "secretbox",
+                   kubernetes=target.get("kubernetes"))

@@ -19,6 +19,7 @@ from harness.spec.manifests import name_problem
 from harness.spec.scenario import Scenario, ScenarioError
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Mi|Gi|Ki)?$")
+_VERSION = re.compile(r"^v1\.[0-9]{1,3}\.[0-9]{1,3}$")
 # Label selectors (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/): a key
 # is an optional DNS-subdomain prefix and "/", then a name of at most 63 characters; a value is
 # empty or such a name.
@@ -103,7 +104,8 @@ class Param:
     """One parameter. ``kind``: "seconds", "number", "integer", "choice", "bool", "name" (a
     Kubernetes object name), "quantity" (a Kubernetes resource quantity such as "30m") or
     "selector" (a label selector such as "app=web", never empty: see :func:`label_selector`),
-    "labels" (``key=value`` pairs only: :func:`labels`); ``minimum``/``maximum`` bound numbers
+    "labels" (``key=value`` pairs only: :func:`labels`), "version" (a Kubernetes release such as
+    "v1.36.3"); ``minimum``/``maximum`` bound numbers
     (inclusive); ``choices`` lists the allowed strings of a "choice"."""
 
     kind: str
@@ -124,6 +126,8 @@ class Param:
                 "a Kubernetes object name (lowercase letters, digits, '-' and '.', at most 253 characters)"
         if self.kind == "quantity":
             return None if isinstance(value, str) and _QUANTITY.fullmatch(value) else "a resource quantity such as '30m'"
+        if self.kind == "version":
+            return None if isinstance(value, str) and _VERSION.fullmatch(value) else "a Kubernetes release such as 'v1.36.3'"
         if self.kind in ("selector", "labels"):
             parse, expected = {"selector": (label_selector, "a label selector such as 'app=web' that selects something"),
                                "labels": (labels, "labels such as 'app=web,tier=db', what a Service's selector "
@@ -161,6 +165,8 @@ class Param:
             schema["enum"] = list(self.choices)
         elif self.kind in ("name", "quantity", "selector", "labels"):
             schema["type"] = "string"
+        elif self.kind == "version":
+            schema.update({"type": "string", "pattern": _VERSION.pattern})
         else:
             schema["type"] = "integer" if self.kind == "integer" else "number"
             schema.update({k: v for k, v in (("minimum", self.minimum), ("maximum", self.maximum)) if v is not None})

@@ -164,3 +164,37 @@ def test_its_own_cluster_is_deleted_with_its_key_directory(fake_kind, monkeypatc
 def test_a_directory_docker_cannot_mount_as_given_is_refused(bad):
     with pytest.raises(ValueError, match="without ':' or control characters"):
         render_kind_config(Path(bad))
+
+
+# --- an upgrade rehearsal's cluster -------------------------------------------------------------
+
+def test_an_upgrade_cluster_is_ha_mounts_its_directory_on_every_node_and_maps_no_host_port(tmp_path):
+    from harness.scaffolding.drill_cluster import UPGRADE_NODE_DIR, render_upgrade_config
+
+    config = yaml.safe_load(render_upgrade_config(tmp_path / "d"))
+    roles = [node["role"] for node in config["nodes"]]
+    assert roles == ["control-plane"] * 3 + ["worker"] * 2
+    for node in config["nodes"]:
+        assert node["extraMounts"] == [{"hostPath": str(tmp_path / "d"), "containerPath": UPGRADE_NODE_DIR,
+                                        "readOnly": True}]
+        assert "extraPortMappings" not in node  # runs beside the session's cluster
+    with pytest.raises(ValueError, match="absolute path without ':'"):
+        render_upgrade_config(Path("relative"))
+
+
+def test_an_upgrade_entry_names_its_release_and_rebuilds_from_it(fake_kind):
+    fault = DrillCluster(HOST, "kdrill-ha-upg", kubernetes="v1.34.4")
+    assert fault.target()["kubernetes"] == "v1.34.4" and "provider" not in fault.target()
+    again = DrillCluster.from_target(HOST, fault.target())
+    assert again.kubernetes == "v1.34.4" and again.where() == fault.where()
+
+
+@pytest.mark.parametrize("name, kubernetes, expected", [
+    ("kdrill-ha-enc", "v1.34.4", "ending in '-upg'"),  # an encrypted cluster's name is not an upgrade's
+    ("kdrill-ha", "v1.34.4", "ending in '-upg'"),  # never the session's own cluster
+    ("kdrill-ha-upg", "v1.99.0", "Kubernetes 'v1.99.0': expected one of"),
+    ("kdrill-ha-upg", "latest", "Kubernetes 'latest': expected one of"),
+])
+def test_a_forged_upgrade_entry_is_refused(fake_kind, name, kubernetes, expected):
+    with pytest.raises(ValueError, match=expected):
+        DrillCluster.from_target(HOST, {"name": name, "kubernetes": kubernetes, "directory": "/"})

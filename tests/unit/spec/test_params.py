@@ -78,3 +78,18 @@ def test_a_renamed_copy_of_a_data_only_scenario_is_a_drill_of_its_own(tmp_path):
         d["fault"]["params"]["hold_seconds"] = 70
         d["runner"]["windows"]["hold_seconds"] = 70
     check_references(scenario_with(tmp_path, longer))
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    (lambda d: d["fault"]["params"].update(from_version="v1.20.0"), "fault.params.from_version", "one of 'v1.34.4'"),
+    (lambda d: d["fault"]["params"].update(skip_to_version="1.36"), "fault.params.skip_to_version",
+     "a Kubernetes release such as 'v1.36.3'"),
+    (lambda d: d["fault"]["params"].update(skip_to_version="v1.36.3\n"), "fault.params.skip_to_version",
+     "a Kubernetes release such as 'v1.36.3'"),
+    (lambda d: d["cases"][0]["params"].update(order="skip-workers"), "cases[0].params.order",
+     "'documented', 'kubelet-first'"),
+])
+def test_an_upgrade_rehearsal_takes_only_releases_it_can_build(tmp_path, edit, field, expected):
+    with pytest.raises(ScenarioError) as info:
+        check_params(load_edited(tmp_path, "control-plane-upgrade", edit))
+    assert info.value.field == field and expected in info.value.expected

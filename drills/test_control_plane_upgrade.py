@@ -1,0 +1,320 @@
+"""Drill: an HA control plane upgraded one minor, as kubeadm's documentation says, with workloads
+serving (scenarios/control-plane-upgrade.yaml).
+
+The drill makes its own HA cluster at the older release (``drill-cluster``: 3 control-plane nodes,
+2 workers; ``kdrill images build kubernetes-v1.34.4`` builds that release) and deletes it at the
+end: an upgraded cluster is never the user's. A Deployment of 4 pods on the two workers serves
+behind a Service, with a PodDisruptionBudget of minAvailable 3. Then, node by node
+(harness.components.upgrade): the next release staged; kubeadm upgrade apply on the first
+control-plane node, kubeadm upgrade node on the others and on the workers; each node drained,
+its kubelet and kubectl replaced and restarted, uncordoned.
+
+Measured throughout: LISTs through kind's load balancer from this machine, calls from a probe pod
+by Service name, ClusterIP and each first pod's IP, the Service's ready endpoints, and the
+versions every component reports (harness.components.upgrade.read_versions) after every step,
+with each API server's own /version every 2 s in between. The workload's pods are followed: each
+one that went away must have been evicted by a drain.
+
+Case ``kubelet-first`` breaks the policy on purpose: one worker's kubelet is upgraded before the
+control plane. The skew expectation must then fail to hold (the drill expects violations), which
+shows the check reads the cluster rather than the plan.
+
+Why a Python drill: the steps run on each node in an order read from the cluster, and what is
+judged (versions, evictions) is found at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from harness.components import upgrade
+from harness.components.topology import discover
+from harness.core import proc
+from harness.core.timeline import Sample, Timeline, success_ratio
+from harness.core.waiting import wait_until
+from harness.kube.health import wait_healthy
+from harness.kube.images import Build
+from harness.kube.workloads import ensure_namespace, http_server_deployment, http_service, wait_deployment_available
+from harness.probes import Probe, Probes
+from harness.probes.api import ApiReadProbe
+from harness.probes.endpoints import EndpointReadyProbe
+from harness.probes.incluster import InClusterProbe, service_targets
+from harness.scaffolding.drill_cluster import DrillCluster
+
+APP = "web"
+PROBE_LABEL = "kdrill.io/role"
+KEEP_PROBE = f"{PROBE_LABEL}!=probe"  # drains leave the probe pod: it measures the whole upgrade
+NEXT_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "etcd", "coredns", "pause")
+HEALTHY_SECONDS = 300  # every node Ready and kube-system running after the last step: a deadline
+
+
+class ApiserverVersions(Probe):
+    """Each control-plane node's kube-apiserver /version, every ``interval_seconds``; a sample's
+    ``labels["versions"]`` is JSON node -> gitVersion or null. ok when every one answered."""
+
+    def __init__(self, name: str, cluster, nodes: list[str], **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.cluster, self.nodes = cluster, nodes
+
+    def sample(self) -> Sample:
+        started = time.time()
+        versions = {n: upgrade.apiserver_version(self.cluster, n) for n in self.nodes}
+        return Sample(t=started, ok=all(versions.values()), latency_seconds=time.time() - started,
+                      detail=", ".join(f"{n}: {v or 'no answer'}" for n, v in versions.items()),
+                      labels={"versions": json.dumps(versions)})
+
+
+def _addresses(cluster) -> dict[str, str]:
+    return {n.metadata.name: next(a.address for a in n.status.addresses if a.type == "InternalIP")
+            for n in cluster.core.list_node(_request_timeout=10).items}
+
+
+def _pods(cluster, ns: str) -> dict[str, dict]:
+    """The workload's pods: name -> node, uid and container restarts."""
+    return {p.metadata.name: {"node": p.spec.node_name, "uid": p.metadata.uid,
+                              "restarts": sum(c.restart_count for c in p.status.container_statuses or [])}
+            for p in cluster.core.list_namespaced_pod(ns, label_selector=f"app={APP}", _request_timeout=10).items}
+
+
+def _workload(drill, cluster, ns: str, workers: list[str]) -> dict[str, dict]:
+    """The Deployment on both workers, its Service and PodDisruptionBudget; returns its pods."""
+    replicas, min_available = int(drill.params["replicas"]), int(drill.params["min_available"])
+    ensure_namespace(cluster, ns)
+    deployment = http_server_deployment(APP, replicas)
+    deployment.spec.template.spec.topology_spread_constraints = [client.V1TopologySpreadConstraint(
+        max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="DoNotSchedule",
+        label_selector=client.V1LabelSelector(match_labels={"app": APP}))]
+    cluster.apps.create_namespaced_deployment(ns, deployment, _request_timeout=10)
+    cluster.core.create_namespaced_service(ns, http_service(APP), _request_timeout=10)
+    pdb = client.V1PodDisruptionBudget(metadata=client.V1ObjectMeta(name=APP), spec=client.V1PodDisruptionBudgetSpec(
+        min_available=min_available, selector=client.V1LabelSelector(match_labels={"app": APP})))
+    client.PolicyV1Api(cluster.api).create_namespaced_pod_disruption_budget(ns, pdb, _request_timeout=10)
+    wait_deployment_available(cluster, ns, APP, replicas, 240)
+    pods = _pods(cluster, ns)
+    assert {p["node"] for p in pods.values()} == set(workers), f"pods must run on both workers, got {pods}"
+    return pods
+
+
+def _next_release(tmp: Path) -> tuple[dict[str, str], str, str]:
+    """The default build's release (the upgrade's target): its kubeadm, kubelet and kubectl, and
+    its component images saved to one archive. Returns (binaries, archive, version)."""
+    build = Build()
+    out = build.step("go-kubernetes").out
+    binaries = {b: str(out / b) for b in ("kubeadm", "kubelet", "kubectl")}
+    archive = tmp / "images.tar"
+    proc.run(["docker", "save", "-o", str(archive), *[build.tags[i] for i in NEXT_IMAGES]], timeout_seconds=300)
+    return binaries, str(archive), build.versions["KUBERNETES_VERSION"]
+
+
+@dataclass
+class Rehearsal:
+    """The drill's cluster as the upgrade goes: its nodes, their addresses and every version reading."""
+
+    cluster: object
+    control_plane: list[str]
+    workers: list[str]
+    addresses: dict[str, str] = field(default_factory=dict)
+    readings: list[dict] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> list[str]:
+        return self.control_plane + self.workers
+
+    def read(self, after: str) -> upgrade.VersionReading:
+        """Read every component's version (after the step named ``after``) and keep it, with what
+        the skew policy says of it."""
+        reading = upgrade.read_versions(self.cluster, self.control_plane, self.nodes, self.addresses)
+        self.readings.append({"after": after, **reading.to_dict(), "violations": upgrade.skew_violations(reading)})
+        return reading
+
+
+@pytest.mark.cluster
+@pytest.mark.destructive
+@pytest.mark.node_access
+@pytest.mark.scenario("control-plane-upgrade")
+def test_control_plane_upgrade(drill):
+    with drill.phase("setup"):
+        drill.fresh_namespace()
+    made = DrillCluster(drill.cluster, f"{drill.cluster.name}-upg", kubernetes=drill.params["from_version"])
+    with drill.inject(made), tempfile.TemporaryDirectory(prefix="kdrill-upgrade-", dir="/var/tmp") as tmp:
+        topology = discover(made.created)
+        drill.observe("upgrade_cluster", {"name": made.created.name, "nodes": topology.nodes(),
+                                          "create_seconds": round(made.create_seconds or 0, 1)})
+        rehearsal = Rehearsal(made.created, topology.control_plane, topology.workers, _addresses(made.created))
+        _rehearse(drill, rehearsal, Path(tmp))
+    drill.expectations.assert_all()
+
+
+def _rehearse(drill, r: Rehearsal, tmp: Path) -> None:
+    """Everything on the drill's cluster, with its vital signs watched throughout."""
+    from harness.engine.vitals import VitalSigns
+
+    vitals = VitalSigns(r.cluster, None).watch()
+    try:
+        vitals.await_baseline()
+        with drill.phase("workload"):
+            pods_before = _workload(drill, r.cluster, drill.namespace, r.workers)
+            targets = service_targets(r.cluster, drill.namespace, APP, f"app={APP}")
+            incluster = InClusterProbe(r.cluster, drill.namespace, "upgrade-probe", targets, interval_seconds=1.0,
+                                       duration_seconds=float(drill.params["probe_seconds"]),
+                                       node=r.workers[-1]).start()
+        try:
+            with drill.phase("stage"):
+                binaries, archive, target = _next_release(tmp)
+                staged = [upgrade.stage(r.cluster, node, binaries, archive).to_dict() for node in r.nodes]
+            _upgrade_and_judge(drill, r, target, staged, pods_before, incluster)
+        finally:
+            incluster.delete()
+    finally:
+        windows = [i for i in drill.record.observations.get("injections", []) if i["kind"] == DrillCluster.kind]
+        summary = vitals.finish(windows, covered={})
+        drill.add_timelines({f"upgraded/{name}": tl for name, tl in vitals.timelines.items()})
+        drill.observe("upgrade_cluster_vital_signs", summary)
+
+
+def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods_before, incluster) -> None:
+    r.read("before")
+    api = ApiReadProbe("api-through-load-balancer", r.cluster, drill.namespace, interval_seconds=0.5, max_seconds=3600)
+    endpoints = EndpointReadyProbe("ready-endpoints", r.cluster, drill.namespace, APP, interval_seconds=1.0,
+                                   max_seconds=3600)
+    apis = ApiserverVersions("apiserver-versions", r.cluster, r.control_plane, interval_seconds=2.0, max_seconds=3600)
+    with Probes(api, endpoints, apis):
+        _skip_a_minor(drill, r, target)
+        started = time.time()
+        if drill.params.get("order") == "kubelet-first":
+            steps += _kubelet_first(drill, r)
+        else:
+            steps += _documented_order(drill, r, target)
+        drill.measure("upgrade_seconds", round(time.time() - started, 1),
+                      detail=f"{len(steps)} steps on {len(r.nodes)} nodes, staging not counted")
+        healthy = wait_healthy(r.cluster, HEALTHY_SECONDS)
+        drill.observe("healthy_after_upgrade", {"ok": healthy.ok, "last_error": healthy.last_error})
+        window = (started, time.time())
+        final = r.read("end")
+    timelines = {**incluster.timelines("incluster-"), api.name: api.timeline, endpoints.name: endpoints.timeline,
+                 apis.name: apis.timeline}
+    drill.add_timelines(timelines)
+    drill.observe("upgrade_steps", _with_ratios(steps, timelines))
+    drill.observe("version_readings", r.readings)
+    _judge_versions(drill, r, final, target, apis.timeline)
+    _judge_service(drill, r, timelines, window, pods_before, steps)
+
+
+def _skip_a_minor(drill, r: Rehearsal, target: str) -> None:
+    skip_to = drill.params["skip_to_version"]
+    skip = upgrade.skip_minor_refused(r.cluster, r.control_plane[0], skip_to)
+    drill.observe("skip_minor_attempt", skip.to_dict())
+    drill.measure("skip_minor_refused", not skip.ok and "can upgrade only 1 minor version at a time" in skip.output,
+                  detail=f"kubeadm {target} asked for {skip_to} on a {drill.params['from_version']} cluster "
+                         f"(dry run): {'accepted' if skip.ok else 'refused'}: "
+                         + next((line for line in skip.output.splitlines() if "minor version" in line), "")[:300])
+
+
+def _documented_order(drill, r: Rehearsal, target: str) -> list[dict]:
+    """kubeadm's order: the first control-plane node (apply), the others (node), then the workers;
+    each upgraded, drained, its kubelet replaced, uncordoned. Stops at the first failed step."""
+    cp, via = r.control_plane, r.control_plane[0]
+    steps = []
+    for i, node in enumerate(cp + r.workers):
+        actions = (lambda: upgrade.kubeadm_upgrade(r.cluster, node, i == 0, target),
+                   lambda: upgrade.drain(r.cluster, via, node, KEEP_PROBE),
+                   lambda: upgrade.replace_kubelet(r.cluster, node),
+                   lambda: upgrade.uncordon(r.cluster, via, node))
+        for action in actions:
+            with drill.phase(f"upgrade {node}"):
+                result = action()
+            steps.append({**result.to_dict(), "target": node})
+            r.read(f"{result.name} {node}")
+            if not result.ok:
+                drill.observe("upgrade_stopped_at", {"step": result.name, "node": node, "output": result.output})
+                return steps
+    return steps
+
+
+def _kubelet_first(drill, r: Rehearsal) -> list[dict]:
+    """Against the policy: the first worker's kubelet replaced by the next minor's while the control
+    plane is still the older one (no drain: the workload is not judged here)."""
+    node = r.workers[0]
+    with drill.phase(f"kubelet first on {node}"):
+        result = upgrade.replace_kubelet(r.cluster, node)
+
+        def reported_newer() -> bool:
+            kubelet = r.cluster.core.read_node(node, _request_timeout=5).status.node_info.kubelet_version
+            return upgrade.minor(kubelet) > upgrade.minor(drill.params["from_version"])
+
+        # The kubelet posts its version with its next status update: a deadline, not a sleep.
+        seen = wait_until(reported_newer, 120, interval_seconds=1.0, description=f"{node} reporting its new kubelet")
+    drill.observe("newer_kubelet_reported_seconds",
+                  round(seen.became_true_at - result.started_at, 1) if seen.ok else None)
+    r.read(f"{result.name} {node}")
+    return [{**result.to_dict(), "target": node}]
+
+
+def _with_ratios(steps: list[dict], timelines: dict) -> list[dict]:
+    """Each step with the success ratio of every probe during it (None: no call in the step)."""
+    out = []
+    for step in steps:
+        start, end = step["started_at"], step["started_at"] + step["seconds"]
+        ratios = {name: success_ratio(tl.samples(), start, end) for name, tl in timelines.items()
+                  if name != "apiserver-versions"}
+        out.append({k: v for k, v in step.items() if k != "output"} | {"success_ratios": {
+            k: None if v is None else round(v, 3) for k, v in ratios.items()}})
+    return out
+
+
+def _judge_versions(drill, r: Rehearsal, final: upgrade.VersionReading, target: str, apis) -> None:
+    violations = [f"after {x['after']}: {v}" for x in r.readings for v in x["violations"]]
+    drill.measure("skew_violations", len(violations), detail="; ".join(violations[:6]) or
+                  f"none in {len(r.readings)} readings of every component")
+    every = {**final.apiservers, **{f"kcm/{k}": v for k, v in final.controller_managers.items()},
+             **{f"scheduler/{k}": v for k, v in final.schedulers.items()},
+             **{f"kubelet/{k}": v for k, v in final.kubelets.items()},
+             **{f"kube-proxy/{k}": v for k, v in final.kube_proxies.items()}}
+    behind = {k: v for k, v in every.items() if v != target}
+    drill.measure("components_at_target", not behind,
+                  detail=f"{len(every)} components read; not at {target}: {behind or 'none'}")
+    readings = [upgrade.VersionReading(t=s.t, apiservers=json.loads(s.labels["versions"])) for s in apis.samples()]
+    drill.measure("apiservers_of_two_minors_seconds", upgrade.mixed_apiserver_seconds(readings),
+                  detail=f"from {len(readings)} reads of every API server's /version, 2 s apart")
+
+
+def _judge_service(drill, r: Rehearsal, timelines: dict, window: tuple[float, float], pods_before: dict,
+                   steps: list[dict]) -> None:
+    start, end = window
+    for name, measure in (("api-through-load-balancer", "api_success_ratio"),
+                          ("incluster-name", "service_name_success_ratio"),
+                          ("incluster-clusterip", "clusterip_success_ratio")):
+        samples = [s for s in timelines[name].samples() if start <= s.t < end]
+        failed = [f"{s.t - start:.0f} s" for s in samples if not s.ok]
+        drill.measure(measure, success_ratio(samples), detail=f"{len(samples)} calls during the upgrade; failed at "
+                      f"{', '.join(failed[:12]) or 'none'}{' ...' if len(failed) > 12 else ''}")
+    drained_at = {s["target"]: s["started_at"] for s in steps if s["name"] == "drain"}
+    pod_ip = {}
+    for pod, info in pods_before.items():
+        until = drained_at.get(info["node"], end)
+        pod_ip[pod] = success_ratio([s for s in timelines.get(f"incluster-pod-{pod}", Timeline("none")).samples()
+                                     if start <= s.t < until])
+    known = [v for v in pod_ip.values() if v is not None]
+    drill.measure("pod_ip_success_ratio_until_drained", min(known) if known else None,
+                  detail=f"per first pod, calls to its IP until its node's drain began: {pod_ip}")
+    ready = [int(s.labels["ready"]) for s in timelines["ready-endpoints"].samples()
+             if start <= s.t < end and s.ok and "ready" in s.labels]
+    drill.measure("ready_endpoints_min", min(ready) if ready else None,
+                  detail=f"{len(ready)} reads of the Service's ready endpoints; PodDisruptionBudget minAvailable "
+                         f"{drill.params['min_available']}")
+    evicted = {pod for s in steps if s["name"] == "drain" for pod in upgrade.evicted_pods(s.get("output", ""))}
+    after = _pods(r.cluster, drill.namespace)
+    lost = sorted(pod for pod in pods_before if pod not in after and pod not in evicted)
+    drill.measure("workload_pods_gone_without_eviction", len(lost),
+                  detail=f"first pods {sorted(pods_before)}; evicted by drains {sorted(evicted & set(pods_before))}; "
+                         f"gone otherwise {lost or 'none'}")
+    restarts = {pod: info["restarts"] for pod, info in after.items() if info["restarts"]}
+    drill.measure("workload_container_restarts", sum(restarts.values()),
+                  detail=f"{len(after)} pods at the end; restarted: {restarts or 'none'}")
