@@ -68,6 +68,16 @@ def get_path(cluster: Cluster, path: str, api=None, timeout_seconds: float = REQ
     return _call(cluster, "GET", path, api=api, timeout_seconds=timeout_seconds)
 
 
+def post_path(cluster: Cluster, path: str, body: dict[str, Any], dry_run: bool = False,
+              warnings: list[str] | None = None, api=None, timeout_seconds: float = REQUEST_TIMEOUT_SECONDS) -> Any:
+    """A POST of ``body`` to the API server's ``path`` (a resource of any group and version, served
+    or not), as a server-side dry run when ``dry_run``; the answer as plain data, the ``Warning``
+    headers' texts appended to ``warnings``. Raises ApiException for a non-2xx answer (404 for a
+    group version the server does not serve), or what the client raises when nothing answers."""
+    return _call(cluster, "POST", path, body=body, api=api, timeout_seconds=timeout_seconds,
+                 query=DRY_RUN if dry_run else None, warnings=warnings)
+
+
 WARNING = re.compile(r'\d{3} \S+ "((?:[^"\\]|\\.)*)"')
 
 
