@@ -34,11 +34,12 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from harness.components import upgrade
+from harness.components import api_removal, upgrade
 from harness.components.topology import discover
 from harness.core import proc
 from harness.core.timeline import Sample, Timeline, success_ratio
 from harness.core.waiting import wait_until
+from harness.kube import objects
 from harness.kube.health import wait_healthy
 from harness.kube.images import Build
 from harness.kube.workloads import ensure_namespace, http_server_deployment, http_service, wait_deployment_available
@@ -53,6 +54,36 @@ PROBE_LABEL = "kdrill.io/role"
 KEEP_PROBE = f"{PROBE_LABEL}!=probe"  # drains leave the probe pod: it measures the whole upgrade
 NEXT_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "etcd", "coredns", "pause")
 HEALTHY_SECONDS = 300  # every node Ready and kube-system running after the last step: a deadline
+# The API the upgrade stops serving (harness/components/api_removal.py says why this one).
+REMOVED_GROUP, REMOVED_VERSION, REMOVED_RESOURCE = "networking.k8s.io", "v1beta1", "servicecidrs"
+REMOVED_PATH = f"/apis/{REMOVED_GROUP}/{REMOVED_VERSION}/{REMOVED_RESOURCE}"
+REPLACEMENT_PATH = f"/apis/{REMOVED_GROUP}/v1/{REMOVED_RESOURCE}"
+
+
+def service_cidr(name: str) -> dict:
+    """A ServiceCIDR written at the version the upgrade removes (an extra, unused Service range)."""
+    return {"apiVersion": f"{REMOVED_GROUP}/{REMOVED_VERSION}", "kind": "ServiceCIDR", "metadata": {"name": name},
+            "spec": {"cidrs": ["10.250.0.0/24"]}}
+
+
+class RemovedApiAnswers(Probe):
+    """A dry-run CREATE at the removed version through the load balancer, every ``interval_seconds``:
+    ok when the API server that answered still serves it; ``labels["status"]`` its HTTP status."""
+
+    def __init__(self, name: str, cluster, **kwargs) -> None:
+        super().__init__(name, **kwargs)
+        self.cluster = cluster
+
+    def sample(self) -> Sample:
+        started = time.time()
+        try:
+            objects.post_path(self.cluster, REMOVED_PATH, service_cidr("kdrill-dry-run"), dry_run=True,
+                              timeout_seconds=3)
+            status, detail = "201", "served"
+        except client.exceptions.ApiException as exc:
+            status, detail = str(exc.status), objects.api_message(exc)[:200]
+        return Sample(t=started, ok=status.startswith("2"), latency_seconds=time.time() - started, detail=detail,
+                      labels={"status": status})
 
 
 class ApiserverVersions(Probe):
@@ -87,11 +118,8 @@ def _workload(drill, cluster, ns: str, workers: list[str]) -> dict[str, dict]:
     """The Deployment on both workers, its Service and PodDisruptionBudget; returns its pods."""
     replicas, min_available = int(drill.params["replicas"]), int(drill.params["min_available"])
     ensure_namespace(cluster, ns)
-    deployment = http_server_deployment(APP, replicas)
-    deployment.spec.template.spec.topology_spread_constraints = [client.V1TopologySpreadConstraint(
-        max_skew=1, topology_key="kubernetes.io/hostname", when_unsatisfiable="DoNotSchedule",
-        label_selector=client.V1LabelSelector(match_labels={"app": APP}))]
-    cluster.apps.create_namespaced_deployment(ns, deployment, _request_timeout=10)
+    # Spread over the workers (ScheduleAnyway: a drained worker's pods go to the other one).
+    cluster.apps.create_namespaced_deployment(ns, http_server_deployment(APP, replicas), _request_timeout=10)
     cluster.core.create_namespaced_service(ns, http_service(APP), _request_timeout=10)
     pdb = client.V1PodDisruptionBudget(metadata=client.V1ObjectMeta(name=APP), spec=client.V1PodDisruptionBudgetSpec(
         min_available=min_available, selector=client.V1LabelSelector(match_labels={"app": APP})))
@@ -185,13 +213,17 @@ def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods
     endpoints = EndpointReadyProbe("ready-endpoints", r.cluster, drill.namespace, APP, interval_seconds=1.0,
                                    max_seconds=3600)
     apis = ApiserverVersions("apiserver-versions", r.cluster, r.control_plane, interval_seconds=2.0, max_seconds=3600)
-    with Probes(api, endpoints, apis):
+    removed = RemovedApiAnswers("removed-api-dry-run", r.cluster, interval_seconds=2.0, max_seconds=3600)
+    documented = drill.params.get("order") != "kubelet-first"
+    with Probes(api, endpoints, apis, *([removed] if documented else [])):
         _skip_a_minor(drill, r, target)
+        if documented:
+            _removed_api_before(drill, r)
         started = time.time()
-        if drill.params.get("order") == "kubelet-first":
-            steps += _kubelet_first(drill, r)
-        else:
+        if documented:
             steps += _documented_order(drill, r, target)
+        else:
+            steps += _kubelet_first(drill, r)
         drill.measure("upgrade_seconds", round(time.time() - started, 1),
                       detail=f"{len(steps)} steps on {len(r.nodes)} nodes, staging not counted")
         healthy = wait_healthy(r.cluster, HEALTHY_SECONDS)
@@ -199,11 +231,13 @@ def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods
         window = (started, time.time())
         final = r.read("end")
     timelines = {**incluster.timelines("incluster-"), api.name: api.timeline, endpoints.name: endpoints.timeline,
-                 apis.name: apis.timeline}
+                 apis.name: apis.timeline, **({removed.name: removed.timeline} if documented else {})}
     drill.add_timelines(timelines)
     drill.observe("upgrade_steps", _with_ratios(steps, timelines))
     drill.observe("version_readings", r.readings)
     _judge_versions(drill, r, final, target, apis.timeline)
+    if documented:
+        _removed_api_after(drill, r, removed.timeline, steps)
     _judge_service(drill, r, timelines, window, pods_before, steps)
 
 
@@ -217,10 +251,57 @@ def _skip_a_minor(drill, r: Rehearsal, target: str) -> None:
                          + next((line for line in skip.output.splitlines() if "minor version" in line), "")[:300])
 
 
+def _removed_api_before(drill, r: Rehearsal) -> None:
+    """A ServiceCIDR created at the version the upgrade removes, and where its removal shows before
+    the upgrade: the answer's Warning header, and the deprecated-API metric of each API server."""
+    warnings: list[str] = []
+    objects.post_path(r.cluster, REMOVED_PATH, service_cidr("kdrill-before-upgrade"), warnings=warnings)
+    drill.measure("removed_api_warned", any("unavailable in v1.37" in w for w in warnings),
+                  detail=f"Warning header of the CREATE at {REMOVED_GROUP}/{REMOVED_VERSION}: {warnings or 'none'}")
+    series = {node: api_removal.deprecated_requests(api_removal.apiserver_metrics(r.cluster, node, r.addresses[node]),
+                                                    REMOVED_GROUP, REMOVED_VERSION, REMOVED_RESOURCE)
+              for node in r.control_plane}
+    drill.observe("deprecated_api_metric_before", series)
+    releases = sorted({s.get("removed_release") for found in series.values() for s in found})
+    drill.measure("removed_api_in_metric", releases == ["1.37"],
+                  detail=f"{api_removal.METRIC} for {REMOVED_RESOURCE}.{REMOVED_VERSION}.{REMOVED_GROUP} on "
+                         f"{sum(bool(f) for f in series.values())} of {len(series)} API servers, "
+                         f"removed_release {releases or 'none'}")
+
+
+def _removed_api_after(drill, r: Rehearsal, answers, steps: list[dict]) -> None:
+    """The same manifest after the upgrade (refused, with the message a client sees), the object
+    stored before read at the version that replaced it, and when the answers changed."""
+    try:
+        objects.post_path(r.cluster, REMOVED_PATH, service_cidr("kdrill-after-upgrade"))
+        refused, said = False, "created"
+    except client.exceptions.ApiException as exc:
+        refused, said = exc.status == 404, f"HTTP {exc.status}: {objects.api_message(exc)}"
+    drill.measure("removed_api_refused_after", refused, detail=f"CREATE at {REMOVED_PATH} after the upgrade: {said}")
+    try:
+        stored = objects.get_path(r.cluster, f"{REPLACEMENT_PATH}/kdrill-before-upgrade")
+        readable, said = stored.get("spec", {}).get("cidrs") == ["10.250.0.0/24"], f"cidrs {stored.get('spec')}"
+    except client.exceptions.ApiException as exc:
+        readable, said = False, f"HTTP {exc.status}: {objects.api_message(exc)}"
+    drill.measure("stored_object_readable_at_replacement", readable,
+                  detail=f"GET {REPLACEMENT_PATH}/kdrill-before-upgrade: {said}")
+    answered = [s for s in answers.samples() if "status" in s.labels]
+    apply = next((s["started_at"] for s in steps if s["name"] == "kubeadm upgrade apply"), None)
+    served = [s.t for s in answered if s.ok]
+    refusals = [s.t for s in answered if not s.ok]
+    drill.observe("removed_api_answers", {
+        "dry_runs": len(answered), "served": len(served), "refused": len(refusals),
+        "first_refused_after_apply_seconds": round(min(refusals) - apply, 1) if refusals and apply else None,
+        "last_served_after_apply_seconds": round(max(served) - apply, 1) if served and apply else None,
+        "statuses": sorted({s.labels["status"] for s in answered})})
+
+
 def _documented_order(drill, r: Rehearsal, target: str) -> list[dict]:
     """kubeadm's order: the first control-plane node (apply), the others (node), then the workers;
     each upgraded, drained, its kubelet replaced, uncordoned. Stops at the first failed step."""
     cp, via = r.control_plane, r.control_plane[0]
+    # The upgrade's configuration no longer enables the removed version (see api_removal).
+    drill.observe("runtime_config_dropped", api_removal.stop_enabling(r.cluster, f"{REMOVED_GROUP}/{REMOVED_VERSION}"))
     steps = []
     for i, node in enumerate(cp + r.workers):
         actions = (lambda: upgrade.kubeadm_upgrade(r.cluster, node, i == 0, target),
