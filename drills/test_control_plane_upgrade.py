@@ -150,6 +150,7 @@ class Rehearsal:
     workers: list[str]
     addresses: dict[str, str] = field(default_factory=dict)
     readings: list[dict] = field(default_factory=list)
+    window: tuple[float, float] | None = None  # the upgrade's start and end (epoch seconds)
 
     @property
     def nodes(self) -> list[str]:
@@ -201,7 +202,9 @@ def _rehearse(drill, r: Rehearsal, tmp: Path) -> None:
         finally:
             incluster.delete()
     finally:
-        windows = [i for i in drill.record.observations.get("injections", []) if i["kind"] == DrillCluster.kind]
+        # The upgrade is that cluster's fault window: its vital signs before, during and after it.
+        windows = [{"kind": "kubeadm-upgrade", "injected_at": r.window[0], "reverted_at": r.window[1]}] if r.window else []
+        vitals.await_after(windows)
         summary = vitals.finish(windows, covered={})
         drill.add_timelines({f"upgraded/{name}": tl for name, tl in vitals.timelines.items()})
         drill.observe("upgrade_cluster_vital_signs", summary)
@@ -216,19 +219,23 @@ def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods
     removed = RemovedApiAnswers("removed-api-dry-run", r.cluster, interval_seconds=2.0, max_seconds=3600)
     documented = drill.params.get("order") != "kubelet-first"
     with Probes(api, endpoints, apis, *([removed] if documented else [])):
-        _skip_a_minor(drill, r, target)
+        ignore = _preflight(drill, r, target)
+        _skip_a_minor(drill, r, target, ignore)
         if documented:
             _removed_api_before(drill, r)
         started = time.time()
         if documented:
-            steps += _documented_order(drill, r, target)
+            done = _documented_order(drill, r, target, ignore)
         else:
-            steps += _kubelet_first(drill, r)
-        drill.measure("upgrade_seconds", round(time.time() - started, 1),
-                      detail=f"{len(steps)} steps on {len(r.nodes)} nodes, staging not counted")
+            done = _kubelet_first(drill, r)
+        steps += done
+        stopped = not done[-1]["ok"]
+        drill.measure("upgrade_seconds", None if stopped else round(time.time() - started, 1),
+                      detail=f"{len(done)} steps on {len(r.nodes)} nodes, staging not counted"
+                             + (f"; stopped at {done[-1]['name']} on {done[-1]['target']}" if stopped else ""))
         healthy = wait_healthy(r.cluster, HEALTHY_SECONDS)
         drill.observe("healthy_after_upgrade", {"ok": healthy.ok, "last_error": healthy.last_error})
-        window = (started, time.time())
+        r.window = (started, time.time())
         final = r.read("end")
     timelines = {**incluster.timelines("incluster-"), api.name: api.timeline, endpoints.name: endpoints.timeline,
                  apis.name: apis.timeline, **({removed.name: removed.timeline} if documented else {})}
@@ -238,12 +245,23 @@ def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods
     _judge_versions(drill, r, final, target, apis.timeline)
     if documented:
         _removed_api_after(drill, r, removed.timeline, steps)
-    _judge_service(drill, r, timelines, window, pods_before, steps)
+    _judge_service(drill, r, timelines, r.window, pods_before, steps)
 
 
-def _skip_a_minor(drill, r: Rehearsal, target: str) -> None:
+def _preflight(drill, r: Rehearsal, target: str) -> tuple[str, ...]:
+    """kubeadm's own preflight for the upgrade, as documented (a dry run). Returns the checks the
+    upgrade must skip: only kubeadm's cgroup v1 refusal, which KEP-5573 says to skip on such a
+    host (this machine's kernel gives kubelet cgroup v1); recorded either way."""
+    checked = upgrade.preflight(r.cluster, r.control_plane[0], target)
+    cgroup_v1 = not checked.ok and upgrade.cgroup_v1_refusal(checked.output)
+    drill.observe("preflight_as_documented", {**checked.to_dict(), "refused_for_cgroup_v1": cgroup_v1,
+                                              "skipped_from_now_on": [upgrade.CGROUP_V1_CHECK] if cgroup_v1 else []})
+    return (upgrade.CGROUP_V1_CHECK,) if cgroup_v1 else ()
+
+
+def _skip_a_minor(drill, r: Rehearsal, target: str, ignore: tuple[str, ...]) -> None:
     skip_to = drill.params["skip_to_version"]
-    skip = upgrade.skip_minor_refused(r.cluster, r.control_plane[0], skip_to)
+    skip = upgrade.skip_minor_refused(r.cluster, r.control_plane[0], skip_to, ignore)
     drill.observe("skip_minor_attempt", skip.to_dict())
     drill.measure("skip_minor_refused", not skip.ok and "can upgrade only 1 minor version at a time" in skip.output,
                   detail=f"kubeadm {target} asked for {skip_to} on a {drill.params['from_version']} cluster "
@@ -296,7 +314,7 @@ def _removed_api_after(drill, r: Rehearsal, answers, steps: list[dict]) -> None:
         "statuses": sorted({s.labels["status"] for s in answered})})
 
 
-def _documented_order(drill, r: Rehearsal, target: str) -> list[dict]:
+def _documented_order(drill, r: Rehearsal, target: str, ignore: tuple[str, ...]) -> list[dict]:
     """kubeadm's order: the first control-plane node (apply), the others (node), then the workers;
     each upgraded, drained, its kubelet replaced, uncordoned. Stops at the first failed step."""
     cp, via = r.control_plane, r.control_plane[0]
@@ -304,7 +322,7 @@ def _documented_order(drill, r: Rehearsal, target: str) -> list[dict]:
     drill.observe("runtime_config_dropped", api_removal.stop_enabling(r.cluster, f"{REMOVED_GROUP}/{REMOVED_VERSION}"))
     steps = []
     for i, node in enumerate(cp + r.workers):
-        actions = (lambda: upgrade.kubeadm_upgrade(r.cluster, node, i == 0, target),
+        actions = (lambda: upgrade.kubeadm_upgrade(r.cluster, node, i == 0, target, ignore),
                    lambda: upgrade.drain(r.cluster, via, node, KEEP_PROBE),
                    lambda: upgrade.replace_kubelet(r.cluster, node),
                    lambda: upgrade.uncordon(r.cluster, via, node))

@@ -92,3 +92,14 @@ def test_the_pods_a_drain_evicted_are_read_from_its_output():
               "5s): Cannot evict pod as it would violate the pod's disruption budget.\npod/web-1 evicted\n"
               "pod/web-2 evicted\nnode/w1 drained\n")
     assert evicted_pods(output) == ["web-1", "web-2"]
+
+
+def test_kubeadm_refusing_only_a_cgroup_v1_host_is_told_apart_from_other_refusals():
+    from harness.components.upgrade import cgroup_v1_refusal
+
+    cgroup = ("[preflight] Some fatal errors occurred:\n\t[ERROR SystemVerification]: cgroups v1 support is deprecated "
+              "and will be removed in a future release.\n")
+    assert cgroup_v1_refusal(cgroup) is True
+    assert cgroup_v1_refusal(cgroup + "\t[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: exists\n") is False
+    assert cgroup_v1_refusal("\t[ERROR SystemVerification]: unsupported kernel release\n") is False
+    assert cgroup_v1_refusal("[upgrade] SUCCESS!\n") is False
