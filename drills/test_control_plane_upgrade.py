@@ -338,11 +338,24 @@ def _documented_order(drill, r: Rehearsal, target: str, ignore: tuple[str, ...])
 
 
 def _kubelet_first(drill, r: Rehearsal) -> list[dict]:
-    """Against the policy: the first worker's kubelet replaced by the next minor's while the control
-    plane is still the older one (no drain: the workload is not judged here)."""
+    """Against the documented order and the policy: the first worker's kubelet replaced by the next
+    minor's while the control plane is still the older one (no drain, no kubeadm upgrade node).
+    What the kubelet does with the flags the older kubeadm wrote is recorded; then the flags are
+    made those of a node built at the newer release, so that a newer kubelet registers."""
     node = r.workers[0]
     with drill.phase(f"kubelet first on {node}"):
         result = upgrade.replace_kubelet(r.cluster, node)
+        # A kubelet that refuses its flags exits at once and systemd restarts it: a deadline.
+        refused = wait_until(lambda: upgrade.kubelet_state(r.cluster, node)["last_failure"] is not None, 20,
+                             interval_seconds=1.0, description=f"{node}'s kubelet exiting")
+        state = upgrade.kubelet_state(r.cluster, node)
+        flag = drill.params["removed_kubelet_flag"]
+        drill.measure("kubelet_refused_older_flags", refused.ok and f"--{flag}" in (state["last_failure"] or ""),
+                      detail=f"kubelet unit {state['unit']}; last failure: {state['last_failure'] or 'none'}")
+        steps = [{**result.to_dict(), "target": node}]
+        if refused.ok:
+            fixed = upgrade.drop_kubelet_flag(r.cluster, node, drill.params["removed_kubelet_flag"])
+            steps.append({**fixed.to_dict(), "target": node})
 
         def reported_newer() -> bool:
             kubelet = r.cluster.core.read_node(node, _request_timeout=5).status.node_info.kubelet_version
@@ -352,8 +365,8 @@ def _kubelet_first(drill, r: Rehearsal) -> list[dict]:
         seen = wait_until(reported_newer, 120, interval_seconds=1.0, description=f"{node} reporting its new kubelet")
     drill.observe("newer_kubelet_reported_seconds",
                   round(seen.became_true_at - result.started_at, 1) if seen.ok else None)
-    r.read(f"{result.name} {node}")
-    return [{**result.to_dict(), "target": node}]
+    r.read(f"{steps[-1]['name']} {node}")
+    return steps
 
 
 def _with_ratios(steps: list[dict], timelines: dict) -> list[dict]:

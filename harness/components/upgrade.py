@@ -280,6 +280,29 @@ def replace_kubelet(cluster: Cluster, node: str) -> StepResult:
     return run_step(cluster, "kubelet replaced and restarted", node, line, 120)
 
 
+KUBEADM_FLAGS = "/var/lib/kubelet/kubeadm-flags.env"  # the kubelet flags kubeadm writes on each node
+
+
+def kubelet_state(cluster: Cluster, node: str) -> dict[str, Any]:
+    """Whether ``node``'s kubelet unit is active, and the last "command failed" line it logged
+    (how a kubelet that refuses its flags exits), or None."""
+    active = cluster.node_exec(node, ["systemctl", "is-active", "kubelet"], timeout_seconds=10, check=False,
+                               read_only=True).stdout.strip()
+    journal = cluster.node_exec(node, ["journalctl", "-u", "kubelet", "--no-pager", "-n", "50"], timeout_seconds=20,
+                                check=False, read_only=True).stdout
+    failed = [line for line in journal.splitlines() if "command failed" in line]
+    return {"active": active == "active", "unit": active, "last_failure": failed[-1][-300:] if failed else None}
+
+
+def drop_kubelet_flag(cluster: Cluster, node: str, flag: str) -> StepResult:
+    """``--<flag>=...`` taken out of :data:`KUBEADM_FLAGS` and the kubelet restarted: the flags a
+    node made at the newer release would have (``flag``: letters, digits and '-' only)."""
+    if not re.fullmatch(r"[a-z0-9-]+", flag):
+        raise ValueError(f"kubelet flag: expected lowercase letters, digits and '-', got {flag!r}")
+    line = f"sed -i 's/ *--{flag}=[^ \"]*//' {KUBEADM_FLAGS} && cat {KUBEADM_FLAGS} && systemctl restart kubelet"
+    return run_step(cluster, f"--{flag} dropped from the kubelet's flags", node, line, 60)
+
+
 def uncordon(cluster: Cluster, via: str, node: str) -> StepResult:
     return run_step(cluster, "uncordon", via,
                     f"kubectl --kubeconfig {ADMIN_KUBECONFIG} uncordon {shlex.quote(node)}", 60)

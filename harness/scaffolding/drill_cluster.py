@@ -158,6 +158,8 @@ class DrillCluster(Fault):
         "skip_to_version": Param("version", "a release two minors above from_version, which kubeadm must refuse"),
         "order": Param("choice", "documented: kubeadm's order; kubelet-first: one worker's kubelet before the "
                        "control plane (against the skew policy)", choices=("documented", "kubelet-first")),
+        "removed_kubelet_flag": Param("name", "a kubelet flag the older kubeadm writes and the newer kubelet no "
+                                      "longer takes (case kubelet-first)", required=False),
         "replicas": Param("integer", "pods of the workload, spread over the two workers", minimum=2, maximum=8),
         "min_available": Param("integer", "the workload's PodDisruptionBudget minAvailable", minimum=1, maximum=7),
         "probe_seconds": Param("seconds", "how long the probe pod calls the workload (outlasting the upgrade)",

@@ -103,3 +103,11 @@ def test_kubeadm_refusing_only_a_cgroup_v1_host_is_told_apart_from_other_refusal
     assert cgroup_v1_refusal(cgroup + "\t[ERROR FileAvailable--etc-kubernetes-kubelet.conf]: exists\n") is False
     assert cgroup_v1_refusal("\t[ERROR SystemVerification]: unsupported kernel release\n") is False
     assert cgroup_v1_refusal("[upgrade] SUCCESS!\n") is False
+
+
+def test_only_a_flag_name_reaches_the_nodes_shell():
+    from harness.components.upgrade import drop_kubelet_flag
+
+    for bad in ["pod-infra-container-image; rm -rf /", "x' /etc/passwd '", "", "Flag"]:
+        with pytest.raises(ValueError, match="expected lowercase letters, digits and '-'"):
+            drop_kubelet_flag(None, "node", bad)
