@@ -126,6 +126,16 @@ def test_no_node_ever_pulls_an_image(kdrill_cluster):
         assert pulls == [], f"{node}: {pulls[:3]}"
 
 
+def test_the_pause_image_answers_minus_v_and_exits_as_upstreams_does(kdrill_cluster):
+    # kubeadm's upgrade health check runs the pause image with -v as a Job and waits for it to
+    # complete: a pause that ignored -v stopped `kubeadm upgrade apply` (control-plane-upgrade).
+    from harness.core import proc
+
+    out = proc.run(["docker", "run", "--rm", "--network", "none", BUILD.tags["pause"], "-v"], timeout_seconds=60,
+                   check=False)
+    assert out.returncode == 0 and "pause" in out.stdout, (out.returncode, out.stdout, out.stderr)
+
+
 def unallocated_cluster_ip(cluster, subnet: str) -> str:
     """An address of the Service CIDR that no Service has (from the top of the range down)."""
     import ipaddress
