@@ -230,9 +230,10 @@ def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods
             done = _kubelet_first(drill, r)
         steps += done
         stopped = not done[-1]["ok"]
-        drill.measure("upgrade_seconds", None if stopped else round(time.time() - started, 1),
-                      detail=f"{len(done)} steps on {len(r.nodes)} nodes, staging not counted"
-                             + (f"; stopped at {done[-1]['name']} on {done[-1]['target']}" if stopped else ""))
+        if documented:
+            drill.measure("upgrade_seconds", None if stopped else round(time.time() - started, 1),
+                          detail=f"{len(done)} steps on {len(r.nodes)} nodes, staging not counted"
+                                 + (f"; stopped at {done[-1]['name']} on {done[-1]['target']}" if stopped else ""))
         healthy = wait_healthy(r.cluster, HEALTHY_SECONDS)
         drill.observe("healthy_after_upgrade", {"ok": healthy.ok, "last_error": healthy.last_error})
         r.window = (started, time.time())
@@ -242,10 +243,11 @@ def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods
     drill.add_timelines(timelines)
     drill.observe("upgrade_steps", _with_ratios(steps, timelines))
     drill.observe("version_readings", r.readings)
-    _judge_versions(drill, r, final, target, apis.timeline)
-    if documented:
+    _judge_skew(drill, r)
+    if documented:  # kubelet-first judges only the skew: it breaks the order on purpose
+        _judge_versions(drill, final, target, apis.timeline)
         _removed_api_after(drill, r, removed.timeline, steps)
-    _judge_service(drill, r, timelines, r.window, pods_before, steps)
+        _judge_service(drill, r, timelines, r.window, pods_before, steps)
 
 
 def _preflight(drill, r: Rehearsal, target: str) -> tuple[str, ...]:
@@ -381,10 +383,13 @@ def _with_ratios(steps: list[dict], timelines: dict) -> list[dict]:
     return out
 
 
-def _judge_versions(drill, r: Rehearsal, final: upgrade.VersionReading, target: str, apis) -> None:
+def _judge_skew(drill, r: Rehearsal) -> None:
     violations = [f"after {x['after']}: {v}" for x in r.readings for v in x["violations"]]
     drill.measure("skew_violations", len(violations), detail="; ".join(violations[:6]) or
                   f"none in {len(r.readings)} readings of every component")
+
+
+def _judge_versions(drill, final: upgrade.VersionReading, target: str, apis) -> None:
     every = {**final.apiservers, **{f"kcm/{k}": v for k, v in final.controller_managers.items()},
              **{f"scheduler/{k}": v for k, v in final.schedulers.items()},
              **{f"kubelet/{k}": v for k, v in final.kubelets.items()},
