@@ -146,8 +146,7 @@ class DrillCluster(Fault):
     upgrade rehearsal: :meth:`inject` creates it (:attr:`created` is its :class:`Cluster`
     afterwards), :meth:`revert` deletes it and its directory. ``cluster`` (the session's) is only
     where the drill runs from: the ledger entry names the new cluster. Raises ValueError for a
-    name, provider or version it may not use (``built_before``: a ledger entry's version, which
-    only a revert uses, see :func:`check_kubernetes`)."""
+    name, provider or version it may not use."""
 
     kind = "drill-cluster"
     needs_node_access = True
@@ -186,6 +185,7 @@ class DrillCluster(Fault):
 
     def __init__(self, cluster: Cluster, name: str, provider: str = "secretbox", kubernetes: str | None = None,
                  built_before: bool = False) -> None:
+        """``built_before``: ``kubernetes`` is a ledger entry's, only reverted (:func:`check_kubernetes`)."""
         if provider not in PROVIDERS:
             raise ValueError(f"encryption provider {provider!r}: expected one of {', '.join(PROVIDERS)}")
         check_name(name, UPGRADE_SUFFIX if kubernetes else NAME_SUFFIX)
