@@ -188,7 +188,7 @@ def _release_image(args: argparse.Namespace) -> str | None:
         return None
     if args.kubernetes not in releases():
         raise Refused(f"kdrill cluster: --kubernetes: expected one of {', '.join(releases()) or 'none'} "
-                      f"(clusters/images/releases), got {args.kubernetes}")
+                      f"(clusters/images/releases), got {args.kubernetes or 'an empty value'}")
     if args.action == "create":
         require_docker()
         build_images([f"kubernetes-{args.kubernetes}"])

@@ -29,7 +29,8 @@ from harness.kube.providers import Cluster
 
 METRIC = "apiserver_requested_deprecated_apis"
 RUNTIME_CONFIG = "runtime-config"
-_SAMPLE = re.compile(r"^" + METRIC + r"\{([^}]*)\}\s+(\S+)$")
+# A sample: the name, its labels (a quoted value may hold '}'), the value, an optional timestamp.
+_SAMPLE = re.compile(r"^" + METRIC + r'\{((?:[^"}]|"(?:[^"\\]|\\.)*")*)\}\s+(\S+)(?:\s+-?\d+)?$')
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -48,26 +49,44 @@ def deprecated_requests(metrics_text: str, group: str, version: str, resource: s
 
 
 def _without(entries: str, group_version: str) -> str:
+    if not isinstance(entries, str):
+        raise ValueError(f"ClusterConfiguration apiServer.extraArgs {RUNTIME_CONFIG}: expected a string such as "
+                         f"'{group_version}=true', got {entries!r}")
     kept = [e for e in entries.split(",") if e.strip() and e.split("=")[0].strip() != group_version]
     return ",".join(kept)
+
+
+def _extra_args(cluster_configuration: Any) -> dict[str, Any] | list[dict[str, Any]]:
+    """The ClusterConfiguration's kube-apiserver extraArgs ([] when none). Raises ValueError for a
+    shape kubeadm does not write."""
+    if not isinstance(cluster_configuration, dict):
+        raise ValueError(f"ClusterConfiguration: expected a mapping, got {cluster_configuration!r}")
+    api_server = cluster_configuration.get("apiServer") or {}
+    if not isinstance(api_server, dict):
+        raise ValueError(f"ClusterConfiguration apiServer: expected a mapping, got {api_server!r}")
+    args = api_server.get("extraArgs") or []
+    if isinstance(args, dict) or isinstance(args, list) and all(isinstance(a, dict) for a in args):
+        return args
+    raise ValueError(f"ClusterConfiguration apiServer.extraArgs: expected a list of name/value (v1beta4) or a "
+                     f"map (v1beta3), got {args!r}")
 
 
 def drop_runtime_config(cluster_configuration: dict[str, Any], group_version: str) -> bool:
     """Remove ``group_version`` from the ClusterConfiguration's kube-apiserver ``runtime-config``
     (kubeadm v1beta4's list of name/value, or v1beta3's map), in place, dropping the argument when
-    nothing is left. Returns whether it was there."""
-    api_server = cluster_configuration.setdefault("apiServer", {}) or {}
-    args = api_server.get("extraArgs") or []
+    nothing is left. Returns whether it was there. Raises ValueError for a shape kubeadm does not
+    write (field, expected, got)."""
+    args = _extra_args(cluster_configuration)
     if isinstance(args, dict):  # v1beta3
-        before = args.get(RUNTIME_CONFIG, "")
+        before = args.get(RUNTIME_CONFIG) or ""
         after = _without(before, group_version)
         args.pop(RUNTIME_CONFIG, None) if not after else args.__setitem__(RUNTIME_CONFIG, after)
         return after != before
     changed = False
     for arg in list(args):
         if arg.get("name") == RUNTIME_CONFIG:
-            after = _without(arg.get("value", ""), group_version)
-            changed |= after != arg.get("value", "")
+            after = _without(arg.get("value") or "", group_version)
+            changed |= after != (arg.get("value") or "")
             args.remove(arg) if not after else arg.__setitem__("value", after)
     return changed
 
@@ -75,7 +94,8 @@ def drop_runtime_config(cluster_configuration: dict[str, Any], group_version: st
 def stop_enabling(cluster: Cluster, group_version: str) -> bool:
     """The kubeadm-config ConfigMap's ClusterConfiguration without ``group_version`` in
     kube-apiserver's runtime-config, written back: what every later ``kubeadm upgrade`` renders
-    into the static pod manifests. Returns whether it was there. Raises ApiException."""
+    into the static pod manifests. Returns whether it was there. Raises ApiException, or ValueError
+    for a ClusterConfiguration of another shape (drop_runtime_config)."""
     config_map = cluster.core.read_namespaced_config_map("kubeadm-config", "kube-system", _request_timeout=10)
     configuration = yaml.safe_load(config_map.data["ClusterConfiguration"])
     changed = drop_runtime_config(configuration, group_version)

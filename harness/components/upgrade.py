@@ -38,12 +38,13 @@ STAGING_DIR = "/var/tmp/kdrill-upgrade"  # on each node: the next release's bina
 COMPONENT_CONFIGS = {"kube-controller-manager": "/etc/kubernetes/controller-manager.conf",
                      "kube-scheduler": "/etc/kubernetes/scheduler.conf"}
 _VERSION = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
+_RELEASE = re.compile(r"v1\.[0-9]{1,3}\.[0-9]{1,3}")
 
 
 def minor(version: str) -> int:
     """The minor of a Kubernetes version ("v1.35.4", "Kubernetes v1.35.4" -> 35). Raises
     ValueError when ``version`` holds none."""
-    found = _VERSION.search(version or "")
+    found = _VERSION.search(version) if isinstance(version, str) else None
     if not found or found.group(1) != "1":
         raise ValueError(f"Kubernetes version: expected v1.MINOR.PATCH, got {version!r}")
     return int(found.group(2))
@@ -71,11 +72,19 @@ def _answering(versions: dict[str, str | None]) -> dict[str, int]:
     return {node: minor(v) for node, v in versions.items() if v}
 
 
+def _older_allowed(m: int) -> int:
+    """How many minors a kubelet or kube-proxy of minor ``m`` may be behind: three, two before 1.25."""
+    return 2 if m < 25 else 3
+
+
+_WORDS = {2: "two", 3: "three"}
+
+
 def skew_violations(reading: VersionReading) -> list[str]:
     """What in ``reading`` the version skew policy does not allow, one sentence each (empty when
     nothing): kube-apiservers more than one minor apart; a kubelet or kube-proxy newer than the
     oldest kube-apiserver or more than three minors older than the newest; a kube-proxy more than
-    three minors from its node's kubelet; a controller-manager or scheduler newer than the
+    three minors from its node's kubelet (two, for a kubelet or kube-proxy older than 1.25); a controller-manager or scheduler newer than the
     kube-apiserver it calls, or more than one minor older (against every kube-apiserver when
     which one it calls is not known). Raises ValueError for a version that is not one."""
     apis = _answering(reading.apiservers)
@@ -89,12 +98,14 @@ def skew_violations(reading: VersionReading) -> list[str]:
         for node, m in _answering(versions).items():
             if m > oldest:
                 found.append(f"{kind} on {node}: 1.{m} is newer than the oldest kube-apiserver (1.{oldest})")
-            elif m < newest - 3:
-                found.append(f"{kind} on {node}: 1.{m} is more than three minors older than kube-apiserver 1.{newest}")
+            elif m < newest - _older_allowed(m):
+                found.append(f"{kind} on {node}: 1.{m} is more than {_WORDS[_older_allowed(m)]} minors older than "
+                             f"kube-apiserver 1.{newest}")
     kubelets = _answering(reading.kubelets)
     for node, m in _answering(reading.kube_proxies).items():
-        if node in kubelets and abs(m - kubelets[node]) > 3:
-            found.append(f"kube-proxy on {node}: 1.{m} is more than three minors from its kubelet (1.{kubelets[node]})")
+        if node in kubelets and abs(m - kubelets[node]) > _older_allowed(m):
+            found.append(f"kube-proxy on {node}: 1.{m} is more than {_WORDS[_older_allowed(m)]} minors from its "
+                         f"kubelet (1.{kubelets[node]})")
     for kind, versions in (("kube-controller-manager", reading.controller_managers),
                            ("kube-scheduler", reading.schedulers)):
         for node, m in _answering(versions).items():
@@ -109,7 +120,8 @@ def skew_violations(reading: VersionReading) -> list[str]:
 
 def mixed_apiserver_seconds(readings: list[VersionReading]) -> float:
     """Seconds during which kube-apiservers of two minors answered side by side: the sum of the
-    intervals from one reading to the next that begin with two minors answering."""
+    intervals from one reading to the next (in time order) that begin with two minors answering."""
+    readings = sorted(readings, key=lambda r: r.t)
     total = 0.0
     for here, after in zip(readings, readings[1:]):
         if len(set(_answering(here.apiservers).values())) > 1:
@@ -134,8 +146,8 @@ def binary_version(cluster: Cluster, node: str, container: str) -> str | None:
     """``<container> --version`` run in the running container of that name on ``node`` (through
     crictl): the binary that is running, not the tag it was started from. None when no such
     container runs."""
-    script = (f"id=$(crictl ps -q --state running --name '^{container}$' | head -n1); "
-              f"[ -n \"$id\" ] && crictl exec \"$id\" {container} --version")
+    script = (f"id=$(crictl ps -q --state running --name {shlex.quote(f'^{container}$')} | head -n1); "
+              f"[ -n \"$id\" ] && crictl exec \"$id\" {shlex.quote(container)} --version")
     out = cluster.node_exec(node, ["sh", "-c", script], timeout_seconds=20, check=False, read_only=True)
     found = _VERSION.search(out.stdout or "")
     return found.group(0) if out.returncode == 0 and found else None
@@ -193,9 +205,11 @@ class StepResult:
 
 def run_step(cluster: Cluster, name: str, node: str, command: str, timeout_seconds: float) -> StepResult:
     """``command`` (a shell line) on ``node``, timed; never raises for the command's failure (the
-    result says so, with the last 1,500 characters of its output)."""
+    result says so, with the last 1,500 characters of its output, standard error of every part
+    of the line included)."""
     started, clock = time.time(), time.monotonic()
-    out = cluster.node_exec(node, ["sh", "-c", command + " 2>&1"], timeout_seconds=timeout_seconds, check=False)
+    out = cluster.node_exec(node, ["sh", "-c", "exec 2>&1; " + command], timeout_seconds=timeout_seconds,
+                            check=False)
     return StepResult(name=name, node=node, started_at=started, seconds=round(time.monotonic() - clock, 1),
                       ok=out.returncode == 0, output=(out.stdout or "")[-1500:])
 
@@ -216,6 +230,14 @@ def stage(cluster: Cluster, node: str, binaries: dict[str, str], images_tar: str
     return result
 
 
+def release(version: str) -> str:
+    """``version`` when it is a Kubernetes release as kubeadm takes it ("v1.35.4"); raises
+    ValueError otherwise (before it reaches a shell line or kubeadm's options)."""
+    if not (isinstance(version, str) and _RELEASE.fullmatch(version)):
+        raise ValueError(f"Kubernetes release: expected v1.MINOR.PATCH, got {version!r}")
+    return version
+
+
 # kubeadm 1.35's preflight refuses a cgroup v1 host even with the kubelet's failCgroupV1: false,
 # unless this check is skipped as well (KEP-5573, the message names it).
 CGROUP_V1_CHECK = "SystemVerification"
@@ -234,7 +256,9 @@ def cgroup_v1_refusal(output: str) -> bool:
 
 def preflight(cluster: Cluster, node: str, version: str) -> StepResult:
     """The staged kubeadm's ``kubeadm upgrade apply <version> --dry-run``, as documented (no check
-    skipped): what the upgrade's own preflight says of this host, nothing changed."""
+    skipped): what the upgrade's own preflight says of this host, nothing changed. Raises
+    ValueError as :func:`release`."""
+    version = release(version)
     return run_step(cluster, "kubeadm upgrade apply (dry run, as documented)", node,
                     f"{STAGING_DIR}/kubeadm upgrade apply {shlex.quote(version)} --yes --dry-run", 300)
 
@@ -242,7 +266,9 @@ def preflight(cluster: Cluster, node: str, version: str) -> StepResult:
 def kubeadm_upgrade(cluster: Cluster, node: str, first: bool, version: str, ignore: tuple[str, ...] = ()) -> StepResult:
     """The staged kubeadm put in place (the documentation upgrades kubeadm first), then ``kubeadm
     upgrade apply <version> --yes`` on the first control-plane node, ``kubeadm upgrade node`` on
-    any other node; the preflight checks named in ``ignore`` skipped."""
+    any other node; the preflight checks named in ``ignore`` skipped. Raises ValueError for a
+    ``version`` that is not a release (:func:`release`)."""
+    version = release(version)
     install = f"install -m 0755 {STAGING_DIR}/kubeadm /usr/bin/kubeadm && "
     if first:
         return run_step(cluster, "kubeadm upgrade apply", node, install + f"kubeadm upgrade apply "
@@ -255,7 +281,8 @@ def skip_minor_refused(cluster: Cluster, node: str, version: str, ignore: tuple[
     """The staged (next minor's) kubeadm asked, as a dry run, to upgrade straight to ``version``,
     two minors above the cluster (the preflight checks in ``ignore`` skipped, so its version
     policy is reached): kubeadm must refuse ("can upgrade only 1 minor version at a time");
-    ``ok`` says whether kubeadm accepted it."""
+    ``ok`` says whether kubeadm accepted it. Raises ValueError as :func:`release`."""
+    version = release(version)
     return run_step(cluster, "kubeadm upgrade apply, skipping a minor (dry run)", node,
                     f"{STAGING_DIR}/kubeadm upgrade apply {shlex.quote(version)} --yes --dry-run{_ignoring(ignore)}",
                     300)

@@ -167,9 +167,9 @@ class Fault(abc.ABC):
 
     @classmethod
     def params_problem(cls, params: dict[str, Any], manifests: list[dict[str, Any]]) -> tuple[str, str, str] | None:
-        """What a data-only scenario's ``params`` (a case's merged over the fault's) need of each
-        other and of the declared ``manifests`` (as written) that :attr:`params` cannot say, as
-        (the parameter, what is expected, what was got), or None. Default: None."""
+        """What a scenario's ``params`` (a case's merged over the fault's) need of each other and of
+        the declared ``manifests`` (as written) that :attr:`params` cannot say, as (the parameter,
+        what is expected, what was got), or None. Default: None."""
         return None
 
     @classmethod
@@ -211,11 +211,10 @@ def check_params(scenario) -> None:
 
 
 def check_params_together(scenario, fault_type: type[Fault]) -> None:
-    """A data-only scenario's params, in each case, as :meth:`Fault.params_problem` wants them, and
-    every fact an expectation of that case reads (``measure.fact``, ``measure.predicted_by``) one the
-    fault measures with them (:meth:`Fault.facts_available`). Raises ScenarioError."""
-    if scenario.runner is None:
-        return
+    """A scenario's params, in each case, as :meth:`Fault.params_problem` wants them, and (a
+    data-only scenario's) every fact an expectation of that case reads (``measure.fact``,
+    ``measure.predicted_by``) one the fault measures with them (:meth:`Fault.facts_available`).
+    Raises ScenarioError."""
     manifests = scenario.workload.get("manifests") or []
     for index, case in enumerate(scenario.cases or [None]):
         params = scenario.params_for(case.name if case else None)
@@ -225,6 +224,8 @@ def check_params_together(scenario, fault_type: type[Fault]) -> None:
             where = f"cases[{index}].params.{param}" if case is not None and param in case.params \
                 else f"fault.params.{param}"
             raise ScenarioError(scenario.path, where, expected, got)
+        if scenario.runner is None:
+            continue
         available = fault_type.facts_available(params)
         for expectation in scenario.expectations_for(case.name if case else None):
             for key in ("fact", "predicted_by"):

@@ -35,6 +35,7 @@ import fcntl
 import inspect
 import json
 import logging
+import re
 import shutil
 import tempfile
 import time
@@ -75,9 +76,14 @@ IMAGES_ON_REQUEST = ["gatekeeper", "observability"]
 RELEASES_DIR = IMAGES_DIR / "releases"
 
 
+_RELEASE_DIR_NAME = re.compile(r"v1\.[0-9]{1,3}\.[0-9]{1,3}")
+
+
 def releases() -> list[str]:
-    """The versions buildable on request, e.g. ["v1.34.4"], oldest first."""
-    found = [p.name for p in RELEASES_DIR.glob("v*") if (p / "versions.env").is_file()]
+    """The versions buildable on request, e.g. ["v1.34.4"], oldest first: the directories named
+    v1.MINOR.PATCH holding a versions.env (any other name is not a release)."""
+    found = [p.name for p in RELEASES_DIR.glob("v*")
+             if _RELEASE_DIR_NAME.fullmatch(p.name) and (p / "versions.env").is_file()]
     return sorted(found, key=lambda v: tuple(int(x) for x in v.lstrip("v").split(".")))
 
 
@@ -101,6 +107,17 @@ def read_versions(path: Path = IMAGES_DIR / "versions.env") -> dict[str, str]:
             key, _, value = line.partition("=")
             versions[key] = value
     return versions
+
+
+def release_versions(version: str) -> dict[str, str]:
+    """The versions.env of release ``version`` (one of releases()). Raises BuildError when its
+    KUBERNETES_VERSION is not ``version``: its images would take another release's tags."""
+    path = RELEASES_DIR / version / "versions.env"
+    found = read_versions(path)
+    if found.get("KUBERNETES_VERSION") != version:
+        raise BuildError(f"{path}: KUBERNETES_VERSION: expected {version} (the directory's name), "
+                         f"got {found.get('KUBERNETES_VERSION') or 'nothing'}")
+    return found
 
 
 # --- the steps --------------------------------------------------------------------------------
@@ -173,7 +190,7 @@ class Build:
             if self.release not in releases():
                 raise BuildError(f"Kubernetes {self.release}: expected one of {', '.join(releases()) or 'none'} "
                                  f"(directories under {RELEASES_DIR})")
-            self.versions = {**self.versions, **read_versions(RELEASES_DIR / self.release / "versions.env")}
+            self.versions = {**self.versions, **release_versions(self.release)}
         v = self.versions
         self.k8s_tag = v["KUBERNETES_VERSION"].replace("+", "_")
         self.tags = {
@@ -458,7 +475,8 @@ def ensure_built(progress: Callable[[str], None] = print, targets: list[str] | N
 def build_for(targets: list[str] | None) -> Build:
     """The build graph holding ``targets``: a release's graph for ``kubernetes-vX.Y.Z`` (one release
     at a time), else the default one. Raises BuildError for two releases at once."""
-    versions = [t.removeprefix("kubernetes-") for t in targets or [] if t.startswith("kubernetes-v")]
+    asked = [t.removeprefix("kubernetes-") for t in targets or [] if t.startswith("kubernetes-v")]
+    versions = list(dict.fromkeys(asked))  # the same one named twice is one
     if len(versions) > 1:
         raise BuildError(f"one Kubernetes release per build: expected one of {', '.join(versions)}, got all of them")
     return Build(release=versions[0]) if versions else Build()

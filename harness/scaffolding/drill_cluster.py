@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import secrets
 import shutil
 from pathlib import Path
@@ -66,17 +67,18 @@ def check_name(name: str, suffix: str = NAME_SUFFIX) -> None:
     """Raise ValueError unless ``name`` is a kind cluster name this kind may create and delete:
     lowercase letters, digits and '-', ending in ``suffix`` (:data:`NAME_SUFFIX` or
     :data:`UPGRADE_SUFFIX`)."""
-    import re
-
     if not (isinstance(name, str) and re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,40})" + re.escape(suffix), name)):
         raise ValueError(f"drill cluster name {name!r}: expected lowercase letters, digits and '-' ending in "
                          f"{suffix!r}")
 
 
-def check_kubernetes(version: str) -> str:
+def check_kubernetes(version: str, built_before: bool = False) -> str:
     """``version`` when it is a release kdrill builds (the default one or one of
-    harness.kube.images.releases()); raises ValueError otherwise."""
+    harness.kube.images.releases()) or, ``built_before`` (a ledger entry's: the checkout may have
+    moved on since), any v1.MINOR.PATCH; raises ValueError otherwise."""
     known = releases() + [read_versions()["KUBERNETES_VERSION"]]
+    if built_before and isinstance(version, str) and re.fullmatch(r"v1\.[0-9]{1,3}\.[0-9]{1,3}", version):
+        return version
     if version not in known:
         raise ValueError(f"Kubernetes {version!r}: expected one of {', '.join(known)} (clusters/images/releases)")
     return version
@@ -166,11 +168,30 @@ class DrillCluster(Fault):
                                minimum=600, maximum=3600),
     }
 
-    def __init__(self, cluster: Cluster, name: str, provider: str = "secretbox", kubernetes: str | None = None) -> None:
+    @classmethod
+    def params_problem(cls, params: dict[str, Any], manifests: list[dict[str, Any]]) -> tuple[str, str, str] | None:
+        """An upgrade rehearsal's skip_to_version two minors above from_version (one minor above is
+        the upgrade kubeadm allows), and a PodDisruptionBudget a drain can get through:
+        min_available below replicas (else no eviction is ever allowed and each drain times out)."""
+        from harness.components.upgrade import minor
+
+        if "from_version" in params and "skip_to_version" in params:
+            two_above = minor(params["from_version"]) + 2
+            if minor(params["skip_to_version"]) != two_above:
+                return ("skip_to_version", f"a release of 1.{two_above}, two minors above from_version "
+                        f"{params['from_version']}", repr(params["skip_to_version"]))
+        if "replicas" in params and "min_available" in params and params["min_available"] >= params["replicas"]:
+            return ("min_available", f"fewer than replicas ({params['replicas']}): a drain evicts a pod only while "
+                    "more than minAvailable are ready", repr(params["min_available"]))
+        return None
+
+    def __init__(self, cluster: Cluster, name: str, provider: str = "secretbox", kubernetes: str | None = None,
+                 built_before: bool = False) -> None:
+        """``built_before``: ``kubernetes`` is a ledger entry's, only reverted (:func:`check_kubernetes`)."""
         if provider not in PROVIDERS:
             raise ValueError(f"encryption provider {provider!r}: expected one of {', '.join(PROVIDERS)}")
         check_name(name, UPGRADE_SUFFIX if kubernetes else NAME_SUFFIX)
-        self.kubernetes = check_kubernetes(kubernetes) if kubernetes else None
+        self.kubernetes = check_kubernetes(kubernetes, built_before) if kubernetes else None
         self.name, self.provider = name, provider
         self.directory = directory_of(name)
         # The ledger records the new cluster: recover deletes it whatever became of the session's.
@@ -205,6 +226,8 @@ class DrillCluster(Fault):
 
     def inject(self) -> None:
 
+        if self.kubernetes:  # a ledger entry's release is only reverted, never created again
+            check_kubernetes(self.kubernetes)
         if KindProvider(name=self.name).exists():
             # Before anything is touched: a leftover of a crashed run is `kdrill recover`'s to
             # delete, and a cluster of that name made otherwise is not kdrill's to delete at all.
@@ -261,7 +284,10 @@ class DrillCluster(Fault):
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "DrillCluster":
         # The name is checked and the directory derived from it, not taken from the entry: a
-        # forged or corrupt entry can name only a *-enc cluster this kind made (see _ours).
+        # forged or corrupt entry can name only a *-enc or *-upg cluster this kind made (see
+        # _ours). The release only describes it: one no longer in the checkout is still reverted.
+        if not isinstance(target, dict):
+            raise ValueError(f"drill-cluster ledger target: expected a mapping, got {target!r}")
         provider = target.get("provider", "secretbox")
-        return cls(cluster, target["name"], provider if provider in PROVIDERS else "secretbox",
-                   kubernetes=target.get("kubernetes"))
+        return cls(cluster, target.get("name"), provider if provider in PROVIDERS else "secretbox",
+                   kubernetes=target.get("kubernetes"), built_before=True)

@@ -53,3 +53,36 @@ def test_a_release_step_is_estimated_from_the_default_step_it_does_the_work_of()
     expected = expected_seconds(["go-kubernetes-v1.34.4", "kubernetes-v1.34.4", "observability"], {})
     assert expected == {"go-kubernetes-v1.34.4": COLD_SECONDS["go-kubernetes"],
                         "kubernetes-v1.34.4": COLD_SECONDS["node"], "observability": 60.0}
+
+
+# --- odd release directories and targets ----------------------------------------------------------
+
+def _release_dir(root, name, text):
+    (root / name).mkdir()
+    (root / name / "versions.env").write_text(text)
+
+
+def test_a_directory_not_named_as_a_release_is_not_one_and_breaks_nothing(tmp_path, monkeypatch):
+    import harness.kube.images as images
+
+    _release_dir(tmp_path, "v1.34.4", "KUBERNETES_VERSION=v1.34.4\n")
+    _release_dir(tmp_path, "v1.33.0-rc.1", "KUBERNETES_VERSION=v1.33.0-rc.1\n")
+    _release_dir(tmp_path, "vendor", "KUBERNETES_VERSION=v1.30.0\n")
+    monkeypatch.setattr(images, "RELEASES_DIR", tmp_path)
+    assert releases() == ["v1.34.4"]
+
+
+@pytest.mark.parametrize("text, got", [("ETCD_IMAGE_TAG=3.6.5-0\n", "got nothing"),
+                                       ("KUBERNETES_VERSION=v1.35.4\n", "got v1.35.4")])
+def test_a_release_whose_versions_env_names_another_release_is_refused(tmp_path, monkeypatch, text, got):
+    # Else its images would be tagged as the default build's (kdrill/node:v1.35.4) and replace them.
+    import harness.kube.images as images
+
+    _release_dir(tmp_path, "v1.33.1", text)
+    monkeypatch.setattr(images, "RELEASES_DIR", tmp_path)
+    with pytest.raises(BuildError, match=f"v1.33.1/versions.env: KUBERNETES_VERSION: expected v1.33.1 .*{got}"):
+        Build(release="v1.33.1")
+
+
+def test_one_release_named_twice_is_one_release():
+    assert build_for(["kubernetes-v1.34.4", "kubernetes-v1.34.4"]).release == "v1.34.4"

@@ -126,7 +126,8 @@ def test_a_bad_prepare_is_refused(prepared, prepare):
 
 
 @pytest.mark.parametrize("argv, said", [
-    (["images", "build", "kyverno"], "kdrill images build: TARGET: expected one of gatekeeper, observability, got kyverno"),
+    (["images", "build", "kyverno"], "kdrill images build: TARGET: expected one of gatekeeper, observability, "
+                                     "kubernetes-v1.34.4, got kyverno"),
     (["images", "status", "gatekeeper"], "kdrill images status: TARGET: expected none, got gatekeeper"),
 ])
 def test_an_unknown_image_target_is_refused_before_docker(monkeypatch, capsys, argv, said):

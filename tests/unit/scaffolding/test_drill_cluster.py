@@ -192,9 +192,65 @@ def test_an_upgrade_entry_names_its_release_and_rebuilds_from_it(fake_kind):
 @pytest.mark.parametrize("name, kubernetes, expected", [
     ("kdrill-ha-enc", "v1.34.4", "ending in '-upg'"),  # an encrypted cluster's name is not an upgrade's
     ("kdrill-ha", "v1.34.4", "ending in '-upg'"),  # never the session's own cluster
-    ("kdrill-ha-upg", "v1.99.0", "Kubernetes 'v1.99.0': expected one of"),
     ("kdrill-ha-upg", "latest", "Kubernetes 'latest': expected one of"),
+    ("kdrill-ha-upg", ["v1.34.4"], "Kubernetes \\['v1.34.4'\\]: expected one of"),
 ])
 def test_a_forged_upgrade_entry_is_refused(fake_kind, name, kubernetes, expected):
     with pytest.raises(ValueError, match=expected):
         DrillCluster.from_target(HOST, {"name": name, "kubernetes": kubernetes, "directory": "/"})
+
+
+def test_a_release_kdrill_does_not_build_is_refused_for_a_new_cluster(fake_kind):
+    with pytest.raises(ValueError, match="Kubernetes 'v1.99.0': expected one of"):
+        DrillCluster(HOST, "kdrill-ha-upg", kubernetes="v1.99.0")
+
+
+def test_an_entry_whose_release_left_the_checkout_is_still_reverted_but_never_created(fake_kind, monkeypatch):
+    # The drill crashed on v1.33.2; the checkout now builds another release: recover must still
+    # delete the drill's own cluster (only its name and mounts decide that), and nothing recreates it.
+    fault = DrillCluster.from_target(HOST, {"name": "kdrill-ha-upg", "kubernetes": "v1.33.2", "directory": "/"})
+    assert fault.kubernetes == "v1.33.2"
+    fake_kind.existing = {"kdrill-ha-upg"}
+    monkeypatch.setattr(DrillCluster, "_ours", lambda self: True)
+    fault.revert()
+    assert fake_kind.deleted == ["kdrill-ha-upg"]
+    with pytest.raises(ValueError, match="Kubernetes 'v1.33.2': expected one of"):
+        fault.inject()
+
+
+@pytest.mark.parametrize("target", [None, [], "kdrill-ha-upg", {}, {"kubernetes": "v1.34.4"}])
+def test_a_corrupt_entry_is_a_value_error_naming_what_is_wrong(fake_kind, target):
+    with pytest.raises(ValueError, match="ledger target: expected a mapping|drill cluster name None"):
+        DrillCluster.from_target(HOST, target)
+
+
+# --- the rehearsal's params, together -------------------------------------------------------------
+
+@pytest.mark.parametrize("params, problem", [
+    ({"from_version": "v1.34.4", "skip_to_version": "v1.36.3", "replicas": 4, "min_available": 3}, None),
+    ({"from_version": "v1.34.4", "skip_to_version": "v1.35.0"}, "skip_to_version"),  # the upgrade kubeadm allows
+    ({"from_version": "v1.34.4", "skip_to_version": "v1.34.4"}, "skip_to_version"),
+    ({"from_version": "v1.34.4", "skip_to_version": "v1.37.0"}, "skip_to_version"),
+    ({"replicas": 4, "min_available": 4}, "min_available"),  # no eviction ever allowed: each drain times out
+    ({"replicas": 2, "min_available": 7}, "min_available"),
+])
+def test_the_rehearsal_params_must_fit_each_other(params, problem):
+    found = DrillCluster.params_problem(params, [])
+    assert (found and found[0]) == problem
+
+
+@pytest.mark.parametrize("edit, field", [
+    (("skip_to_version: v1.36.3", "skip_to_version: v1.35.0"), "fault.params.skip_to_version"),
+    (("min_available: 3", "min_available: 7"), "fault.params.min_available"),
+])
+def test_a_copy_of_the_rehearsal_with_params_that_do_not_fit_is_refused_by_validation(tmp_path, edit, field):
+    from harness import faults
+    from harness.core import resources
+    from harness.spec.loading import load_scenario
+    from harness.spec.scenario import ScenarioError
+
+    text = (resources.scenarios_dir() / "control-plane-upgrade.yaml").read_text()
+    assert edit[0] in text
+    (tmp_path / "control-plane-upgrade.yaml").write_text(text.replace(edit[0], edit[1]))
+    with pytest.raises(ScenarioError, match=field):
+        faults.check_params(load_scenario(tmp_path / "control-plane-upgrade.yaml"))
