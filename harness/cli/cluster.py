@@ -184,11 +184,15 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 def _release_image(args: argparse.Namespace) -> str | None:
     """The node image of ``--kubernetes`` (None without it), built when missing and creating.
     Raises Refused for a release kdrill does not build, SystemExit when its build fails."""
-    if args.kubernetes is None:
+    default = Build().versions["KUBERNETES_VERSION"]
+    if args.kubernetes is None or args.kubernetes == default:
         return None
     if args.kubernetes not in releases():
-        raise Refused(f"kdrill cluster: --kubernetes: expected one of {', '.join(releases()) or 'none'} "
+        raise Refused(f"kdrill cluster: --kubernetes: expected one of {', '.join(releases() + [default])} "
                       f"(clusters/images/releases), got {args.kubernetes or 'an empty value'}")
+    if args.name is None:
+        # Another release's cluster never takes the default cluster's name (it would be reused as it is).
+        args.name = f"{cluster_name_of(config_path(args.config))}-{args.kubernetes.replace('.', '-')}"
     if args.action == "create":
         require_docker()
         build_images([f"kubernetes-{args.kubernetes}"])

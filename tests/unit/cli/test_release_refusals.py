@@ -40,3 +40,18 @@ def test_cluster_create_refuses_a_release_kdrill_does_not_build(capsys, value, g
 ])
 def test_images_build_refuses_a_release_it_does_not_build(capsys, targets, says):
     assert says in refused(capsys, "images", "build", *targets)
+
+
+def test_another_release_gets_a_cluster_name_of_its_own_and_the_default_release_none():
+    import argparse
+
+    from harness.cli.cluster import _release_image
+
+    args = argparse.Namespace(kubernetes="v1.34.4", name=None, config="ha", action="status")
+    assert _release_image(args) == "kdrill/node:v1.34.4"
+    assert args.name == "kdrill-ha-v1-34-4"  # never kdrill-ha, which would be reused at its own release
+    named = argparse.Namespace(kubernetes="v1.34.4", name="mine", config="ha", action="status")
+    _release_image(named)
+    assert named.name == "mine"
+    default = argparse.Namespace(kubernetes="v1.35.4", name=None, config="ha", action="status")
+    assert _release_image(default) is None and default.name is None
