@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from harness.components.upgrade import minor
 from harness.core import resources
 from harness.core.ledger import state_dir
 from harness.faults import Fault, FaultError, FaultNotReverted
@@ -173,8 +174,6 @@ class DrillCluster(Fault):
         """An upgrade rehearsal's skip_to_version two minors above from_version (one minor above is
         the upgrade kubeadm allows), and a PodDisruptionBudget a drain can get through:
         min_available below replicas (else no eviction is ever allowed and each drain times out)."""
-        from harness.components.upgrade import minor
-
         if "from_version" in params and "skip_to_version" in params:
             two_above = minor(params["from_version"]) + 2
             if minor(params["skip_to_version"]) != two_above:
