@@ -260,8 +260,8 @@ class Build:
         """The release's own steps, under the names the default recipes look up ("go-kubernetes",
         "go-tools", "components", "preload", "node"), so _components and _node build it unchanged."""
         v, d = self.release, IMAGES_DIR
-        go = Step(f"go-kubernetes-{v}", [RELEASES_DIR / v, d / "go" / "build-release.sh"], _go_release(v),
-                  deps=[s["go-tools"]])
+        scripts = [d / "go" / "build-release.sh", d / "go" / "build-kubernetes.sh"]
+        go = Step(f"go-kubernetes-{v}", [RELEASES_DIR / v, *scripts], _go_release(v), deps=[s["go-tools"]])
         components = Step(f"components-{v}", [], self._components, deps=[go, s["base-net"]],
                           extra=sorted(self.tags.values()) + [inspect.getsource(Build._components)],
                           image=self.tags["kube-apiserver"])
