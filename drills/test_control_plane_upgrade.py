@@ -160,7 +160,8 @@ class Rehearsal:
         """Read every component's version (after the step named ``after``) and keep it, with what
         the skew policy says of it."""
         reading = upgrade.read_versions(self.cluster, self.control_plane, self.nodes, self.addresses)
-        self.readings.append({"after": after, **reading.to_dict(), "violations": upgrade.skew_violations(reading)})
+        self.readings.append({"after": after, **reading.to_dict(), "violations": upgrade.skew_violations(reading),
+                              "violations_strict": upgrade.skew_violations(reading, strict=True)})
         return reading
 
 
@@ -384,9 +385,14 @@ def _with_ratios(steps: list[dict], timelines: dict) -> list[dict]:
 
 
 def _judge_skew(drill, r: Rehearsal) -> None:
+    """Violations judged against the API server each component calls (its kubeconfig's server),
+    and, as an observation, the policy page's strict HA reading (any instance)."""
     violations = [f"after {x['after']}: {v}" for x in r.readings for v in x["violations"]]
     drill.measure("skew_violations", len(violations), detail="; ".join(violations[:6]) or
-                  f"none in {len(r.readings)} readings of every component")
+                  f"none in {len(r.readings)} readings of every component, each judged against the "
+                  "kube-apiserver its kubeconfig names")
+    strict = [f"after {x['after']}: {v}" for x in r.readings for v in x["violations_strict"]]
+    drill.observe("skew_violations_against_every_api_server", {"count": len(strict), "first": strict[:6]})
 
 
 def _judge_versions(drill, final: upgrade.VersionReading, target: str, apis) -> None:
@@ -421,11 +427,16 @@ def _judge_service(drill, r: Rehearsal, timelines: dict, window: tuple[float, fl
     known = [v for v in pod_ip.values() if v is not None]
     drill.measure("pod_ip_success_ratio_until_drained", min(known) if known else None,
                   detail=f"per first pod, calls to its IP until its node's drain began: {pod_ip}")
-    ready = [int(s.labels["ready"]) for s in timelines["ready-endpoints"].samples()
-             if start <= s.t < end and s.ok and "ready" in s.labels]
-    drill.measure("ready_endpoints_min", min(ready) if ready else None,
-                  detail=f"{len(ready)} reads of the Service's ready endpoints; PodDisruptionBudget minAvailable "
-                         f"{drill.params['min_available']}")
+    drains = [(s["started_at"], s["started_at"] + s["seconds"]) for s in steps if s["name"] == "drain"]
+    reads = [s for s in timelines["ready-endpoints"].samples() if start <= s.t < end and s.ok and "ready" in s.labels]
+    during = [int(s.labels["ready"]) for s in reads if any(a <= s.t < b for a, b in drains)]
+    drill.measure("ready_endpoints_min_while_draining", min(during) if during else None,
+                  detail=f"{len(during)} reads of the Service's ready endpoints during {len(drains)} drains; "
+                         f"PodDisruptionBudget minAvailable {drill.params['min_available']}")
+    replicas = int(drill.params["replicas"])
+    dips = [{"after_start_seconds": round(s.t - start, 1), "ready": int(s.labels["ready"])} for s in reads
+            if int(s.labels["ready"]) < replicas and not any(a <= s.t < b for a, b in drains)]
+    drill.observe("ready_endpoints_below_replicas_outside_drains", dips)
     evicted = {pod for s in steps if s["name"] == "drain" for pod in upgrade.evicted_pods(s.get("output", ""))}
     after = _pods(r.cluster, drill.namespace)
     lost = sorted(pod for pod in pods_before if pod not in after and pod not in evicted)

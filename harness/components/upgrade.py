@@ -35,7 +35,8 @@ KUBEADM_SECONDS = 900
 DRAIN_SECONDS = 300  # kubectl drain's own --timeout: evictions the PDB refuses are retried until then
 ADMIN_KUBECONFIG = "/etc/kubernetes/admin.conf"
 STAGING_DIR = "/var/tmp/kdrill-upgrade"  # on each node: the next release's binaries and images
-COMPONENT_CONFIGS = {"kube-controller-manager": "/etc/kubernetes/controller-manager.conf",
+COMPONENT_CONFIGS = {"kubelet": "/etc/kubernetes/kubelet.conf",
+                     "kube-controller-manager": "/etc/kubernetes/controller-manager.conf",
                      "kube-scheduler": "/etc/kubernetes/scheduler.conf"}
 _VERSION = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
 _RELEASE = re.compile(r"v1\.[0-9]{1,3}\.[0-9]{1,3}")
@@ -54,7 +55,8 @@ def minor(version: str) -> int:
 class VersionReading:
     """The versions the cluster's components reported at ``t`` (epoch seconds). Each map is
     node -> version, None where the component did not answer (e.g. its static pod restarting);
-    ``talks_to``: component on a control-plane node -> the node whose API server it calls."""
+    ``talks_to``: "<component>/<node>" -> the node whose API server that component calls (the
+    kubelet of every node, the controller-manager and scheduler of each control-plane node)."""
 
     t: float
     apiservers: dict[str, str | None]
@@ -80,13 +82,15 @@ def _older_allowed(m: int) -> int:
 _WORDS = {2: "two", 3: "three"}
 
 
-def skew_violations(reading: VersionReading) -> list[str]:
+def skew_violations(reading: VersionReading, strict: bool = False) -> list[str]:
     """What in ``reading`` the version skew policy does not allow, one sentence each (empty when
     nothing): kube-apiservers more than one minor apart; a kubelet or kube-proxy newer than the
-    oldest kube-apiserver or more than three minors older than the newest; a kube-proxy more than
-    three minors from its node's kubelet (two, for a kubelet or kube-proxy older than 1.25); a controller-manager or scheduler newer than the
-    kube-apiserver it calls, or more than one minor older (against every kube-apiserver when
-    which one it calls is not known). Raises ValueError for a version that is not one."""
+    kube-apiserver it calls or more than three minors older (two, before 1.25); a kube-proxy more
+    than three minors from its node's kubelet; a controller-manager or scheduler newer than the
+    kube-apiserver it calls, or more than one minor older. "The kube-apiserver it calls" is the one
+    ``talks_to`` names; a component whose server is not known (or every one, ``strict``: the
+    policy page's own reading for HA, where any component may reach any instance) is held to every
+    kube-apiserver: never newer than the oldest. Raises ValueError for a version that is not one."""
     apis = _answering(reading.apiservers)
     if not apis:
         return []
@@ -94,13 +98,19 @@ def skew_violations(reading: VersionReading) -> list[str]:
     found = []
     if newest - oldest > 1:
         found.append(f"kube-apiserver: 1.{newest} and 1.{oldest} side by side, more than one minor apart")
+
+    def against(kind: str, node: str) -> list[int]:
+        server = None if strict else reading.talks_to.get(f"{kind}/{node}")
+        return [apis[server]] if server in apis else list(apis.values())
+
     for kind, versions in (("kubelet", reading.kubelets), ("kube-proxy", reading.kube_proxies)):
         for node, m in _answering(versions).items():
-            if m > oldest:
-                found.append(f"{kind} on {node}: 1.{m} is newer than the oldest kube-apiserver (1.{oldest})")
-            elif m < newest - _older_allowed(m):
+            called = against("kubelet", node)  # kube-proxy reaches the API as its node's kubelet does, or wider
+            if m > min(called):
+                found.append(f"{kind} on {node}: 1.{m} is newer than the kube-apiserver it calls (1.{min(called)})")
+            elif m < max(called) - _older_allowed(m):
                 found.append(f"{kind} on {node}: 1.{m} is more than {_WORDS[_older_allowed(m)]} minors older than "
-                             f"kube-apiserver 1.{newest}")
+                             f"kube-apiserver 1.{max(called)}")
     kubelets = _answering(reading.kubelets)
     for node, m in _answering(reading.kube_proxies).items():
         if node in kubelets and abs(m - kubelets[node]) > _older_allowed(m):
@@ -109,12 +119,11 @@ def skew_violations(reading: VersionReading) -> list[str]:
     for kind, versions in (("kube-controller-manager", reading.controller_managers),
                            ("kube-scheduler", reading.schedulers)):
         for node, m in _answering(versions).items():
-            server = reading.talks_to.get(f"{kind}/{node}")
-            against = [apis[server]] if server in apis else list(apis.values())
-            if m > min(against):
-                found.append(f"{kind} on {node}: 1.{m} is newer than the kube-apiserver it calls (1.{min(against)})")
-            elif m < max(against) - 1:
-                found.append(f"{kind} on {node}: 1.{m} is more than one minor older than kube-apiserver 1.{max(against)}")
+            called = against(kind, node)
+            if m > min(called):
+                found.append(f"{kind} on {node}: 1.{m} is newer than the kube-apiserver it calls (1.{min(called)})")
+            elif m < max(called) - 1:
+                found.append(f"{kind} on {node}: 1.{m} is more than one minor older than kube-apiserver 1.{max(called)}")
     return found
 
 
@@ -175,12 +184,12 @@ def read_versions(cluster: Cluster, control_plane: list[str], nodes: list[str],
     for node in control_plane:
         reading.controller_managers[node] = binary_version(cluster, node, "kube-controller-manager")
         reading.schedulers[node] = binary_version(cluster, node, "kube-scheduler")
-        for component in COMPONENT_CONFIGS:
+    for node in nodes:
+        reading.kube_proxies[node] = binary_version(cluster, node, "kube-proxy")
+        for component in COMPONENT_CONFIGS if node in control_plane else ["kubelet"]:
             server = calls_apiserver_of(cluster, node, component, addresses)
             if server:
                 reading.talks_to[f"{component}/{node}"] = server
-    for node in nodes:
-        reading.kube_proxies[node] = binary_version(cluster, node, "kube-proxy")
     listed = cluster.core.list_node(_request_timeout=10).items
     reading.kubelets = {n.metadata.name: n.status.node_info.kubelet_version for n in listed}
     return reading

@@ -43,7 +43,16 @@ def test_api_servers_two_minors_apart_break_it():
 
 def test_a_kubelet_newer_than_the_oldest_api_server_breaks_it():
     [found] = skew_violations(reading(kubelets={"w1": "v1.35.4"}))
-    assert found.startswith("kubelet on w1: 1.35 is newer than the oldest kube-apiserver (1.34)")
+    assert found.startswith("kubelet on w1: 1.35 is newer than the kube-apiserver it calls (1.34)")
+
+
+def test_a_kubelet_that_calls_only_its_own_upgraded_api_server_is_within_the_policy_unless_read_strictly():
+    # kubeadm's order: the first control-plane node's kubelet upgraded while the others' API
+    # servers are still older; kubeadm points that kubelet at its own node's API server.
+    upgraded = reading(kubelets={"cp1": "v1.35.4"}, talks_to={"kubelet/cp1": "cp1"})
+    assert skew_violations(upgraded) == []
+    [found] = skew_violations(upgraded, strict=True)  # the policy page's HA reading: any instance
+    assert "newer than the kube-apiserver it calls (1.34)" in found
 
 
 def test_a_kubelet_four_minors_older_breaks_it_and_three_does_not():
