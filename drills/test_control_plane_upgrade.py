@@ -39,6 +39,7 @@ from harness.components.topology import discover
 from harness.core import proc
 from harness.core.timeline import Sample, Timeline, success_ratio
 from harness.core.waiting import wait_until
+from harness.engine.measures import longest_failure_seconds
 from harness.kube import objects
 from harness.kube.health import wait_healthy
 from harness.kube.images import Build
@@ -427,6 +428,8 @@ def _judge_service(drill, r: Rehearsal, timelines: dict, window: tuple[float, fl
     known = [v for v in pod_ip.values() if v is not None]
     drill.measure("pod_ip_success_ratio_until_drained", min(known) if known else None,
                   detail=f"per first pod, calls to its IP until its node's drain began: {pod_ip}")
+    names = [s for s in timelines["incluster-name"].samples() if start <= s.t < end]
+    drill.observe("service_name_longest_failure_seconds", longest_failure_seconds(names, start, end))
     drains = [(s["started_at"], s["started_at"] + s["seconds"]) for s in steps if s["name"] == "drain"]
     reads = [s for s in timelines["ready-endpoints"].samples() if start <= s.t < end and s.ok and "ready" in s.labels]
     during = [int(s.labels["ready"]) for s in reads if any(a <= s.t < b for a, b in drains)]
