@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.kube.providers import Cluster
+from harness.spec.params import KUBERNETES_RELEASE
 
 # kubeadm waits up to 5 minutes per static pod itself; a whole `upgrade apply` (etcd, three
 # components, addons) measured 1 to 3 minutes here: this only stops one that hangs.
@@ -39,7 +40,6 @@ COMPONENT_CONFIGS = {"kubelet": "/etc/kubernetes/kubelet.conf",
                      "kube-controller-manager": "/etc/kubernetes/controller-manager.conf",
                      "kube-scheduler": "/etc/kubernetes/scheduler.conf"}
 _VERSION = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
-_RELEASE = re.compile(r"v1\.[0-9]{1,3}\.[0-9]{1,3}")
 
 
 def minor(version: str) -> int:
@@ -242,7 +242,7 @@ def stage(cluster: Cluster, node: str, binaries: dict[str, str], images_tar: str
 def release(version: str) -> str:
     """``version`` when it is a Kubernetes release as kubeadm takes it ("v1.35.4"); raises
     ValueError otherwise (before it reaches a shell line or kubeadm's options)."""
-    if not (isinstance(version, str) and _RELEASE.fullmatch(version)):
+    if not (isinstance(version, str) and KUBERNETES_RELEASE.fullmatch(version)):
         raise ValueError(f"Kubernetes release: expected v1.MINOR.PATCH, got {version!r}")
     return version
 

@@ -35,7 +35,6 @@ import fcntl
 import inspect
 import json
 import logging
-import re
 import shutil
 import tempfile
 import time
@@ -47,6 +46,7 @@ from harness.core import proc, resources
 from harness.kube.build_progress import Progress, expected_seconds, format_seconds, lane_of, seconds_left
 from harness.kube.build_steps import DOCKER_QUERY_SECONDS, LABEL, BuildError, Step, cache_dir, recorded_seconds, run
 from harness.kube.build_tools import missing_build_tools
+from harness.spec.params import KUBERNETES_RELEASE
 
 log = logging.getLogger("kdrill.images")
 
@@ -76,14 +76,11 @@ IMAGES_ON_REQUEST = ["gatekeeper", "observability"]
 RELEASES_DIR = IMAGES_DIR / "releases"
 
 
-_RELEASE_DIR_NAME = re.compile(r"v1\.[0-9]{1,3}\.[0-9]{1,3}")
-
-
 def releases() -> list[str]:
     """The versions buildable on request, e.g. ["v1.34.4"], oldest first: the directories named
     v1.MINOR.PATCH holding a versions.env (any other name is not a release)."""
     found = [p.name for p in RELEASES_DIR.glob("v*")
-             if _RELEASE_DIR_NAME.fullmatch(p.name) and (p / "versions.env").is_file()]
+             if KUBERNETES_RELEASE.fullmatch(p.name) and (p / "versions.env").is_file()]
     return sorted(found, key=lambda v: tuple(int(x) for x in v.lstrip("v").split(".")))
 
 

@@ -19,7 +19,9 @@ from harness.spec.manifests import name_problem
 from harness.spec.scenario import Scenario, ScenarioError
 
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|Mi|Gi|Ki)?$")
-_VERSION = re.compile(r"^v1\.[0-9]{1,3}\.[0-9]{1,3}$")
+# A Kubernetes release as kubeadm and kdrill's release directories name it ("v1.35.4"): one pattern
+# for the scenario parameter, the release build and the upgrade steps.
+KUBERNETES_RELEASE = re.compile(r"v1\.[0-9]{1,3}\.[0-9]{1,3}")
 # Label selectors (https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/): a key
 # is an optional DNS-subdomain prefix and "/", then a name of at most 63 characters; a value is
 # empty or such a name.
@@ -127,7 +129,7 @@ class Param:
         if self.kind == "quantity":
             return None if isinstance(value, str) and _QUANTITY.fullmatch(value) else "a resource quantity such as '30m'"
         if self.kind == "version":
-            return None if isinstance(value, str) and _VERSION.fullmatch(value) else "a Kubernetes release such as 'v1.36.3'"
+            return None if isinstance(value, str) and KUBERNETES_RELEASE.fullmatch(value) else "a Kubernetes release such as 'v1.36.3'"
         if self.kind in ("selector", "labels"):
             parse, expected = {"selector": (label_selector, "a label selector such as 'app=web' that selects something"),
                                "labels": (labels, "labels such as 'app=web,tier=db', what a Service's selector "
@@ -166,7 +168,7 @@ class Param:
         elif self.kind in ("name", "quantity", "selector", "labels"):
             schema["type"] = "string"
         elif self.kind == "version":
-            schema.update({"type": "string", "pattern": _VERSION.pattern})
+            schema.update({"type": "string", "pattern": f"^{KUBERNETES_RELEASE.pattern}$"})
         else:
             schema["type"] = "integer" if self.kind == "integer" else "number"
             schema.update({k: v for k, v in (("minimum", self.minimum), ("maximum", self.maximum)) if v is not None})
