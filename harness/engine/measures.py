@@ -113,6 +113,16 @@ def longest_failure_seconds(samples: list[Sample], start: float, end: float) -> 
     return longest
 
 
+def flips(samples: list[Sample], start: float, end: float) -> float | None:
+    """How many times the window's samples changed between success and failure, either way (a
+    count; None for an empty window): e.g. how often a Pod's Ready condition flapped. A state that
+    held throughout gives 0."""
+    window = in_window(samples, start, end)
+    if not window:
+        return None
+    return float(sum(1 for a, b in zip(window, window[1:]) if a.ok != b.ok))
+
+
 def longest_unanswered_seconds(samples: list[Sample], start: float, end: float) -> float | None:
     """The longest time inside the window without a successful answer (each taken when its request
     *completed*: ``t`` plus its latency), so a request that hung is a stall as much as one that

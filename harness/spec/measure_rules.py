@@ -22,7 +22,7 @@ MEASURE_UNITS = {"success_ratio": "ratio", "first_failure_seconds": "seconds", "
                  "recovery_seconds": "seconds",
                  "longest_failure_seconds": "seconds", "longest_unanswered_seconds": "seconds",
                  "max_latency_seconds": "seconds", "median_latency_seconds": "seconds", "p99_latency_seconds": "seconds",
-                 "min_latency_seconds": "seconds"}
+                 "min_latency_seconds": "seconds", "flips": "count"}
 # The measures that mean the same over a pod-ips probe's calls to every pod, interleaved in one
 # timeline, as over one target's: a share of calls, the first failed call, a latency.
 POD_IPS_MEASURES = ("success_ratio", "first_failure_seconds", "max_latency_seconds", "median_latency_seconds",

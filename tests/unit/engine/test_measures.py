@@ -23,15 +23,15 @@ def samples(pattern: str, every: float = 1.0) -> list[Sample]:
 
 @pytest.mark.parametrize("pattern, start, end, expected", [
     ("++++", T, T + 4, {"success_ratio": 1.0, "first_failure_seconds": None, "recovery_seconds": 0.0,
-                        "longest_failure_seconds": 0.0}),
+                        "longest_failure_seconds": 0.0, "flips": 0}),
     ("++--++", T, T + 6, {"success_ratio": 4 / 6, "first_failure_seconds": 2.0, "recovery_seconds": 4.0,
-                          "longest_failure_seconds": 2.0}),
+                          "longest_failure_seconds": 2.0, "flips": 2}),
     ("+---", T, T + 4, {"success_ratio": 0.25, "first_failure_seconds": 1.0, "recovery_seconds": None,
-                        "longest_failure_seconds": 3.0}),       # still failing at the window's end
+                        "longest_failure_seconds": 3.0, "flips": 1}),       # still failing at the window's end
     ("--+-+", T + 1, T + 4, {"success_ratio": 1 / 3, "first_failure_seconds": 0.0, "recovery_seconds": None,
-                             "longest_failure_seconds": 1.0}),  # only the samples inside the window
+                             "longest_failure_seconds": 1.0, "flips": 2}),  # only the samples inside the window
     ("+++", T + 10, T + 20, {"success_ratio": None, "first_failure_seconds": None, "recovery_seconds": None,
-                             "longest_failure_seconds": None}),  # nothing to measure
+                             "longest_failure_seconds": None, "flips": None}),  # nothing to measure
 ])
 def test_each_measure_over_its_window(pattern, start, end, expected) -> None:
     got = {kind: measures.measure(kind, samples(pattern), start, end) for kind in expected}
