@@ -181,6 +181,7 @@ def _measure_stop(drill, stopped: dict, deleted_at: float | None) -> None:
                   detail=f"when the sidecar was sent SIGTERM, a connection to the app's port was "
                          f"{'accepted' if sidecar.get('app_answered') == 'true' else 'refused'}")
     gap = float(sidecar["term_at"]) - float(app["term_at"])
+    drill.observe("delete_to_app_sigterm_seconds", round(float(app["term_at"]) - deleted_at, 2))
     drill.measure(names[1], round(gap, 2), detail=f"app SIGTERM at {app['term_at']}, sidecar SIGTERM at "
                                                    f"{sidecar['term_at']} (the app serves {APP_STOP_SECONDS} s after "
                                                    f"its SIGTERM); deleted at {deleted_at:.3f}")
