@@ -8,6 +8,12 @@ prints the SHA-256 of what it finds there; it reads that line from the pod's log
 the planted value's. A second ServiceAccount with no Role is refused the same pod (403): the grant
 to create pods, not the token, is what opened the way.
 
+The second test (scenarios/secret-read-through-deployment.yaml) takes the same way through a
+controller: ServiceAccount ``workload-creator`` may create Deployments and read pods and their
+logs, but may neither create pods nor read Secrets. It is refused the reader pod itself (403),
+yet the Deployment it creates gets one: the ReplicaSet controller creates the pod under its own
+identity, and the kubelet hands it the Secret all the same.
+
 Why a Python drill: the requests are made as another identity, one after the other, which no
 data-only probe does.
 
@@ -28,7 +34,7 @@ from harness.core.waiting import wait_until
 from harness.faults.planted_secret import DATA_KEY, PlantedSecret
 from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
-CREATOR, OUTSIDER = "pod-creator", "no-grant"
+CREATOR, OUTSIDER, WORKLOAD_CREATOR = "pod-creator", "no-grant", "workload-creator"
 POD = "reads-secret"
 MOUNT = "/var/run/kdrill-secret"
 LOG_PREFIX = "KDRILL-SECRET-DIGEST "
@@ -63,6 +69,67 @@ def test_secret_read_through_pod(drill):
     drill.expectations.assert_all()
 
 
+@pytest.mark.cluster
+@pytest.mark.scenario("secret-read-through-deployment")
+def test_secret_read_through_deployment(drill):
+    with drill.phase("setup"):
+        drill.fresh_namespace()
+        ns = drill.namespace
+        _service_account(drill.cluster, ns, WORKLOAD_CREATOR, grant=True, through="deployments")
+        api = drill.cluster.api_as(_token(drill.cluster, ns, WORKLOAD_CREATOR))
+        core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
+
+    secret = PlantedSecret(drill.cluster, ns, drill.params.get("secret_name", "kdrill-planted"))
+    with drill.inject(secret):
+        with drill.phase("direct-read"):
+            status, reason = _status_of(lambda: core.read_namespaced_secret(secret.name, ns, _request_timeout=10))
+            drill.measure("direct_get_refused", status == 403,
+                          detail=f"GET secret {secret.name} as serviceaccount {WORKLOAD_CREATOR}: {reason}")
+            status, reason = _status_of(lambda: core.create_namespaced_pod(ns, _reader_pod(secret.name),
+                                                                           _request_timeout=10))
+            drill.measure("pod_refused_to_creator", status == 403,
+                          detail=f"create pod {POD} as serviceaccount {WORKLOAD_CREATOR} (no rule on pods' "
+                                 f"create): {reason}")
+        with drill.phase("through-deployment"):
+            _read_through_deployment(drill, core, apps, ns, secret)
+    drill.expectations.assert_all()
+
+
+def _read_through_deployment(drill, core: client.CoreV1Api, apps: client.AppsV1Api, ns: str,
+                             secret: PlantedSecret) -> None:
+    """As the workload creator: create Deployment ``reads-secret``, find its pod, read its log
+    line, compare the digests; observe who created the pod."""
+    created_at = time.time()
+    status, reason = _status_of(lambda: apps.create_namespaced_deployment(ns, _reader_deployment(secret.name),
+                                                                          _request_timeout=10))
+    drill.measure("deployment_created_by_creator", status == 201,
+                  detail=f"create deployment {POD} (its pods mount secret {secret.name}) as serviceaccount "
+                         f"{WORKLOAD_CREATOR}: {reason}")
+    names = ("secret_read_through_deployment", "secret_read_seconds")
+    if status != 201:
+        for name in names:
+            drill.expectations.error(name, f"the Deployment was not created: {reason}")
+        return
+    read = wait_until(lambda: _digest_logged(core, ns, _pod_of(core, ns)), POD_DEADLINE_SECONDS, interval_seconds=0.5,
+                      description=f"deployment {POD}'s pod's log line, read as {WORKLOAD_CREATOR}")
+    if not read.ok:
+        for name in names:
+            drill.expectations.error(name, f"no digest in deployment {POD}'s pod's log within {POD_DEADLINE_SECONDS} s "
+                                           f"({read.last_error or 'no line yet'})")
+        return
+    pod = drill.cluster.core.read_namespaced_pod(_pod_of(core, ns), ns, _request_timeout=10)
+    drill.observe("read_through_deployment", {
+        "pod": pod.metadata.name, "owner": [f"{o.kind}/{o.name}" for o in pod.metadata.owner_references or []],
+        "created_by_manager": [f.manager for f in pod.metadata.managed_fields or [] if f.operation == "Update"][:1],
+        "by": f"system:serviceaccount:{ns}:{WORKLOAD_CREATOR}", "logged_digest": read.value,
+        "planted_digest": secret.digest})
+    drill.measure(names[0], read.value == secret.digest,
+                  detail=f"pod {pod.metadata.name}'s log, read as {WORKLOAD_CREATOR}: {read.value} "
+                         f"(planted {secret.digest})")
+    drill.measure(names[1], round(read.became_true_at - created_at, 2),
+                  detail="from the Deployment's creation to its pod's log line with the digest, read as the same identity")
+
+
 def _read_through_pod(drill, creator: client.CoreV1Api, ns: str, secret: PlantedSecret) -> None:
     """As ``creator``: create the reader pod, wait for its log line, compare the digests."""
     created_at = time.time()
@@ -88,17 +155,23 @@ def _read_through_pod(drill, creator: client.CoreV1Api, ns: str, secret: Planted
                   detail="from the pod's creation to its log line with the digest, read as the same identity")
 
 
-def _service_account(cluster, ns: str, name: str, grant: bool) -> None:
-    """ServiceAccount ``name``; with ``grant``, a Role of the same name (create and get pods, get
-    pods/log: nothing on Secrets) bound to it."""
+def _service_account(cluster, ns: str, name: str, grant: bool, through: str = "pods") -> None:
+    """ServiceAccount ``name``; with ``grant``, a Role of the same name bound to it: create and get
+    pods, get pods/log (``through`` "pods"), or create and get Deployments, get and list pods, get
+    pods/log (``through`` "deployments"): never anything on Secrets."""
     cluster.core.create_namespaced_service_account(
         ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name=name)), _request_timeout=10)
     if not grant:
         return
+    if through == "deployments":
+        rules = [client.V1PolicyRule(api_groups=["apps"], resources=["deployments"], verbs=["create", "get"]),
+                 client.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["get", "list"])]
+    else:
+        rules = [client.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["create", "get"])]
+    rules.append(client.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"]))
     rbac = client.RbacAuthorizationV1Api(cluster.api)
-    rbac.create_namespaced_role(ns, client.V1Role(metadata=client.V1ObjectMeta(name=name), rules=[
-        client.V1PolicyRule(api_groups=[""], resources=["pods"], verbs=["create", "get"]),
-        client.V1PolicyRule(api_groups=[""], resources=["pods/log"], verbs=["get"])]), _request_timeout=10)
+    rbac.create_namespaced_role(ns, client.V1Role(metadata=client.V1ObjectMeta(name=name), rules=rules),
+                                _request_timeout=10)
     rbac.create_namespaced_role_binding(ns, client.V1RoleBinding(
         metadata=client.V1ObjectMeta(name=name),
         role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=name),
@@ -113,14 +186,18 @@ def _token(cluster, ns: str, service_account: str) -> str:
         service_account, ns, request, _request_timeout=10).status.token
 
 
-def _reader_pod(secret: str) -> client.V1Pod:
-    """A pod that mounts ``secret`` and prints only the SHA-256 of its value, once."""
+def _reader_pod(secret: str, keep_running: bool = False) -> client.V1Pod:
+    """A pod that mounts ``secret`` and prints only the SHA-256 of its value, once; with
+    ``keep_running`` (a Deployment's pod, restarted if it exits) it then sleeps for an hour."""
     script = (f"import hashlib; print({LOG_PREFIX!r} + 'sha256:' + "
               f"hashlib.sha256(open('{MOUNT}/{DATA_KEY}', 'rb').read()).hexdigest(), flush=True)")
+    if keep_running:
+        script += "; import time; time.sleep(3600)"
     return client.V1Pod(
         metadata=client.V1ObjectMeta(name=POD, labels={"app": POD}),
         spec=client.V1PodSpec(
-            restart_policy="Never", termination_grace_period_seconds=0, automount_service_account_token=False,
+            restart_policy="Always" if keep_running else "Never", termination_grace_period_seconds=0,
+            automount_service_account_token=False,
             containers=[client.V1Container(
                 name="reader", image=TOOLBOX_IMAGE, image_pull_policy=TOOLBOX_PULL_POLICY,
                 command=["python3", "-c", script],
@@ -128,9 +205,27 @@ def _reader_pod(secret: str) -> client.V1Pod:
             volumes=[client.V1Volume(name="secret", secret=client.V1SecretVolumeSource(secret_name=secret))]))
 
 
-def _digest_logged(api: client.CoreV1Api, ns: str) -> str | None:
-    """The digest the reader pod printed, or None before it has."""
-    log = api.read_namespaced_pod_log(POD, ns, _request_timeout=10)
+def _reader_deployment(secret: str) -> client.V1Deployment:
+    """Deployment ``reads-secret``: one replica of the reader pod, kept running."""
+    pod = _reader_pod(secret, keep_running=True)
+    return client.V1Deployment(
+        metadata=client.V1ObjectMeta(name=POD),
+        spec=client.V1DeploymentSpec(replicas=1, selector=client.V1LabelSelector(match_labels={"app": POD}),
+                                     template=client.V1PodTemplateSpec(
+                                         metadata=client.V1ObjectMeta(labels={"app": POD}), spec=pod.spec)))
+
+
+def _pod_of(api: client.CoreV1Api, ns: str) -> str | None:
+    """The name of a pod of Deployment ``reads-secret``, or None before there is one."""
+    pods = api.list_namespaced_pod(ns, label_selector=f"app={POD}", _request_timeout=10).items
+    return pods[0].metadata.name if pods else None
+
+
+def _digest_logged(api: client.CoreV1Api, ns: str, pod: str | None = POD) -> str | None:
+    """The digest pod ``pod`` printed, or None before it has (or while there is no pod)."""
+    if pod is None:
+        return None
+    log = api.read_namespaced_pod_log(pod, ns, _request_timeout=10)
     for line in log.splitlines():
         if line.startswith(LOG_PREFIX):
             return line[len(LOG_PREFIX):].strip()
@@ -138,10 +233,11 @@ def _digest_logged(api: client.CoreV1Api, ns: str) -> str | None:
 
 
 def _status_of(call) -> tuple[int, str]:
-    """The HTTP status of ``call`` (201 for a create, 200 otherwise, or the refusal's) and a line saying it."""
+    """The HTTP status of ``call`` (201 for a pod's or Deployment's create, 200 otherwise, or the
+    refusal's) and a line saying it."""
     try:
         answer = call()
     except ApiException as exc:
         return exc.status, f"{exc.status} {exc.reason}"
-    created = isinstance(answer, client.V1Pod)
+    created = isinstance(answer, (client.V1Pod, client.V1Deployment))
     return (201 if created else 200), ("201 Created" if created else "200 OK")

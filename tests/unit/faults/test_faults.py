@@ -264,7 +264,7 @@ def test_every_measure_is_registered_as_a_plug_in():
     assert measures.measure_kinds() == sorted(["success_ratio", "first_failure_seconds", "first_success_seconds", "recovery_seconds",
                                                "longest_failure_seconds", "longest_unanswered_seconds", "max_latency_seconds",
                                                "median_latency_seconds", "min_latency_seconds", "p99_latency_seconds", "max_value",
-                                               "min_value", "rate_per_second"])
+                                               "min_value", "rate_per_second", "flips"])
     with pytest.raises(KeyError, match="known: first_failure_seconds"):
         measures.measure_function("p99")
 
