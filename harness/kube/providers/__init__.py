@@ -85,27 +85,31 @@ class Cluster:
         """An API client with the cluster's kubeconfig. Callers set per-request timeouts."""
         return config.new_client_from_config(config_file=str(self.kubeconfig), context=self.context)
 
-    def new_api(self) -> client.ApiClient:
-        """A fresh API client for a probe: its own connection pool, and no retries, so one
-        sample is one request and its latency is that request's."""
+    def _configuration(self) -> client.Configuration:
+        """The kubeconfig's client configuration, with no retries."""
         configuration = client.Configuration()
         config.load_kube_config(config_file=str(self.kubeconfig), context=self.context,
                                 client_configuration=configuration)
         configuration.retries = False
-        return client.ApiClient(configuration)
+        return configuration
+
+    def new_api(self) -> client.ApiClient:
+        """A fresh API client for a probe: its own connection pool, and no retries, so one
+        sample is one request and its latency is that request's."""
+        return client.ApiClient(self._configuration())
 
     def api_as(self, token: str) -> client.ApiClient:
         """An API client that is someone else: the kubeconfig's server and CA, but ``token`` (for
         example a ServiceAccount's, from a TokenRequest) as its only credential: no client
         certificate and no exec plugin of the kubeconfig's user, so the API server authorizes
-        exactly that identity."""
-        api = self.new_api()
-        configuration = api.configuration
+        exactly that identity. The configuration is settled before the client is made: its
+        connection pool takes the client certificate when it is built."""
+        configuration = self._configuration()
         configuration.cert_file = configuration.key_file = None
         configuration.refresh_api_key_hook = None
         configuration.api_key = {"authorization": f"Bearer {token}"}
         configuration.api_key_prefix = {}
-        return api
+        return client.ApiClient(configuration)
 
     @property
     def core(self) -> client.CoreV1Api:

@@ -40,3 +40,10 @@ def test_the_kubeconfigs_own_client_keeps_its_certificate(tmp_path):
     cluster = _cluster(tmp_path)
     cluster.api_as("t0ken")
     assert cluster.new_api().configuration.cert_file is not None
+
+
+def test_the_connection_pool_presents_no_client_certificate(tmp_path):
+    # The pool is built with the client; a certificate it took would authenticate the request
+    # as the kubeconfig's user whatever the token says.
+    pool = _cluster(tmp_path).api_as("t0ken").rest_client.pool_manager.connection_pool_kw
+    assert pool.get("cert_file") is None and pool.get("key_file") is None
