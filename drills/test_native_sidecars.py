@@ -11,10 +11,9 @@ accepted a connection on ``127.0.0.1`` then (the pod's containers share one netw
 - start: the app's container starts only after the sidecar's startup probe has succeeded, read
   from the pod's container statuses (``startedAt``, whole seconds), for the first pod and for its
   replacement;
-- stop: the pod is deleted (fault ``pod-delete``, grace period ``GRACE_SECONDS``, the scenario's
-  too), its status
-  watched until the API removes it: the sidecar is sent SIGTERM only after the app has exited, so
-  it finds nothing listening;
+- stop: the pod is deleted (fault ``pod-delete``, with the scenario's grace period, which is the
+  pods' own too), its status watched until the API removes it: the sidecar is sent SIGTERM only
+  after the app has exited, so it finds nothing listening;
 - Job: a Job whose pod has the same kind of sidecar (running until it is stopped) completes when
   its main container exits; the kubelet then stops the sidecar.
 
@@ -39,11 +38,10 @@ from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
 
 STARTUP_SECONDS = 5   # the sidecar's startup probe succeeds this long after it started
 APP_STOP_SECONDS = 3  # the app serves this long after its SIGTERM before it exits
-GRACE_SECONDS = 15    # the deletion's grace period: longer than both stops together
 JOB_MAIN_SECONDS = 2  # the Job's main container runs this long, then exits 0
 # Deadlines, not measurements: a pod of the preloaded toolbox image starts in seconds here.
 READY_DEADLINE_SECONDS = 90
-GONE_DEADLINE_SECONDS = GRACE_SECONDS + 45
+GONE_AFTER_GRACE_SECONDS = 45  # past the grace period, for the kubelet's last status and the removal
 
 # The sidecar: its startup probe reads /tmp/started, made $STARTUP_SECONDS after it started; on
 # SIGTERM it tries the app's port, writes what it found and when, and exits.
@@ -86,20 +84,20 @@ def test_native_sidecars(drill):
         drill.fresh_namespace()
         ns = drill.namespace
         apps = client.AppsV1Api(drill.cluster.api)
-        apps.create_namespaced_stateful_set(ns, _ordered_statefulset(), _request_timeout=10)
+        grace = drill.params["grace_period_seconds"]  # the pods' own too: longer than both stops together
+        apps.create_namespaced_stateful_set(ns, _ordered_statefulset(grace), _request_timeout=10)
         first = _running_pod(drill, ns)
         _measure_start(drill, "app_start_after_sidecar_seconds", first)
 
     with drill.phase("stop"):
-        stopped: dict = {}
         with drill.inject(PodDelete.for_scenario(drill.cluster, ns, drill.params)) as fault:
-            stopped = _last_status_before_removal(drill, ns, first.metadata.uid)
+            stopped = _last_status_before_removal(drill, ns, first.metadata.uid, grace + GONE_AFTER_GRACE_SECONDS)
             deleted_at = fault.deleted_at
-        _measure_stop(drill, stopped, deleted_at)
+        _measure_stop(drill, stopped, deleted_at, grace)
         _measure_start(drill, "replacement_app_start_after_sidecar_seconds", _running_pod(drill, ns))
 
     with drill.phase("job"):
-        _job_completes(drill, ns)
+        _job_completes(drill, ns, grace)
     drill.expectations.assert_all()
 
 
@@ -137,12 +135,12 @@ def _started_at(statuses, name: str) -> float | None:
     return None
 
 
-def _last_status_before_removal(drill, ns: str, uid: str) -> dict:
-    """Watch pod ordered-0 of ``uid`` until the API removes it. Returns {container name: its
-    terminated state as a dict} from the last status seen, and ``removed_at`` (epoch seconds, this
-    machine's clock)."""
+def _last_status_before_removal(drill, ns: str, uid: str, within_seconds: float) -> dict:
+    """Watch pod ordered-0 of ``uid`` until the API removes it, for at most ``within_seconds``.
+    Returns {container name: its terminated state as a dict} from the last status seen, and
+    ``removed_at`` (epoch seconds, this machine's clock) once removed."""
     last: dict = {}
-    deadline = time.time() + GONE_DEADLINE_SECONDS
+    deadline = time.time() + within_seconds
     stream = watch.Watch()
     while time.time() < deadline and "removed_at" not in last:
         for event in stream.stream(drill.cluster.core.list_namespaced_pod, ns, field_selector="metadata.name=ordered-0",
@@ -166,8 +164,9 @@ def _message_times(terminated: dict | None) -> dict[str, str]:
     return dict(part.split("=", 1) for part in message.split() if "=" in part)
 
 
-def _measure_stop(drill, stopped: dict, deleted_at: float | None) -> None:
-    """The stop order, from the containers' termination messages."""
+def _measure_stop(drill, stopped: dict, deleted_at: float | None, grace: int) -> None:
+    """The stop order, from the containers' termination messages (``grace``: the deletion's grace
+    period, seconds)."""
     app, sidecar = _message_times(stopped.get("app")), _message_times(stopped.get("sidecar"))
     drill.observe("stop", {"deleted_at": deleted_at, "removed_at": stopped.get("removed_at"),
                            "app": stopped.get("app"), "sidecar": stopped.get("sidecar")})
@@ -187,16 +186,16 @@ def _measure_stop(drill, stopped: dict, deleted_at: float | None) -> None:
                                                    f"its SIGTERM); deleted at {deleted_at:.3f}")
     if stopped.get("removed_at") is not None:
         drill.measure(names[2], round(stopped["removed_at"] - deleted_at, 2),
-                      detail=f"from the DELETE (grace period {GRACE_SECONDS} s) to the pod's removal from the API")
+                      detail=f"from the DELETE (grace period {grace} s) to the pod's removal from the API")
     else:
-        drill.expectations.error(names[2], f"the pod was not removed within {GONE_DEADLINE_SECONDS} s")
+        drill.expectations.error(names[2], f"the pod was not removed within {grace + GONE_AFTER_GRACE_SECONDS} s")
 
 
-def _job_completes(drill, ns: str) -> None:
+def _job_completes(drill, ns: str, grace: int) -> None:
     """Create Job ``with-sidecar`` and measure when it completes, and how its sidecar ended."""
     batch = client.BatchV1Api(drill.cluster.api)
     created_at = time.time()
-    batch.create_namespaced_job(ns, _job(), _request_timeout=10)
+    batch.create_namespaced_job(ns, _job(grace), _request_timeout=10)
 
     def complete():
         job = batch.read_namespaced_job("with-sidecar", ns, _request_timeout=5)
@@ -228,7 +227,7 @@ def _sidecar(startup_seconds: int) -> dict:
                              "periodSeconds": 1, "failureThreshold": 60}}
 
 
-def _ordered_statefulset() -> dict:
+def _ordered_statefulset(grace: int) -> dict:
     """StatefulSet ``ordered``: one pod, the slow-starting sidecar and the slow-stopping app."""
     app = {"name": "app", "image": TOOLBOX_IMAGE, "imagePullPolicy": TOOLBOX_PULL_POLICY,
            "command": ["python3", "-c", APP], "ports": [{"containerPort": 8080}],
@@ -236,16 +235,16 @@ def _ordered_statefulset() -> dict:
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ordered"},
             "spec": {"replicas": 1, "serviceName": "ordered", "selector": {"matchLabels": {"app": "ordered"}},
                      "template": {"metadata": {"labels": {"app": "ordered"}},
-                                  "spec": {"terminationGracePeriodSeconds": GRACE_SECONDS,
+                                  "spec": {"terminationGracePeriodSeconds": grace,
                                            "initContainers": [_sidecar(STARTUP_SECONDS)], "containers": [app]}}}}
 
 
-def _job() -> dict:
+def _job(grace: int) -> dict:
     """Job ``with-sidecar``: a main container that exits 0 after JOB_MAIN_SECONDS, beside a sidecar
     that runs until it is stopped."""
     main = {"name": "main", "image": TOOLBOX_IMAGE, "imagePullPolicy": TOOLBOX_PULL_POLICY,
             "command": ["python3", "-c", f"import time; time.sleep({JOB_MAIN_SECONDS})"]}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "with-sidecar"},
             "spec": {"backoffLimit": 0, "template": {"spec": {
-                "restartPolicy": "Never", "terminationGracePeriodSeconds": GRACE_SECONDS,
+                "restartPolicy": "Never", "terminationGracePeriodSeconds": grace,
                 "initContainers": [_sidecar(0)], "containers": [main]}}}}

@@ -25,6 +25,7 @@ value; the pod prints only the digest.
 from __future__ import annotations
 
 import time
+from http import HTTPStatus
 
 import pytest
 from kubernetes import client
@@ -57,15 +58,18 @@ def test_secret_read_through_pod(drill):
     secret = PlantedSecret(drill.cluster, ns, drill.params.get("secret_name", "kdrill-planted"))
     with drill.inject(secret):
         with drill.phase("direct-read"):
-            status, reason = _status_of(lambda: creator.read_namespaced_secret(secret.name, ns, _request_timeout=10))
+            status, reason = _status_of(lambda: creator.read_namespaced_secret_with_http_info(
+                secret.name, ns, _request_timeout=10))
             drill.measure("direct_get_refused", status == 403,
                           detail=f"GET secret {secret.name} as serviceaccount {CREATOR}: {reason}")
         with drill.phase("through-pod"):
-            status, reason = _status_of(lambda: outsider.create_namespaced_pod(
+            status, reason = _status_of(lambda: outsider.create_namespaced_pod_with_http_info(
                 ns, _reader_pod(secret.name), _request_timeout=10))
             drill.measure("pod_refused_without_grant", status == 403,
                           detail=f"create pod {POD} as serviceaccount {OUTSIDER} (no Role): {reason}")
-            _read_through_pod(drill, creator, ns, secret)
+            _create_and_read(drill, creator, ns, secret, CREATOR, "pod", lambda: POD,
+                             lambda: creator.create_namespaced_pod_with_http_info(
+                                 ns, _reader_pod(secret.name), _request_timeout=10))
     drill.expectations.assert_all()
 
 
@@ -82,77 +86,53 @@ def test_secret_read_through_deployment(drill):
     secret = PlantedSecret(drill.cluster, ns, drill.params.get("secret_name", "kdrill-planted"))
     with drill.inject(secret):
         with drill.phase("direct-read"):
-            status, reason = _status_of(lambda: core.read_namespaced_secret(secret.name, ns, _request_timeout=10))
+            status, reason = _status_of(lambda: core.read_namespaced_secret_with_http_info(
+                secret.name, ns, _request_timeout=10))
             drill.measure("direct_get_refused", status == 403,
                           detail=f"GET secret {secret.name} as serviceaccount {WORKLOAD_CREATOR}: {reason}")
-            status, reason = _status_of(lambda: core.create_namespaced_pod(ns, _reader_pod(secret.name),
-                                                                           _request_timeout=10))
+            status, reason = _status_of(lambda: core.create_namespaced_pod_with_http_info(
+                ns, _reader_pod(secret.name), _request_timeout=10))
             drill.measure("pod_refused_to_creator", status == 403,
                           detail=f"create pod {POD} as serviceaccount {WORKLOAD_CREATOR} (no rule on pods' "
                                  f"create): {reason}")
         with drill.phase("through-deployment"):
-            _read_through_deployment(drill, core, apps, ns, secret)
+            _create_and_read(drill, core, ns, secret, WORKLOAD_CREATOR, "deployment", lambda: _pod_of(core, ns),
+                             lambda: apps.create_namespaced_deployment_with_http_info(
+                                 ns, _reader_deployment(secret.name), _request_timeout=10))
     drill.expectations.assert_all()
 
 
-def _read_through_deployment(drill, core: client.CoreV1Api, apps: client.AppsV1Api, ns: str,
-                             secret: PlantedSecret) -> None:
-    """As the workload creator: create Deployment ``reads-secret``, find its pod, read its log
-    line, compare the digests; observe who created the pod."""
+def _create_and_read(drill, reader: client.CoreV1Api, ns: str, secret: PlantedSecret, identity: str, kind: str,
+                     pod_name, create) -> None:
+    """Create the ``kind`` ("pod" or "deployment") that mounts ``secret`` with ``create`` (a
+    ``*_with_http_info`` request), wait for the log line of the pod ``pod_name()`` names, read as
+    ``identity`` (through ``reader``), and measure ``<kind>_created_by_creator``,
+    ``secret_read_through_<kind>`` and ``secret_read_seconds``."""
     created_at = time.time()
-    status, reason = _status_of(lambda: apps.create_namespaced_deployment(ns, _reader_deployment(secret.name),
-                                                                          _request_timeout=10))
-    drill.measure("deployment_created_by_creator", status == 201,
-                  detail=f"create deployment {POD} (its pods mount secret {secret.name}) as serviceaccount "
-                         f"{WORKLOAD_CREATOR}: {reason}")
-    names = ("secret_read_through_deployment", "secret_read_seconds")
+    status, reason = _status_of(create)
+    drill.measure(f"{kind}_created_by_creator", status == 201,
+                  detail=f"create {kind} {POD} (mounting secret {secret.name}) as serviceaccount {identity}: {reason}")
+    names = (f"secret_read_through_{kind}", "secret_read_seconds")
     if status != 201:
         for name in names:
-            drill.expectations.error(name, f"the Deployment was not created: {reason}")
+            drill.expectations.error(name, f"the {kind} was not created: {reason}")
         return
-    read = wait_until(lambda: _digest_logged(core, ns, _pod_of(core, ns)), POD_DEADLINE_SECONDS, interval_seconds=0.5,
-                      description=f"deployment {POD}'s pod's log line, read as {WORKLOAD_CREATOR}")
+    read = wait_until(lambda: _digest_logged(reader, ns, pod_name()), POD_DEADLINE_SECONDS,
+                      interval_seconds=0.5, description=f"{kind} {POD}'s pod's log line, read as {identity}")
     if not read.ok:
         for name in names:
-            drill.expectations.error(name, f"no digest in deployment {POD}'s pod's log within {POD_DEADLINE_SECONDS} s "
+            drill.expectations.error(name, f"no digest in {kind} {POD}'s pod's log within {POD_DEADLINE_SECONDS} s "
                                            f"({read.last_error or 'no line yet'})")
         return
-    pod = drill.cluster.core.read_namespaced_pod(_pod_of(core, ns), ns, _request_timeout=10)
-    drill.observe("read_through_deployment", {
+    pod = drill.cluster.core.read_namespaced_pod(pod_name(), ns, _request_timeout=10)
+    drill.observe(f"read_through_{kind}", {
         "pod": pod.metadata.name, "owner": [f"{o.kind}/{o.name}" for o in pod.metadata.owner_references or []],
-        "created_by_manager": [f.manager for f in pod.metadata.managed_fields or [] if f.operation == "Update"][:1],
-        "by": f"system:serviceaccount:{ns}:{WORKLOAD_CREATOR}", "logged_digest": read.value,
-        "planted_digest": secret.digest})
+        "written_by": sorted({f.manager for f in pod.metadata.managed_fields or [] if not f.subresource}),
+        "by": f"system:serviceaccount:{ns}:{identity}", "logged_digest": read.value, "planted_digest": secret.digest})
     drill.measure(names[0], read.value == secret.digest,
-                  detail=f"pod {pod.metadata.name}'s log, read as {WORKLOAD_CREATOR}: {read.value} "
-                         f"(planted {secret.digest})")
+                  detail=f"pod {pod.metadata.name}'s log, read as {identity}: {read.value} (planted {secret.digest})")
     drill.measure(names[1], round(read.became_true_at - created_at, 2),
-                  detail="from the Deployment's creation to its pod's log line with the digest, read as the same identity")
-
-
-def _read_through_pod(drill, creator: client.CoreV1Api, ns: str, secret: PlantedSecret) -> None:
-    """As ``creator``: create the reader pod, wait for its log line, compare the digests."""
-    created_at = time.time()
-    status, reason = _status_of(lambda: creator.create_namespaced_pod(ns, _reader_pod(secret.name), _request_timeout=10))
-    drill.measure("pod_created_by_creator", status == 201,
-                  detail=f"create pod {POD} mounting secret {secret.name} as serviceaccount {CREATOR}: {reason}")
-    if status != 201:
-        for name in ("secret_read_through_pod", "secret_read_seconds"):
-            drill.expectations.error(name, f"the pod was not created: {reason}")
-        return
-    read = wait_until(lambda: _digest_logged(creator, ns), POD_DEADLINE_SECONDS, interval_seconds=0.5,
-                      description=f"pod {POD}'s log line, read as {CREATOR}")
-    if not read.ok:
-        for name in ("secret_read_through_pod", "secret_read_seconds"):
-            drill.expectations.error(name, f"no digest in pod {POD}'s log within {POD_DEADLINE_SECONDS} s "
-                                           f"({read.last_error or 'no line yet'})")
-        return
-    drill.observe("read_through_pod", {"pod": POD, "by": f"system:serviceaccount:{ns}:{CREATOR}",
-                                       "logged_digest": read.value, "planted_digest": secret.digest})
-    drill.measure("secret_read_through_pod", read.value == secret.digest,
-                  detail=f"pod {POD}'s log, read as {CREATOR}: {read.value} (planted {secret.digest})")
-    drill.measure("secret_read_seconds", round(read.became_true_at - created_at, 2),
-                  detail="from the pod's creation to its log line with the digest, read as the same identity")
+                  detail=f"from the {kind}'s creation to its pod's log line with the digest, read as the same identity")
 
 
 def _service_account(cluster, ns: str, name: str, grant: bool, through: str = "pods") -> None:
@@ -216,12 +196,13 @@ def _reader_deployment(secret: str) -> client.V1Deployment:
 
 
 def _pod_of(api: client.CoreV1Api, ns: str) -> str | None:
-    """The name of a pod of Deployment ``reads-secret``, or None before there is one."""
+    """The name of a reader pod (``app=reads-secret``: the pod itself or the Deployment's), or None
+    before there is one."""
     pods = api.list_namespaced_pod(ns, label_selector=f"app={POD}", _request_timeout=10).items
     return pods[0].metadata.name if pods else None
 
 
-def _digest_logged(api: client.CoreV1Api, ns: str, pod: str | None = POD) -> str | None:
+def _digest_logged(api: client.CoreV1Api, ns: str, pod: str | None) -> str | None:
     """The digest pod ``pod`` printed, or None before it has (or while there is no pod)."""
     if pod is None:
         return None
@@ -233,11 +214,10 @@ def _digest_logged(api: client.CoreV1Api, ns: str, pod: str | None = POD) -> str
 
 
 def _status_of(call) -> tuple[int, str]:
-    """The HTTP status of ``call`` (201 for a pod's or Deployment's create, 200 otherwise, or the
-    refusal's) and a line saying it."""
+    """The HTTP status of ``call`` (a ``*_with_http_info`` request: data, status, headers), or of its
+    refusal, and a line saying it."""
     try:
-        answer = call()
+        status = call()[1]
     except ApiException as exc:
         return exc.status, f"{exc.status} {exc.reason}"
-    created = isinstance(answer, (client.V1Pod, client.V1Deployment))
-    return (201 if created else 200), ("201 Created" if created else "200 OK")
+    return status, f"{status} {HTTPStatus(status).phrase}"
