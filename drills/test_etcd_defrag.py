@@ -27,17 +27,12 @@ from harness.faults.etcd_defrag import EtcdDefrag
 from harness.kube.workloads import FILL_OBJECT_KIB, fill_configmaps
 from harness.probes import Probes
 from harness.probes.api import ApiWriteProbe
-from harness.probes.node_http import NodeHttpProbe
+from harness.probes.node_http import LOCAL_APISERVER_CLIENT, NodeHttpProbe
 
 # Node probes ask every 50 ms: a defragmentation measured 0.36 to 1.9 s must be resolved well.
 NODE_PROBE_INTERVAL_SECONDS = 0.05
 # kubeadm: etcd's health and metrics on plain HTTP, on the node's loopback only.
 MEMBER_HEALTH_URL = "http://127.0.0.1:2381/health"
-# The API server's own client certificate for kubelets, on every kubeadm control-plane node: the
-# only credential the node holds for its local API server (a GET of one object is a read from etcd).
-APISERVER_CLIENT = ["--cacert", "/etc/kubernetes/pki/ca.crt",
-                    "--cert", "/etc/kubernetes/pki/apiserver-kubelet-client.crt",
-                    "--key", "/etc/kubernetes/pki/apiserver-kubelet-client.key"]
 
 
 def _target_node(cluster, control_plane: list[str], role: str) -> tuple[str, str]:
@@ -80,15 +75,15 @@ def test_etcd_defrag(drill):
     read_url = f"https://127.0.0.1:6443/api/v1/namespaces/{ns}/configmaps/read-me"
     member = NodeHttpProbe("member-health", cluster, node, MEMBER_HEALTH_URL, max_seconds=300,
                            interval_seconds=NODE_PROBE_INTERVAL_SECONDS)
-    apiserver = NodeHttpProbe("colocated-apiserver-read", cluster, node, read_url, curl_args=APISERVER_CLIENT,
+    apiserver = NodeHttpProbe("colocated-apiserver-read", cluster, node, read_url, curl_args=LOCAL_APISERVER_CLIENT,
                               max_seconds=300, interval_seconds=NODE_PROBE_INTERVAL_SECONDS)
     # One new ConfigMap per request (generateName), created through that same API server.
     body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "node-w-"},
                        "data": {"k": "v"}})
     apiserver_write = NodeHttpProbe("colocated-apiserver-write", cluster, node,
                                     f"https://127.0.0.1:6443/api/v1/namespaces/{ns}/configmaps",
-                                    curl_args=[*APISERVER_CLIENT, "-X", "POST", "-H", "Content-Type: application/json",
-                                               "-d", body], ok_codes=("201",), max_seconds=300,
+                                    curl_args=[*LOCAL_APISERVER_CLIENT, "-X", "POST", "-H",
+                                               "Content-Type: application/json", "-d", body], ok_codes=("201",), max_seconds=300,
                                     interval_seconds=NODE_PROBE_INTERVAL_SECONDS)
     other_member = NodeHttpProbe("other-member-health", cluster, other, MEMBER_HEALTH_URL, max_seconds=300,
                                  interval_seconds=NODE_PROBE_INTERVAL_SECONDS)

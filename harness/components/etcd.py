@@ -178,6 +178,22 @@ def running_member_node(cluster: Cluster, nodes: list[str]) -> str:
     raise LookupError(f"no running etcd container on any of {', '.join(nodes)}")
 
 
+def leader_node(cluster: Cluster, nodes: list[str]) -> str:
+    """The control-plane node, of ``nodes``, whose member etcd reports as the leader (each member's
+    own ``endpoint status``). Raises LookupError when no member there leads or they disagree."""
+    members: dict[str, str] = {}
+    leaders = set()
+    for node in nodes:
+        own = endpoint_status(cluster, node, ["https://127.0.0.1:2379"]).get("https://127.0.0.1:2379")
+        if own is not None and own.member_id:
+            members[node] = own.member_id
+            leaders.add(own.leader_id)
+    found = [node for node, member in members.items() if member in leaders]
+    if len(leaders) != 1 or len(found) != 1:
+        raise LookupError(f"no single etcd leader among {members} (leaders reported: {sorted(map(str, leaders))})")
+    return found[0]
+
+
 def member_healthy(cluster: Cluster, node: str) -> bool:
     """Whether the member on ``node`` serves a quorum read (``endpoint health`` on its own endpoint)."""
     result = etcdctl(cluster, node, ["https://127.0.0.1:2379"], "endpoint", "health", "-w", "json", read_only=True)

@@ -87,6 +87,9 @@ SIGKILLED = [
     # Killed with kube-system's CoreDNS scaled to zero: recover scales it back to the recorded
     # replicas, so names resolve again for every drill after.
     ("coredns-scaled-to-zero", None, "scale-to-zero", None),
+    # Killed with a follower's etcd container held to a few write IOPS: recover writes back the
+    # cgroup file's line for the disk it recorded, and waits until the member answers a quorum read.
+    ("etcd-slow-disk", None, "etcd-slow-disk", None),
 ]
 # Not here: leader-failover (its kill is one crictl stop with the kubelet running, which restarts the
 # container at once: nothing is left to undo, its revert only checks the kubelet runs and waits for

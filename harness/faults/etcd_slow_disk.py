@@ -1,0 +1,109 @@
+"""Fault ``etcd-slow-disk``: one etcd member's disk becomes slow for its writes.
+
+Method ``blkio-write-iops``: the etcd static pod container on one control-plane node gets a limit
+of ``write_iops`` write requests per second on the disk that holds its data directory
+(``/var/lib/etcd``, kubeadm's ``--data-dir``), through its own block-I/O cgroup
+(:mod:`harness.components.io_limits`). etcd waits on ``fdatasync`` for every batch of entries it
+appends to its write-ahead log, so each append then waits its turn; nothing else on the node, and
+no other member, is held. The revert writes back the line the cgroup file had for that disk
+(normally none) and verifies it, then waits for the member to answer a quorum read. A member
+restarted meanwhile (its liveness probe) runs in a new cgroup without the limit: the evidence
+says whether the limited container ran through the window.
+
+Source: etcd "Tuning" (https://etcd.io/docs/v3.6/tuning/: slow disks on the leader and followers
+delay requests and responses; "Disk"), etcd "Hardware recommendations"
+(https://etcd.io/docs/v3.6/op-guide/hardware/#disks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.components import io_limits
+from harness.components.etcd import member_healthy
+from harness.core.waiting import wait_until
+from harness.faults import Fault, FaultError, FaultNotReverted
+from harness.kube.providers import Cluster, ProviderError
+from harness.spec.params import Param
+
+# kubeadm's etcd data directory, the same path on the node (a hostPath volume).
+DATA_DIR = "/var/lib/etcd"
+# A deadline for the verification, not an expectation: a member whose disk is fast again answers
+# a quorum read within seconds; well above that on a loaded 2-core machine.
+HEALTHY_DEADLINE_SECONDS = 60
+
+
+class EtcdSlowDisk(Fault):
+    """Limit the write IOPS of the etcd member on control-plane node ``node`` to ``write_iops``."""
+
+    kind = "etcd-slow-disk"
+    method = "blkio-write-iops"
+    needs_node_access = True
+    node_access_level = "exec"
+    node_capability = ("limits the write IOPS of the etcd static pod's container on a control-plane node "
+                       "(its block-I/O cgroup)")
+    params = {
+        "write_iops": Param("integer", "write requests per second the member's container may send its disk",
+                            minimum=1, maximum=1000),
+        "baseline_seconds": Param("seconds", "probes before the first slow member", minimum=5, maximum=120),
+        "slow_seconds": Param("seconds", "how long each member stays slow (a follower, then the leader; below "
+                              "the etcd liveness probe's 80 s, which would restart the member)",
+                              minimum=10, maximum=60),
+        "settle_seconds": Param("seconds", "probes between the two slow members and after the second",
+                                minimum=5, maximum=120),
+    }
+
+    def __init__(self, cluster: Cluster, node: str, write_iops: int,
+                 located: dict[str, Any] | None = None) -> None:
+        super().__init__(cluster)
+        if not 1 <= int(write_iops) <= 1000:
+            raise FaultError(f"etcd-slow-disk: write_iops: expected 1 to 1000, got {write_iops!r}")
+        self.node, self.write_iops = node, int(write_iops)
+        self.located = io_limits.IoLimitTarget.from_dict(located) if located else None
+        self.same_container_at_revert: bool | None = None
+
+    def target(self) -> dict[str, Any]:
+        return {"method": self.method, "node": self.node, "write_iops": self.write_iops,
+                **({"located": self.located.to_dict()} if self.located else {})}
+
+    def where(self) -> list[Any]:
+        return [self.node]
+
+    def evidence(self) -> dict[str, Any]:
+        located = self.located
+        return {"write_iops": self.write_iops, "device": located and located.device,
+                "cgroup_version": located and located.version, "container": located and located.container[:13],
+                "limited_container_ran_through_window": self.same_container_at_revert}
+
+    def inject(self) -> None:
+        try:
+            self.located = io_limits.locate(self.cluster, self.node, "etcd", DATA_DIR)
+        except (LookupError, ProviderError) as exc:
+            raise FaultError(f"etcd-slow-disk: {exc}") from exc
+        if not io_limits.unlimited(self.located.line_before):
+            raise FaultError(f"etcd-slow-disk: the etcd container on {self.node} already has a write limit on "
+                             f"{self.located.device} ({self.located.line_before!r}): not changed")
+        self.checkpoint()  # the ledger knows the cgroup file and its line before the write
+        io_limits.write_limit(self.cluster, self.node, self.located,
+                              io_limits.limit_line(self.located, self.write_iops))
+
+    def revert(self) -> None:
+        if self.located is None:
+            return
+        back = self.located.line_before or io_limits.limit_line(self.located, None)
+        self.same_container_at_revert = io_limits.write_limit(self.cluster, self.node, self.located, back)
+
+    def verify_reverted(self) -> None:
+        if self.located is None:
+            return
+        line = io_limits.current_line(self.cluster, self.node, self.located)
+        if line is not None and not io_limits.unlimited(line):
+            raise FaultNotReverted(f"etcd on {self.node}: {self.located.cgroup_file} still has {line!r}")
+        if not wait_until(lambda: member_healthy(self.cluster, self.node), HEALTHY_DEADLINE_SECONDS,
+                          interval_seconds=1.0, description=f"etcd member on {self.node} healthy").ok:
+            raise FaultNotReverted(f"etcd member on {self.node} does not answer a quorum read "
+                                   f"{HEALTHY_DEADLINE_SECONDS} s after its disk limit was removed")
+
+    @classmethod
+    def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "EtcdSlowDisk":
+        return cls(cluster, target["node"], int(target["write_iops"]), target.get("located"))
