@@ -34,7 +34,7 @@ ACTION_VERBS = ("delete", "evict", "scale", "kill_container")  # what a runner a
 # (e.g. "milliseconds" for a drill's seconds) is a mistake, not a conversion. Counts of named
 # things keep their noun. Data-only scenarios: a built-in measure's unit is MEASURE_UNITS's, a
 # metric measure's is the metric's own (any word).
-UNITS: tuple[str, ...] = ("seconds", "ratio", "factor", "count", "bool", "flag", "bytes", "per_second",
+UNITS: tuple[str, ...] = ("seconds", "ratio", "count", "factor", "bool", "flag", "bytes", "per_second",
                           "apiservices", "names", "queries", "requests")
 IMAGE_NAME = "^[a-z][a-z0-9]{0,30}$"
 # An alert's name: a Prometheus metric name (the ALERTS series carries it as a label value).
