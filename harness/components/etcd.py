@@ -16,6 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from harness.core.waiting import wait_until
 from harness.kube.providers import Cluster, NoNodeAccess, ProviderError
 
 TLS = ["--cacert=/etc/kubernetes/pki/etcd/ca.crt",
@@ -201,6 +202,12 @@ def member_healthy(cluster: Cluster, node: str) -> bool:
         return any(e.get("health") for e in json.loads(result.stdout or "[]"))
     except json.JSONDecodeError:
         return False
+
+
+def wait_member_healthy(cluster: Cluster, node: str, timeout_seconds: float) -> bool:
+    """Whether the member on ``node`` serves a quorum read within ``timeout_seconds`` (asked every second)."""
+    return wait_until(lambda: member_healthy(cluster, node), timeout_seconds, interval_seconds=1.0,
+                      description=f"etcd member on {node} healthy").ok
 
 
 @dataclass

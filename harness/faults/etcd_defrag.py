@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.components.etcd import defragment, member_healthy
-from harness.core.waiting import wait_until
+from harness.components.etcd import defragment, wait_member_healthy
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.kube.providers import Cluster
 from harness.spec.params import Param
@@ -69,8 +68,7 @@ class EtcdDefrag(Fault):
 
     def verify_reverted(self) -> None:
 
-        if not wait_until(lambda: member_healthy(self.cluster, self.node), HEALTHY_DEADLINE_SECONDS,
-                          interval_seconds=1.0, description=f"etcd member on {self.node} healthy").ok:
+        if not wait_member_healthy(self.cluster, self.node, HEALTHY_DEADLINE_SECONDS):
             raise FaultNotReverted(f"etcd member on {self.node} does not answer a quorum read "
                                    f"{HEALTHY_DEADLINE_SECONDS} s after its defragmentation")
 

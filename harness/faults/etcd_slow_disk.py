@@ -20,8 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.components import io_limits
-from harness.components.etcd import member_healthy
-from harness.core.waiting import wait_until
+from harness.components.etcd import wait_member_healthy
 from harness.faults import Fault, FaultError, FaultNotReverted
 from harness.kube.providers import Cluster, ProviderError
 from harness.spec.params import Param
@@ -99,8 +98,7 @@ class EtcdSlowDisk(Fault):
         line = io_limits.current_line(self.cluster, self.node, self.located)
         if line is not None and not io_limits.unlimited(line):
             raise FaultNotReverted(f"etcd on {self.node}: {self.located.cgroup_file} still has {line!r}")
-        if not wait_until(lambda: member_healthy(self.cluster, self.node), HEALTHY_DEADLINE_SECONDS,
-                          interval_seconds=1.0, description=f"etcd member on {self.node} healthy").ok:
+        if not wait_member_healthy(self.cluster, self.node, HEALTHY_DEADLINE_SECONDS):
             raise FaultNotReverted(f"etcd member on {self.node} does not answer a quorum read "
                                    f"{HEALTHY_DEADLINE_SECONDS} s after its disk limit was removed")
 
