@@ -18,6 +18,7 @@ policy") and "Control Group v2" (https://docs.kernel.org/admin-guide/cgroup-v2.h
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -31,6 +32,10 @@ LOCATE_ERRORS = {NO_CONTAINER: "no running container of that name",
                  NO_CGROUP_FILE: "no writable write-IOPS file in the container's cgroup (on cgroup v2 the io "
                                  "controller must be enabled for the pod's slice)"}
 
+DEVICE = re.compile(r"[0-9]+:[0-9]+")
+# A cgroup v1 line ("MAJ:MIN N") or a v2 line ("MAJ:MIN key=value ...", values numbers or "max").
+LIMIT_LINE = re.compile(r"[0-9]+:[0-9]+( [0-9]+|( [a-z]+=([0-9]+|max))+)")
+
 
 @dataclass
 class IoLimitTarget:
@@ -43,6 +48,22 @@ class IoLimitTarget:
     device: str
     version: int
     line_before: str
+
+    def __post_init__(self) -> None:
+        """Raises ValueError (field, expected, got) on a target that is no such limit, so a record
+        read back (``kdrill recover``) can only ever write a limit line into a cgroup's limit file."""
+        limit_file = {1: "/blkio.throttle.write_iops_device", 2: "/io.max"}.get(self.version)
+        checks = (("device", DEVICE.fullmatch(self.device), "MAJ:MIN"),
+                  ("version", limit_file is not None, "1 or 2"),
+                  ("cgroup_file", self.cgroup_file.startswith("/sys/fs/cgroup/") and "/../" not in self.cgroup_file
+                   and limit_file is not None and self.cgroup_file.endswith(limit_file),
+                   f"a path under /sys/fs/cgroup/ ending {limit_file or 'in the limit file of its version'}"),
+                  ("line_before", not self.line_before or (LIMIT_LINE.fullmatch(self.line_before)
+                                                           and self.line_before.split()[0] == self.device),
+                   "empty, or a limit line for the device"))
+        for field_name, ok, what in checks:
+            if not ok:
+                raise ValueError(f"{field_name}: expected {what}, got {getattr(self, field_name)!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -77,7 +77,7 @@ class EtcdSlowDisk(Fault):
     def inject(self) -> None:
         try:
             self.located = io_limits.locate(self.cluster, self.node, "etcd", DATA_DIR)
-        except (LookupError, ProviderError) as exc:
+        except (LookupError, ProviderError, ValueError) as exc:
             raise FaultError(f"etcd-slow-disk: {exc}") from exc
         if not io_limits.unlimited(self.located.line_before):
             raise FaultError(f"etcd-slow-disk: the etcd container on {self.node} already has a write limit on "
@@ -104,4 +104,8 @@ class EtcdSlowDisk(Fault):
 
     @classmethod
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "EtcdSlowDisk":
-        return cls(cluster, target["node"], int(target["write_iops"]), target.get("located"))
+        """Raises FaultError on a record whose ``located`` is not a container's write-IOPS limit."""
+        try:
+            return cls(cluster, target["node"], int(target["write_iops"]), target.get("located"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FaultError(f"etcd-slow-disk: ledger record {target!r}: {exc}") from exc
