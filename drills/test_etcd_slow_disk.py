@@ -40,6 +40,9 @@ WRITE_INTERVAL_SECONDS, METRICS_INTERVAL_SECONDS = 0.25, 0.5
 # After the election, the others' writes are judged from this long after it (the API servers'
 # connections to the new leader settle).
 AFTER_ELECTION_SECONDS = 2.0
+# A median needs this many writes, this share of them acknowledged; a probe's reads cover a window
+# when its last one is at most this long before the window's end.
+MIN_WRITES, ACKNOWLEDGED_SHARE, COVER_SLACK_SECONDS = 5, 0.8, 1.5
 
 
 def _probes(cluster, ns: str, nodes: list[str], seconds: float) -> tuple[dict, dict]:
@@ -56,28 +59,53 @@ def _probes(cluster, ns: str, nodes: list[str], seconds: float) -> tuple[dict, d
 
 
 def _median_latency(probes: list[NodeHttpProbe], start: float, end: float) -> float | None:
-    """Median latency (seconds) of the acknowledged writes started in [start, end), over ``probes``."""
-    found = [s.latency_seconds for p in probes for s in p.timeline.samples()
-             if start <= s.t < end and s.ok and s.latency_seconds is not None]
-    return statistics.median(found) if found else None
+    """Median latency (seconds) of the writes started in [start, end) through ``probes``; None
+    unless at least MIN_WRITES were sent and ACKNOWLEDGED_SHARE of them acknowledged (a median of
+    the few that got through would hide the rest)."""
+    sent = [s for p in probes for s in p.timeline.samples() if start <= s.t < end and s.latency_seconds is not None]
+    acknowledged = [s.latency_seconds for s in sent if s.ok]
+    if len(sent) < MIN_WRITES or len(acknowledged) < ACKNOWLEDGED_SHARE * len(sent):
+        return None
+    return statistics.median(acknowledged)
 
 
 def _ratio(value: float | None, base: float | None) -> float | None:
     return value / base if value is not None and base else None
 
 
-def _delta(probe: NodeMetricsProbe, metric: str, start: float, end: float) -> float | None:
-    """How much a counter grew between its last read before ``start`` (its first read, when the
-    probe began inside the window) and its last read before ``end``."""
+def _counter(probe: NodeMetricsProbe, metric: str, start: float, end: float) -> list[float] | None:
+    """A counter's reads spanning [start, end): its last read before ``start`` (or its first, when
+    the probe began inside the window) and every read after it until ``end``. None when the reads
+    do not cover the window (none after the first, or the last more than COVER_SLACK_SECONDS before
+    ``end``) or the counter went down (a restarted member): no delta is read from such reads."""
     values = probe.values(metric)
-    before = [v for t, v in values if t < start] or [v for t, v in values if t < end][:1]
-    until = [v for t, v in values if t < end]
-    return until[-1] - before[-1] if before and until else None
+    before = [(t, v) for t, v in values if t < start] or [(t, v) for t, v in values if t < end][:1]
+    if not before:
+        return None
+    span = [before[-1]] + [(t, v) for t, v in values if before[-1][0] < t < end]
+    if len(span) < 2 or span[-1][0] < end - COVER_SLACK_SECONDS or any(b[1] < a[1] for a, b in zip(span, span[1:])):
+        return None
+    return [v for _, v in span]
+
+
+def _delta(probe: NodeMetricsProbe, metric: str, start: float, end: float) -> float | None:
+    """How much a counter grew over [start, end) (:func:`_counter`), or None."""
+    span = _counter(probe, metric, start, end)
+    return span[-1] - span[0] if span else None
 
 
 def _longest_unanswered(probes: list[NodeHttpProbe], start: float, end: float) -> float | None:
-    """The longest time in [start, end) without a write acknowledged through any of ``probes``."""
-    return longest_unanswered_seconds([s for p in probes for s in p.timeline.samples()], start, end)
+    """The longest time in [start, end) without a write acknowledged through any of ``probes``;
+    None when their writes stopped before the window's end (a loop that ended says nothing)."""
+    samples = [s for p in probes for s in p.timeline.samples()]
+    if not samples or max(s.t + (s.latency_seconds or 0.0) for s in samples) < end - COVER_SLACK_SECONDS:
+        return None
+    return longest_unanswered_seconds(samples, start, end)
+
+
+def _worked(probes: list[NodeHttpProbe], base: tuple[float, float]) -> bool:
+    """Whether writes through ``probes`` were acknowledged in the baseline (so a stall later is the fault's)."""
+    return _median_latency(probes, *base) is not None
 
 
 def _fsync_mean(probe: NodeMetricsProbe, start: float, end: float) -> float | None:
@@ -87,17 +115,23 @@ def _fsync_mean(probe: NodeMetricsProbe, start: float, end: float) -> float | No
 
 
 def _first_other_leader(metrics: dict, slow: str, start: float, end: float) -> float | None:
-    """When a member other than ``slow`` first reported itself leader in [start, end) (epoch seconds)."""
-    seen = [t for node, probe in metrics.items() if node != slow
-            for t, v in probe.values(IS_LEADER) if start <= t < end and v == 1]
-    return min(seen) if seen else None
+    """When another member first became leader in [start, end) (its read went from 0 to 1; epoch
+    seconds), provided ``slow`` led at ``start`` (its last read before it was 1); else None."""
+    led = [v for t, v in metrics[slow].values(IS_LEADER) if t < start]
+    if not led or led[-1] != 1:
+        return None
+    became = []
+    for node, probe in metrics.items():
+        reads = probe.values(IS_LEADER) if node != slow else []
+        became += [b[0] for a, b in zip(reads, reads[1:]) if start <= b[0] < end and a[1] == 0 and b[1] == 1]
+    return min(became) if became else None
 
 
 def _most_changes(metrics: dict, start: float, end: float) -> float | None:
     """The most leader changes any member saw in [start, end) (etcd counts a leader it lost and
-    found again as a change too)."""
-    seen = [d for d in (_delta(p, CHANGES, start, end) for p in metrics.values()) if d is not None]
-    return max(seen) if seen else None
+    found again as a change too); None unless every member's reads cover the window."""
+    seen = [_delta(p, CHANGES, start, end) for p in metrics.values()]
+    return max(seen) if seen and None not in seen else None
 
 
 def _slow_member(drill, node: str, role: str) -> tuple[float, float]:
@@ -121,6 +155,8 @@ def test_etcd_slow_disk(drill):
     cluster, p = drill.cluster, drill.params
     control_plane = sorted(drill.topology.control_plane)
     with drill.phase("setup"):
+        assert len(control_plane) >= 3, (f"etcd-slow-disk needs 3 or more control-plane nodes, so that a quorum "
+                                         f"stands without the slowed member; {cluster.name} has {control_plane}")
         ns = drill.fresh_namespace()
         leader = leader_node(cluster, control_plane)
         follower = next(n for n in control_plane if n != leader)
@@ -184,7 +220,8 @@ def _judge_follower(drill, writes: dict, metrics: dict, slow: str, base: tuple, 
                   detail=f"the longest time without a write acknowledged through either other API server "
                          f"(baseline: {_longest_unanswered(others, *base)} s)")
     own = [s for s in writes[slow].timeline.samples() if start <= s.t < end]
-    drill.measure("slow_follower_own_longest_unanswered_seconds", _longest_unanswered([writes[slow]], start, end),
+    own_stall = _longest_unanswered([writes[slow]], start, end) if _worked([writes[slow]], base) else None
+    drill.measure("slow_follower_own_longest_unanswered_seconds", own_stall,
                   detail=f"the longest time without a write acknowledged through {slow}'s own API server "
                          f"(baseline: {_longest_unanswered([writes[slow]], *base)} s); {len(own)} sent, "
                          f"{sum(s.ok for s in own)} acknowledged, median acknowledged latency "
@@ -204,7 +241,8 @@ def _judge_leader(drill, writes: dict, metrics: dict, slow: str, base: tuple, wi
     drill.observe("slow_leader_late_heartbeats", _delta(metrics[slow], LATE_HEARTBEATS, start, end))
     drill.measure("slow_leader_leader_changes_seen", _most_changes(metrics, start, end),
                   detail="the most leader changes any member counted over the window")
-    drill.measure("slow_leader_others_longest_unanswered_seconds", _longest_unanswered(others, start, end),
+    stall = _longest_unanswered(others, start, end) if _worked(others, base) else None
+    drill.measure("slow_leader_others_longest_unanswered_seconds", stall,
                   detail=f"the longest time without a write acknowledged through either other API server "
                          f"(baseline: {_longest_unanswered(others, *base)} s; curl gives up after 5 s)")
     base_others = _median_latency(others, *base)

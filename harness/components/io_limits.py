@@ -33,8 +33,9 @@ LOCATE_ERRORS = {NO_CONTAINER: "no running container of that name",
                                  "controller must be enabled for the pod's slice)"}
 
 DEVICE = re.compile(r"[0-9]+:[0-9]+")
-# A cgroup v1 line ("MAJ:MIN N") or a v2 line ("MAJ:MIN key=value ...", values numbers or "max").
-LIMIT_LINE = re.compile(r"[0-9]+:[0-9]+( [0-9]+|( [a-z]+=([0-9]+|max))+)")
+CONTAINER_ID = re.compile(r"[0-9a-f]{64}")
+# A cgroup v1 line ("MAJ:MIN N") or a v2 io.max line ("MAJ:MIN rbps=.. wbps=.. riops=.. wiops=..").
+LIMIT_LINE = re.compile(r"[0-9]+:[0-9]+( [0-9]+|( (rbps|wbps|riops|wiops)=([0-9]+|max))+)")
 
 
 @dataclass
@@ -51,28 +52,38 @@ class IoLimitTarget:
 
     def __post_init__(self) -> None:
         """Raises ValueError (field, expected, got) on a target that is no such limit, so a record
-        read back (``kdrill recover``) can only ever write a limit line into a cgroup's limit file."""
-        limit_file = {1: "/blkio.throttle.write_iops_device", 2: "/io.max"}.get(self.version)
-        checks = (("device", DEVICE.fullmatch(self.device), "MAJ:MIN"),
-                  ("version", limit_file is not None, "1 or 2"),
-                  ("cgroup_file", self.cgroup_file.startswith("/sys/fs/cgroup/") and "/../" not in self.cgroup_file
-                   and limit_file is not None and self.cgroup_file.endswith(limit_file),
-                   f"a path under /sys/fs/cgroup/ ending {limit_file or 'in the limit file of its version'}"),
-                  ("line_before", not self.line_before or (LIMIT_LINE.fullmatch(self.line_before)
-                                                           and self.line_before.split()[0] == self.device),
-                   "empty, or a limit line for the device"))
-        for field_name, ok, what in checks:
+        read back (``kdrill recover``) can only ever name one container's limit file, whose line
+        for the disk set no write limit before."""
+        for field_name, ok, what in self._checks():
             if not ok:
-                raise ValueError(f"{field_name}: expected {what}, got {getattr(self, field_name)!r}")
+                got = repr(getattr(self, field_name))
+                raise ValueError(f"{field_name}: expected {what}, got {got[:200]}")
+
+    def _checks(self) -> list[tuple[str, Any, str]]:
+        limit_file = {1: "blkio.throttle.write_iops_device", 2: "io.max"}.get(self.version) \
+            if type(self.version) is int else None
+        container = self.container if isinstance(self.container, str) else ""
+        path = self.cgroup_file if isinstance(self.cgroup_file, str) else ""
+        parts = path.split("/")
+        return [("container", CONTAINER_ID.fullmatch(container), "a container id (64 hex digits)"),
+                ("device", isinstance(self.device, str) and DEVICE.fullmatch(self.device), "MAJ:MIN"),
+                ("version", limit_file is not None, "1 or 2"),
+                ("cgroup_file", path.startswith("/sys/fs/cgroup/") and not {"", ".", ".."} & set(parts[1:])
+                 and limit_file is not None and parts[-1] == limit_file and container and container in parts[-2],
+                 f"a path under /sys/fs/cgroup/ to the container's own {limit_file or 'limit file'}"),
+                ("line_before", isinstance(self.line_before, str) and len(self.line_before) <= 200
+                 and unlimited(self.line_before) and (not self.line_before or (
+                     LIMIT_LINE.fullmatch(self.line_before) and self.line_before.split()[0] == self.device)),
+                 "empty, or a line for the device that sets no write limit")]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "IoLimitTarget":
-        """Raises KeyError or ValueError on a record without these fields."""
-        return cls(container=str(data["container"]), cgroup_file=str(data["cgroup_file"]),
-                   device=str(data["device"]), version=int(data["version"]), line_before=str(data["line_before"]))
+        """Raises KeyError or ValueError on a record without these fields, or with others' types."""
+        return cls(container=data["container"], cgroup_file=data["cgroup_file"], device=data["device"],
+                   version=data["version"], line_before=data["line_before"])
 
 
 def _locate_script(container_name: str, path: str) -> str:

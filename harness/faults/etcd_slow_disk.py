@@ -55,10 +55,15 @@ class EtcdSlowDisk(Fault):
     def __init__(self, cluster: Cluster, node: str, write_iops: int,
                  located: dict[str, Any] | None = None) -> None:
         super().__init__(cluster)
-        if not 1 <= int(write_iops) <= 1000:
-            raise FaultError(f"etcd-slow-disk: write_iops: expected 1 to 1000, got {write_iops!r}")
-        self.node, self.write_iops = node, int(write_iops)
-        self.located = io_limits.IoLimitTarget.from_dict(located) if located else None
+        if type(write_iops) is not int or not 1 <= write_iops <= 1000:
+            raise FaultError(f"etcd-slow-disk: write_iops: expected an integer from 1 to 1000, "
+                             f"got {write_iops!r}"[:300])
+        control_plane = cluster.nodes_by_role.get("control-plane", []) if cluster is not None else []
+        if node not in control_plane:
+            raise FaultError(f"etcd-slow-disk: node: expected a control-plane node of the cluster "
+                             f"({', '.join(control_plane) or 'none known'}), got {node!r}"[:300])
+        self.node, self.write_iops = node, write_iops
+        self.located = io_limits.IoLimitTarget.from_dict(located) if located is not None else None
         self.same_container_at_revert: bool | None = None
 
     def target(self) -> dict[str, Any]:
@@ -77,20 +82,18 @@ class EtcdSlowDisk(Fault):
     def inject(self) -> None:
         try:
             self.located = io_limits.locate(self.cluster, self.node, "etcd", DATA_DIR)
-        except (LookupError, ProviderError, ValueError) as exc:
-            raise FaultError(f"etcd-slow-disk: {exc}") from exc
-        if not io_limits.unlimited(self.located.line_before):
-            raise FaultError(f"etcd-slow-disk: the etcd container on {self.node} already has a write limit on "
-                             f"{self.located.device} ({self.located.line_before!r}): not changed")
+        except (LookupError, ProviderError, ValueError) as exc:  # ValueError: e.g. the disk has a limit already
+            raise FaultError(f"etcd-slow-disk: on {self.node}: {exc}") from exc
         self.checkpoint()  # the ledger knows the cgroup file and its line before the write
         io_limits.write_limit(self.cluster, self.node, self.located,
                               io_limits.limit_line(self.located, self.write_iops))
 
     def revert(self) -> None:
+        """Remove the limit (the disk had none before: :meth:`inject` refuses one that had)."""
         if self.located is None:
             return
-        back = self.located.line_before or io_limits.limit_line(self.located, None)
-        self.same_container_at_revert = io_limits.write_limit(self.cluster, self.node, self.located, back)
+        self.same_container_at_revert = io_limits.write_limit(self.cluster, self.node, self.located,
+                                                              io_limits.limit_line(self.located, None))
 
     def verify_reverted(self) -> None:
         if self.located is None:
@@ -106,6 +109,9 @@ class EtcdSlowDisk(Fault):
     def from_target(cls, cluster: Cluster, target: dict[str, Any]) -> "EtcdSlowDisk":
         """Raises FaultError on a record whose ``located`` is not a container's write-IOPS limit."""
         try:
-            return cls(cluster, target["node"], int(target["write_iops"]), target.get("located"))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FaultError(f"etcd-slow-disk: ledger record {target!r}: {exc}") from exc
+            located = target.get("located")
+            if located is not None and not isinstance(located, dict):
+                raise ValueError(f"located: expected the record of a cgroup limit, got {located!r}")
+            return cls(cluster, target["node"], target["write_iops"], located)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise FaultError(f"etcd-slow-disk: ledger record {repr(target)[:200]}: {str(exc)[:300]}") from exc
