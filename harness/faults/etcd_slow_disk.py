@@ -5,10 +5,10 @@ of ``write_iops`` write requests per second on the disk that holds its data dire
 (``/var/lib/etcd``, kubeadm's ``--data-dir``), through its own block-I/O cgroup
 (:mod:`harness.components.io_limits`). etcd waits on ``fdatasync`` for every batch of entries it
 appends to its write-ahead log, so each append then waits its turn; nothing else on the node, and
-no other member, is held. The revert writes back the line the cgroup file had for that disk
-(normally none) and verifies it, then waits for the member to answer a quorum read. A member
-restarted meanwhile (its liveness probe) runs in a new cgroup without the limit: the evidence
-says whether the limited container ran through the window.
+no other member, is held. The injection refuses a disk that already has a write limit there, so
+the revert only ever removes the limit; it verifies the line is gone, then waits for the member to
+answer a quorum read. A member restarted meanwhile (its liveness probe) runs in a new cgroup
+without the limit: the evidence says whether the limited container ran through the window.
 
 Source: etcd "Tuning" (https://etcd.io/docs/v3.6/tuning/: slow disks on the leader and followers
 delay requests and responses; "Disk"), etcd "Hardware recommendations"
