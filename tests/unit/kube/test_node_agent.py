@@ -68,9 +68,11 @@ def test_through_the_node_agent_drills_that_stop_the_kubelet_or_need_docker_are_
     # Commands on nodes whose kubelet and API server keep serving: these run through the agent.
     # etcd-space-quota stops a kubelet only inside a script the node runs to its end, kubelet start
     # included; etcd-member-loss holds its kubelets' start on the nodes, set before the stop;
-    # etcd-backup-restore holds its whole loss and restore there; etcd-slow-disk writes a cgroup file.
+    # etcd-backup-restore holds its whole loss and restore there; etcd-slow-disk writes a cgroup file;
+    # serviceaccount-token-outage is control-plane-stop's components method, and reads a worker's
+    # kubelet journal only after the return.
     assert runs == {"leader-failover", "etcd-defrag", "secrets-at-rest", "etcd-space-quota", "etcd-member-loss",
-                    "etcd-backup-restore", "etcd-slow-disk"}
+                    "etcd-backup-restore", "etcd-slow-disk", "serviceaccount-token-outage"}
     # control-plane-stop holds its stop and its revert on the nodes as timers: its components case
     # runs through the agent; its node-loss case freezes node containers (docker pause).
     cps = scenarios["control-plane-stop"]
