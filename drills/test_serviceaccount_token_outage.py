@@ -53,6 +53,9 @@ TOKEN_EXPIRATION_SECONDS = 600
 # The outage ends when the first token is this old: past the refresh window's last pod resync
 # (470 + 90 s), 25 s before it expires; the outage's length (hold_seconds) sets when it starts.
 OUTAGE_END_AGE_SECONDS, EXPIRY_MARGIN_SECONDS = 575.0, 10.0
+# The stop comes no sooner than this after the first token is issued (the pod logs it within a
+# second or two of starting; the stop is planned after that).
+MIN_STOP_AGE_SECONDS = 10.0
 # How far ahead the stop is planned from now (ControlPlaneStop.plan_stop: 2 s plus its commands).
 STOP_LEAD_SECONDS = 8.0
 # How long the pod logs (seconds): longer than any run of this drill; it then exits.
@@ -142,6 +145,8 @@ def _review(cluster, token: str, audience: str) -> client.V1TokenReviewStatus:
 @pytest.mark.scenario("serviceaccount-token-outage")
 def test_serviceaccount_token_outage(drill):
     cluster, hold_seconds = drill.cluster, float(drill.params["hold_seconds"])
+    problem = _hold_problem(hold_seconds)
+    assert problem is None, f"scenarios/serviceaccount-token-outage.yaml: fault.params.hold_seconds: {problem}"
     node = drill.topology.workers[0]
     with drill.phase("setup"):
         ns = drill.fresh_namespace()
@@ -184,6 +189,17 @@ def test_serviceaccount_token_outage(drill):
     _judge_review(drill, ns, _changes(_tokens_seen(cluster, ns)))
     _judge_platform(drill, nodes, window, kube_system_before)
     drill.expectations.assert_all()
+
+
+def _hold_problem(hold_seconds: float) -> str | None:
+    """What is wrong with an outage of ``hold_seconds`` ending at a token age of
+    :data:`OUTAGE_END_AGE_SECONDS`, before anything is made: it must start before the kubelet's
+    refresh point and after the pod has its token (:data:`MIN_STOP_AGE_SECONDS`)."""
+    refresh_from = REFRESH_SHARE * TOKEN_EXPIRATION_SECONDS - REFRESH_JITTER_SECONDS
+    least, most = OUTAGE_END_AGE_SECONDS - refresh_from, OUTAGE_END_AGE_SECONDS - MIN_STOP_AGE_SECONDS
+    if least < hold_seconds <= most:
+        return None
+    return f"expected more than {least:g} and at most {most:g} seconds, got {hold_seconds:g}"
 
 
 def _check_timing(token0: dict, hold_seconds: float) -> None:
