@@ -56,6 +56,9 @@ OUTAGE_END_AGE_SECONDS, EXPIRY_MARGIN_SECONDS = 575.0, 10.0
 # The stop comes no sooner than this after the first token is issued (the pod logs it within a
 # second or two of starting; the stop is planned after that).
 MIN_STOP_AGE_SECONDS = 10.0
+# The stop can come this much later than planned (its commands on the nodes; through the node
+# agent about 13 s), so a hold is refused unless the stop still precedes the refresh point.
+STOP_LATE_MARGIN_SECONDS = 30.0
 # How far ahead the stop is planned from now (ControlPlaneStop.plan_stop: 2 s plus its commands).
 STOP_LEAD_SECONDS = 8.0
 # How long the pod logs (seconds): longer than any run of this drill; it then exits.
@@ -85,6 +88,7 @@ while time.time() < end:
             last = digest
     except Exception as exc:
         print({LOG_PREFIX!r} + json.dumps({{'seen_at': time.time(), 'error': repr(exc)[:200]}}), flush=True)
+        last = None  # a token that comes back after an error is logged again
     time.sleep(1)
 """
 
@@ -116,9 +120,24 @@ def _tokens_seen(cluster, ns: str, offset: float = 0.0) -> list[dict]:
 
 
 def _changes(seen: list[dict]) -> list[dict]:
-    """The tokens after the first one (each a change of the file), errors left out."""
-    tokens = [s for s in seen if "sha256" in s]
-    return tokens[1:]
+    """What the pod logged after its first token that changed what it held: a token with a new
+    digest, or the file unreadable (an ``error`` entry). The same token logged again after an
+    error is not a change."""
+    changes, held = [], None
+    for entry in seen:
+        if "sha256" not in entry:
+            changes += [entry] if held is not None else []
+            continue
+        if held is not None and entry["sha256"] != held:
+            changes.append(entry)
+        held = entry["sha256"]
+    return changes
+
+
+def _replacement(changes: list[dict], since: float) -> dict | None:
+    """The first new token among ``changes`` (:func:`_changes`) seen at or after ``since`` (epoch
+    seconds), or None."""
+    return next((c for c in changes if "sha256" in c and c["seen_at"] >= since), None)
 
 
 def _refresh_failures(cluster, node: str, ns: str, window: tuple[float, float], offset: float) -> list[str]:
@@ -129,8 +148,21 @@ def _refresh_failures(cluster, node: str, ns: str, window: tuple[float, float], 
     out = cluster.node_exec(node, ["journalctl", "-u", "kubelet", "--no-pager", "-o", "short-unix",
                                    "--since", f"@{start - 1:.0f}", "--until", f"@{end + 1:.0f}"],
                             timeout_seconds=60, read_only=True).stdout
-    lines = [line for line in out.splitlines() if "Couldn't update token" in line and ns in line]
+    # The cache key names the namespace quoted: "\\"<name>\\"/\\"<namespace>\\"/...".
+    lines = [line for line in out.splitlines() if "Couldn't update token" in line and f'\\"{ns}\\"' in line]
     return [line[:300] for line in lines if start <= float(line.split(" ", 1)[0]) < end]
+
+
+def _journal_problem(cluster, node: str) -> str | None:
+    """Why the kubelet's journal on ``node`` cannot be read with times (None when it can): the
+    drill's refresh count would read 0 from a node that keeps no journal."""
+    try:
+        out = cluster.node_exec(node, ["journalctl", "-u", "kubelet", "--no-pager", "-n", "1", "-o", "short-unix"],
+                                timeout_seconds=30, read_only=True).stdout
+        float(out.split(" ", 1)[0])
+    except Exception as exc:  # noqa: BLE001 - said, with the node, before anything is stopped
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+    return None
 
 
 def _review(cluster, token: str, audience: str) -> client.V1TokenReviewStatus:
@@ -146,8 +178,11 @@ def _review(cluster, token: str, audience: str) -> client.V1TokenReviewStatus:
 def test_serviceaccount_token_outage(drill):
     cluster, hold_seconds = drill.cluster, float(drill.params["hold_seconds"])
     problem = _hold_problem(hold_seconds)
-    assert problem is None, f"scenarios/serviceaccount-token-outage.yaml: fault.params.hold_seconds: {problem}"
+    assert problem is None, f"{drill.scenario.path}: fault.params.hold_seconds: {problem}"
+    assert drill.topology.workers, f"this drill needs a worker node for its pod; {cluster.name} has none"
     node = drill.topology.workers[0]
+    journal = _journal_problem(cluster, node)
+    assert journal is None, f"the kubelet's journal on {node} (journalctl -u kubelet) cannot be read: {journal}"
     with drill.phase("setup"):
         ns = drill.fresh_namespace()
         # The pod and the kubelet's journal time things on the node's clock.
@@ -179,13 +214,14 @@ def test_serviceaccount_token_outage(drill):
             returned = min(fault.api_ready_at.values(), default=None)
             assert returned is not None, "no API server was seen ready after the revert"
             with drill.phase("return"):
-                rotated = wait_until(lambda: _changes(_tokens_seen(cluster, ns)) or None, ROTATION_DEADLINE_SECONDS,
-                                     interval_seconds=2.0, description=f"pod {POD}'s token replaced")
+                rotated = wait_until(lambda: _replacement(_changes(_tokens_seen(cluster, ns, offset)), returned),
+                                     ROTATION_DEADLINE_SECONDS, interval_seconds=2.0,
+                                     description=f"pod {POD}'s token replaced")
                 hold_until(returned + WATCH_AFTER_RETURN_SECONDS)  # node readiness watched past the grace period
     finally:
         drill.add_timelines({nodes.name: nodes.timeline})
     window = (fault.injected_at, returned)
-    _judge_outage(drill, ns, (node, offset), token0, window, rotated)
+    _judge_outage(drill, ns, (node, offset), token0, (*window, fault.injected_at + fault.hold_seconds), rotated)
     _judge_review(drill, ns, _changes(_tokens_seen(cluster, ns)))
     _judge_platform(drill, nodes, window, kube_system_before)
     drill.expectations.assert_all()
@@ -196,7 +232,8 @@ def _hold_problem(hold_seconds: float) -> str | None:
     :data:`OUTAGE_END_AGE_SECONDS`, before anything is made: it must start before the kubelet's
     refresh point and after the pod has its token (:data:`MIN_STOP_AGE_SECONDS`)."""
     refresh_from = REFRESH_SHARE * TOKEN_EXPIRATION_SECONDS - REFRESH_JITTER_SECONDS
-    least, most = OUTAGE_END_AGE_SECONDS - refresh_from, OUTAGE_END_AGE_SECONDS - MIN_STOP_AGE_SECONDS
+    least = OUTAGE_END_AGE_SECONDS - refresh_from + STOP_LATE_MARGIN_SECONDS
+    most = OUTAGE_END_AGE_SECONDS - MIN_STOP_AGE_SECONDS
     if least < hold_seconds <= most:
         return None
     return f"expected more than {least:g} and at most {most:g} seconds, got {hold_seconds:g}"
@@ -216,62 +253,97 @@ def _check_timing(token0: dict, hold_seconds: float) -> None:
         f"{EXPIRY_MARGIN_SECONDS:g} s before the token expires ({TOKEN_EXPIRATION_SECONDS} s)")
 
 
-def _judge_outage(drill, ns: str, where: tuple[str, float], token0: dict, window: tuple[float, float],
+OUTAGE_NAMES = ("tokens_replaced_during_outage", "kubelet_refresh_failures_during_outage")
+RETURN_NAMES = ("token_replaced_after_return_seconds", "new_token_issued_after_return")
+REVIEW_NAMES = ("token_review_own_audience_authenticated", "token_review_other_audience_refused")
+
+
+def _coverage_problem(token0: dict, stop: float, restart: float) -> str | None:
+    """Why the outage as it happened (stop and kubelet restart, epoch seconds) did not hold the
+    kubelet's refresh window and a pod resync after it (None when it did)."""
+    refresh_from = REFRESH_SHARE * TOKEN_EXPIRATION_SECONDS - REFRESH_JITTER_SECONDS
+    down, up = stop + STOP_TAKES_HOLD_SECONDS - token0["iat"], restart - token0["iat"]
+    if down < refresh_from and up >= refresh_from + POD_RESYNC_MAX_SECONDS:
+        return None
+    return (f"the API was down from token age {down:.0f} s to {up:.0f} s: not the whole refresh window "
+            f"({refresh_from:g} to {refresh_from + POD_RESYNC_MAX_SECONDS:g} s)")
+
+
+def _judge_outage(drill, ns: str, where: tuple[str, float], token0: dict, window: tuple[float, float, float],
                   rotated) -> None:
     """The file did not change in the outage; the kubelet tried and failed to refresh; after the
     return the token was replaced by one issued after it. ``where``: the pod's node and its clock
-    offset (seconds, node minus this machine)."""
-    (node, offset), (stop, returned) = where, window
+    offset (seconds, node minus this machine); ``window``: the stop, the first API server seen
+    ready, and the kubelets' start (epoch seconds)."""
+    (node, offset), (stop, returned, restart) = where, window
     changes = _changes(_tokens_seen(drill.cluster, ns, offset))
-    inside = [c for c in changes if stop <= c["seen_at"] < returned]
-    drill.observe("outage", {"stopped_at": stop, "api_ready_at": returned,
+    refresh_from = REFRESH_SHARE * TOKEN_EXPIRATION_SECONDS - REFRESH_JITTER_SECONDS
+    drill.observe("outage", {"stopped_at": stop, "kubelets_started_at": restart, "api_ready_at": returned,
                              "token_age_at_stop_seconds": round(stop - token0["iat"], 1),
                              "token_age_at_return_seconds": round(returned - token0["iat"], 1),
-                             "refresh_due_from_age_seconds": REFRESH_SHARE * (token0["exp"] - token0["iat"])})
-    drill.measure("tokens_replaced_during_outage", len(inside),
-                  detail=f"changes of the token file pod {POD} saw between the stop and the first API server ready "
-                         f"again: {[c['sha256'][:12] for c in inside] or 'none'}")
-    failures = _refresh_failures(drill.cluster, node, ns, window, offset)
-    drill.observe("kubelet_refresh_failures", failures[:10])
-    drill.measure("kubelet_refresh_failures_during_outage", len(failures),
-                  detail=f"lines of {node}'s kubelet journal in the outage saying it could not update the pod's token")
-    if not rotated.ok or not changes:
-        for name in ("token_replaced_after_return_seconds", "new_token_issued_after_return"):
+                             "refresh_due_from_age_seconds": [refresh_from, refresh_from + REFRESH_JITTER_SECONDS],
+                             "changes_before_stop": [c for c in changes if c["seen_at"] < stop]})
+    problem = _coverage_problem(token0, stop, restart)
+    if problem is not None:
+        for name in OUTAGE_NAMES:
+            drill.expectations.error(name, problem)
+    else:
+        inside = [c for c in changes if stop <= c["seen_at"] < returned]
+        drill.measure(OUTAGE_NAMES[0], len(inside),
+                      detail=f"changes of the token file pod {POD} saw between the stop and the first API server "
+                             f"ready again: {[c.get('sha256', '')[:12] or c.get('error') for c in inside] or 'none'}")
+        _measure_refresh_failures(drill, node, ns, (stop, returned), offset)
+    new = _replacement(changes, returned)
+    if not rotated.ok or new is None:
+        for name in RETURN_NAMES:
             drill.expectations.error(name, f"the token was not replaced within {ROTATION_DEADLINE_SECONDS:g} s of the "
-                                           f"return ({rotated.last_error or 'no change logged'})")
+                                           f"return ({rotated.last_error or 'no new token logged'})")
         return
-    new = changes[0]
     drill.observe("replacement_token", new)
     drill.observe("expired_token_held_seconds", round(max(0.0, new["seen_at"] - token0["exp"]), 1))
-    drill.measure("token_replaced_after_return_seconds", round(new["seen_at"] - returned, 1),
+    drill.measure(RETURN_NAMES[0], round(new["seen_at"] - returned, 1),
                   detail=f"from the first API server ready again to the pod's first sight of a new token (read every "
                          f"1 s); the old one was {new['seen_at'] - token0['iat']:.0f} s old",
                   became_true_at=new["seen_at"])
-    drill.measure("new_token_issued_after_return", new["iat"] >= int(returned),
-                  detail=f"the new token's iat {new['iat']} against the return at {returned:.1f} (iat has whole "
-                         "seconds)")
+    drill.measure(RETURN_NAMES[1], new["iat"] >= int(restart),
+                  detail=f"the new token's iat {new['iat']} against the kubelets' start at {restart:.1f} (iat has "
+                         "whole seconds; the API servers' clocks)")
+
+
+def _measure_refresh_failures(drill, node: str, ns: str, window: tuple[float, float], offset: float) -> None:
+    try:
+        failures = _refresh_failures(drill.cluster, node, ns, window, offset)
+    except Exception as exc:  # noqa: BLE001 - the expectation says it was not measured, and why
+        drill.expectations.error(OUTAGE_NAMES[1], f"{node}'s kubelet journal not read: {str(exc)[:200]}")
+        return
+    drill.observe("kubelet_refresh_failures", failures[:10])
+    drill.measure(OUTAGE_NAMES[1], len(failures),
+                  detail=f"lines of {node}'s kubelet journal in the outage saying it could not update the pod's token")
 
 
 def _judge_review(drill, ns: str, changes: list[dict]) -> None:
     """TokenReview of the pod's current token (read from the pod, compared by digest with its log)
     for its own audience and for another."""
-    names = ("token_review_own_audience_authenticated", "token_review_other_audience_refused")
-    read = pod_exec.run(drill.cluster, ns, POD, ["cat", f"{MOUNT}/token"], timeout_seconds=30, read_only=True)
-    token = read.stdout.strip()
-    digest = hashlib.sha256(read.stdout.encode()).hexdigest()
-    known = {c["sha256"] for c in changes}
-    if read.returncode != 0 or digest not in known:
-        for name in names:
-            drill.expectations.error(name, f"the token read from pod {POD} (exit {read.returncode}, sha256 "
-                                           f"{digest[:12]}) is not one it logged after the return")
+    user = f"system:serviceaccount:{ns}:{SERVICE_ACCOUNT}"
+    try:
+        read = pod_exec.run(drill.cluster, ns, POD, ["cat", f"{MOUNT}/token"], timeout_seconds=30)
+        digest = hashlib.sha256(read.stdout.encode()).hexdigest()
+        if read.returncode != 0 or digest not in {c.get("sha256") for c in changes}:
+            raise ValueError(f"the token read from pod {POD} (exit {read.returncode}, sha256 {digest[:12]}) is not "
+                             "one it logged after its first")
+        own, other = (_review(drill.cluster, read.stdout.strip(), a) for a in (AUDIENCE, WRONG_AUDIENCE))
+    except Exception as exc:  # noqa: BLE001 - never the token: exec and review errors carry no output
+        for name in REVIEW_NAMES:
+            drill.expectations.error(name, f"{type(exc).__name__}: {str(exc)[:200]}")
         return
-    own, other = _review(drill.cluster, token, AUDIENCE), _review(drill.cluster, token, WRONG_AUDIENCE)
-    drill.observe("token_reviews", {"sha256": digest, "own": {"authenticated": own.authenticated,
-                                    "user": own.user.username if own.user else None, "audiences": own.audiences},
+    got_user = own.user.username if own.user else None
+    drill.observe("token_reviews", {"sha256": digest, "own": {"authenticated": own.authenticated, "user": got_user,
+                                                              "audiences": own.audiences},
                                     "other": {"authenticated": other.authenticated, "error": other.error}})
-    drill.measure(names[0], bool(own.authenticated),
-                  detail=f"audience {AUDIENCE}: {own.user.username if own.user else own.error}")
-    drill.measure(names[1], not other.authenticated,
+    drill.measure(REVIEW_NAMES[0], bool(own.authenticated) and AUDIENCE in (own.audiences or []) and got_user == user,
+                  detail=f"audience {AUDIENCE}: user {got_user}, audiences {own.audiences} (expected {user}); "
+                         f"{own.error or 'no error'}")
+    drill.measure(REVIEW_NAMES[1], not other.authenticated,
                   detail=f"audience {WRONG_AUDIENCE}: {other.error or 'authenticated'}")
 
 
