@@ -131,7 +131,8 @@ def _check_unit(path: Path, data: dict, field: str, item: dict) -> None:
 
 def _check_bound(path: Path, field: str, item: dict) -> None:
     """A bound that can both pass and fail in the expectation's unit: true/false only with ``==``
-    and a yes/no unit, a ratio from 0 to 1, seconds 0 or more."""
+    and a yes/no unit, a ratio from 0 to 1, seconds 0 or more, and no bound every measurement
+    in its unit holds (``>= 0``; a ratio's ``<= 1``)."""
     bound = item["bound"]
     if isinstance(bound["value"], bool) and bound["op"] != "==":
         raise ScenarioError(path, f"{field}.bound.value",
@@ -147,3 +148,17 @@ def _check_bound(path: Path, field: str, item: dict) -> None:
         raise ScenarioError(path, f"{field}.bound.value", "a ratio from 0 to 1", repr(value))
     if not isinstance(value, bool) and item["unit"] == "seconds" and value < 0:
         raise ScenarioError(path, f"{field}.bound.value", "seconds, 0 or more", repr(value))
+    if _never_fails(item["unit"], bound["op"], value):
+        ceiling = ", nor above 1" if item["unit"] == "ratio" else ""
+        raise ScenarioError(path, f"{field}.bound", f"a bound a measurement could break (a {item['unit']} is never "
+                            f"below 0{ceiling})", f"{bound['op']} {value!r}")
+
+
+def _never_fails(unit: str, op: str, value: Any) -> bool:
+    """Whether every measurement in ``unit`` (one of UNITS, all of them 0 or more; a ratio also at
+    most 1) holds ``op value``: such an expectation proves nothing."""
+    if isinstance(value, bool) or unit not in UNITS or unit in BOOL_UNITS:
+        return False
+    if op == ">=" and value <= 0 or op == ">" and value < 0:
+        return True
+    return unit == "ratio" and (op == "<=" and value >= 1 or op == "<" and value > 1)

@@ -214,6 +214,31 @@ def test_a_bound_outside_what_its_unit_can_measure_is_refused(tmp_path, unit, va
     assert (err.field, err.expected, err.got) == ("expectations[1].bound.value", expected, repr(value))
 
 
+@pytest.mark.parametrize("unit, op, value", [
+    ("count", ">=", 0), ("seconds", ">=", 0), ("ratio", ">=", 0.0), ("count", ">", -1), ("ratio", "<=", 1),
+    ("factor", ">=", 0),
+])
+def test_a_bound_every_measurement_holds_is_refused(tmp_path, unit, op, value):
+    data = example_data()
+    data["expectations"][1]["name"] = f"measured_{unit}"
+    data["expectations"][1]["unit"] = unit
+    data["expectations"][1]["bound"] = {"op": op, "value": value}
+    err = load_error(tmp_path, data)
+    assert (err.field, err.got) == ("expectations[1].bound", f"{op} {value!r}")
+    assert err.expected.startswith("a bound a measurement could break")
+
+
+@pytest.mark.parametrize("unit, op, value", [
+    ("count", ">=", 1), ("count", "==", 0), ("seconds", ">", 0), ("ratio", "<", 1), ("ratio", "<=", 0.0),
+])
+def test_a_bound_a_measurement_can_break_is_accepted(tmp_path, unit, op, value):
+    data = example_data()
+    data["expectations"][1]["name"] = f"measured_{unit}"
+    data["expectations"][1]["unit"] = unit
+    data["expectations"][1]["bound"] = {"op": op, "value": value}
+    load_scenario(write(tmp_path, data))
+
+
 def test_an_empty_list_of_cases_is_refused(tmp_path):
     data = example_data()
     data["cases"] = []
