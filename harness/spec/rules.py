@@ -117,13 +117,14 @@ def _check_vital_signs(path: Path, data: dict) -> None:
 
 
 def _check_unit(path: Path, data: dict, field: str, item: dict) -> None:
-    """A drill file's expectation in one of UNITS; a name ending ``_seconds`` or ``_ratio`` in that unit."""
+    """A drill file's expectation in one of UNITS; a name ending ``_seconds``, ``_ratio`` or
+    ``_factor`` in that unit."""
     if "runner" not in data and item["unit"] not in UNITS:
         raise ScenarioError(path, f"{field}.unit", f"a unit the drill measures in: {', '.join(UNITS)} "
                             "(times in seconds, ratios from 0 to 1)", repr(item["unit"]))
     # The name says what is measured (every shipped one does): a "_seconds" measurement
     # given as a count would be judged as one, in the report and by kdrill compare.
-    for suffix, unit in (("_seconds", "seconds"), ("_ratio", "ratio")):
+    for suffix, unit in (("_seconds", "seconds"), ("_ratio", "ratio"), ("_factor", "factor")):
         if item["name"].endswith(suffix) and item["unit"] != unit:
             raise ScenarioError(path, f"{field}.unit", f"{unit!r}, as its name {item['name']!r} says",
                                 repr(item["unit"]))

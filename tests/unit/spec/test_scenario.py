@@ -410,6 +410,18 @@ def test_an_expectation_named_in_seconds_or_as_a_ratio_has_that_unit(tmp_path, n
     assert info.value.field.endswith(".unit") and info.value.got == repr(unit) and name in info.value.expected
 
 
+def test_an_expectation_named_as_a_factor_has_that_unit(tmp_path):
+    from scenario_copies import load_edited
+
+    def edit(data):
+        name = "slow_follower_others_write_median_factor"
+        next(e for e in data["expectations"] if e["name"] == name)["unit"] = "ratio"
+
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "etcd-slow-disk", edit)
+    assert info.value.field.endswith(".unit") and info.value.got == "'ratio'" and "'factor'" in info.value.expected
+
+
 def test_the_unit_vocabulary_holds_every_unit_the_rules_and_measures_use():
     from harness.spec.scenario import BOOL_UNITS, MEASURE_UNITS, UNITS
 
