@@ -102,9 +102,15 @@ def _pod(node: str, expiration_seconds: int) -> client.V1Pod:
         spec=client.V1PodSpec(
             service_account_name=SERVICE_ACCOUNT, automount_service_account_token=False, restart_policy="Never",
             termination_grace_period_seconds=0, node_selector={"kubernetes.io/hostname": node},
+            # Pod Security's "restricted" level: the drill runs in a namespace that enforces it too.
+            security_context=client.V1PodSecurityContext(run_as_non_root=True, run_as_user=65534,
+                                                         seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault")),
             containers=[client.V1Container(
                 name="holder", image=TOOLBOX_IMAGE, image_pull_policy=TOOLBOX_PULL_POLICY,
                 command=["python3", "-c", SCRIPT],
+                security_context=client.V1SecurityContext(
+                    allow_privilege_escalation=False, capabilities=client.V1Capabilities(drop=["ALL"])),
+                resources=client.V1ResourceRequirements(requests={"cpu": "10m", "memory": "32Mi"}),
                 volume_mounts=[client.V1VolumeMount(name="token", mount_path=MOUNT, read_only=True)])],
             volumes=[client.V1Volume(name="token", projected=client.V1ProjectedVolumeSource(
                 sources=[client.V1VolumeProjection(service_account_token=token)]))]))
