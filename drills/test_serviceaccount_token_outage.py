@@ -93,6 +93,9 @@ while time.time() < end:
 """
 
 
+RUNTIME_DEFAULT = client.V1SeccompProfile(type="RuntimeDefault")
+
+
 def _pod(node: str, expiration_seconds: int) -> client.V1Pod:
     """The token holder on ``node``: only the projected token, no default API access volume."""
     token = client.V1ServiceAccountTokenProjection(audience=AUDIENCE, expiration_seconds=expiration_seconds,
@@ -102,9 +105,9 @@ def _pod(node: str, expiration_seconds: int) -> client.V1Pod:
         spec=client.V1PodSpec(
             service_account_name=SERVICE_ACCOUNT, automount_service_account_token=False, restart_policy="Never",
             termination_grace_period_seconds=0, node_selector={"kubernetes.io/hostname": node},
-            # Pod Security's "restricted" level: the drill runs in a namespace that enforces it too.
+            # Within Pod Security's "restricted" level, so it also runs where a platform enforces it.
             security_context=client.V1PodSecurityContext(run_as_non_root=True, run_as_user=65534,
-                                                         seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault")),
+                                                         seccomp_profile=RUNTIME_DEFAULT),
             containers=[client.V1Container(
                 name="holder", image=TOOLBOX_IMAGE, image_pull_policy=TOOLBOX_PULL_POLICY,
                 command=["python3", "-c", SCRIPT],
