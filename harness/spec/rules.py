@@ -13,7 +13,7 @@ from typing import Any, Iterable
 from harness.spec.measure_rules import expectation_lists
 from harness.spec.model import ScenarioError
 from harness.spec.runner_rules import check_runner
-from harness.spec.schema import MAX_NUMBER, UNITS
+from harness.spec.schema import MAX_NUMBER, RUNNER_PHASES, UNITS
 from harness.spec.schema_problems import format_field
 
 BOOL_UNITS = ("bool", "flag")  # the units of a yes/no measurement; every other unit is a number
@@ -33,6 +33,9 @@ def check_rules(path: Path, data: dict) -> None:
         for i, item in enumerate(items):
             _check_unit(path, data, f"{where}[{i}]", item)
             _check_bound(path, f"{where}[{i}]", item)
+            if "runner" in data and item.get("phase") is not None and item["phase"] not in RUNNER_PHASES:
+                raise ScenarioError(path, f"{where}[{i}].phase", "one of the phases the runner opens: "
+                                    f"{', '.join(RUNNER_PHASES)}", repr(item["phase"]))
             if where != "expectations" and item["name"] in common:
                 raise ScenarioError(path, f"{where}[{i}].name",
                                     f"a name not used by the scenario's own expectations "

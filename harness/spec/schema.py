@@ -26,6 +26,9 @@ MIN_PROBE_INTERVAL_SECONDS = 0.1
 
 # Names become file names (<scenario>--<case>.json) and namespaces: no "--", which joins the two.
 MAX_NAME_LENGTH = 50
+# The phases the runner opens for a data-only scenario, in order (harness/engine/runner.py): an
+# expectation's ``phase`` names one of them.
+RUNNER_PHASES: tuple[str, ...] = ("setup", "baseline", "fault", "after")
 # Data-only scenarios (harness/engine/runner.py): the runner's windows and the measures it computes.
 RUNNER_DRILL = "drills/test_data_scenarios.py"
 RUNNER_WINDOWS = ("baseline", "fault", "after")

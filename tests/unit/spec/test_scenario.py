@@ -422,6 +422,28 @@ def test_an_expectation_named_as_a_factor_has_that_unit(tmp_path):
     assert info.value.field.endswith(".unit") and info.value.got == "'ratio'" and "'factor'" in info.value.expected
 
 
+def test_a_data_only_expectations_phase_is_one_the_runner_opens(tmp_path):
+    from scenario_copies import load_edited
+
+    def edit(data):
+        data["expectations"][0]["phase"] = "recovery"
+
+    with pytest.raises(ScenarioError) as info:
+        load_edited(tmp_path, "pod-delete", edit)
+    assert info.value.field == "expectations[0].phase" and info.value.got == "'recovery'"
+    assert info.value.expected == "one of the phases the runner opens: setup, baseline, fault, after"
+
+
+def test_the_runner_opens_the_phases_the_rule_names():
+    import re
+
+    from harness.engine import runner
+    from harness.spec.schema import RUNNER_PHASES
+
+    opened = re.findall(r'drill\.phase\("([a-z]+)"', Path(runner.__file__).read_text())
+    assert tuple(opened) == RUNNER_PHASES
+
+
 def test_the_unit_vocabulary_holds_every_unit_the_rules_and_measures_use():
     from harness.spec.scenario import BOOL_UNITS, MEASURE_UNITS, UNITS
 
