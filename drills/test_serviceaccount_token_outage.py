@@ -50,6 +50,8 @@ REFRESH_SHARE, REFRESH_JITTER_SECONDS = 0.8, 10.0
 POD_RESYNC_MAX_SECONDS = 90.0
 # The shortest lifetime the API issues (expirationSeconds "must be at least 10 minutes").
 TOKEN_EXPIRATION_SECONDS = 600
+# The earliest token age at which the kubelet may refresh (seconds).
+REFRESH_FROM_AGE_SECONDS = REFRESH_SHARE * TOKEN_EXPIRATION_SECONDS - REFRESH_JITTER_SECONDS
 # The outage ends when the first token is this old: past the refresh window's last pod resync
 # (470 + 90 s), 25 s before it expires; the outage's length (hold_seconds) sets when it starts.
 OUTAGE_END_AGE_SECONDS, EXPIRY_MARGIN_SECONDS = 575.0, 10.0
@@ -240,7 +242,7 @@ def _hold_problem(hold_seconds: float) -> str | None:
     """What is wrong with an outage of ``hold_seconds`` ending at a token age of
     :data:`OUTAGE_END_AGE_SECONDS`, before anything is made: it must start before the kubelet's
     refresh point and after the pod has its token (:data:`MIN_STOP_AGE_SECONDS`)."""
-    refresh_from = REFRESH_SHARE * TOKEN_EXPIRATION_SECONDS - REFRESH_JITTER_SECONDS
+    refresh_from = REFRESH_FROM_AGE_SECONDS
     least = OUTAGE_END_AGE_SECONDS - refresh_from + STOP_LATE_MARGIN_SECONDS
     most = OUTAGE_END_AGE_SECONDS - MIN_STOP_AGE_SECONDS
     if least < hold_seconds <= most:
@@ -252,7 +254,7 @@ def _check_timing(token0: dict, hold_seconds: float) -> None:
     """The outage must hold every pod resync of the kubelet's refresh window and end before the token
     expires, or "not replaced in the outage" could not fail (or the pod would hold an expired token).
     Raises AssertionError, before anything is stopped, when it cannot."""
-    refresh_from = REFRESH_SHARE * TOKEN_EXPIRATION_SECONDS - REFRESH_JITTER_SECONDS
+    refresh_from = REFRESH_FROM_AGE_SECONDS
     stop_age = max(time.time() + STOP_LEAD_SECONDS - token0["iat"], OUTAGE_END_AGE_SECONDS - hold_seconds)
     assert stop_age < refresh_from and stop_age + hold_seconds >= refresh_from + POD_RESYNC_MAX_SECONDS, (
         f"an outage of {hold_seconds:g} s from a token age of {stop_age:.0f} s does not hold the kubelet's refresh "
@@ -270,7 +272,7 @@ REVIEW_NAMES = ("token_review_own_audience_authenticated", "token_review_other_a
 def _coverage_problem(token0: dict, stop: float, restart: float) -> str | None:
     """Why the outage as it happened (stop and kubelet restart, epoch seconds) did not hold the
     kubelet's refresh window and a pod resync after it (None when it did)."""
-    refresh_from = REFRESH_SHARE * TOKEN_EXPIRATION_SECONDS - REFRESH_JITTER_SECONDS
+    refresh_from = REFRESH_FROM_AGE_SECONDS
     down, up = stop + STOP_TAKES_HOLD_SECONDS - token0["iat"], restart - token0["iat"]
     if down < refresh_from and up >= refresh_from + POD_RESYNC_MAX_SECONDS:
         return None
@@ -286,7 +288,7 @@ def _judge_outage(drill, ns: str, where: tuple[str, float], token0: dict, window
     ready, and the kubelets' start (epoch seconds)."""
     (node, offset), (stop, returned, restart) = where, window
     changes = _changes(_tokens_seen(drill.cluster, ns, offset))
-    refresh_from = REFRESH_SHARE * TOKEN_EXPIRATION_SECONDS - REFRESH_JITTER_SECONDS
+    refresh_from = REFRESH_FROM_AGE_SECONDS
     drill.observe("outage", {"stopped_at": stop, "kubelets_started_at": restart, "api_ready_at": returned,
                              "token_age_at_stop_seconds": round(stop - token0["iat"], 1),
                              "token_age_at_return_seconds": round(returned - token0["iat"], 1),

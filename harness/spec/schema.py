@@ -26,12 +26,11 @@ MIN_PROBE_INTERVAL_SECONDS = 0.1
 
 # Names become file names (<scenario>--<case>.json) and namespaces: no "--", which joins the two.
 MAX_NAME_LENGTH = 50
-# The phases the runner opens for a data-only scenario, in order (harness/engine/runner.py): an
-# expectation's ``phase`` names one of them.
-RUNNER_PHASES: tuple[str, ...] = ("setup", "baseline", "fault", "after")
 # Data-only scenarios (harness/engine/runner.py): the runner's windows and the measures it computes.
 RUNNER_DRILL = "drills/test_data_scenarios.py"
 RUNNER_WINDOWS = ("baseline", "fault", "after")
+# The phases the runner opens, in order: setup, then one per window. An expectation's ``phase`` names one.
+RUNNER_PHASES: tuple[str, ...] = ("setup", *RUNNER_WINDOWS)
 ACTION_VERBS = ("delete", "evict", "scale", "kill_container")  # what a runner action does (harness.engine.actions.Actions)
 # The units a drill file measures in: an expectation of a drill-file scenario in another unit
 # (e.g. "milliseconds" for a drill's seconds) is a mistake, not a conversion. Counts of named
