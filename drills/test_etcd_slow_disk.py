@@ -74,18 +74,19 @@ def _ratio(value: float | None, base: float | None) -> float | None:
 
 
 def _counter(probe: NodeMetricsProbe, metric: str, start: float, end: float) -> list[float] | None:
-    """A counter's reads spanning [start, end): its last read before ``start`` (or its first, when
-    the probe began inside the window) and every read after it until ``end``. None when the reads
-    do not cover the window (none after the first, or the last more than COVER_SLACK_SECONDS before
-    ``end``) or the counter went down (a restarted member): no delta is read from such reads."""
-    values = probe.values(metric)
-    before = [(t, v) for t, v in values if t < start] or [(t, v) for t, v in values if t < end][:1]
+    """A counter's reads spanning [start, end): its last read sent before ``start`` (or its first,
+    when the probe began inside the window) and every read sent after it until ``end``. None when
+    the reads do not cover the window (none after the first, or the last answered more than
+    COVER_SLACK_SECONDS before ``end``: a slow read counts until it answered, since its value is the
+    member's state at some moment while it ran) or the counter went down (a restarted member)."""
+    reads = probe.reads(metric)
+    before = [r for r in reads if r[0] < start] or [r for r in reads if r[0] < end][:1]
     if not before:
         return None
-    span = [before[-1]] + [(t, v) for t, v in values if before[-1][0] < t < end]
-    if len(span) < 2 or span[-1][0] < end - COVER_SLACK_SECONDS or any(b[1] < a[1] for a, b in zip(span, span[1:])):
+    span = [before[-1]] + [r for r in reads if before[-1][0] < r[0] < end]
+    if len(span) < 2 or span[-1][1] < end - COVER_SLACK_SECONDS or any(b[2] < a[2] for a, b in zip(span, span[1:])):
         return None
-    return [v for _, v in span]
+    return [value for _, _, value in span]
 
 
 def _delta(probe: NodeMetricsProbe, metric: str, start: float, end: float) -> float | None:

@@ -127,4 +127,10 @@ class NodeMetricsProbe(NodeHttpProbe):
 
     def values(self, metric: str) -> list[tuple[float, float]]:
         """(time, value) of every successful read of ``metric``, in order."""
-        return [(s.t, float(s.labels[metric])) for s in self.timeline.samples() if metric in s.labels]
+        return [(sent, value) for sent, _, value in self.reads(metric)]
+
+    def reads(self, metric: str) -> list[tuple[float, float, float]]:
+        """(sent, answered, value) of every successful read of ``metric``, in order; times in epoch
+        seconds. The value is the exposition's state at some moment between the two."""
+        return [(s.t, s.t + (s.latency_seconds or 0.0), float(s.labels[metric]))
+                for s in self.timeline.samples() if metric in s.labels]

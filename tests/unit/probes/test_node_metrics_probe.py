@@ -32,6 +32,7 @@ def test_values_are_the_successful_reads_in_order():
         p.timeline.add(p.sample(t, t + 0.1, payload))
     assert p.values("etcd_server_is_leader") == [(1.0, 0.0), (3.0, 1.0)]
     assert p.values("etcd_server_leader_changes_seen_total") == []
+    assert p.reads("etcd_server_is_leader") == [(1.0, pytest.approx(1.1), 0.0), (3.0, pytest.approx(3.1), 1.0)]
 
 
 @pytest.mark.parametrize("metrics", [[], ["etcd_server_is_leader{a=\"b\"}"], ["bad name"], ["x; rm -rf /"]])
