@@ -219,7 +219,8 @@ def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods
                                    max_seconds=3600)
     apis = ApiserverVersions("apiserver-versions", r.cluster, r.control_plane, interval_seconds=2.0, max_seconds=3600)
     removed = RemovedApiAnswers("removed-api-dry-run", r.cluster, interval_seconds=2.0, max_seconds=3600)
-    documented = drill.params.get("order") != "kubelet-first"
+    order = drill.params.get("order")
+    documented = order == "documented"
     with Probes(api, endpoints, apis, *([removed] if documented else [])):
         ignore = _preflight(drill, r, target)
         _skip_a_minor(drill, r, target, ignore)
@@ -228,8 +229,10 @@ def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods
         started = time.time()
         if documented:
             done = _documented_order(drill, r, target, ignore)
-        else:
+        elif order == "kubelet-first":
             done = _kubelet_first(drill, r)
+        else:
+            done = _newer_kubelet_joins(drill, r, ignore)
         steps += done
         stopped = not done[-1]["ok"]
         if documented:
@@ -246,7 +249,7 @@ def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods
     drill.observe("upgrade_steps", _with_ratios(steps, timelines))
     drill.observe("version_readings", r.readings)
     _judge_skew(drill, r)
-    if documented:  # kubelet-first judges only the skew: it breaks the order on purpose
+    if documented:  # the other orders judge only the skew and their own steps: they break the policy on purpose
         _judge_versions(drill, final, target, apis.timeline)
         _removed_api_after(drill, r, removed.timeline, steps)
         _judge_service(drill, r, timelines, r.window, pods_before, steps)
@@ -371,6 +374,62 @@ def _kubelet_first(drill, r: Rehearsal) -> list[dict]:
                   round(seen.became_true_at - result.started_at, 1) if seen.ok else None)
     r.read(f"{steps[-1]['name']} {node}")
     return steps
+
+
+def _newer_kubelet_joins(drill, r: Rehearsal, ignore: tuple[str, ...]) -> list[dict]:
+    """Against the policy, at join: the first worker removed as kubeadm documents it (drain,
+    kubeadm reset, Node deleted), then joined again to the older control plane with the next
+    minor's kubeadm and kubelet. kubeadm's join preflight runs first with no check skipped; the
+    join then skips only what the upgrade skips (``ignore``). Stops at the first failed removal
+    step (its expectations then say "not measured")."""
+    node, via = r.workers[0], r.control_plane[0]
+    removal = (lambda: upgrade.drain(r.cluster, via, node, KEEP_PROBE), lambda: upgrade.reset_node(r.cluster, node),
+               lambda: upgrade.delete_node(r.cluster, via, node), lambda: upgrade.install_next(r.cluster, node))
+    steps: list[dict] = []
+    with drill.phase(f"newer kubelet joins as {node}"):
+        for action in removal:
+            steps.append({**(result := action()).to_dict(), "target": node})
+            if not result.ok:
+                drill.observe("upgrade_stopped_at", {"step": result.name, "node": node, "output": result.output})
+                return steps
+        checked = upgrade.join_preflight(r.cluster, node)
+        joined = upgrade.join(r.cluster, node, ignore)
+        steps += [{**checked.to_dict(), "target": node}, {**joined.to_dict(), "target": node}]
+        _judge_join(drill, r, node, checked, joined, ignore)
+    r.read(f"kubeadm join {node}")
+    return steps
+
+
+JOINED_READY_SECONDS = 180  # a joined node's first Ready (its CNI and kube-proxy pods started): a deadline
+
+
+def _judge_join(drill, r: Rehearsal, node: str, checked, joined, ignore: tuple[str, ...]) -> None:
+    """Whether kubeadm refused the newer kubelet (its KubeletVersion check, in the preflight or the
+    join), and whether the node then registered and went Ready with it."""
+    preflight = upgrade.failed_checks(checked.output)
+    refused = upgrade.KUBELET_VERSION_CHECK in preflight | upgrade.failed_checks(joined.output)
+    drill.observe("join_preflight_as_documented", checked.to_dict())
+    drill.measure("join_refused_for_kubelet_version", refused,
+                  detail=f"kubeadm join's preflight, nothing skipped: "
+                         f"{'errors ' + ', '.join(sorted(preflight)) if preflight else 'passed'}; kubeadm join "
+                         f"skipping {list(ignore) or 'nothing'}: {'joined' if joined.ok else joined.output[-300:]}")
+    if not joined.ok:
+        drill.measure("newer_kubelet_node_ready", False, detail=f"kubeadm join of {node} failed")
+        return
+    oldest = min(upgrade.minor(v) for v in r.readings[0]["apiservers"].values() if v)
+
+    def ready_and_newer() -> bool:
+        got = r.cluster.core.read_node(node, _request_timeout=5).status
+        return upgrade.minor(got.node_info.kubelet_version) > oldest and any(
+            c.type == "Ready" and c.status == "True" for c in got.conditions or [])
+
+    ready = wait_until(ready_and_newer, JOINED_READY_SECONDS, interval_seconds=1.0,
+                       description=f"{node} Ready with a kubelet newer than 1.{oldest}")
+    returned = joined.started_at + joined.seconds
+    drill.measure("newer_kubelet_node_ready", ready.ok,
+                  detail=f"{node} Ready with a kubelet newer than every kube-apiserver (1.{oldest}): "
+                         + (f"{ready.became_true_at - returned:.1f} s after kubeadm join returned" if ready.ok
+                            else f"not within {JOINED_READY_SECONDS} s ({ready.last_error or 'not Ready'})"))
 
 
 def _with_ratios(steps: list[dict], timelines: dict) -> list[dict]:

@@ -256,11 +256,15 @@ def _ignoring(ignore: tuple[str, ...]) -> str:
     return f" --ignore-preflight-errors={shlex.quote(','.join(ignore))}" if ignore else ""
 
 
+def failed_checks(output: str) -> set[str]:
+    """The names of the preflight checks kubeadm's ``output`` reports as errors ("[ERROR Name]")."""
+    return set(re.findall(r"\[ERROR ([A-Za-z0-9.\-_]+)\]", output))
+
+
 def cgroup_v1_refusal(output: str) -> bool:
     """Whether kubeadm's preflight failed on :data:`CGROUP_V1_CHECK` because the host is on
     cgroup v1 (and on nothing else)."""
-    failed = set(re.findall(r"\[ERROR ([A-Za-z0-9.\-_]+)\]", output))
-    return failed == {CGROUP_V1_CHECK} and "cgroups v1" in output
+    return failed_checks(output) == {CGROUP_V1_CHECK} and "cgroups v1" in output
 
 
 def preflight(cluster: Cluster, node: str, version: str) -> StepResult:
@@ -342,6 +346,48 @@ def drop_kubelet_flag(cluster: Cluster, node: str, flag: str) -> StepResult:
 def uncordon(cluster: Cluster, via: str, node: str) -> StepResult:
     return run_step(cluster, "uncordon", via,
                     f"kubectl --kubeconfig {ADMIN_KUBECONFIG} uncordon {shlex.quote(node)}", 60)
+
+
+# kind's kubeadm configuration on every node. Its JoinConfiguration skips kubeadm's preflight
+# (skipPhases, which even `kubeadm join phase preflight` obeys), so the drill joins with a copy
+# without that entry: the checks run as documented.
+KIND_KUBEADM_CONFIG = "/kind/kubeadm.conf"
+JOIN_CONFIG = f"{STAGING_DIR}/join.conf"
+_JOIN_CONFIG_LINE = (f"sed -e '/^skipPhases:$/{{N;/\\n- preflight$/d}}' {KIND_KUBEADM_CONFIG} > {JOIN_CONFIG} && "
+                     f"! grep -q '^skipPhases:' {JOIN_CONFIG} && ")
+KUBELET_VERSION_CHECK = "KubeletVersion"  # the preflight check that compares the kubelet with the control plane
+
+
+def reset_node(cluster: Cluster, node: str) -> StepResult:
+    """``kubeadm reset --force`` on ``node`` with its own kubeadm: the node's half of removing it
+    from the cluster (after a drain; the Node object goes with :func:`delete_node`)."""
+    return run_step(cluster, "kubeadm reset", node, "kubeadm reset --force", 300)
+
+
+def delete_node(cluster: Cluster, via: str, node: str) -> StepResult:
+    return run_step(cluster, "node deleted", via,
+                    f"kubectl --kubeconfig {ADMIN_KUBECONFIG} delete node {shlex.quote(node)} --timeout 60s", 90)
+
+
+def install_next(cluster: Cluster, node: str) -> StepResult:
+    """The staged kubeadm, kubelet and kubectl put in place on ``node`` (the kubelet not started:
+    ``kubeadm join`` starts it)."""
+    line = " && ".join(f"install -m 0755 {STAGING_DIR}/{b} /usr/bin/{b}" for b in ("kubeadm", "kubelet", "kubectl"))
+    return run_step(cluster, "next release installed", node, line + " && kubelet --version", 60)
+
+
+def join_preflight(cluster: Cluster, node: str) -> StepResult:
+    """``kubeadm join phase preflight`` on ``node`` with kind's join configuration, no check skipped:
+    what kubeadm's own join checks say of this node and its kubelet, nothing changed."""
+    return run_step(cluster, "kubeadm join preflight (as documented)", node,
+                    _JOIN_CONFIG_LINE + f"kubeadm join phase preflight --config {JOIN_CONFIG}", 300)
+
+
+def join(cluster: Cluster, node: str, ignore: tuple[str, ...] = ()) -> StepResult:
+    """``kubeadm join`` of ``node`` with kind's join configuration, the preflight checks named in
+    ``ignore`` skipped."""
+    return run_step(cluster, "kubeadm join", node,
+                    _JOIN_CONFIG_LINE + f"kubeadm join --config {JOIN_CONFIG}{_ignoring(ignore)}", KUBEADM_SECONDS)
 
 
 def evicted_pods(drain_output: str) -> list[str]:

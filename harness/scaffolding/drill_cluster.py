@@ -160,7 +160,9 @@ class DrillCluster(Fault):
                               "build kubernetes-<version>)", choices=tuple(releases())),
         "skip_to_version": Param("version", "a release two minors above from_version, which kubeadm must refuse"),
         "order": Param("choice", "documented: kubeadm's order; kubelet-first: one worker's kubelet before the "
-                       "control plane (against the skew policy)", choices=("documented", "kubelet-first")),
+                       "control plane (against the skew policy); newer-kubelet-joins: one worker removed and joined "
+                       "again with the next minor's kubeadm and kubelet (against it too)",
+                       choices=("documented", "kubelet-first", "newer-kubelet-joins")),
         "removed_kubelet_flag": Param("name", "a kubelet flag the older kubeadm writes and the newer kubelet no "
                                       "longer takes (case kubelet-first)", required=False),
         "replicas": Param("integer", "pods of the workload, spread over the two workers", minimum=2, maximum=8),

@@ -80,3 +80,42 @@ def test_a_container_name_is_quoted_in_the_crictl_line():
     upgrade.binary_version(cluster, "cp1", odd)
     script = cluster.calls[-1][1][2]
     assert f"--name {shlex.quote(f'^{odd}$')} |" in script and f'"$id" {shlex.quote(odd)} --version' in script
+
+
+KIND_CONFIG = """apiVersion: kubeadm.k8s.io/v1beta3
+kind: InitConfiguration
+skipPhases:
+- preflight
+---
+apiVersion: kubeadm.k8s.io/v1beta3
+discovery:
+  bootstrapToken:
+    apiServerEndpoint: lb:6443
+kind: JoinConfiguration
+skipPhases:
+- preflight
+"""
+
+
+def _join_config(tmp_path, config: str) -> subprocess.CompletedProcess:
+    """The join step's configuration line, run by this machine's sh and sed on a copy of ``config``."""
+    (tmp_path / "kubeadm.conf").write_text(config)
+    line = upgrade._JOIN_CONFIG_LINE.replace(upgrade.KIND_KUBEADM_CONFIG, str(tmp_path / "kubeadm.conf")).replace(
+        upgrade.JOIN_CONFIG, str(tmp_path / "join.conf"))
+    return subprocess.run(["sh", "-c", line + f"cat {tmp_path / 'join.conf'}"], capture_output=True, text=True)
+
+
+def test_the_join_runs_kubeadm_preflight_kind_skips_and_refuses_a_config_it_cannot_mend(tmp_path):
+    mended = _join_config(tmp_path, KIND_CONFIG)
+    assert mended.returncode == 0 and "skipPhases" not in mended.stdout and "apiServerEndpoint: lb:6443" in mended.stdout
+    other = _join_config(tmp_path, KIND_CONFIG.replace("- preflight\n", "- addon/kube-proxy\n", 1))
+    assert other.returncode != 0
+
+
+def test_a_node_name_is_quoted_in_the_delete_line_and_preflight_errors_are_read_by_name():
+    cluster = FakeCluster()
+    upgrade.delete_node(cluster, "cp1", "w1; reboot")
+    assert shlex.quote("w1; reboot") in cluster.calls[0][1][2]
+    output = "\t[ERROR SystemVerification]: cgroups v1\n\t[ERROR KubeletVersion]: the kubelet version is higher\n"
+    assert upgrade.failed_checks(output) == {"SystemVerification", "KubeletVersion"}
+    assert upgrade.failed_checks("[preflight] Running pre-flight checks\n") == set()

@@ -87,7 +87,7 @@ def test_a_renamed_copy_of_a_data_only_scenario_is_a_drill_of_its_own(tmp_path):
     (lambda d: d["fault"]["params"].update(skip_to_version="v1.36.3\n"), "fault.params.skip_to_version",
      "a Kubernetes release such as 'v1.36.3'"),
     (lambda d: d["cases"][0]["params"].update(order="skip-workers"), "cases[0].params.order",
-     "'documented', 'kubelet-first'"),
+     "'documented', 'kubelet-first', 'newer-kubelet-joins'"),
 ])
 def test_an_upgrade_rehearsal_takes_only_releases_it_can_build(tmp_path, edit, field, expected):
     with pytest.raises(ScenarioError) as info:
