@@ -20,7 +20,7 @@ import time
 import pytest
 from kubernetes import client
 
-from harness.components.etcd import db_size, endpoint_status, running_member_node
+from harness.components.etcd import db_size, leader_node
 from harness.core.waiting import hold
 from harness.engine.measures import longest_unanswered_seconds, success_ratio
 from harness.faults.etcd_defrag import EtcdDefrag
@@ -36,18 +36,10 @@ MEMBER_HEALTH_URL = "http://127.0.0.1:2381/health"
 
 
 def _target_node(cluster, control_plane: list[str], role: str) -> tuple[str, str]:
-    """(node of the member with ``role``, the leader's member id) as etcd reports it."""
-    via = running_member_node(cluster, control_plane)
-    statuses = endpoint_status(cluster, via, ["https://127.0.0.1:2379"])
-    leader = next(iter(statuses.values())).leader_id
-    by_node = {}
-    for node in control_plane:
-        own = endpoint_status(cluster, node, ["https://127.0.0.1:2379"])["https://127.0.0.1:2379"]
-        by_node[node] = own.member_id
-    if leader is None or leader not in by_node.values():
-        raise RuntimeError(f"no etcd leader among {by_node} (leader {leader})")
-    chosen = [n for n, m in by_node.items() if (m == leader) == (role == "leader")]
-    return sorted(chosen)[0], leader
+    """(node of the member with ``role``, the leader's node) as etcd's members report it. Raises
+    LookupError when they do not agree on one leader."""
+    leader = leader_node(cluster, control_plane)
+    return (leader if role == "leader" else sorted(n for n in control_plane if n != leader)[0]), leader
 
 
 @pytest.mark.cluster
@@ -68,7 +60,7 @@ def test_etcd_defrag(drill):
         cluster.core.create_namespaced_config_map(ns, client.V1ConfigMap(
             metadata=client.V1ObjectMeta(name="read-me"), data={"k": "v"}), _request_timeout=10)
         before = db_size(cluster, node)
-        drill.observe("target", {"node": node, "role": p["target_role"], "leader_member_id": leader, "other": other})
+        drill.observe("target", {"node": node, "role": p["target_role"], "leader_node": leader, "other": other})
         drill.observe("fill", {"objects": objects, "object_kib": FILL_OBJECT_KIB, "seconds": round(seconds, 2),
                                **{f"{k}_before": v for k, v in before.items()}})
 

@@ -43,6 +43,9 @@ AFTER_ELECTION_SECONDS = 2.0
 # A median needs this many writes, this share of them acknowledged; a probe's reads cover a window
 # when its last one is at most this long before the window's end.
 MIN_WRITES, ACKNOWLEDGED_SHARE, COVER_SLACK_SECONDS = 5, 0.8, 1.5
+# A counter's growth may run this long past its window: the first metrics read after it can wait on
+# one slow read (every 0.5 s; the slowest seen took 3.7 s, on a slowed member).
+OVERSHOOT_SECONDS = 5.0
 
 
 def _probes(cluster, ns: str, nodes: list[str], seconds: float) -> tuple[dict, dict]:
@@ -74,17 +77,18 @@ def _ratio(value: float | None, base: float | None) -> float | None:
 
 
 def _counter(probe: NodeMetricsProbe, metric: str, start: float, end: float) -> list[float] | None:
-    """A counter's reads spanning [start, end): its last read sent before ``start`` (or its first,
-    when the probe began inside the window) and every read sent after it until ``end``. None when
-    the reads do not cover the window (none after the first, or the last answered more than
-    COVER_SLACK_SECONDS before ``end``: a slow read counts until it answered, since its value is the
-    member's state at some moment while it ran) or the counter went down (a restarted member)."""
+    """A counter's reads bracketing [start, end): its last read answered by ``start`` (or its first,
+    when the probe began inside the window), every read sent after it before ``end``, and the first
+    read sent at or after ``end``. A read's value is the member's state at some moment while it ran,
+    so only these bracket the window: their growth covers it and at most OVERSHOOT_SECONDS after it.
+    None when no read brackets the end that closely, or the counter went down (a restarted member)."""
     reads = probe.reads(metric)
-    before = [r for r in reads if r[0] < start] or [r for r in reads if r[0] < end][:1]
-    if not before:
+    before = [r for r in reads if r[1] <= start] or [r for r in reads if r[0] < end][:1]
+    after = next((r for r in reads if r[0] >= end), None)
+    if not before or after is None or after[0] > end + OVERSHOOT_SECONDS:
         return None
-    span = [before[-1]] + [r for r in reads if before[-1][0] < r[0] < end]
-    if len(span) < 2 or span[-1][1] < end - COVER_SLACK_SECONDS or any(b[2] < a[2] for a, b in zip(span, span[1:])):
+    span = [before[-1]] + [r for r in reads if before[-1][0] < r[0] < end] + [after]
+    if any(b[2] < a[2] for a, b in zip(span, span[1:])):
         return None
     return [value for _, _, value in span]
 
