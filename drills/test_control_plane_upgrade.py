@@ -17,7 +17,9 @@ one that went away must have been evicted by a drain.
 
 Case ``kubelet-first`` breaks the policy on purpose: one worker's kubelet is upgraded before the
 control plane. The skew expectation must then fail to hold (the drill expects violations), which
-shows the check reads the cluster rather than the plan.
+shows the check reads the cluster rather than the plan. Case ``newer-kubelet-joins`` breaks it at
+join: one worker removed (drain, kubeadm reset, Node deleted) and joined again with the next
+minor's kubeadm and kubelet, kubeadm's join preflight run first with no check skipped.
 
 Why a Python drill: the steps run on each node in an order read from the cluster, and what is
 judged (versions, evictions) is found at run time.
@@ -231,8 +233,10 @@ def _upgrade_and_judge(drill, r: Rehearsal, target: str, steps: list[dict], pods
             done = _documented_order(drill, r, target, ignore)
         elif order == "kubelet-first":
             done = _kubelet_first(drill, r)
-        else:
+        elif order == "newer-kubelet-joins":
             done = _newer_kubelet_joins(drill, r, ignore)
+        else:
+            raise ValueError(f"order: expected documented, kubelet-first or newer-kubelet-joins, got {order!r}")
         steps += done
         stopped = not done[-1]["ok"]
         if documented:
@@ -405,29 +409,35 @@ JOINED_READY_SECONDS = 180  # a joined node's first Ready (its CNI and kube-prox
 
 def _judge_join(drill, r: Rehearsal, node: str, checked, joined, ignore: tuple[str, ...]) -> None:
     """Whether kubeadm refused the newer kubelet (its KubeletVersion check, in the preflight or the
-    join), and whether the node then registered and went Ready with it."""
+    join; not measured when the preflight never reached that check), and whether the node then
+    registered and went Ready with it (not measured when the join failed for another reason)."""
+    drill.observe("join_preflight_as_documented", checked.to_dict())
     preflight = upgrade.failed_checks(checked.output)
     refused = upgrade.KUBELET_VERSION_CHECK in preflight | upgrade.failed_checks(joined.output)
-    drill.observe("join_preflight_as_documented", checked.to_dict())
-    drill.measure("join_refused_for_kubelet_version", refused,
-                  detail=f"kubeadm join's preflight, nothing skipped: "
-                         f"{'errors ' + ', '.join(sorted(preflight)) if preflight else 'passed'}; kubeadm join "
-                         f"skipping {list(ignore) or 'nothing'}: {'joined' if joined.ok else joined.output[-300:]}")
-    if not joined.ok:
-        drill.measure("newer_kubelet_node_ready", False, detail=f"kubeadm join of {node} failed")
+    said = f"errors {', '.join(sorted(preflight))}" if preflight else "passed" if checked.ok else checked.output[-300:]
+    drill.measure("join_refused_for_kubelet_version",
+                  refused if upgrade.KUBELET_VERSION_LOGGED in checked.output else None,
+                  detail=f"kubeadm join's preflight, nothing skipped, kubelet version "
+                         f"{'checked' if upgrade.KUBELET_VERSION_LOGGED in checked.output else 'never checked'}: "
+                         f"{said}; kubeadm join skipping {list(ignore) or 'nothing'}: "
+                         f"{'joined' if joined.ok else joined.output[-300:]}")
+    apis = [upgrade.minor(v) for v in r.readings[0]["apiservers"].values() if v]
+    if not joined.ok or not apis:
+        drill.measure("newer_kubelet_node_ready", False if refused else None,
+                      detail=f"kubeadm join of {node} failed" if not joined.ok else "no API server's version read")
         return
-    oldest = min(upgrade.minor(v) for v in r.readings[0]["apiservers"].values() if v)
+    newest = max(apis)
 
     def ready_and_newer() -> bool:
         got = r.cluster.core.read_node(node, _request_timeout=5).status
-        return upgrade.minor(got.node_info.kubelet_version) > oldest and any(
+        return upgrade.minor(got.node_info.kubelet_version) > newest and any(
             c.type == "Ready" and c.status == "True" for c in got.conditions or [])
 
     ready = wait_until(ready_and_newer, JOINED_READY_SECONDS, interval_seconds=1.0,
-                       description=f"{node} Ready with a kubelet newer than 1.{oldest}")
+                       description=f"{node} Ready with a kubelet newer than 1.{newest}")
     returned = joined.started_at + joined.seconds
     drill.measure("newer_kubelet_node_ready", ready.ok,
-                  detail=f"{node} Ready with a kubelet newer than every kube-apiserver (1.{oldest}): "
+                  detail=f"{node} Ready with a kubelet newer than every kube-apiserver (1.{newest}): "
                          + (f"{ready.became_true_at - returned:.1f} s after kubeadm join returned" if ready.ok
                             else f"not within {JOINED_READY_SECONDS} s ({ready.last_error or 'not Ready'})"))
 

@@ -350,12 +350,16 @@ def uncordon(cluster: Cluster, via: str, node: str) -> StepResult:
 
 # kind's kubeadm configuration on every node. Its JoinConfiguration skips kubeadm's preflight
 # (skipPhases, which even `kubeadm join phase preflight` obeys), so the drill joins with a copy
-# without that entry: the checks run as documented.
+# without that entry: the checks run as documented. Any other skipped phase stops the join.
 KIND_KUBEADM_CONFIG = "/kind/kubeadm.conf"
 JOIN_CONFIG = f"{STAGING_DIR}/join.conf"
-_JOIN_CONFIG_LINE = (f"sed -e '/^skipPhases:$/{{N;/\\n- preflight$/d}}' {KIND_KUBEADM_CONFIG} > {JOIN_CONFIG} && "
-                     f"! grep -q '^skipPhases:' {JOIN_CONFIG} && ")
+_WITHOUT_SKIPPED_PREFLIGHT = ('/^skipPhases:$/ {skip = 1; next} skip && /^- / {if ($0 != "- preflight") other = 1; '
+                              'next} {skip = 0; print} END {exit other}')
+_JOIN_CONFIG_LINE = (f"{{ awk {shlex.quote(_WITHOUT_SKIPPED_PREFLIGHT)} {KIND_KUBEADM_CONFIG} > {JOIN_CONFIG} || "
+                     f"{{ echo 'kdrill: {KIND_KUBEADM_CONFIG} unreadable, or it skips a kubeadm phase other than preflight'; exit 1; }}; }}"
+                     " && ")
 KUBELET_VERSION_CHECK = "KubeletVersion"  # the preflight check that compares the kubelet with the control plane
+KUBELET_VERSION_LOGGED = "validating kubelet version"  # what that check logs at --v=1 when it runs
 
 
 def reset_node(cluster: Cluster, node: str) -> StepResult:
@@ -377,10 +381,14 @@ def install_next(cluster: Cluster, node: str) -> StepResult:
 
 
 def join_preflight(cluster: Cluster, node: str) -> StepResult:
-    """``kubeadm join phase preflight`` on ``node`` with kind's join configuration, no check skipped:
-    what kubeadm's own join checks say of this node and its kubelet, nothing changed."""
-    return run_step(cluster, "kubeadm join preflight (as documented)", node,
-                    _JOIN_CONFIG_LINE + f"kubeadm join phase preflight --config {JOIN_CONFIG}", 300)
+    """``kubeadm join phase preflight --v=1`` on ``node`` with kind's join configuration, no check
+    skipped: what kubeadm's own join checks say of this node and its kubelet, nothing changed. The
+    output keeps only the lines that say so: each check's error, and :data:`KUBELET_VERSION_LOGGED`
+    when the kubelet's version was checked at all."""
+    log = f"{STAGING_DIR}/join-preflight.log"
+    return run_step(cluster, "kubeadm join preflight (as documented)", node, _JOIN_CONFIG_LINE
+                    + f"{{ kubeadm join phase preflight --config {JOIN_CONFIG} --v=1 > {log} 2>&1; rc=$?; "
+                    f"grep -E '{KUBELET_VERSION_LOGGED}|\\[ERROR |^error' {log}; exit $rc; }}", 300)
 
 
 def join(cluster: Cluster, node: str, ignore: tuple[str, ...] = ()) -> StepResult:
