@@ -189,7 +189,8 @@ def _rehearse(drill, r: Rehearsal, tmp: Path) -> None:
     """Everything on the drill's cluster, with its vital signs watched throughout."""
     from harness.engine.vitals import VitalSigns
 
-    vitals = VitalSigns(r.cluster, None).watch()
+    # The vital signs' probe pod on the worker no case removes (drains leave it, as they leave the drill's own).
+    vitals = VitalSigns(r.cluster, r.workers[-1]).watch()
     try:
         vitals.await_baseline()
         with drill.phase("workload"):
