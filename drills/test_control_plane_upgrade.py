@@ -57,6 +57,7 @@ PROBE_LABEL = "kdrill.io/role"
 KEEP_PROBE = f"{PROBE_LABEL}!=probe"  # drains leave the probe pod: it measures the whole upgrade
 NEXT_IMAGES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kube-proxy", "etcd", "coredns", "pause")
 HEALTHY_SECONDS = 300  # every node Ready and kube-system running after the last step: a deadline
+JOINED_READY_SECONDS = 180  # a joined node's first Ready (its CNI and kube-proxy pods started): a deadline
 # The API the upgrade stops serving (harness/components/api_removal.py says why this one).
 REMOVED_GROUP, REMOVED_VERSION, REMOVED_RESOURCE = "networking.k8s.io", "v1beta1", "servicecidrs"
 REMOVED_PATH = f"/apis/{REMOVED_GROUP}/{REMOVED_VERSION}/{REMOVED_RESOURCE}"
@@ -405,9 +406,6 @@ def _newer_kubelet_joins(drill, r: Rehearsal, ignore: tuple[str, ...]) -> list[d
     return steps
 
 
-JOINED_READY_SECONDS = 180  # a joined node's first Ready (its CNI and kube-proxy pods started): a deadline
-
-
 def _judge_join(drill, r: Rehearsal, node: str, checked, joined, ignore: tuple[str, ...]) -> None:
     """Whether kubeadm refused the newer kubelet (its KubeletVersion check, in the preflight or the
     join; not measured when the preflight never reached that check), and whether the node then
@@ -416,10 +414,10 @@ def _judge_join(drill, r: Rehearsal, node: str, checked, joined, ignore: tuple[s
     preflight = upgrade.failed_checks(checked.output)
     refused = upgrade.KUBELET_VERSION_CHECK in preflight | upgrade.failed_checks(joined.output)
     said = f"errors {', '.join(sorted(preflight))}" if preflight else "passed" if checked.ok else checked.output[-300:]
-    drill.measure("join_refused_for_kubelet_version",
-                  refused if upgrade.KUBELET_VERSION_LOGGED in checked.output else None,
+    version_checked = upgrade.KUBELET_VERSION_LOGGED in checked.output
+    drill.measure("join_refused_for_kubelet_version", refused if version_checked else None,
                   detail=f"kubeadm join's preflight, nothing skipped, kubelet version "
-                         f"{'checked' if upgrade.KUBELET_VERSION_LOGGED in checked.output else 'never checked'}: "
+                         f"{'checked' if version_checked else 'never checked'}: "
                          f"{said}; kubeadm join skipping {list(ignore) or 'nothing'}: "
                          f"{'joined' if joined.ok else joined.output[-300:]}")
     apis = [upgrade.minor(v) for v in r.readings[0]["apiservers"].values() if v]

@@ -242,8 +242,7 @@ def _hold_problem(hold_seconds: float) -> str | None:
     """What is wrong with an outage of ``hold_seconds`` ending at a token age of
     :data:`OUTAGE_END_AGE_SECONDS`, before anything is made: it must start before the kubelet's
     refresh point and after the pod has its token (:data:`MIN_STOP_AGE_SECONDS`)."""
-    refresh_from = REFRESH_FROM_AGE_SECONDS
-    least = OUTAGE_END_AGE_SECONDS - refresh_from + STOP_LATE_MARGIN_SECONDS
+    least = OUTAGE_END_AGE_SECONDS - REFRESH_FROM_AGE_SECONDS + STOP_LATE_MARGIN_SECONDS
     most = OUTAGE_END_AGE_SECONDS - MIN_STOP_AGE_SECONDS
     if least < hold_seconds <= most:
         return None
@@ -254,11 +253,11 @@ def _check_timing(token0: dict, hold_seconds: float) -> None:
     """The outage must hold every pod resync of the kubelet's refresh window and end before the token
     expires, or "not replaced in the outage" could not fail (or the pod would hold an expired token).
     Raises AssertionError, before anything is stopped, when it cannot."""
-    refresh_from = REFRESH_FROM_AGE_SECONDS
     stop_age = max(time.time() + STOP_LEAD_SECONDS - token0["iat"], OUTAGE_END_AGE_SECONDS - hold_seconds)
-    assert stop_age < refresh_from and stop_age + hold_seconds >= refresh_from + POD_RESYNC_MAX_SECONDS, (
+    refresh_until = REFRESH_FROM_AGE_SECONDS + POD_RESYNC_MAX_SECONDS
+    assert stop_age < REFRESH_FROM_AGE_SECONDS and stop_age + hold_seconds >= refresh_until, (
         f"an outage of {hold_seconds:g} s from a token age of {stop_age:.0f} s does not hold the kubelet's refresh "
-        f"window ({refresh_from:g} s to {refresh_from + POD_RESYNC_MAX_SECONDS:g} s of age)")
+        f"window ({REFRESH_FROM_AGE_SECONDS:g} s to {refresh_until:g} s of age)")
     assert stop_age + hold_seconds <= TOKEN_EXPIRATION_SECONDS - EXPIRY_MARGIN_SECONDS, (
         f"an outage of {hold_seconds:g} s from a token age of {stop_age:.0f} s ends less than "
         f"{EXPIRY_MARGIN_SECONDS:g} s before the token expires ({TOKEN_EXPIRATION_SECONDS} s)")
@@ -272,12 +271,11 @@ REVIEW_NAMES = ("token_review_own_audience_authenticated", "token_review_other_a
 def _coverage_problem(token0: dict, stop: float, restart: float) -> str | None:
     """Why the outage as it happened (stop and kubelet restart, epoch seconds) did not hold the
     kubelet's refresh window and a pod resync after it (None when it did)."""
-    refresh_from = REFRESH_FROM_AGE_SECONDS
     down, up = stop + STOP_TAKES_HOLD_SECONDS - token0["iat"], restart - token0["iat"]
-    if down < refresh_from and up >= refresh_from + POD_RESYNC_MAX_SECONDS:
+    if down < REFRESH_FROM_AGE_SECONDS and up >= REFRESH_FROM_AGE_SECONDS + POD_RESYNC_MAX_SECONDS:
         return None
     return (f"the API was down from token age {down:.0f} s to {up:.0f} s: not the whole refresh window "
-            f"({refresh_from:g} to {refresh_from + POD_RESYNC_MAX_SECONDS:g} s)")
+            f"({REFRESH_FROM_AGE_SECONDS:g} to {REFRESH_FROM_AGE_SECONDS + POD_RESYNC_MAX_SECONDS:g} s)")
 
 
 def _judge_outage(drill, ns: str, where: tuple[str, float], token0: dict, window: tuple[float, float, float],
@@ -288,11 +286,11 @@ def _judge_outage(drill, ns: str, where: tuple[str, float], token0: dict, window
     ready, and the kubelets' start (epoch seconds)."""
     (node, offset), (stop, returned, restart) = where, window
     changes = _changes(_tokens_seen(drill.cluster, ns, offset))
-    refresh_from = REFRESH_FROM_AGE_SECONDS
     drill.observe("outage", {"stopped_at": stop, "kubelets_started_at": restart, "api_ready_at": returned,
                              "token_age_at_stop_seconds": round(stop - token0["iat"], 1),
                              "token_age_at_return_seconds": round(returned - token0["iat"], 1),
-                             "refresh_due_from_age_seconds": [refresh_from, refresh_from + REFRESH_JITTER_SECONDS],
+                             "refresh_due_from_age_seconds": [REFRESH_FROM_AGE_SECONDS,
+                                                              REFRESH_FROM_AGE_SECONDS + REFRESH_JITTER_SECONDS],
                              "changes_before_stop": [c for c in changes if c["seen_at"] < stop]})
     problem = _coverage_problem(token0, stop, restart)
     if problem is not None:

@@ -356,8 +356,8 @@ JOIN_CONFIG = f"{STAGING_DIR}/join.conf"
 _WITHOUT_SKIPPED_PREFLIGHT = ('/^skipPhases:$/ {skip = 1; next} skip && /^- / {if ($0 != "- preflight") other = 1; '
                               'next} {skip = 0; print} END {exit other}')
 _JOIN_CONFIG_LINE = (f"{{ awk {shlex.quote(_WITHOUT_SKIPPED_PREFLIGHT)} {KIND_KUBEADM_CONFIG} > {JOIN_CONFIG} || "
-                     f"{{ echo 'kdrill: {KIND_KUBEADM_CONFIG} unreadable, or it skips a kubeadm phase other than preflight'; exit 1; }}; }}"
-                     " && ")
+                     f"{{ echo 'kdrill: {KIND_KUBEADM_CONFIG} unreadable, or it skips a kubeadm phase other than "
+                     "preflight'; exit 1; }; } && ")
 KUBELET_VERSION_CHECK = "KubeletVersion"  # the preflight check that compares the kubelet with the control plane
 KUBELET_VERSION_LOGGED = "validating kubelet version"  # what that check logs at --v=1 when it runs
 
