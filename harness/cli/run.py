@@ -275,7 +275,7 @@ def pytest_command(args: argparse.Namespace, planned: PlannedRun, run_dir: Path)
     given after ``--``."""
     files = sorted({str(resources.drill_file(s.drill)) for s in planned.scenarios})
     cmd = [sys.executable, "-m", "pytest", *files, "-p", "no:cacheprovider", "-o", "addopts=",
-           "--rootdir", str(resources.data_root()), "-q", "-s", "--no-header", "-r", "fEs", "--tb=short",
+           "--rootdir", str(resources.data_root()), "-qq", "-s", "--no-header", "-r", "fEs", "--tb=short",
            f"--junitxml={run_dir / 'junit.xml'}", f"--alluredir={run_dir / 'allure-results'}",
            f"--kdrill-reports={args.reports}", f"--kdrill-run-id={planned.run_id}",
            f"--kdrill-scenarios-dir={planned.scenarios_dir}"]

@@ -39,11 +39,12 @@ from harness.plugin.cluster_facts import kdrill_identity, kdrill_monitoring, kdr
 from harness.plugin.collection import pytest_collection_finish, pytest_collection_modifyitems, pytest_generate_tests
 from harness.plugin.drill_fixture import drill
 from harness.plugin.finish import pytest_sessionfinish, pytest_unconfigure
-from harness.plugin.options import pytest_addoption, pytest_configure
+from harness.plugin.options import pytest_addoption, pytest_configure, pytest_report_teststatus
 from harness.plugin.records import kdrill_run, pytest_runtest_makereport
 
 # What pytest registers from this module (the pytest11 entry point harness.plugin).
 __all__ = ["drill", "kdrill_cluster", "kdrill_identity", "kdrill_monitoring", "kdrill_run", "kdrill_topology",
            "kdrill_vitals",
            "pytest_addoption", "pytest_collection_finish", "pytest_collection_modifyitems", "pytest_configure",
-           "pytest_generate_tests", "pytest_runtest_makereport", "pytest_sessionfinish", "pytest_unconfigure"]
+           "pytest_generate_tests", "pytest_report_teststatus", "pytest_runtest_makereport", "pytest_sessionfinish",
+           "pytest_unconfigure"]

@@ -52,6 +52,7 @@ def kdrill_cluster(request: pytest.FixtureRequest):
         creation.close()
         log.info("created kind cluster %s in %.0f s (in the background)", provider.name, seconds)
         request.config._kdrill_cluster_create_seconds = round(seconds, 1)
+        _say_cluster(request.config, provider.name, seconds)
         yield from _use_kind_cluster(request, provider, created=True)
         return
     yield from _kind_cluster(request)
@@ -154,6 +155,7 @@ def _kind_cluster(request: pytest.FixtureRequest):
         created = True
         log.info("created kind cluster %s in %.0f s", provider.name, seconds)
         request.config._kdrill_cluster_create_seconds = round(seconds, 1)
+    _say_cluster(request.config, provider.name, seconds if created else None)
     if not created:  # a kept cluster made before the guard existed gets it too (idempotent)
         provider.guard_service_subnet()
         problem = provider.platform_problem()
@@ -175,6 +177,19 @@ def _platform_profile(config: pytest.Config) -> PlatformProfile | None:
     except ProfileError as exc:
         end_session(config, f"kdrill: platform profile: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
     return profile
+
+
+def _say_cluster(config: pytest.Config, name: str, created_seconds: float | None) -> None:
+    """One line on the terminal: whether this session made the kind cluster ``name`` (in
+    ``created_seconds``) or found it, and whether it is deleted at the end."""
+    if created_seconds is None:
+        line = f"kdrill: kind cluster {name} exists: drilled as it is, and kept at the end"
+    elif config.getoption("--kdrill-keep-cluster"):
+        line = f"kdrill: created kind cluster {name} in {created_seconds:.0f} s; kept at the end (--keep-cluster)"
+    else:
+        line = (f"kdrill: created kind cluster {name} in {created_seconds:.0f} s; deleted at the end "
+                "(kdrill run --keep-cluster keeps it)")
+    _progress_line(config)(line)
 
 
 def _progress_line(config: pytest.Config):
@@ -260,6 +275,7 @@ def _use_kind_cluster(request: pytest.FixtureRequest, provider: KindProvider, cr
         provider.export_logs(logs / provider.name if worker_id(request.config) else logs)
     if created and not opt("--kdrill-keep-cluster"):
         provider.delete()
+        _progress_line(request.config)(f"kdrill: deleted kind cluster {provider.name}, which this run created")
 
 
 def settle_namespaces(config: pytest.Config, wait_seconds: float) -> None:

@@ -108,3 +108,13 @@ def _add_markers(config: pytest.Config) -> None:
         config.addinivalue_line("markers", line)
     config.addinivalue_line("markers", "data_scenarios: the test runs every data-only scenario (harness/engine/runner.py)")
     config.addinivalue_line("markers", "full: runs in the full tier only (--kdrill-tier full), not in presubmit")
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """A passed case prints no progress letter in ``kdrill run``'s pytest (``-qq`` and a run id): its
+    verdict is in the run's own summary, and the drill's lines are on the terminal (``-s``), so a
+    lone ``.`` after them reads as noise. Failures, errors and skips keep theirs."""
+    if report.when == "call" and report.passed and config.get_verbosity() < -1 \
+            and config.getoption("--kdrill-run-id"):
+        return "passed", "", ""
+    return None
