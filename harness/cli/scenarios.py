@@ -28,6 +28,7 @@ from harness.spec.scenario import (
     load_scenario,
     load_scenarios,
 )
+from harness.spec.schema import RUNNER_DRILL
 
 
 def check_references(scenario: Scenario) -> None:
@@ -152,8 +153,15 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     for s in load_scenarios(directory):
         node = (" (needs node access)" if s.needs_node_access else "") + (" (runs only when named)" if s.on_request else "")
-        print(f"{s.name:28} {s.title}{node}\n{'':28} fault {s.fault_kind}; cluster {s.cluster_config}; {s.drill}")
+        print(f"{s.name:28} {s.title}{node}\n{'':28} fault {s.fault_kind}; cluster {s.cluster_config}; "
+              f"{drill_kind(s.drill)}")
     return 0
+
+
+def drill_kind(drill: str) -> str:
+    """How ``kdrill list`` names what runs a scenario: the runner for a data-only scenario, else the
+    Python drill's file name (kdrill's own, installed with it: not a path the reader has)."""
+    return "data, on the runner" if drill == RUNNER_DRILL else f"Python drill {Path(drill).name}"
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

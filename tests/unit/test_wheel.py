@@ -133,6 +133,8 @@ def test_list_validate_and_plan_work_from_outside_the_checkout(installed, tmp_pa
 
     listed = _run([kdrill, "list"], elsewhere, env).stdout
     assert sorted(line.split()[0] for line in listed.splitlines() if line and not line[0].isspace()) == expected
+    # What runs each is named without a checkout's path: the wheel user has no drills/ folder.
+    assert "drills/" not in listed and "Python drill test_control_plane_upgrade.py" in listed
 
     scenarios = Path(_run([str(python), "-c", "from harness.core import resources; print(resources.scenarios_dir())"],
                           elsewhere, env).stdout.strip())

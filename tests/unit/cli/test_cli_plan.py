@@ -360,3 +360,11 @@ def test_parallel_clusters_that_cannot_be_kept_apart_are_refused(tmp_path: Path,
         assert main(["--reports", str(reports), "run", *plan, *args, "pod-delete"]) == 2
         assert says in capsys.readouterr().err
         assert not reports.exists()
+
+
+def test_list_names_what_runs_a_scenario_without_a_checkout_path(capsys) -> None:
+    assert main(["list"]) == 0
+    listed = capsys.readouterr().out
+    assert "drills/" not in listed
+    assert "fault pod-delete; cluster ha; data, on the runner" in listed
+    assert "fault drill-cluster; cluster ha; Python drill test_control_plane_upgrade.py" in listed
