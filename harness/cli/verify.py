@@ -20,8 +20,16 @@ from harness.evidence.manifest import (
     verify_history,
     verify_run,
 )
+from harness.evidence.manifest_format import LOCAL_KEY
 from harness.evidence.report import REPORT_NAME, ReportError, render_report
-from harness.evidence.signing_keys import TRUSTED_ENV, configured_trust, read_public_key
+from harness.evidence.signing_keys import (
+    SIGNING_KEY_ENV,
+    TRUSTED_ENV,
+    configured_trust,
+    default_key_path,
+    read_public_key,
+    this_machines_key_file,
+)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -126,9 +134,21 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(f"  {problem}")
     if result.sealed_at is not None:
         print(result.signer_line())
+        if result.custody == LOCAL_KEY and result.signer is not None and "signature" not in result.kinds:
+            print(_local_key_line(result.signer.fingerprint))
         print(f"previous run: {result.previous.run_id} (manifest sha256 {result.previous.manifest_sha256})"
               if result.previous else "previous run: none (the first sealed run in its reports directory)")
     return 0 if result.ok else 1
+
+
+def _local_key_line(fingerprint: str) -> str:
+    """Where the local key that signed a run is, when it is this machine's, and how to pin it."""
+    path = this_machines_key_file(fingerprint)
+    if path is None:
+        return (f"local key: not this machine's ({SIGNING_KEY_ENV} or {default_key_path()}): the run was "
+                "sealed on another machine, or with a key since replaced")
+    return (f"local key: {path} on this machine; to pin it where the run is checked: "
+            f"`openssl pkey -in {path} -pubout > signer.pem`, then --public-key signer.pem")
 
 
 def _verify_history(args: argparse.Namespace, trusted: list[str]) -> int:

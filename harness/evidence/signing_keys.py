@@ -115,6 +115,20 @@ def default_key_path() -> Path:
     return state_dir() / KEY_FILE_NAME
 
 
+def this_machines_key_file(fingerprint: str) -> Path | None:
+    """The key file on this machine whose public key has ``fingerprint`` (64 hex): the one
+    ``$KDRILL_SIGNING_KEY`` names, else the local key :func:`default_key_path`; None when neither
+    is it, or neither can be read. Creates nothing."""
+    configured = os.environ.get(SIGNING_KEY_ENV)
+    for path in ([Path(configured).expanduser()] if configured else []) + [default_key_path()]:
+        try:
+            if path.is_file() and PublicKeyInfo.from_key(_read_private_key(path)).fingerprint == fingerprint:
+                return path
+        except SigningKeyError:
+            continue
+    return None
+
+
 def load_signing_key() -> Ed25519PrivateKey:
     """The private key runs are sealed with.
 

@@ -67,6 +67,19 @@ def test_verify_intact_run_names_the_unpinned_signer(reports: Path, capsys: pyte
     assert "a trusted key" in capsys.readouterr().out
 
 
+def test_verify_says_where_the_local_key_that_signed_is(reports: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    make_sealed_run(reports, "r1")
+    key_file = tmp_path / "state" / "signing-key.pem"
+    assert kdrill(reports, "verify", "r1") == 0
+    assert f"local key: {key_file} on this machine; to pin it" in capsys.readouterr().out
+    # Verified where that key is not (another machine's state directory): said, and nothing created.
+    monkeypatch.setenv("KDRILL_STATE_DIR", str(tmp_path / "elsewhere"))
+    assert kdrill(reports, "verify", "r1") == 0
+    assert "local key: not this machine's" in capsys.readouterr().out
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_forged_record_is_not_sealed_in(reports: Path, capsys: pytest.CaptureFixture) -> None:
     run = make_sealed_run(reports, "r1")
     before = seal_files(run)
