@@ -35,16 +35,15 @@ from harness.components.etcd import etcd_members, etcdctl, member_healthy, runni
 from harness.core import proc
 from harness.core.waiting import hold, hold_until, wait_until
 from harness.engine.measures import success_ratio
+from harness.engine.workload import serve_web
 from harness.faults.etcd_restore import EtcdRestore
 from harness.kube.health import api_accepts_write, wait_healthy
 from harness.kube.images import Build
-from harness.kube.workloads import deploy_http_server
 from harness.probes import Probes
 from harness.probes.api import ApiWriteProbe
 from harness.probes.http import HttpProbe
 from harness.probes.nodes import NodeReadyProbe, node_transitions
 
-APP = "web"
 SNAPSHOT_IN_CONTAINER = "/var/lib/etcd/kdrill-snapshot.db"  # the etcd pod's data hostPath: on the node too
 # Deadlines, not measurements: the API accepting a write once the kubelets run the restored
 # control plane, and the whole cluster healthy after (a loaded 2-core machine).
@@ -91,11 +90,10 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
 
     with drill.phase("setup"):
         drill.fresh_namespace()
-        deploy_http_server(cluster, ns, APP, int(drill.workload.get("replicas", 2)),
-                           node_port=int(drill.workload.get("node_port", 30080)))
+        node_port = serve_web(drill, from_host=True)
 
     probes = Probes(
-        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(drill.workload.get('node_port', 30080))}/",
+        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(node_port)}/",
                   interval_seconds=drill.interval_seconds, max_seconds=1200),
         ApiWriteProbe("api-write", cluster, ns, prefix="probe", interval_seconds=1.0, max_seconds=1200),
         NodeReadyProbe("nodes", cluster, interval_seconds=1.0, max_seconds=1200))

@@ -22,17 +22,17 @@ from harness.components.etcd import etcd_members
 from harness.components.topology import clock_offset, least_offset_seconds
 from harness.core.timeline import latency_percentile, success_ratio
 from harness.core.waiting import hold_until, wait_until
+from harness.engine.workload import serve_web
 from harness.faults.etcd_member import EtcdMember
 from harness.kube.health import wait_healthy
-from harness.kube.workloads import delete_namespace, deploy_http_server
+from harness.kube.workloads import delete_namespace
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiWriteProbe
 from harness.probes.etcd import EtcdQuorumProbe
 from harness.probes.http import HttpProbe
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.pods import kube_system_snapshot, pod_snapshot, restarts_between, restarts_outside_control_plane
-
-APP = "web"
+from harness.spec.manifests import APP
 
 
 @pytest.mark.cluster
@@ -48,8 +48,7 @@ def test_etcd_member_loss(drill):
 
     with drill.phase("setup"):
         drill.fresh_namespace()
-        deploy_http_server(cluster, ns, APP, int(drill.workload.get("replicas", 2)),
-                           node_port=int(drill.workload.get("node_port", 30080)))
+        node_port = serve_web(drill, from_host=True)
         members = etcd_members(cluster, control_plane[0])
         node_of = {m.id: m.name for m in members}
         endpoint_of = {m.name: m.client_urls[0] for m in members}
@@ -78,7 +77,7 @@ def test_etcd_member_loss(drill):
         ApiReadProbe("api-read-consistent", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=900),
         ApiReadProbe("api-read-watch-cache", cluster, ns, resource_version="0",
                      interval_seconds=drill.interval_seconds, max_seconds=900),
-        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(drill.workload.get('node_port', 30080))}/",
+        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(node_port)}/",
                   interval_seconds=drill.interval_seconds, max_seconds=900),
         EtcdQuorumProbe("etcd-quorum", cluster, control_plane, endpoints, max_seconds=900),
     )

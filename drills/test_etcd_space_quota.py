@@ -20,14 +20,14 @@ import pytest
 from harness.components.etcd import db_size, defragment, etcdctl, revision, running_member_node
 from harness.core.waiting import hold, wait_until
 from harness.engine.measures import success_ratio
+from harness.engine.workload import serve_web
 from harness.faults.etcd_space_quota import FILL_LABEL, EtcdSpaceQuota, alarms
 from harness.kube.health import api_accepts_write
-from harness.kube.workloads import FILL_OBJECT_KIB, deploy_http_server, fill_configmaps
+from harness.kube.workloads import FILL_OBJECT_KIB, fill_configmaps
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiWriteProbe
 from harness.probes.http import HttpProbe
 
-APP = "web"
 NOSPACE_MESSAGE = "database space exceeded"
 # A deadline, not a measurement: the recovery's writes accepted again.
 WRITABLE_DEADLINE_SECONDS = 120
@@ -48,8 +48,7 @@ def test_etcd_space_quota(drill):
 
     with drill.phase("setup"):
         drill.fresh_namespace()
-        deploy_http_server(cluster, ns, APP, int(drill.workload.get("replicas", 2)),
-                           node_port=int(drill.workload.get("node_port", 30080)))
+        node_port = serve_web(drill, from_host=True)
         defrag = _defragment_all(cluster, nodes)
         sizes = {n: db_size(cluster, n) for n in nodes}
         largest = max(s["db_size_bytes"] or 0 for s in sizes.values())
@@ -59,7 +58,7 @@ def test_etcd_space_quota(drill):
     probes = Probes(
         ApiWriteProbe("api-write", cluster, ns, prefix="probe", interval_seconds=drill.interval_seconds, max_seconds=900),
         ApiReadProbe("api-read-consistent", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=900),
-        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(drill.workload.get('node_port', 30080))}/",
+        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(node_port)}/",
                   interval_seconds=drill.interval_seconds, max_seconds=900))
     fault = EtcdSpaceQuota(cluster, nodes, quota, ns)
     nospace = None

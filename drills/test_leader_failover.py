@@ -20,10 +20,10 @@ import pytest
 from kubernetes import client
 
 from harness.core.waiting import hold_until, wait_until
+from harness.engine.workload import serve_web
 from harness.faults.leader_kill import LeaderKill, holder, lease
-from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
-
-APP = "web"
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.spec.manifests import APP
 
 
 def _pods(cluster, ns: str) -> list[client.V1Pod]:
@@ -87,7 +87,7 @@ def test_leader_failover(drill):
 
     with drill.phase("setup"):
         drill.fresh_namespace()
-        deploy_http_server(cluster, ns, APP, 1)
+        serve_web(drill, replicas=1)  # the work below scales it up from one
         spec = lease(cluster, component).spec
         drill.observe("lease_before", {"holder": spec.holder_identity, "lease_duration_seconds":
                                        spec.lease_duration_seconds, "lease_transitions": spec.lease_transitions})

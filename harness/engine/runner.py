@@ -65,6 +65,7 @@ from harness.engine.workload import (
     declared_manifests,
     manifest_only_values,
     object_ref,
+    serve_web,
     set_up_registries,
     until_serving,
 )
@@ -262,8 +263,7 @@ def set_up(drill, plan: Plan, made: Made, use: Collaborators) -> None:
     the probes are not steady within PROBE_STEADY_SECONDS."""
     with drill.phase("setup"):
         drill.fresh_namespace()
-        use.deploy_http_server(drill.cluster, drill.namespace, APP, plan.replicas,
-                               node_port=drill.workload.get("node_port"))
+        serve_web(drill, plan.replicas, deploy=use.deploy_http_server)
         # Before the objects (whose pods pull from them), removed after them.
         images = use.set_up_registries(drill, made.stack) if drill.workload.get("registries") else {}
         if drill.workload.get("manifests"):

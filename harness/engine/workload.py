@@ -15,13 +15,30 @@ from harness.faults import injected
 from harness.kube import objects as kube_objects
 from harness.kube.images import Build
 from harness.kube.objects import Kind, Ref
-from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY
+from harness.kube.workloads import TOOLBOX_IMAGE, TOOLBOX_PULL_POLICY, deploy_http_server
 from harness.scaffolding.drill_registry import DrillRegistry
+from harness.spec.manifests import APP
 from harness.spec.scenario import registry_images
 
 # A deadline for the declared objects to serve (replicas ready, an APIService Available), not a
 # measurement: the time each took is recorded (observations.objects.serving_seconds).
 OBJECTS_READY_DEADLINE_SECONDS = 180
+# The NodePort every kind config of clusters/ maps to 127.0.0.1 (extraPortMappings).
+HOST_NODE_PORT = 30080
+
+
+def serve_web(drill, replicas: int | None = None, from_host: bool = False, deploy=deploy_http_server) -> int | None:
+    """The built-in HTTP server ``APP`` (a Deployment and its Service) in the drill's namespace,
+    every replica available: ``replicas``, else the scenario's ``workload.replicas`` (2 when
+    unset), behind a NodePort Service on ``workload.node_port`` when the scenario names one (else
+    HOST_NODE_PORT when the drill calls it ``from_host``), otherwise a ClusterIP Service. What the
+    runner and the Python drills make alike; ``deploy`` is harness.kube.workloads.deploy_http_server's
+    shape. Returns the NodePort (None for ClusterIP). Raises ConditionTimeout when the replicas are
+    not available within deploy's deadline."""
+    node_port = drill.workload.get("node_port", HOST_NODE_PORT if from_host else None)
+    replicas = int(drill.workload.get("replicas", 2)) if replicas is None else replicas
+    deploy(drill.cluster, drill.namespace, APP, replicas, node_port=int(node_port) if node_port is not None else None)
+    return int(node_port) if node_port is not None else None
 
 
 def serving_problem(cluster, ref: Ref) -> str | None:
