@@ -37,6 +37,7 @@ from harness.cli.run import (
 from harness.cli.scenarios import cmd_list, cmd_new, cmd_schema, cmd_validate
 from harness.cli.verify import cmd_report, cmd_verify, trusted_fingerprints
 from harness.core import resources
+from harness.core.text import escaped
 from harness.evidence.sealing import report_and_manifest
 from harness.kube.providers import ProviderError
 from harness.spec.scenario import ScenarioError
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
                           "(unset it for ~/.local/state/kdrill)")
         return args.func(args)
     except Refused as exc:
-        print(exc.code, file=sys.stderr)
+        print(escaped(str(exc.code), keep_newlines=True), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("kdrill: interrupted", file=sys.stderr)
@@ -114,11 +115,11 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except (ScenarioError, ProviderError, resources.ResourcesMissing) as exc:
-        print(f"kdrill: {exc}", file=sys.stderr)
+        print(escaped(f"kdrill: {exc}", keep_newlines=True), file=sys.stderr)
         return 2
     except Exception as exc:
         if isinstance(exc, OSError) and exc.filename:  # e.g. a scenario path that is a directory
-            print(f"kdrill: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            print(escaped(f"kdrill: {exc.filename}: {exc.strerror or exc}"), file=sys.stderr)
             return 2
         return internal_error(exc, args.verbose)
 
@@ -130,6 +131,6 @@ def internal_error(exc: Exception, verbose: bool) -> int:
     """One line for an error of kdrill's own (the traceback only with -v); returns the exit status."""
     if verbose:
         traceback.print_exception(exc, file=sys.stderr)
-    print(f"kdrill: internal error: {type(exc).__name__}: {exc}" + ("" if verbose else " (-v for the traceback)"),
-          file=sys.stderr)
+    print(escaped(f"kdrill: internal error: {type(exc).__name__}: {exc}")
+          + ("" if verbose else " (-v for the traceback)"), file=sys.stderr)
     return INTERNAL_ERROR

@@ -37,6 +37,7 @@ from typing import Callable, Mapping
 
 from harness import __version__
 from harness.cli.output import OUTPUT_FORMATS
+from harness.core.text import escaped
 from harness.kube.images import ON_REQUEST
 
 Command = Callable[[argparse.Namespace], int]  # a command's function: its arguments -> the exit status
@@ -49,11 +50,18 @@ def path_value(value: str) -> str:
     return value
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors print what was given escaped for the terminal."""
+
+    def error(self, message: str):
+        super().error(escaped(message))
+
+
 def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     """kdrill's command line (this module's text is its help), each subcommand bound to its
     function in ``commands`` (subcommand name -> function, as ``args.func``)."""
     # No abbreviations: `run --scenario X` must not silently mean `--scenarios-dir X`.
-    p = argparse.ArgumentParser(prog="kdrill", description=__doc__.split("\n")[0], allow_abbrev=False,
+    p = Parser(prog="kdrill", description=__doc__.split("\n")[0], allow_abbrev=False,
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--reports", default=os.environ.get("KDRILL_REPORTS"),
                    help="evidence root; each run writes <reports>/<run-id>/ (default: $KDRILL_REPORTS, else "
@@ -62,12 +70,12 @@ def parser(commands: Mapping[str, Command]) -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"kdrill {__version__}")
     # The global options after the subcommand too (`kdrill history --reports DIR`), as kubectl takes
     # its flags anywhere; SUPPRESS keeps a subcommand's default from overwriting the value given before.
-    common = argparse.ArgumentParser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument("--reports", default=argparse.SUPPRESS, help="as before the subcommand")
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="as before the subcommand")
     sub = p.add_subparsers(dest="command", required=True, parser_class=functools.partial(
-        argparse.ArgumentParser, allow_abbrev=False, parents=[common]))
+        Parser, allow_abbrev=False, parents=[common]))
     for add in (_add_run, _add_new, _add_validate, _add_schema, _add_compare, _add_history, _add_list, _add_recover,
                 _add_doctor, _add_images, _add_cluster, _add_report, _add_matrix, _add_verify):  # in the order `kdrill --help` lists them
         add(sub, commands)
@@ -135,7 +143,7 @@ def _add_new(sub, commands: Mapping[str, Command]) -> None:
     new = sub.add_parser("new", help="write a commented data-only scenario skeleton")
     new.add_argument("name", help="the scenario's name: lowercase letters, digits and '-'")
     new.add_argument("--dir", default="scenarios", type=path_value,
-                     help="where to write NAME.yaml (default: scenarios/, made if missing: a directory of "
+                     help="where to write NAME.yaml (default: scenarios/; made if missing, in an existing directory: a directory of "
                      "scenarios alone, as `kdrill run --scenarios-dir` reads every *.yaml in it)")
     new.set_defaults(func=commands["new"])
 

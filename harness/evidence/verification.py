@@ -17,6 +17,7 @@ from typing import Any, Iterable
 
 from cryptography.exceptions import InvalidSignature
 
+from harness.core.text import escaped as terminal_escaped
 from harness.evidence.layout import MANIFEST_NAME, SIGNATURE_NAME
 from harness.evidence.manifest_format import (
     CUSTODIES,
@@ -64,7 +65,7 @@ class Problem:
 def escaped(text: str) -> str:
     """``text`` with control characters written as escapes: a file name added to a run (a newline,
     an ANSI sequence) must not rewrite the verdict a terminal shows."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return terminal_escaped(text)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.core.text import escaped
 from harness.spec.plugins import NODE_ACCESS_LEVELS, PluginError, probe_types, registered_fault
 from harness.spec.schema import OPS
 
@@ -47,7 +48,8 @@ class ScenarioError(ValueError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        text = f"{display_path(self.path)}: field '{self.field}': expected {self.expected}"
+        # The field may be a key the file wrote (an unknown one): escaped like what was got.
+        text = f"{escaped(display_path(self.path))}: field '{escaped(self.field)}': expected {self.expected}"
         return text if self.got is None else f"{text}, got {self.got}"
 
     def __reduce__(self):  # keep picklable (pytest-xdist ships exceptions between processes)
