@@ -11,7 +11,14 @@ import sys
 from pathlib import Path
 
 from harness.cli.output import json_safe, print_as
-from harness.cli.refusals import Refused, check_reports_not_a_run, named_run_dir, refusing, run_around
+from harness.cli.refusals import (
+    Refused,
+    check_reports_hold_runs,
+    check_reports_not_a_run,
+    named_run_dir,
+    refusing,
+    run_around,
+)
 from harness.cli.verify import trusted_fingerprints
 from harness.evidence.compare import CompareError, compare_runs, format_table, printable
 from harness.evidence.history import chain_status, format_runs, list_runs, write_index
@@ -83,6 +90,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not reports.is_dir():
         raise Refused(f"kdrill history: --reports {reports}: expected a directory, got a file")
     check_reports_not_a_run(reports, "history")
+    check_reports_hold_runs(reports, "history")
     runs = list_runs(reports, trusted)
     intact, chain = chain_status(reports, trusted)
     if args.output:  # data only: the index is written by the table form

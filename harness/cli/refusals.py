@@ -53,6 +53,16 @@ def check_reports_not_a_run(reports: str | Path, command: str) -> None:
                       "break its seal")
 
 
+def check_reports_hold_runs(reports: str | Path, command: str) -> None:
+    """Refuse a directory that holds no run directory (one with ``run.json`` or ``manifest.json``):
+    a mistyped or wrong --reports would otherwise read as "0 runs, intact", and ``history`` would
+    write its index.html into it."""
+    reports = Path(reports)
+    if not any(p.is_dir() and not p.is_symlink() and is_run(p) for p in reports.iterdir()):
+        raise Refused(f"kdrill {command}: {reports}: expected a reports directory holding runs (directories "
+                      f"with {' or '.join(RUN_MARKERS)}), got none; nothing was written or verified")
+
+
 def named_run_dir(reports: str, run: str) -> Path:
     """The existing run directory RUN names (``kdrill report``/``verify``): a run id under
     ``reports``, or a path containing ``/`` to a run directory. Its name must be a valid run id

@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from harness.cli.output import count, print_as
-from harness.cli.refusals import Refused, is_run, named_run_dir, refusing
+from harness.cli.refusals import Refused, check_reports_hold_runs, is_run, named_run_dir, refusing
 from harness.evidence.heads import HeadError, read_heads
 from harness.evidence.manifest import (
     ManifestError,
@@ -162,6 +162,8 @@ def _verify_history(args: argparse.Namespace, trusted: list[str]) -> int:
     if is_run(root):  # "0 runs, intact" would be true of it and say nothing
         raise Refused(f"kdrill verify --history {root}: expected a reports directory (holding runs), got a run "
                       f"directory; `kdrill verify {root}` verifies that run")
+    if root.is_dir() and args.head is None:  # with a head kept elsewhere, no run is a deletion it shows
+        check_reports_hold_runs(root, "verify --history")
     try:
         heads = read_heads(args.head) if args.head is not None else []
         history = verify_history(root, trusted_fingerprints=trusted, heads=heads)
