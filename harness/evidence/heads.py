@@ -22,10 +22,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core.files import read_regular_file
 from harness.evidence.layout import is_run_id
 from harness.evidence.strict_json import loads as strict_loads
 
 HEAD_LOG_ENV = "KDRILL_HEAD_LOG"
+HEAD_LOG_MAX_BYTES = 64 * 1024 * 1024  # a line of about 150 bytes a run: hundreds of thousands of runs
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _LITERAL = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]{0,99}):([0-9a-f]{64})$")
 
@@ -71,7 +73,7 @@ def read_heads(value: str) -> list[Head]:
         return [Head(literal.group(1), literal.group(2), "--head")]
     path = Path(value)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path, HEAD_LOG_MAX_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise HeadError(f"--head {value}: expected RUN_ID:MANIFEST_SHA256 or a head log file, got a file that cannot "

@@ -19,6 +19,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from harness.core.files import read_regular_file
 from harness.core.ledger import state_dir
 from harness.evidence.manifest_format import ManifestError
 from harness.evidence.run_files import create_exclusive
@@ -27,6 +28,7 @@ SIGNING_KEY_ENV = "KDRILL_SIGNING_KEY"
 #: Fingerprints every command that shows a seal requires when no --fingerprint/--public-key is given.
 TRUSTED_ENV = "KDRILL_TRUSTED_FINGERPRINTS"
 KEY_FILE_NAME = "signing-key.pem"
+PUBLIC_KEY_MAX_BYTES = 64 * 1024  # a PEM public key is a few hundred bytes
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -99,7 +101,7 @@ def read_public_key(path: Path) -> PublicKeyInfo:
     """The PEM public key in ``path``. Raises SigningKeyError naming the file when it cannot be
     read, holds a private key (its public half is what is meant) or is not an Ed25519 public key."""
     try:
-        data = Path(path).read_bytes()
+        data = read_regular_file(path, PUBLIC_KEY_MAX_BYTES)
     except OSError as exc:
         raise SigningKeyError(f"{path}: {exc.strerror or exc}") from None
     if b"PRIVATE KEY" in data:

@@ -20,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.core.files import read_regular_file
+
 MAX_POINTS = 10_000  # Prometheus refuses a range query of more than 11,000 points per series
 
 
@@ -134,10 +136,9 @@ MAX_TOKEN_BYTES = 64 * 1024
 
 
 def read_token_file(path: str) -> str:
-    """The token a file holds, its ends stripped; at most MAX_TOKEN_BYTES read. Raises OSError,
-    IsADirectoryError for a directory."""
-    with open(path, "rb") as handle:
-        return handle.read(MAX_TOKEN_BYTES).decode("utf-8", errors="replace").strip()
+    """The token a file holds, its ends stripped. Raises OSError for a file that is not a regular
+    one (a FIFO would block) or holds more than MAX_TOKEN_BYTES."""
+    return read_regular_file(path, MAX_TOKEN_BYTES).decode("utf-8", errors="replace").strip()
 
 
 def source_problem(url: str) -> str | None:
