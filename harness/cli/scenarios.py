@@ -92,12 +92,16 @@ def cmd_new(args: argparse.Namespace) -> int:
         raise Refused(f"kdrill new: name {args.name!r}: expected lowercase letters and digits in words joined "
                       f"by single '-', at most {MAX_NAME_LENGTH} characters")
     directory = Path(args.dir)
-    # The nearest part of --dir that exists must be a directory (the rest is created).
+    # The nearest part of --dir that exists must be a directory; only --dir itself may be made (a
+    # mistyped parent would otherwise be made silently, as a whole new tree).
     existing = next((p for p in (directory, *directory.parents) if p.exists() or p.is_symlink()), None)
     if existing is not None and not existing.is_dir():
         got = "a broken symbolic link" if not existing.exists() else "a file"
         raise Refused(f"kdrill new: --dir {args.dir}: expected a directory, got {got}"
                       + ("" if existing == directory else f" ({existing})"))
+    if existing not in (directory, directory.parent):
+        raise Refused(f"kdrill new: --dir {args.dir}: expected an existing directory, or a new one in an existing "
+                      f"directory, got one whose parent {directory.parent} does not exist")
     path = directory / f"{args.name}.yaml"
     if path.exists() or path.is_symlink():
         raise Refused(f"kdrill new: {path} exists; choose another name or --dir")
@@ -107,7 +111,7 @@ def cmd_new(args: argparse.Namespace) -> int:
                                    fault_params=[_fault_params_line(k) for k in kinds],
                                    measures=", ".join(measure_kinds()),
                                    probe_kinds=", ".join(sorted(probes.probe_types())))
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(exist_ok=True)
     with path.open("x", encoding="utf-8") as out:
         out.write(text)
     print(f"wrote {path}: fill in the TODOs, then `kdrill validate {path}` and "

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from harness.spec.measure_rules import expectation_lists
-from harness.spec.model import ScenarioError
+from harness.spec.model import ScenarioError, drill_namespace
 from harness.spec.runner_rules import check_runner
 from harness.spec.schema import MAX_NUMBER, RUNNER_PHASES, UNITS
 from harness.spec.schema_problems import format_field
@@ -70,6 +70,15 @@ def _check_unique_names(path: Path, data: dict) -> None:
                     f"a name unique within the file ({list_name}[{first_index[item['name']]}] already uses it)",
                     repr(item["name"]))
             first_index[item["name"]] = i
+    # Each case runs in a namespace of its own, named after it and cut to 63 characters.
+    namespaces: dict[str, int] = {}
+    for i, case in enumerate(data.get("cases", [])):
+        namespace = drill_namespace(data["name"], case["name"])
+        if namespace in namespaces:
+            raise ScenarioError(path, f"cases[{i}].name", f"a name whose namespace differs from every other case's "
+                                f"(cases[{namespaces[namespace]}] runs in {namespace} too: a namespace has at most "
+                                "63 characters)", repr(case["name"]))
+        namespaces[namespace] = i
 
 
 def _check_numbers(path: Path, data: dict) -> None:
@@ -152,10 +161,23 @@ def _check_bound(path: Path, field: str, item: dict) -> None:
         raise ScenarioError(path, f"{field}.bound.value", "a ratio from 0 to 1", repr(value))
     if not isinstance(value, bool) and item["unit"] == "seconds" and value < 0:
         raise ScenarioError(path, f"{field}.bound.value", "seconds, 0 or more", repr(value))
+    ceiling = ", nor above 1" if item["unit"] == "ratio" else ""
     if _never_fails(item["unit"], bound["op"], value):
-        ceiling = ", nor above 1" if item["unit"] == "ratio" else ""
         raise ScenarioError(path, f"{field}.bound", f"a bound a measurement could break (a {item['unit']} is never "
                             f"below 0{ceiling})", f"{bound['op']} {value!r}")
+    if _never_passes(item["unit"], bound["op"], value):
+        raise ScenarioError(path, f"{field}.bound", f"a bound a measurement could meet (a {item['unit']} is never "
+                            f"below 0{ceiling})", f"{bound['op']} {value!r}")
+
+
+def _never_passes(unit: str, op: str, value: Any) -> bool:
+    """Whether no measurement in ``unit`` (0 or more; a ratio at most 1) holds ``op value``: such
+    an expectation fails on every platform, a healthy one too."""
+    if isinstance(value, bool) or unit not in UNITS or unit in BOOL_UNITS:
+        return False
+    top = 1 if unit == "ratio" else math.inf
+    return {"<": value <= 0, "<=": value < 0, "==": not 0 <= value <= top, ">": value >= top,
+            ">=": value > top}.get(op, False)
 
 
 def _never_fails(unit: str, op: str, value: Any) -> bool:

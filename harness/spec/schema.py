@@ -46,7 +46,7 @@ MAX_NUMBER = 1e12  # any duration, count or bound in a scenario is far below thi
 SEVERITIES = ("blocker", "critical", "normal", "minor", "trivial")
 _NAME = {"type": "string", "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$", "maxLength": MAX_NAME_LENGTH,
          "x-expected": f"lowercase letters and digits in words joined by single '-', at most {MAX_NAME_LENGTH} characters"}
-_TEXT = {"type": "string", "minLength": 1, "x-expected": "a non-empty string"}
+_TEXT = {"type": "string", "minLength": 1, "pattern": "\\S", "x-expected": "a string with text, not only spaces"}
 _MAPPING = {"type": "object"}  # free-form: whatever the fault or workload needs
 
 _EXPECTATION: dict[str, Any] = {
