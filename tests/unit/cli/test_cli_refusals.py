@@ -10,6 +10,7 @@ No cluster: runs are written by hand and sealed by the real sealing function.
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -120,6 +121,35 @@ def test_history_refuses_a_missing_reports_directory(tmp_path: Path, capsys: pyt
     a_file = tmp_path / "file"
     a_file.write_text("x")
     assert "expected a directory, got a file" in refused(capsys, "--reports", str(a_file), "history")
+
+
+def test_a_directory_holding_no_run_is_not_a_reports_directory(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # Empty, or another project's directory: not "0 runs, intact", and no index.html written into it.
+    for directory in (tmp_path / "empty", tmp_path / "project"):
+        (directory / "docs").mkdir(parents=True)
+        assert "expected a reports directory holding runs" in refused(capsys, "--reports", str(directory), "history")
+        assert "expected a reports directory holding runs" in refused(capsys, "verify", "--history", str(directory))
+        assert tree(directory) == ["docs"]
+
+
+@pytest.mark.parametrize("option", ["--public-key", "--head"])
+def test_a_key_or_head_that_is_not_a_regular_file_is_refused_unread(reports: Path, tmp_path: Path, option: str,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    # /dev/zero never ends and a FIFO with no writer would block: neither is read.
+    make_sealed_run(reports, "r1")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    where = ["verify", "r1"] if option == "--public-key" else ["verify", "--history"]
+    for path in ("/dev/zero", str(fifo)):
+        assert "not a regular file" in refused(capsys, "--reports", str(reports), *where, option, path)
+
+
+def test_a_usage_error_prints_what_was_given_escaped(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["cluster", "status", "\x1b[31mnope"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "unrecognized arguments: \\x1b[31mnope" in err
 
 
 def test_history_never_writes_into_a_run_directory(reports: Path, capsys: pytest.CaptureFixture) -> None:
@@ -237,9 +267,13 @@ def test_new_refuses_a_dir_that_is_not_a_directory(tmp_path: Path, capsys: pytes
     err = refused(capsys, "new", "x", "--dir", str(a_file / "sub"))
     assert err == f"kdrill new: --dir {a_file / 'sub'}: expected a directory, got a file ({a_file})"
     assert a_file.read_text() == "root:x:0:0\n"
-    # A directory that does not exist yet is made.
-    assert main(["new", "x", "--dir", str(tmp_path / "a" / "b")]) == 0
-    assert (tmp_path / "a" / "b" / "x.yaml").is_file()
+    # A directory that does not exist yet is made in an existing one, never a whole new tree.
+    err = refused(capsys, "new", "x", "--dir", str(tmp_path / "a" / "b"))
+    assert err == (f"kdrill new: --dir {tmp_path / 'a' / 'b'}: expected an existing directory, or a new one in an "
+                   f"existing directory, got one whose parent {tmp_path / 'a'} does not exist")
+    assert not (tmp_path / "a").exists()
+    assert main(["new", "x", "--dir", str(tmp_path / "a")]) == 0
+    assert (tmp_path / "a" / "x.yaml").is_file()
 
 
 def test_a_linked_run_is_not_verified_by_id_as_if_it_were_this_directorys(reports: Path, tmp_path: Path,

@@ -95,6 +95,22 @@ def test_kdrill_matrix_prints_the_rows_and_csv(tmp_path, capsys):
     assert cli.main(["matrix", str(tmp_path / "nothing-here")]) == 2
 
 
+def test_kdrill_matrix_names_a_record_it_cannot_read_and_escapes_its_csv(tmp_path, capsys):
+    run_dir = _run(tmp_path)
+    (run_dir / "manifest.json").unlink()
+    data = json.loads((run_dir / "dns-outage.json").read_text())
+    data["drill"] = "dns-outage\x1b]0;pwn\x07"
+    write_json(run_dir / "dns-outage.json", data)
+    assert cli.main(["matrix", str(run_dir), "-o", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "dns-outage\\x1b]0;pwn\\x07," in out
+    # A record slot that holds no record: named on stderr, and the exit says the matrix is short.
+    (run_dir / "dns-outage.json").write_text("[1]")
+    assert cli.main(["matrix", str(run_dir)]) == 1
+    captured = capsys.readouterr()
+    assert "dns-outage.json: record not read" in captured.err and "dns-outage" not in captured.out
+
+
 def test_a_drill_expecting_no_alert_says_so_with_what_fired():
     read = {"verdict": "none expected", "source": DETECTED["source"], "expected": [], "alerts": [],
             "also_fired": [{"alert": "CoreDNSSlow", "fired_after_seconds": 52.0, "resolved_after_seconds": None,

@@ -239,6 +239,50 @@ def test_a_bound_a_measurement_can_break_is_accepted(tmp_path, unit, op, value):
     load_scenario(write(tmp_path, data))
 
 
+@pytest.mark.parametrize("unit, op, value", [
+    ("seconds", "<", 0), ("count", "<", 0), ("ratio", "<", 0), ("ratio", ">", 1), ("factor", "<", 0.0),
+])
+def test_a_bound_no_measurement_can_meet_is_refused(tmp_path, unit, op, value):
+    # It would fail on every platform, a healthy one too.
+    data = example_data()
+    data["expectations"][1]["name"] = f"measured_{unit}"
+    data["expectations"][1]["unit"] = unit
+    data["expectations"][1]["bound"] = {"op": op, "value": value}
+    err = load_error(tmp_path, data)
+    assert (err.field, err.got) == ("expectations[1].bound", f"{op} {value!r}")
+    assert err.expected.startswith("a bound a measurement could meet")
+
+
+def test_two_cases_whose_namespaces_would_be_the_same_are_refused(tmp_path):
+    # A namespace has at most 63 characters: two long names that differ only past it would share one.
+    data = example_data()
+    data["name"] = "a-scenario-name"
+    data["cases"][0]["name"] = "a" * 49 + "b"  # a case name has at most 50 characters
+    data["cases"][1]["name"] = "a" * 49 + "c"
+    err = load_error(tmp_path, data)
+    assert err.field == "cases[1].name" and "cases[0] runs in kdrill-" in err.expected
+
+
+@pytest.mark.parametrize("field_path", [("title",), ("claim",), ("expectations", 0, "description"), ("fault", "method")])
+def test_text_of_only_spaces_is_refused(tmp_path, field_path):
+    data = example_data()
+    parent = data
+    for key in field_path[:-1]:
+        parent = parent[key]
+    parent[field_path[-1]] = "  \n "
+    err = load_error(tmp_path, data)
+    assert err.field == ".".join(str(k) for k in field_path).replace(".0.", "[0].")
+    assert err.expected == "a string with text, not only spaces"
+
+
+def test_a_key_with_control_characters_is_named_escaped(tmp_path):
+    data = example_data()
+    data["fault"]["\x1b]0;pwned\x07\x1b[31mevil"] = 1
+    err = load_error(tmp_path, data)
+    assert "\x1b" not in str(err) and "\x07" not in str(err)
+    assert "field 'fault.\\x1b]0;pwned\\x07\\x1b[31mevil'" in str(err)
+
+
 def test_an_empty_list_of_cases_is_refused(tmp_path):
     data = example_data()
     data["cases"] = []
