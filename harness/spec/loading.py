@@ -89,8 +89,9 @@ def _with_node_access(path: Path, data: dict, scenario: Scenario) -> Scenario:
 
 
 # C0 controls but tab and newline, DEL and C1: in a title, claim or name they would reach the
-# terminal (list, --plan) and the report as escape sequences.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# terminal (list, --plan) and the report as escape sequences. And the bidirectional overrides and
+# isolates, which make text read in another order than it is written.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def _check_no_control_characters(path: Path, data: Any, field: str = "") -> None:

@@ -780,6 +780,16 @@ def test_a_terminal_escape_in_any_text_is_refused(tmp_path, where):
     assert "\x1b" not in str(error)
 
 
+@pytest.mark.parametrize("mark", ["\u202e", "\u2066", "\u200f"])
+def test_a_bidirectional_override_in_text_is_refused(tmp_path, mark):
+    """An override or isolate makes a title read in another order than it is written."""
+    data = example_data()
+    data["title"] = f"Safe drill {mark}gnp.exe"
+    error = load_error(tmp_path, data)
+    assert error.field == "title" and "control characters" in error.expected, error
+    assert mark not in str(error)
+
+
 @pytest.mark.parametrize("name", ["pod-delete.txt", "pod-delete.YAML", "pod-delete.yaml.bak"])
 def test_a_scenario_file_not_ending_yaml_is_refused_not_taken_for_a_name(tmp_path, name):
     """Taken for the name pod-delete, the copy would be planned and the built-in one run."""
