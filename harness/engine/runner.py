@@ -50,7 +50,6 @@ The windows are timed waits by design (how long the platform is watched), not sy
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -58,7 +57,7 @@ from typing import Any, Callable
 
 from harness.components.webhook import generate_webhook_tls
 from harness.core.timeline import Timeline
-from harness.core.waiting import wait_until
+from harness.core.waiting import hold, wait_until
 from harness.engine.actions import Actions
 from harness.engine.judging import Findings, measure_expectation
 from harness.engine.workload import (
@@ -96,11 +95,6 @@ GUARD_CHECK_SECONDS = 1.0
 
 class DrillAborted(RuntimeError):
     """The abort guard stopped the fault early: its steady-state probe failed for too long."""
-
-
-def hold(seconds: float) -> None:
-    """Let a window run its length (the platform is watched meanwhile)."""
-    threading.Event().wait(max(0.0, seconds))
 
 
 # Steady state before the fault: this many good calls in a row to each of the probe pod's targets.
@@ -144,7 +138,7 @@ def guarded_hold(seconds: float, guard: dict | None, samples_since, now=time.tim
     deadline = started + seconds
     unreadable_since = None
     while (left := deadline - now()) > 0:
-        threading.Event().wait(min(check_seconds, left) if guard else left)
+        hold(min(check_seconds, left) if guard else left)
         if not guard:
             continue
         limit = guard["max_failing_seconds"]
