@@ -57,7 +57,9 @@ class Outcome:
         """E.g. ``"api_recovery_seconds: measured 41.2 seconds, bound <= 30"``."""
         measured = "nothing" if self.measured is None else f"{_fmt(self.measured)} {self.unit}"
         text = f"{self.name}: measured {measured}, bound {self.bound.describe()}"
-        return f"{text} ({self.verdict}: {self.detail})" if self.detail else f"{text} ({self.verdict})"
+        # One line: a detail quoting an API response keeps its newlines in the record, not here.
+        detail = " ".join(str(self.detail or "").split())
+        return f"{text} ({self.verdict}: {detail})" if detail else f"{text} ({self.verdict})"
 
 
 def _fmt(value: Any) -> str:

@@ -245,3 +245,12 @@ def test_a_wait_log_keeps_how_each_wait_ended_and_its_last_error():
     module, function, line = entries[1]["where"].split(":")
     assert module.endswith("test_expectations") and line.isdigit()
     assert function == "test_a_wait_log_keeps_how_each_wait_ended_and_its_last_error"
+
+
+def test_the_progress_line_is_one_line_and_the_record_keeps_the_detail_whole():
+    exp = Expectations(SPECS)
+    detail = 'HTTP 500: {"message":"etcdserver: mvcc: database space exceeded","code":500}\n'
+    outcome = exp.measure("restarted", False, detail=detail)
+    assert outcome.line() == ('restarted: measured false bool, bound == false (passed: HTTP 500: '
+                              '{"message":"etcdserver: mvcc: database space exceeded","code":500})')
+    assert outcome.to_dict()["detail"] == detail
