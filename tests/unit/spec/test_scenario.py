@@ -37,6 +37,15 @@ def load_error(tmp_path: Path, data) -> ScenarioError:
     return info.value
 
 
+def with_bound(unit: str, op: str, value) -> dict:
+    """The example with its second expectation measured in ``unit`` and bound ``op value``."""
+    data = example_data()
+    data["expectations"][1]["name"] = f"measured_{unit}"  # its name agrees with the unit
+    data["expectations"][1]["unit"] = unit
+    data["expectations"][1]["bound"] = {"op": op, "value": value}
+    return data
+
+
 # --- the valid example -------------------------------------------------------
 
 def test_schema_is_a_valid_draft_2020_12_schema():
@@ -219,10 +228,7 @@ def test_a_bound_outside_what_its_unit_can_measure_is_refused(tmp_path, unit, va
     ("factor", ">=", 0),
 ])
 def test_a_bound_every_measurement_holds_is_refused(tmp_path, unit, op, value):
-    data = example_data()
-    data["expectations"][1]["name"] = f"measured_{unit}"
-    data["expectations"][1]["unit"] = unit
-    data["expectations"][1]["bound"] = {"op": op, "value": value}
+    data = with_bound(unit, op, value)
     err = load_error(tmp_path, data)
     assert (err.field, err.got) == ("expectations[1].bound", f"{op} {value!r}")
     assert err.expected.startswith("a bound a measurement could break")
@@ -232,10 +238,7 @@ def test_a_bound_every_measurement_holds_is_refused(tmp_path, unit, op, value):
     ("count", ">=", 1), ("count", "==", 0), ("seconds", ">", 0), ("ratio", "<", 1), ("ratio", "<=", 0.0),
 ])
 def test_a_bound_a_measurement_can_break_is_accepted(tmp_path, unit, op, value):
-    data = example_data()
-    data["expectations"][1]["name"] = f"measured_{unit}"
-    data["expectations"][1]["unit"] = unit
-    data["expectations"][1]["bound"] = {"op": op, "value": value}
+    data = with_bound(unit, op, value)
     load_scenario(write(tmp_path, data))
 
 
@@ -244,10 +247,7 @@ def test_a_bound_a_measurement_can_break_is_accepted(tmp_path, unit, op, value):
 ])
 def test_a_bound_no_measurement_can_meet_is_refused(tmp_path, unit, op, value):
     # It would fail on every platform, a healthy one too.
-    data = example_data()
-    data["expectations"][1]["name"] = f"measured_{unit}"
-    data["expectations"][1]["unit"] = unit
-    data["expectations"][1]["bound"] = {"op": op, "value": value}
+    data = with_bound(unit, op, value)
     err = load_error(tmp_path, data)
     assert (err.field, err.got) == ("expectations[1].bound", f"{op} {value!r}")
     assert err.expected.startswith("a bound a measurement could meet")
