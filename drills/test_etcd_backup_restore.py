@@ -41,7 +41,7 @@ from harness.kube.health import api_accepts_write, wait_healthy
 from harness.kube.images import Build
 from harness.probes import Probes
 from harness.probes.api import ApiWriteProbe
-from harness.probes.http import HttpProbe
+from harness.probes.http import host_http
 from harness.probes.nodes import NodeReadyProbe, node_transitions
 
 SNAPSHOT_IN_CONTAINER = "/var/lib/etcd/kdrill-snapshot.db"  # the etcd pod's data hostPath: on the node too
@@ -93,8 +93,7 @@ def test_etcd_backup_restore(drill, tmp_path_factory):
         node_port = serve_web(drill, from_host=True)
 
     probes = Probes(
-        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(node_port)}/",
-                  interval_seconds=drill.interval_seconds, max_seconds=1200),
+        host_http(drill.cluster, node_port, drill.interval_seconds, max_seconds=1200),
         ApiWriteProbe("api-write", cluster, ns, prefix="probe", interval_seconds=1.0, max_seconds=1200),
         NodeReadyProbe("nodes", cluster, interval_seconds=1.0, max_seconds=1200))
     fault = EtcdRestore(cluster, control_plane, token=f"kdrill-restore-{int(time.time())}",

@@ -29,7 +29,7 @@ from harness.kube.workloads import delete_namespace
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiWriteProbe
 from harness.probes.etcd import EtcdQuorumProbe
-from harness.probes.http import HttpProbe
+from harness.probes.http import host_http
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.pods import kube_system_snapshot, pod_snapshot, restarts_between, restarts_outside_control_plane
 from harness.spec.manifests import APP
@@ -77,8 +77,7 @@ def test_etcd_member_loss(drill):
         ApiReadProbe("api-read-consistent", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=900),
         ApiReadProbe("api-read-watch-cache", cluster, ns, resource_version="0",
                      interval_seconds=drill.interval_seconds, max_seconds=900),
-        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(node_port)}/",
-                  interval_seconds=drill.interval_seconds, max_seconds=900),
+        host_http(drill.cluster, node_port, drill.interval_seconds, max_seconds=900),
         EtcdQuorumProbe("etcd-quorum", cluster, control_plane, endpoints, max_seconds=900),
     )
 

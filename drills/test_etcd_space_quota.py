@@ -26,7 +26,7 @@ from harness.kube.health import api_accepts_write
 from harness.kube.workloads import FILL_OBJECT_KIB, fill_configmaps
 from harness.probes import Probes
 from harness.probes.api import ApiReadProbe, ApiWriteProbe
-from harness.probes.http import HttpProbe
+from harness.probes.http import host_http
 
 NOSPACE_MESSAGE = "database space exceeded"
 # A deadline, not a measurement: the recovery's writes accepted again.
@@ -58,8 +58,7 @@ def test_etcd_space_quota(drill):
     probes = Probes(
         ApiWriteProbe("api-write", cluster, ns, prefix="probe", interval_seconds=drill.interval_seconds, max_seconds=900),
         ApiReadProbe("api-read-consistent", cluster, ns, interval_seconds=drill.interval_seconds, max_seconds=900),
-        HttpProbe("host-http", f"http://127.0.0.1:{drill.cluster.host_port(node_port)}/",
-                  interval_seconds=drill.interval_seconds, max_seconds=900))
+        host_http(drill.cluster, node_port, drill.interval_seconds, max_seconds=900))
     fault = EtcdSpaceQuota(cluster, nodes, quota, ns)
     nospace = None
     probes.start()

@@ -21,15 +21,30 @@ from kubernetes import client
 
 from harness.core.timeline import success_ratio
 from harness.core.waiting import hold_until, wait_until
+from harness.engine.workload import serve_web
 from harness.faults.node_freeze import NodeFreeze
-from harness.kube.workloads import http_server_deployment, http_service, wait_deployment_available
 from harness.probes import Probes
 from harness.probes.endpoints import EndpointReadyProbe
 from harness.probes.incluster import InClusterProbe, service_targets
 from harness.probes.nodes import NODE_TAINTS, NodeReadyProbe, node_transitions
+from harness.spec.manifests import APP
 
-APP = "web"
 UNREACHABLE = "node.kubernetes.io/unreachable"
+
+
+def _on_workers(workers: list[str], toleration_seconds: int):
+    """Shapes the web Deployment: its pods only on ``workers``, tolerating an unreachable or
+    not-ready node for ``toleration_seconds`` instead of the 300 s DefaultTolerationSeconds adds,
+    so the eviction fits in the drill."""
+    def shape(deployment: client.V1Deployment) -> None:
+        deployment.spec.template.spec.affinity = client.V1Affinity(node_affinity=client.V1NodeAffinity(
+            required_during_scheduling_ignored_during_execution=client.V1NodeSelector(node_selector_terms=[
+                client.V1NodeSelectorTerm(match_expressions=[client.V1NodeSelectorRequirement(
+                    key="kubernetes.io/hostname", operator="In", values=workers)])])))
+        deployment.spec.template.spec.tolerations = [
+            client.V1Toleration(key=key, operator="Exists", effect="NoExecute", toleration_seconds=toleration_seconds)
+            for key in NODE_TAINTS]
+    return shape
 
 
 def _node(cluster, name: str) -> client.V1Node:
@@ -72,18 +87,7 @@ def test_worker_node_loss(drill):
 
     with drill.phase("setup"):
         drill.fresh_namespace()
-        deployment = http_server_deployment(APP, replicas)
-        deployment.spec.template.spec.affinity = client.V1Affinity(node_affinity=client.V1NodeAffinity(
-            required_during_scheduling_ignored_during_execution=client.V1NodeSelector(node_selector_terms=[
-                client.V1NodeSelectorTerm(match_expressions=[client.V1NodeSelectorRequirement(
-                    key="kubernetes.io/hostname", operator="In", values=[lost, kept])])])))
-        # Instead of the 300 s DefaultTolerationSeconds adds, so the eviction fits in the drill.
-        deployment.spec.template.spec.tolerations = [
-            client.V1Toleration(key=key, operator="Exists", effect="NoExecute", toleration_seconds=tolerate)
-            for key in NODE_TAINTS]
-        cluster.apps.create_namespaced_deployment(ns, deployment, _request_timeout=10)
-        cluster.core.create_namespaced_service(ns, http_service(APP), _request_timeout=10)
-        wait_deployment_available(cluster, ns, APP, replicas, 180)
+        serve_web(drill, replicas, shape=_on_workers([lost, kept], tolerate))
         before = {pod.metadata.name: pod.spec.node_name for pod in _pods(cluster, ns)}
         on_lost = sorted(name for name, node in before.items() if node == lost)
         drill.observe("pods_before", before)

@@ -27,17 +27,20 @@ OBJECTS_READY_DEADLINE_SECONDS = 180
 HOST_NODE_PORT = 30080
 
 
-def serve_web(drill, replicas: int | None = None, from_host: bool = False, deploy=deploy_http_server) -> int | None:
+def serve_web(drill, replicas: int | None = None, from_host: bool = False, deploy=deploy_http_server,
+              **shaped) -> int | None:
     """The built-in HTTP server ``APP`` (a Deployment and its Service) in the drill's namespace,
     every replica available: ``replicas``, else the scenario's ``workload.replicas`` (2 when
     unset), behind a NodePort Service on ``workload.node_port`` when the scenario names one (else
     HOST_NODE_PORT when the drill calls it ``from_host``), otherwise a ClusterIP Service. What the
     runner and the Python drills make alike; ``deploy`` is harness.kube.workloads.deploy_http_server's
-    shape. Returns the NodePort (None for ClusterIP). Raises ConditionTimeout when the replicas are
-    not available within deploy's deadline."""
+    shape; ``shaped`` goes to it as it is (``shape=``, ``ready_timeout_seconds=``). Returns the
+    NodePort (None for ClusterIP). Raises ConditionTimeout when the replicas are not available
+    within deploy's deadline."""
     node_port = drill.workload.get("node_port", HOST_NODE_PORT if from_host else None)
     replicas = int(drill.workload.get("replicas", 2)) if replicas is None else replicas
-    deploy(drill.cluster, drill.namespace, APP, replicas, node_port=int(node_port) if node_port is not None else None)
+    deploy(drill.cluster, drill.namespace, APP, replicas, node_port=int(node_port) if node_port is not None else None,
+           **shaped)
     return int(node_port) if node_port is not None else None
 
 

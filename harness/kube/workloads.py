@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from collections.abc import Callable
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -117,9 +118,15 @@ def http_service(name: str, node_port: int | None = None) -> client.V1Service:
 
 def deploy_http_server(cluster: Cluster, namespace: str, name: str, replicas: int,
                        node_port: int | None = None, node_selector: dict[str, str] | None = None,
-                       ready_timeout_seconds: float = 180) -> None:
-    """Create the Deployment and Service and wait until every replica is available."""
-    cluster.apps.create_namespaced_deployment(namespace, http_server_deployment(name, replicas, node_selector))
+                       ready_timeout_seconds: float = 180,
+                       shape: Callable[[client.V1Deployment], None] | None = None) -> None:
+    """Create the Deployment (:func:`http_server_deployment`, then ``shape`` applied to it: a drill's
+    affinity or tolerations) and its Service, and wait ``ready_timeout_seconds`` until every
+    replica is available. Raises ConditionTimeout."""
+    deployment = http_server_deployment(name, replicas, node_selector)
+    if shape is not None:
+        shape(deployment)
+    cluster.apps.create_namespaced_deployment(namespace, deployment)
     cluster.core.create_namespaced_service(namespace, http_service(name, node_port))
     wait_deployment_available(cluster, namespace, name, replicas, ready_timeout_seconds)
 

@@ -50,6 +50,14 @@ class HostHttp:
 
     @classmethod
     def for_scenario(cls, spec: dict, context) -> HttpProbe:
-        port = context.cluster.host_port(int(spec["node_port"]))
-        return HttpProbe(spec["name"], f"http://127.0.0.1:{port}/", interval_seconds=context.interval_seconds,
-                         max_seconds=context.max_seconds)
+        return host_http(context.cluster, int(spec["node_port"]), context.interval_seconds, context.max_seconds,
+                         name=spec["name"])
+
+
+def host_http(cluster, node_port: int, interval_seconds: float, max_seconds: float,
+              name: str = "host-http") -> HttpProbe:
+    """The ``host-http`` probe, as the runner makes it and a Python drill too: GET ``/`` of
+    ``node_port`` through its ``127.0.0.1`` mapping (``cluster.host_port``), every
+    ``interval_seconds``, for at most ``max_seconds``."""
+    return HttpProbe(name, f"http://127.0.0.1:{cluster.host_port(node_port)}/", interval_seconds=interval_seconds,
+                     max_seconds=max_seconds)

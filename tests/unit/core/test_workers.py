@@ -173,6 +173,8 @@ def test_a_cluster_whose_host_ports_are_taken_is_refused_before_kind_runs(monkey
             return subprocess.CompletedProcess(cmd, 0, stdout=PS, stderr="")
         return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="")  # docker image inspect
     monkeypatch.setattr(kind_module.proc, "run", run)
+    # A path only: on a fresh machine the kind CLI is not built yet, and kind is never run here.
+    monkeypatch.setattr(kind_module, "kind_binary", lambda: "kind")
     provider = KindProvider("ha", name="kdrill-ha-gatekeeper")
     monkeypatch.setattr(provider, "_run", lambda *a, **k: pytest.fail("kind must not be asked"))
     with pytest.raises(ProviderError, match=r"hostPort 30080 is already published by container kdrill-ha-worker "

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.engine.workload import HOST_NODE_PORT, serve_web
+from harness.kube.workloads import http_server_deployment
 from harness.spec.manifests import APP
 
 
@@ -27,3 +28,20 @@ def test_replicas_and_service_follow_the_scenario_then_the_caller(workload, repl
                     deploy=lambda cluster, ns, app, n, node_port=None: calls.append((cluster, ns, app, n, node_port)))
     assert calls == [("c", "ns", APP, *asked)]
     assert got == returned
+
+
+def test_a_drills_shape_and_deadline_reach_the_deployment_it_asks_for():
+    """worker-node-loss pins its pods to two workers through ``shape``: serve_web must pass it on."""
+    calls = []
+
+    def shape(deployment):
+        deployment.spec.template.spec.node_name = "pinned"
+
+    def deploy(cluster, ns, app, n, node_port=None, shape=None, ready_timeout_seconds=180):
+        deployment = http_server_deployment(app, n)
+        shape(deployment)
+        calls.append((deployment.spec.template.spec.node_name, ready_timeout_seconds))
+
+    serve_web(SimpleNamespace(workload={}, cluster="c", namespace="ns"), 4, deploy=deploy, shape=shape,
+              ready_timeout_seconds=240)
+    assert calls == [("pinned", 240)]
