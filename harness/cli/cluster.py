@@ -12,6 +12,7 @@ import yaml
 import harness.cli.doctor as doctor
 from harness.cli.refusals import Refused
 from harness.core import workers
+from harness.core.text import escaped
 from harness.kube import images
 from harness.kube.health import unhealthy
 from harness.kube.images import ON_REQUEST, Build, BuildError, build_for, image_sizes, releases
@@ -32,10 +33,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     problems = 0
     for check in doctor.checks():
         mark = "ok  " if check.ok else "FAIL" if check.required else "note"
-        print(f"{mark} {check.name}: {check.detail}")
+        # A detail may quote the environment (KDRILL_STATE_DIR): escaped, it cannot rewrite the terminal.
+        print(f"{mark} {check.name}: {escaped(check.detail)}")
         if not check.ok:
             problems += check.required
-            print(textwrap.indent(f"fix: {check.fix}", "       "))
+            print(textwrap.indent(f"fix: {escaped(check.fix)}", "       "))
     return 1 if problems else 0
 
 

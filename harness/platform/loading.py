@@ -27,6 +27,7 @@ from harness.platform.reading import (
     yaml_documents,
 )
 from harness.platform.record import RECORD_NAME, RECORD_NAMESPACE
+from harness.spec.manifests import KINDS, name_problem
 from harness.spec.scenario import UniqueKeyLoader
 
 # What kind v0.31 writes for Kubernetes 1.23 and later (pkg/cluster/internal/kubeadm/config.go). kind
@@ -269,6 +270,7 @@ def check_object(root: Path, path: Path, where: str, doc: Any, seen: Seen, webho
     if namespace is not None and (not isinstance(namespace, str) or not NAMESPACE.fullmatch(namespace)):
         raise ProfileError(path, f"{where}.metadata.namespace", "a namespace name: a DNS label of at most 63 "
                            "characters (a-z, 0-9, -)", repr(namespace))
+    check_builtin_name(path, where, doc["apiVersion"], doc["kind"], obj_name)
     # Without a namespace kubectl applies to default, as the rollout check reads it.
     key = (doc["apiVersion"].rpartition("/")[0], doc["kind"], namespace or "default", obj_name)
     if key == ("", "ConfigMap", RECORD_NAMESPACE, RECORD_NAME):
@@ -287,6 +289,19 @@ def check_object(root: Path, path: Path, where: str, doc: Any, seen: Seen, webho
     misplaced = tls_misplaced(doc)
     if misplaced:
         raise ProfileError(path, where + misplaced[0], misplaced[1], misplaced[2])
+
+
+def check_builtin_name(path: Path, where: str, api_version: str, kind: str, name: str) -> None:
+    """A built-in kind's name as its API server validates it (harness.spec.manifests.KINDS: a DNS
+    subdomain for most, a DNS label for a Namespace, an RFC 1035 label for a Service), so it is
+    refused before the cluster is made rather than by the apply after it. RBAC names are path
+    segments (``system:...``), and custom kinds are their API server's. Raises ProfileError."""
+    known = KINDS.get(kind)
+    if known is None or known.api_version.rpartition("/")[0] != api_version.rpartition("/")[0] \
+            or known.api_version.startswith("rbac.authorization.k8s.io/"):
+        return
+    if (problem := name_problem(name, known.names)) is not None:
+        raise ProfileError(path, f"{where}.metadata.name", f"a {kind} name: {problem}", repr(name))
 
 
 def check_webhook_service(meta_path: Path, webhook_tls: dict[str, str] | None, seen: Seen) -> None:

@@ -318,3 +318,15 @@ def test_an_empty_scenarios_directory_is_a_clear_error(tmp_path, capsys):
 
     assert main(["run", "--plan", "--scenarios-dir", str(tmp_path)]) == 2
     assert "expected at least one scenario file" in capsys.readouterr().err
+
+
+def test_doctor_escapes_a_state_directory_that_would_rewrite_the_terminal(monkeypatch, capsys, tmp_path):
+    from harness.cli import main
+
+    monkeypatch.setenv("KDRILL_STATE_DIR", f"{tmp_path}/typo\x1b[2J\x1b]0;owned\x07")
+    for name in ("check_docker", "check_memory", "check_inotify", "check_build_tools", "check_kind", "check_images"):
+        monkeypatch.setattr(doctor, name, lambda: doctor.Check("x", True, "fine"))
+    assert main(["doctor"]) == 1  # a state directory that does not exist hides no ledger
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "typo\\x1b[2J\\x1b]0;owned\\x07 is not a directory" in out

@@ -105,6 +105,13 @@ def test_the_hash_follows_every_file_but_the_readme(profile_dir):
     (lambda d: (d / "manifests" / "x.yaml").write_text("---\n~\n---\n- a\n"), "document 2", "list"),
     (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="a/b", ns="default")), "document 1.metadata.name",
      "'a/b'"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="My_Config", ns="default")),
+     "document 1.metadata.name", "'My_Config'"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: 9-lives, namespace: default}\n"),
+     "document 1.metadata.name", "'9-lives'"),
+    (lambda d: (d / "manifests" / "x.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: a.b}\n"),
+     "document 1.metadata.name", "'a.b'"),
     (lambda d: (d / "manifests" / "x.yaml").write_text(CM.format(name="a", ns="Kube-System")),
      "document 1.metadata.namespace", "'Kube-System'"),
     (lambda d: ((d / "manifests" / "a.yaml").write_text(CM.format(name="a", ns="default")),
@@ -656,3 +663,12 @@ def test_the_observability_profile_names_its_prometheus_and_its_rules_parse():
     from harness.spec.scenario import load_scenarios
     expected = {d.alert for s in load_scenarios(resources.scenarios_dir()) for d in s.detection}
     assert expected and expected <= set(names), expected - set(names)
+
+
+def test_rbac_and_custom_kinds_keep_the_names_their_api_servers_take(profile_dir):
+    """Names are checked per built-in kind: an RBAC name is a path segment (``system:...``) and a
+    custom kind's name is its own API server's, so neither is refused for a colon or a capital."""
+    (profile_dir / "manifests" / "rbac.yaml").write_text(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: 'system:kdrill-reader'}\n"
+        "---\napiVersion: example.com/v1\nkind: ConfigMap\nmetadata: {name: Not_A_Core_ConfigMap, namespace: default}\n")
+    assert load(profile_dir).manifests[-1].name == "rbac.yaml"
